@@ -1,0 +1,144 @@
+//! CONNECT (§3.1): protocol name and level, connect flags, keep alive, properties,
+//! then client id, will, username and password.
+
+use super::error::DecodeError;
+use super::packet::{Connect, ProtocolVersion, QoS, Will};
+use super::properties::{Properties, PropertyContext};
+use super::reason::ReasonCode;
+use super::wire::{Reader, Sink};
+use crate::topic::validate_topic_name;
+
+const RESERVED: u8 = 0x01;
+const CLEAN_START: u8 = 0x02;
+const WILL_FLAG: u8 = 0x04;
+const WILL_RETAIN: u8 = 0x20;
+const PASSWORD_FLAG: u8 = 0x40;
+const USERNAME_FLAG: u8 = 0x80;
+
+fn unsupported(detail: &'static str) -> DecodeError {
+    DecodeError {
+        reason: ReasonCode::UnsupportedProtocolVersion,
+        detail,
+    }
+}
+
+impl Connect {
+    pub(crate) fn read(r: &mut Reader) -> Result<Connect, DecodeError> {
+        let name = r.string()?;
+        let level = r.u8()?;
+        let protocol = match (name.as_str(), ProtocolVersion::from_level(level)) {
+            ("MQTT", Some(v @ (ProtocolVersion::V3_1_1 | ProtocolVersion::V5))) => v,
+            ("MQIsdp", Some(ProtocolVersion::V3_1)) => ProtocolVersion::V3_1,
+            ("MQTT" | "MQIsdp", _) => return Err(unsupported("unsupported protocol level")),
+            _ => return Err(unsupported("unknown protocol name")),
+        };
+        let flags = r.u8()?;
+        if flags & RESERVED != 0 {
+            return Err(DecodeError::malformed("CONNECT reserved flag is set")); // [MQTT-3.1.2-3]
+        }
+        let will_qos =
+            QoS::from_u8((flags >> 3) & 0x03).ok_or(DecodeError::malformed("will QoS is 3"))?; // [MQTT-3.1.2-14]
+        let has_will = flags & WILL_FLAG != 0;
+        if !has_will && (will_qos != QoS::AtMostOnce || flags & WILL_RETAIN != 0) {
+            // [MQTT-3.1.2-11, 3.1.2-13, 3.1.2-15]
+            return Err(DecodeError::malformed(
+                "will QoS or retain set without a will",
+            ));
+        }
+        let has_username = flags & USERNAME_FLAG != 0;
+        let has_password = flags & PASSWORD_FLAG != 0;
+        if !protocol.is_v5() && has_password && !has_username {
+            // [MQTT-3.1.2-22]
+            return Err(DecodeError::malformed(
+                "password flag set without username flag",
+            ));
+        }
+        let keep_alive = r.u16()?;
+        let properties = if protocol.is_v5() {
+            Properties::decode(r, PropertyContext::Connect)?
+        } else {
+            Properties::new()
+        };
+        let client_id = r.string()?;
+        let will = if has_will {
+            let properties = if protocol.is_v5() {
+                Properties::decode(r, PropertyContext::Will)?
+            } else {
+                Properties::new()
+            };
+            let topic = r.string()?;
+            validate_topic_name(&topic).map_err(DecodeError::topic_name)?;
+            Some(Will {
+                topic,
+                payload: r.binary()?,
+                qos: will_qos,
+                retain: flags & WILL_RETAIN != 0,
+                properties,
+            })
+        } else {
+            None
+        };
+        let username = if has_username {
+            Some(r.string()?)
+        } else {
+            None
+        };
+        let password = if has_password {
+            Some(r.binary()?)
+        } else {
+            None
+        };
+        r.finish()?;
+        Ok(Connect {
+            protocol,
+            clean_start: flags & CLEAN_START != 0,
+            keep_alive,
+            properties,
+            client_id,
+            will,
+            username,
+            password,
+        })
+    }
+
+    pub(crate) fn write<S: Sink>(&self, out: &mut S) {
+        let v5 = self.protocol.is_v5();
+        out.put_string(self.protocol.protocol_name());
+        out.put_u8(self.protocol.level());
+        let mut flags = 0;
+        if self.clean_start {
+            flags |= CLEAN_START;
+        }
+        if let Some(will) = &self.will {
+            flags |= WILL_FLAG | ((will.qos as u8) << 3);
+            if will.retain {
+                flags |= WILL_RETAIN;
+            }
+        }
+        if self.username.is_some() {
+            flags |= USERNAME_FLAG;
+        }
+        if self.password.is_some() {
+            flags |= PASSWORD_FLAG;
+        }
+        out.put_u8(flags);
+        out.put_u16(self.keep_alive);
+        if v5 {
+            self.properties.encode(out);
+        }
+        out.put_string(&self.client_id);
+        if let Some(will) = &self.will {
+            if v5 {
+                will.properties.encode(out);
+            }
+            out.put_string(&will.topic);
+            out.put_binary(&will.payload);
+        }
+        if let Some(username) = &self.username {
+            out.put_string(username);
+        }
+        if let Some(password) = &self.password {
+            out.put_binary(password);
+        }
+    }
+}

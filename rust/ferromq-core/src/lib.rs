@@ -1,0 +1,12 @@
+//! ferromq-core: the sans-IO MQTT engine of ferromq.
+//!
+//! Nothing in this crate touches a socket, a clock or Python. Inputs are bytes and
+//! decisions; outputs are bytes and events. That keeps every part deterministic and
+//! testable with `cargo test`, fuzzable with `cargo fuzz` and benchmarkable without a
+//! network. The pyo3 binding lives in the separate `ferromq-py` crate.
+//!
+//! - [`codec`]: every packet of MQTT 3.1, 3.1.1 and 5.0, streaming decode and encode.
+//! - [`topic`]: topic-name and topic-filter rules shared by the codec and the index.
+
+pub mod codec;
+pub mod topic;
