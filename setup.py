@@ -21,7 +21,13 @@ setup(
     ],
     ext_modules=cythonize(
         [Extension("ferromq._protocol", ["cython/_protocol.pyx"])],
-        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+        compiler_directives={
+            "language_level": "3",
+            "boundscheck": False,
+            "wraparound": False,
+            "auto_pickle": False,
+            "autotestdict": False,
+        },
     ),
     zip_safe=False,
 )

@@ -1,10 +1,28 @@
+from typing import Any, Final, TypeAlias, final
+
 from typing_extensions import Buffer
-from typing import Any, Final
+
+__all__ = [
+    "MAX_PACKET_SIZE",
+    "CodecError",
+    "EncodeError",
+    "FrameDecoder",
+    "MalformedPacket",
+    "PacketTooLarge",
+    "ProtocolError",
+    "TopicFilterInvalid",
+    "TopicNameInvalid",
+    "UnsupportedProtocolVersion",
+    "__version__",
+    "encode",
+    "encode_many",
+    "reason_code_name",
+]
 
 __version__: Final[str]
 MAX_PACKET_SIZE: Final[int]
 
-Packet = dict[str, Any]
+_Packet: TypeAlias = dict[str, Any]
 
 class CodecError(ValueError):
     reason_code: int
@@ -18,6 +36,7 @@ class TopicNameInvalid(CodecError): ...
 class PacketTooLarge(CodecError): ...
 class EncodeError(ValueError): ...
 
+@final
 class FrameDecoder:
     def __new__(
         cls, max_packet_size: int = ..., protocol_version: int | None = None
@@ -26,8 +45,8 @@ class FrameDecoder:
     def protocol_version(self) -> int | None: ...
     @property
     def max_packet_size(self) -> int: ...
-    def decode_buffer(self, data: Buffer) -> tuple[list[Packet], int, CodecError | None]: ...
+    def decode_buffer(self, data: Buffer) -> tuple[list[_Packet], int, CodecError | None]: ...
 
-def encode(packet: Packet, protocol_version: int = 4) -> bytes: ...
-def encode_many(packets: list[Packet], protocol_version: int = 4) -> bytes: ...
+def encode(packet: _Packet, protocol_version: int = 4) -> bytes: ...
+def encode_many(packets: list[_Packet], protocol_version: int = 4) -> bytes: ...
 def reason_code_name(code: int) -> str: ...
