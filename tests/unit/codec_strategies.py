@@ -24,7 +24,7 @@ DETERMINISTIC = settings(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=60,
+    max_examples=40,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
