@@ -1,7 +1,8 @@
 """The ``ferromq`` console entrypoint.
 
-Subcommands register themselves on the parser built here; this issue ships none yet,
-so ``ferromq`` only answers ``--version`` and ``--help`` and serves nothing.
+Subcommands register themselves on the parser built here (``register(subparsers)``
+in their own module) and set a ``handler`` that returns the exit status:
+``bench`` (:mod:`ferromq.bench`) is the load generator.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ferromq import __version__
+from ferromq import __version__, bench
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="ferromq: an MQTT 3.1.1 / 5.0 broker with a compiled core.",
     )
     parser.add_argument("--version", action="version", version=f"ferromq {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    bench.register(subparsers)
     return parser
 
 
@@ -29,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    status: int = args.handler(args)
+    return status
 
 
 if __name__ == "__main__":
