@@ -21,7 +21,7 @@ from ferromq import bench
 from ferromq._core import BenchError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches" / "load"))
-import brokers  # noqa: E402
+import brokers
 
 
 @pytest.fixture(scope="module")
