@@ -7,6 +7,7 @@ status. Configuration reaches every command the same way: ``--config FILE`` (add
 one line on stderr and exit status 2 (argparse's status for bad usage), never a traceback.
 
 - ``check-config``: print the effective configuration (TOML, or JSON with ``--json``).
+- ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ferromq import __version__
+from ferromq import __version__, bench
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
 
 EXIT_CONFIG_ERROR = 2
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_argument(check)
     check.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     check.set_defaults(handler=check_config)
+    bench.register(commands)
     return parser
 
 
