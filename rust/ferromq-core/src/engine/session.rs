@@ -22,6 +22,7 @@ use crate::codec::Will;
 
 /// What an outbound QoS 1/2 delivery is waiting for.
 #[derive(Debug)]
+#[allow(clippy::enum_variant_names)] // named after the packets awaited
 pub enum Awaiting {
     /// QoS 1 sent, waiting for PUBACK.
     PubAck(Outgoing),
