@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod codec;
+mod engine;
 mod errors;
 
 #[pymodule]
@@ -14,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     codec::register(m)?;
+    engine::register(m)?;
     Ok(())
 }
