@@ -6,7 +6,10 @@
 //! network. The pyo3 binding lives in the separate `ferromq-py` crate.
 //!
 //! - [`codec`]: every packet of MQTT 3.1, 3.1.1 and 5.0, streaming decode and encode.
-//! - [`topic`]: topic-name and topic-filter rules shared by the codec and the index.
+//! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
+//! - [`retain`]: the retained-message index.
 
 pub mod codec;
+pub mod engine;
+pub mod retain;
 pub mod topic;

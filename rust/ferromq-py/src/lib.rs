@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod bench;
 mod codec;
+mod engine;
 mod errors;
 
 #[pymodule]
@@ -17,5 +18,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     codec::register(m)?;
     bench::register(m)?;
+    engine::register(m)?;
     Ok(())
 }

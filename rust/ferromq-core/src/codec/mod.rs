@@ -38,4 +38,6 @@ pub use properties::{
     PropertyValue, WireType, PROPERTY_SPECS,
 };
 pub use reason::{ConnectReturnCode, ReasonCode};
+/// Option-byte bits, shared with the topic index that stores the byte as is.
+pub(crate) use subscribe::{NO_LOCAL, RETAIN_AS_PUBLISHED};
 pub use wire::{read_varint, varint_len, Utf8Bytes, VARINT_MAX};

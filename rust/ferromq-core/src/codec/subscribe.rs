@@ -9,8 +9,8 @@ use super::publish::read_packet_id;
 use super::wire::{Reader, Sink};
 use crate::topic::{parse_shared_filter, validate_topic_filter};
 
-const NO_LOCAL: u8 = 0x04;
-const RETAIN_AS_PUBLISHED: u8 = 0x08;
+pub(crate) const NO_LOCAL: u8 = 0x04;
+pub(crate) const RETAIN_AS_PUBLISHED: u8 = 0x08;
 
 impl SubscriptionOptions {
     fn read(byte: u8, version: ProtocolVersion) -> Result<SubscriptionOptions, DecodeError> {
