@@ -262,6 +262,9 @@ impl Engine {
     }
 }
 
+/// `(batch, consumed, error)`: batch and error are always None for the engine.
+type DecodeResult = (Option<Py<PyAny>>, usize, Option<Py<PyAny>>);
+
 /// One connection's `decode_buffer` into the engine (see the module header).
 #[pyclass(module = "ferromq._core", unsendable)]
 pub(crate) struct EngineConnection {
@@ -287,11 +290,7 @@ impl EngineConnection {
         self.conn
     }
 
-    fn decode_buffer(
-        &self,
-        py: Python<'_>,
-        data: PyBuffer<u8>,
-    ) -> PyResult<(Option<Py<PyAny>>, usize, Option<Py<PyAny>>)> {
+    fn decode_buffer(&self, py: Python<'_>, data: PyBuffer<u8>) -> PyResult<DecodeResult> {
         let now: u64 = self.clock.bind(py).call0()?.extract()?;
         let mut engine = self.engine.borrow_mut(py);
         let consumed = with_bytes(&data, |bytes| engine.inner.feed(self.conn, bytes, now))?;
