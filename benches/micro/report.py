@@ -4,7 +4,10 @@
 
 Runs ``pytest benches/micro --benchmark-enable --benchmark-only --benchmark-json=...``
 and prints, per group, each implementation's median and minimum time, its packets per
-second and how many times faster ferromq is (the peer's median over ferromq's). The
+second and how many times faster each ferromq variant is (the peer's median over
+ferromq's): ``ferromq`` builds a dict per packet, ``ferromq-batch`` returns a
+``FrameBatch`` and reads every PUBLISH field (type, QoS, packet id, topic, payload) as
+columns. The
 median, not the mean: on a shared machine, and with the cyclic GC running over the
 objects a decode creates, a few slow rounds drag the mean far from the typical round.
 pytest's own table is printed above it.
@@ -55,14 +58,19 @@ def report(groups: dict[str, list[dict[str, object]]]) -> str:
             assert isinstance(info, dict) and isinstance(stats, dict)
             median, fastest = float(stats["median"]), float(stats["min"])
             rows.append((str(info["impl"]), median, fastest, int(info["packets"])))
-        base = min(median for impl, median, _, _ in rows if impl == "ferromq")
+        ours = {impl: median for impl, median, _, _ in rows if impl.startswith("ferromq")}
         lines.append(f"\n{group}")
-        header = f"{'median':>12}{'min':>12}{'packets/s':>14}{'ferromq x':>12}"
+        ratio_headers = "".join(f"{'vs ' + impl:>24}" for impl in ours)
+        header = f"{'median':>12}{'min':>12}{'packets/s':>14}{ratio_headers}"
         lines.append(f"  {'implementation':<30}{header}")
         for impl, median, fastest, packets in sorted(rows, key=lambda row: row[1]):
-            ratio = "-" if impl == "ferromq" else f"{median / base:,.1f}x"
+            # How many times slower this peer is than each ferromq variant.
+            ratios = "".join(
+                f"{'-' if impl.startswith('ferromq') else f'{median / base:,.1f}x':>24}"
+                for base in ours.values()
+            )
             times = f"{median * 1e3:>10.2f}ms{fastest * 1e3:>10.2f}ms"
-            lines.append(f"  {impl:<30}{times}{packets / median:>14,.0f}{ratio:>12}")
+            lines.append(f"  {impl:<30}{times}{packets / median:>14,.0f}{ratios}")
     return "\n".join(lines)
 
 

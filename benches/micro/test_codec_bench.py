@@ -9,7 +9,9 @@ Workloads (MQTT 3.1.1, so every peer can take part):
 Each peer decodes the same buffer and encodes the same packets:
 
 * ferromq: ``FrameDecoder.decode_buffer`` once over the whole buffer (what the receive
-  buffer does per read); ``encode_many`` once, and ``encode`` per packet.
+  buffer does per read), a dict per packet; ``decode_batch`` once, then every PUBLISH
+  field read as a column (``ferromq-batch``); ``encode_many`` once, and ``encode`` per
+  packet.
 * amqtt: the way its protocol handler reads, ``MQTTFixedHeader.from_stream`` then the
   packet class's ``from_stream`` over an ``asyncio.StreamReader`` fed the buffer;
   ``to_bytes`` on packet objects built beforehand.
@@ -104,6 +106,22 @@ def ferromq_decode(wire: bytes) -> list[Packet]:
     packets, consumed, error = codec.FrameDecoder(protocol_version=4).decode_buffer(wire)
     assert error is None and consumed == len(wire)
     return packets
+
+
+def ferromq_decode_batch(wire: bytes) -> list[tuple[int, int, int, str | None, bytes | None]]:
+    """Decode, then read every field a PUBLISH consumer needs, column by column."""
+    batch = codec.FrameDecoder(protocol_version=4).decode_batch(wire)
+    assert batch.error is None and batch.consumed == len(wire)
+    return list(
+        zip(
+            batch.packet_types(),
+            batch.qos(),
+            batch.packet_ids(),
+            batch.topics(),
+            batch.payloads(),
+            strict=True,
+        )
+    )
 
 
 def ferromq_encode_each(packets: list[Packet]) -> bytes:
@@ -216,6 +234,9 @@ def every_implementation_agrees(loop: asyncio.AbstractEventLoop) -> None:
     # A fixture, not a test: --benchmark-only skips tests that do not time anything.
     assert ferromq_decode(PUBLISH_WIRE) == PUBLISHES
     assert ferromq_decode(MIXED_WIRE) == MIXED
+    assert ferromq_decode_batch(PUBLISH_WIRE) == [
+        (3, p["qos"], p["packet_id"], p["topic"], p["payload"]) for p in PUBLISHES
+    ]
     assert ferromq_encode_each(MIXED) == MIXED_WIRE
     assert amqtt_encode(AMQTT_PUBLISHES) == PUBLISH_WIRE
     assert amqtt_encode(AMQTT_MIXED) == MIXED_WIRE
@@ -246,6 +267,11 @@ def run(benchmark: Any, impl: str, fn: Callable[[Any], Any], arg: Any, *, slow: 
 @pytest.mark.benchmark(group="decode 10k PUBLISH")
 def test_decode_publish_ferromq(benchmark: Any) -> None:
     run(benchmark, "ferromq", ferromq_decode, PUBLISH_WIRE, slow=False)
+
+
+@pytest.mark.benchmark(group="decode 10k PUBLISH")
+def test_decode_publish_ferromq_batch(benchmark: Any) -> None:
+    run(benchmark, "ferromq-batch", ferromq_decode_batch, PUBLISH_WIRE, slow=False)
 
 
 @pytest.mark.benchmark(group="decode 10k PUBLISH")

@@ -19,10 +19,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::buffer::with_bytes;
 use crate::errors::{bad_packet, decode_error, encode_error};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrameDecoder>()?;
+    m.add_class::<FrameBatch>()?;
     m.add_function(wrap_pyfunction!(encode, m)?)?;
     m.add_function(wrap_pyfunction!(encode_many, m)?)?;
     m.add_function(wrap_pyfunction!(reason_code_name, m)?)?;
@@ -73,21 +75,121 @@ impl FrameDecoder {
         py: Python<'py>,
         data: PyBuffer<u8>,
     ) -> PyResult<(Bound<'py, PyList>, usize, Option<Py<PyAny>>)> {
-        if !data.is_c_contiguous() {
-            return Err(PyValueError::new_err("buffer must be C-contiguous"));
-        }
-        // SAFETY: the buffer is C-contiguous (checked above) and stays exported for the
-        // lifetime of `data`; we hold the GIL, so no Python code can resize or write it
-        // while this shared view exists, and the view does not outlive this call.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-        let (packets, consumed, error) = self.inner.decode_slice(bytes);
+        let (packets, consumed, error) = with_bytes(&data, |bytes| self.inner.decode_slice(bytes))?;
         let list = PyList::empty(py);
         for packet in &packets {
             list.append(packet_to_dict(py, packet)?)?;
         }
         let error = error.map(|err| decode_error(py, &err).into_value(py).into_any());
         Ok((list, consumed, error))
+    }
+
+    /// Decode every complete frame at the start of `data` into a `FrameBatch`: the
+    /// packets stay in Rust and cross to Python column by column, on demand.
+    fn decode_batch(&mut self, py: Python<'_>, data: PyBuffer<u8>) -> PyResult<FrameBatch> {
+        let (packets, consumed, error) = with_bytes(&data, |bytes| self.inner.decode_slice(bytes))?;
+        Ok(FrameBatch {
+            packets,
+            consumed,
+            error: error.map(|err| decode_error(py, &err).into_value(py).into_any()),
+        })
+    }
+}
+
+/// The packets of one `decode_batch` call, kept in Rust. Columns (`packet_types`,
+/// `packet_ids`, `qos`, `topics`, `payloads`) build one Python list or bytes each;
+/// `packet(i)` and `packets()` give the full dict form.
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct FrameBatch {
+    packets: Vec<Packet>,
+    #[pyo3(get)]
+    consumed: usize,
+    #[pyo3(get)]
+    error: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl FrameBatch {
+    fn __len__(&self) -> usize {
+        self.packets.len()
+    }
+
+    /// The control packet type (1-15) of every packet, one byte each.
+    fn packet_types<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let types: Vec<u8> = self.packets.iter().map(|p| p.packet_type() as u8).collect();
+        PyBytes::new(py, &types)
+    }
+
+    /// The QoS of every PUBLISH (0 for other packets), one byte each.
+    fn qos<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let qos: Vec<u8> = self
+            .packets
+            .iter()
+            .map(|p| match p {
+                Packet::Publish(publish) => publish.qos as u8,
+                _ => 0,
+            })
+            .collect();
+        PyBytes::new(py, &qos)
+    }
+
+    /// The packet identifier of every packet (0 where it has none).
+    fn packet_ids(&self) -> Vec<u16> {
+        self.packets.iter().map(packet_id).collect()
+    }
+
+    /// The topic of every PUBLISH, None for other packets.
+    fn topics(&self) -> Vec<Option<&str>> {
+        self.packets
+            .iter()
+            .map(|p| match p {
+                Packet::Publish(publish) => Some(publish.topic.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The payload of every PUBLISH, None for other packets.
+    fn payloads<'py>(&self, py: Python<'py>) -> Vec<Option<Bound<'py, PyBytes>>> {
+        self.packets
+            .iter()
+            .map(|p| match p {
+                Packet::Publish(publish) => Some(PyBytes::new(py, &publish.payload)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Packet `index` as a dict (the `decode_buffer` form).
+    fn packet<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyDict>> {
+        let packet = self
+            .packets
+            .get(index)
+            .ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("packet index out of range"))?;
+        packet_to_dict(py, packet)
+    }
+
+    /// Every packet as a dict.
+    fn packets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for packet in &self.packets {
+            list.append(packet_to_dict(py, packet)?)?;
+        }
+        Ok(list)
+    }
+}
+
+fn packet_id(packet: &Packet) -> u16 {
+    match packet {
+        Packet::Publish(p) => p.packet_id,
+        Packet::PubAck(a) | Packet::PubRec(a) | Packet::PubRel(a) | Packet::PubComp(a) => {
+            a.packet_id
+        }
+        Packet::Subscribe(s) => s.packet_id,
+        Packet::SubAck(s) => s.packet_id,
+        Packet::Unsubscribe(u) => u.packet_id,
+        Packet::UnsubAck(u) => u.packet_id,
+        _ => 0,
     }
 }
 

@@ -14,6 +14,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use crate::buffer::with_bytes;
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
     m.add_class::<EngineConnection>()?;
@@ -50,19 +52,6 @@ fn drop_policy(name: &str) -> PyResult<DropPolicy> {
             )))
         }
     })
-}
-
-/// Borrow a contiguous Python buffer as bytes for the duration of `f`.
-fn with_bytes<R>(data: &PyBuffer<u8>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
-    if !data.is_c_contiguous() {
-        return Err(PyValueError::new_err("buffer must be C-contiguous"));
-    }
-    // SAFETY: the buffer is C-contiguous (checked above) and stays exported while
-    // `data` lives; the GIL is held for the whole call, so no Python code can resize
-    // or write it while this shared view exists, and the view does not escape `f`.
-    let bytes =
-        unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-    Ok(f(bytes))
 }
 
 #[pymethods]

@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 
 mod bench;
+mod buffer;
 mod codec;
 mod engine;
 mod errors;

@@ -21,7 +21,7 @@ fn allowed_and_context(kind: PacketType) -> (&'static [ReasonCode], PropertyCont
 impl Ack {
     pub(crate) fn read(
         kind: PacketType,
-        r: &mut Reader,
+        r: &mut Reader<'_>,
         version: ProtocolVersion,
     ) -> Result<Ack, DecodeError> {
         let packet_id = read_packet_id(r)?;

@@ -8,7 +8,10 @@ use super::reason::{allowed, ConnectReturnCode, ReasonCode};
 use super::wire::{Reader, Sink};
 
 impl ConnAck {
-    pub(crate) fn read(r: &mut Reader, version: ProtocolVersion) -> Result<ConnAck, DecodeError> {
+    pub(crate) fn read(
+        r: &mut Reader<'_>,
+        version: ProtocolVersion,
+    ) -> Result<ConnAck, DecodeError> {
         let flags = r.u8()?;
         if flags & 0xFE != 0 {
             // [MQTT-3.2.2-1]

@@ -23,7 +23,7 @@ fn unsupported(detail: &'static str) -> DecodeError {
 }
 
 impl Connect {
-    pub(crate) fn read(r: &mut Reader) -> Result<Connect, DecodeError> {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Connect, DecodeError> {
         let name = r.string()?;
         let level = r.u8()?;
         let protocol = match (name.as_str(), ProtocolVersion::from_level(level)) {

@@ -12,7 +12,7 @@ use super::wire::{Reader, Sink};
 impl ReasonOnly {
     pub(crate) fn read(
         kind: PacketType,
-        r: &mut Reader,
+        r: &mut Reader<'_>,
         version: ProtocolVersion,
     ) -> Result<ReasonOnly, DecodeError> {
         let mut packet = ReasonOnly::new(ReasonCode::Success);

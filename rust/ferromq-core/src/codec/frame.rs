@@ -78,7 +78,18 @@ pub fn decode_packet(frame: Bytes, version: ProtocolVersion) -> Result<Packet, D
             "remaining length does not match the frame",
         ));
     }
-    let mut r = Reader::new(frame.slice(header.header_len..));
+    decode_body(&frame, 0, header, version)
+}
+
+/// Decode the frame at `buf[start..start + header.frame_len]`, whose fixed header was
+/// read already, without slicing the frame out of `buf`.
+fn decode_body(
+    buf: &Bytes,
+    start: usize,
+    header: FixedHeader,
+    version: ProtocolVersion,
+) -> Result<Packet, DecodeError> {
+    let mut r = Reader::new(buf, start + header.header_len, start + header.frame_len);
     let kind = header.packet_type;
     if kind != PacketType::Publish && header.flags != required_flags(kind) {
         return Err(DecodeError::malformed(
@@ -260,7 +271,7 @@ impl FrameDecoder {
             return Ok(None);
         }
         let frame = buf.split_to(header.frame_len).freeze();
-        self.decode_frame(header, frame).map(Some)
+        self.decode_frame(&frame, 0, header).map(Some)
     }
 
     /// Decode every whole packet at the front of `data` (a borrowed read buffer).
@@ -290,8 +301,7 @@ impl FrameDecoder {
         let mut packets = Vec::with_capacity(headers.len());
         let mut start = 0;
         for header in headers {
-            let frame = shared.slice(start..start + header.frame_len);
-            match self.decode_frame(header, frame) {
+            match self.decode_frame(&shared, start, header) {
                 Ok(packet) => packets.push(packet),
                 Err(err) => return (packets, start, Some(err)),
             }
@@ -300,14 +310,19 @@ impl FrameDecoder {
         (packets, end, error)
     }
 
-    fn decode_frame(&mut self, header: FixedHeader, frame: Bytes) -> Result<Packet, DecodeError> {
+    fn decode_frame(
+        &mut self,
+        buf: &Bytes,
+        start: usize,
+        header: FixedHeader,
+    ) -> Result<Packet, DecodeError> {
         let version = match (self.version, header.packet_type) {
             (Some(version), _) => version,
             // Decoded as its own protocol level; the placeholder is never read.
             (None, PacketType::Connect) => ProtocolVersion::V5,
             (None, _) => return Err(DecodeError::protocol("the first packet must be CONNECT")),
         };
-        let packet = decode_packet(frame, version)?;
+        let packet = decode_body(buf, start, header, version)?;
         if let Packet::Connect(connect) = &packet {
             self.version.get_or_insert(connect.protocol);
         }

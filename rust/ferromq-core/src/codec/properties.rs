@@ -454,7 +454,7 @@ impl Properties {
 
     /// Read a property block: its length, then properties up to that length.
     pub(crate) fn decode(
-        reader: &mut Reader,
+        reader: &mut Reader<'_>,
         context: PropertyContext,
     ) -> Result<Properties, DecodeError> {
         let len = reader.varint()? as usize;
@@ -538,7 +538,8 @@ mod tests {
     use super::*;
 
     fn decode(bytes: &'static [u8], context: PropertyContext) -> Result<Properties, DecodeError> {
-        Properties::decode(&mut Reader::new(Bytes::from_static(bytes)), context)
+        let buf = Bytes::from_static(bytes);
+        Properties::decode(&mut Reader::new(&buf, 0, buf.len()), context)
     }
 
     #[test]

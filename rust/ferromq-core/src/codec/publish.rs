@@ -12,7 +12,7 @@ const TOPIC_ALIAS: u8 = 0x23;
 impl Publish {
     pub(crate) fn read(
         flags: u8,
-        r: &mut Reader,
+        r: &mut Reader<'_>,
         version: ProtocolVersion,
     ) -> Result<Publish, DecodeError> {
         let qos =
@@ -72,7 +72,7 @@ impl Publish {
 }
 
 /// A packet identifier, which must be non-zero [MQTT-2.3.1-1].
-pub(crate) fn read_packet_id(r: &mut Reader) -> Result<u16, DecodeError> {
+pub(crate) fn read_packet_id(r: &mut Reader<'_>) -> Result<u16, DecodeError> {
     match r.u16()? {
         0 => Err(DecodeError::protocol("packet identifier is 0")),
         id => Ok(id),

@@ -8,7 +8,10 @@ use super::reason::{allowed, ReasonCode};
 use super::wire::{Reader, Sink};
 
 impl SubAck {
-    pub(crate) fn read(r: &mut Reader, version: ProtocolVersion) -> Result<SubAck, DecodeError> {
+    pub(crate) fn read(
+        r: &mut Reader<'_>,
+        version: ProtocolVersion,
+    ) -> Result<SubAck, DecodeError> {
         let packet_id = read_packet_id(r)?;
         let (properties, codes) = if version.is_v5() {
             (
@@ -39,7 +42,7 @@ impl SubAck {
 
 /// The reason-code list that closes SUBACK and 5.0 UNSUBACK: at least one, each allowed.
 pub(crate) fn read_reason_list(
-    r: &mut Reader,
+    r: &mut Reader<'_>,
     codes: &[ReasonCode],
 ) -> Result<Vec<ReasonCode>, DecodeError> {
     let mut reasons = Vec::with_capacity(r.remaining());

@@ -53,7 +53,10 @@ impl SubscriptionOptions {
 }
 
 impl Subscribe {
-    pub(crate) fn read(r: &mut Reader, version: ProtocolVersion) -> Result<Subscribe, DecodeError> {
+    pub(crate) fn read(
+        r: &mut Reader<'_>,
+        version: ProtocolVersion,
+    ) -> Result<Subscribe, DecodeError> {
         let packet_id = read_packet_id(r)?;
         let properties = if version.is_v5() {
             Properties::decode(r, PropertyContext::Subscribe)?

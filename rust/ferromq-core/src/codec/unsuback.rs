@@ -9,7 +9,10 @@ use super::suback::read_reason_list;
 use super::wire::{Reader, Sink};
 
 impl UnsubAck {
-    pub(crate) fn read(r: &mut Reader, version: ProtocolVersion) -> Result<UnsubAck, DecodeError> {
+    pub(crate) fn read(
+        r: &mut Reader<'_>,
+        version: ProtocolVersion,
+    ) -> Result<UnsubAck, DecodeError> {
         let packet_id = read_packet_id(r)?;
         if !version.is_v5() {
             r.finish()?;

@@ -9,7 +9,7 @@ use crate::topic::validate_topic_filter;
 
 impl Unsubscribe {
     pub(crate) fn read(
-        r: &mut Reader,
+        r: &mut Reader<'_>,
         version: ProtocolVersion,
     ) -> Result<Unsubscribe, DecodeError> {
         let packet_id = read_packet_id(r)?;

@@ -126,27 +126,35 @@ pub const fn varint_len(value: u32) -> usize {
     }
 }
 
-/// A bounds-checked cursor over one frame's bytes.
-pub(crate) struct Reader {
-    buf: Bytes,
+/// A bounds-checked cursor over a window of a shared buffer (one frame, or one
+/// property block inside it). Reading a field slices the shared buffer, so strings
+/// and payloads are zero-copy; the window itself costs no reference count.
+pub(crate) struct Reader<'a> {
+    buf: &'a Bytes,
     pos: usize,
+    end: usize,
 }
 
 const TRUNCATED: DecodeError = DecodeError::malformed("packet ends before its fields do");
 
-impl Reader {
-    pub fn new(buf: Bytes) -> Reader {
-        Reader { buf, pos: 0 }
+impl<'a> Reader<'a> {
+    /// A reader over `buf[start..end]`.
+    pub fn new(buf: &'a Bytes, start: usize, end: usize) -> Reader<'a> {
+        debug_assert!(start <= end && end <= buf.len());
+        Reader {
+            buf,
+            pos: start,
+            end,
+        }
     }
 
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.end - self.pos
     }
 
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
-        let byte = *self.buf.get(self.pos).ok_or(TRUNCATED)?;
-        self.pos += 1;
-        Ok(byte)
+        let bytes = self.take_slice(1)?;
+        Ok(bytes[0])
     }
 
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
@@ -160,7 +168,7 @@ impl Reader {
     }
 
     pub fn varint(&mut self) -> Result<u32, DecodeError> {
-        match read_varint(&self.buf[self.pos..])? {
+        match read_varint(&self.buf[self.pos..self.end])? {
             Some((value, used)) => {
                 self.pos += used;
                 Ok(value)
@@ -169,13 +177,14 @@ impl Reader {
         }
     }
 
-    fn take_slice(&mut self, len: usize) -> Result<&[u8], DecodeError> {
+    fn take_slice(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
         if self.remaining() < len {
             return Err(TRUNCATED);
         }
         let start = self.pos;
         self.pos += len;
-        Ok(&self.buf[start..self.pos])
+        let buf: &'a Bytes = self.buf;
+        Ok(&buf[start..self.pos])
     }
 
     /// The next `len` bytes as a zero-copy slice.
@@ -190,8 +199,8 @@ impl Reader {
 
     /// Everything left, as a zero-copy slice (a PUBLISH payload).
     pub fn rest(&mut self) -> Bytes {
-        let slice = self.buf.slice(self.pos..);
-        self.pos = self.buf.len();
+        let slice = self.buf.slice(self.pos..self.end);
+        self.pos = self.end;
         slice
     }
 
@@ -207,8 +216,13 @@ impl Reader {
     }
 
     /// A sub-reader over the next `len` bytes (a property block).
-    pub fn sub(&mut self, len: usize) -> Result<Reader, DecodeError> {
-        Ok(Reader::new(self.take(len)?))
+    pub fn sub(&mut self, len: usize) -> Result<Reader<'a>, DecodeError> {
+        if self.remaining() < len {
+            return Err(TRUNCATED);
+        }
+        let start = self.pos;
+        self.pos += len;
+        Ok(Reader::new(self.buf, start, self.pos))
     }
 
     /// Fails unless every byte was consumed: trailing bytes are malformed.
