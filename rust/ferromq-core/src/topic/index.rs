@@ -41,8 +41,9 @@
 //! n3 via `123` at depth 3 = T (collects A). Hits C, A, B, A merge into A q0, B q1,
 //! C q1: three deliveries, A once [seed 001 §2.2].
 
-use std::collections::HashMap;
 use std::fmt;
+
+use hashbrown::HashMap;
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
 
@@ -295,9 +296,14 @@ fn path_levels(path: Option<&str>) -> impl Iterator<Item = &str> {
     path.into_iter().flat_map(|p| p.split('/'))
 }
 
+/// Exact filters up to 46 bytes are stored inline in their 72-byte entry (with the
+/// subscriber list): typical device topics fit, and a heap block would cost more
+/// bytes and one more cache miss per probe.
+const EXACT_INLINE: usize = 46;
+
 /// The subscription index. See the module documentation for the design.
 pub struct SubscriptionIndex {
-    exact: StrTable<SubList>,
+    exact: StrTable<SubList, EXACT_INLINE>,
     trie: Trie<SubList>,
     /// Level id of "+", pinned for the index's lifetime.
     plus: u32,
