@@ -82,10 +82,12 @@ fn main() {
         index.unsubscribe(*client, filter);
     }
     let elapsed = started.elapsed();
+    let after = index.stats();
+    index.shrink_to_fit();
     println!(
-        "unsubscribe: {:.2} M ops/s; after: {:?}",
+        "unsubscribe: {:.2} M ops/s; after: {after:?}; heap after shrink_to_fit: {} B",
         per_sec(subs.len(), elapsed) / 1e6,
-        index.stats()
+        index.stats().heap_bytes
     );
     drop(index);
 

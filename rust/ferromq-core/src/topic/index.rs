@@ -520,6 +520,16 @@ impl SubscriptionIndex {
         self.subscriptions == 0
     }
 
+    /// Give memory left unused by unsubscribes back to the allocator: O(size of
+    /// the index), for a quiet moment after mass disconnects.
+    pub fn shrink_to_fit(&mut self) {
+        self.exact.shrink_to_fit();
+        self.trie.shrink_to_fit();
+        self.groups.shrink_to_fit();
+        self.clients.shrink_to_fit();
+        self.scratch = Scratch::default();
+    }
+
     pub fn stats(&self) -> IndexStats {
         let exact_values: usize = self.exact.values().map(NodeValue::heap_bytes).sum();
         let groups: usize = self

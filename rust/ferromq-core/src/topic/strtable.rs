@@ -136,6 +136,13 @@ impl<T: Default, const N: usize> StrTable<T, N> {
         self.entries.len()
     }
 
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.table
+            .shrink_to_fit(|&id| hasher.hash_one(entries.get(id).0.as_bytes()));
+    }
+
     /// Every slot's value, freed slots included (they hold `T::default()`).
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
         self.entries.iter().map(|(_, value)| value)

@@ -277,6 +277,17 @@ impl<V: NodeValue> Trie<V> {
         }
     }
 
+    /// Give back memory that churn left unused (capacity, trailing free slots).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.nodes.shrink_to_fit();
+        self.levels.shrink_to_fit();
+        let (nodes, seed) = (&self.nodes, self.seed);
+        self.edges.shrink_to_fit(|&id| {
+            let n = nodes.get(id);
+            edge_hash(seed, n.parent, n.level)
+        });
+    }
+
     /// Live nodes, the root included.
     pub(crate) fn node_count(&self) -> usize {
         self.nodes.len()
