@@ -1,1 +1,18 @@
-//! placeholder
+//! `ferromq._core`: the thin pyo3 face of `ferromq-core`.
+//!
+//! Each file registers one area of the core; `errors` maps every Rust error to a
+//! Python exception in one place. Nothing here holds protocol logic: it converts at
+//! the boundary, once per batch where the API allows it.
+
+use pyo3::prelude::*;
+
+mod codec;
+mod errors;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    codec::register(m)?;
+    Ok(())
+}

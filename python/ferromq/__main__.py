@@ -1,0 +1,5 @@
+import sys
+
+from ferromq.cli import main
+
+sys.exit(main())

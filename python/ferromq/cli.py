@@ -1,0 +1,87 @@
+"""The ``ferromq`` console entrypoint.
+
+Each subcommand is a subparser whose ``handler`` default runs it and returns the exit
+status. Configuration reaches every command the same way: ``--config FILE`` (added by
+:func:`add_config_argument`) plus ``FERROMQ_*`` environment overrides, both read by
+:func:`ferromq.config.load_config`. A configuration error is the user's to fix, so it is
+one line on stderr and exit status 2 (argparse's status for bad usage), never a traceback.
+
+- ``check-config``: print the effective configuration (TOML, or JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ferromq import __version__
+from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
+
+EXIT_CONFIG_ERROR = 2
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """Give a subcommand the shared ``--config FILE`` option (``args.config``)."""
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML configuration file (default: built-in defaults); "
+        "FERROMQ_<SECTION>__<KEY> and FERROMQ_LISTEN=host:port override it",
+    )
+
+
+def load_config_or_exit(args: argparse.Namespace) -> Config:
+    """The configuration ``args.config`` and the environment describe, or exit status 2."""
+    try:
+        return load_config(args.config, os.environ)
+    except ConfigError as exc:
+        print(f"ferromq: error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG_ERROR) from None
+
+
+def check_config(args: argparse.Namespace) -> int:
+    config = load_config_or_exit(args)
+    if args.json:
+        print(json.dumps(config_as_dict(config), indent=2))
+    else:
+        sys.stdout.write(render_toml(config))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ferromq",
+        description="ferromq: an MQTT 3.1.1 / 5.0 broker with a compiled core.",
+    )
+    parser.add_argument("--version", action="version", version=f"ferromq {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = commands.add_parser(
+        "check-config",
+        help="validate the configuration and print the effective settings",
+        description="Load the configuration file and FERROMQ_* environment overrides, "
+        "and print the effective settings. Exit status 2 on an invalid configuration.",
+    )
+    add_config_argument(check)
+    check.add_argument("--json", action="store_true", help="print JSON instead of TOML")
+    check.set_defaults(handler=check_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    status: int = args.handler(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,580 @@
+"""The broker's one configuration schema: frozen dataclasses, loaded from TOML and the environment.
+
+Every setting is declared once, as a dataclass field whose metadata holds its *kind*
+(integer range, size, duration, boolean, choice, string). The kind is the only parser of
+that setting: it reads the TOML value and the environment override alike, so both accept
+the same spellings and fail with the same messages. Loading is three steps on immutable
+values: defaults → the TOML document → ``FERROMQ_*`` overrides → cross-setting checks.
+
+Errors are :class:`ConfigError` and name where the bad value came from and what is wrong,
+so an operator can fix it without reading code::
+
+    config file /etc/ferromq.toml: listeners[0].port: must be between 1 and 65535, got 70000
+    limits.max_pakcet_size: unknown key, did you mean "max_packet_size"?
+    FERROMQ_LIMITS__MAX_PACKET_SIZE: expected a size like 1048576 or "1MiB", got "big"
+
+Spellings:
+
+- sizes: an integer number of bytes or a string ``"<n><unit>"`` with unit ``B``, ``KB``,
+  ``MB``, ``GB`` (powers of 1000) or ``KiB``, ``MiB``, ``GiB`` (powers of 1024), case-blind;
+- durations: an integer number of seconds or ``"<n><unit>"`` with unit ``s``, ``m``, ``h``,
+  ``d``; every duration is held as whole seconds;
+- choices are case-blind and stored in their canonical lower-case spelling.
+
+Environment: ``FERROMQ_<SECTION>__<KEY>=value`` overrides one key of a section
+(``FERROMQ_LOG__LEVEL=debug``); ``FERROMQ_LISTEN=host:port`` (``[::1]:1883`` for IPv6)
+overrides the first listener's address. Other ``FERROMQ_*`` variables without ``__`` are
+not configuration and are ignored; an unknown ``FERROMQ_<X>__<Y>`` is an error, because a
+misspelt override that silently does nothing is worse than a refusal to start.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import Field, asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+
+from ferromq.codec import MAX_PACKET_SIZE
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "LimitsConfig",
+    "ListenerConfig",
+    "LogConfig",
+    "SessionConfig",
+    "SysConfig",
+    "config_as_dict",
+    "load_config",
+    "parse_duration",
+    "parse_size",
+    "render_toml",
+]
+
+ENV_PREFIX: Final = "FERROMQ_"
+ENV_LISTEN: Final = "FERROMQ_LISTEN"
+
+KiB: Final = 1024
+MiB: Final = 1024 * KiB
+HOUR: Final = 3600
+DAY: Final = 24 * HOUR
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key and the problem."""
+
+
+# ---------------------------------------------------------------------------------------
+# Sizes and durations: one parser each, shared by every key and the environment.
+
+_SIZE_UNITS: Final = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": 1024 * MiB,
+}
+_DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": HOUR, "d": DAY}
+_QUANTITY: Final = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+
+
+def _parse_quantity(value: int | str, units: Mapping[str, int]) -> int:
+    if isinstance(value, bool):  # bool is an int to Python, never a quantity to a user
+        raise ValueError(value)
+    if isinstance(value, int):
+        return value
+    match = _QUANTITY.fullmatch(value)
+    if match is None or match[2].lower() not in units:
+        raise ValueError(value)
+    return int(match[1]) * units[match[2].lower()]
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes in ``value``: ``1048576``, ``"1048576"``, ``"1MiB"``, ``"256KB"`` (256000).
+
+    Raises ``ValueError`` for anything else; range checks belong to the setting.
+    """
+    return _parse_quantity(value, _SIZE_UNITS)
+
+
+def parse_duration(value: int | str) -> int:
+    """Whole seconds in ``value``: ``10``, ``"10"``, ``"10s"``, ``"5m"``, ``"1h"``, ``"7d"``.
+
+    Raises ``ValueError`` for anything else; range checks belong to the setting.
+    """
+    return _parse_quantity(value, _DURATION_UNITS)
+
+
+# ---------------------------------------------------------------------------------------
+# Kinds: how one setting is read from TOML and from an environment variable.
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _describe(value: object) -> str:
+    """A TOML value as the user wrote it, with its TOML type, for type errors."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value}"
+    if isinstance(value, str):
+        return f"string {_quote(value)}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"{type(value).__name__} {value}"  # TOML dates and times
+
+
+def _did_you_mean(word: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(word, candidates, n=1)
+    if close:
+        return f", did you mean {_quote(close[0])}?"
+    return f" (expected one of: {', '.join(sorted(candidates))})"
+
+
+class _Kind(Protocol):
+    def parse(self, value: object, where: str) -> object:
+        """The setting's value from a TOML value, or ``ConfigError`` naming ``where``."""
+
+    def parse_env(self, text: str, where: str) -> object:
+        """The setting's value from an environment variable's text."""
+
+
+def _check_range(value: int, low: int, high: int | None, where: str, shown: str) -> int:
+    if value < low or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise ConfigError(f"{where}: must be {bounds}, got {shown}")
+    return value
+
+
+@dataclass(frozen=True)
+class _Int:
+    low: int
+    high: int | None = None
+
+    def parse(self, value: object, where: str) -> object:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {_describe(value)}")
+        return _check_range(value, self.low, self.high, where, str(value))
+
+    def parse_env(self, text: str, where: str) -> object:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"{where}: expected an integer, got {_quote(text)}") from None
+        return self.parse(value, where)
+
+
+@dataclass(frozen=True)
+class _Quantity:
+    """A size or a duration: an integer or a string with a unit, held as an integer."""
+
+    units: Mapping[str, int]
+    example: str
+    low: int
+    high: int | None = None
+
+    def parse(self, value: object, where: str) -> object:
+        if not isinstance(value, int | str):
+            raise ConfigError(f"{where}: expected {self.example}, got {_describe(value)}")
+        try:
+            amount = _parse_quantity(value, self.units)
+        except ValueError:
+            shown = _quote(value) if isinstance(value, str) else _describe(value)
+            raise ConfigError(f"{where}: expected {self.example}, got {shown}") from None
+        shown = f"{amount} ({_quote(value)})" if isinstance(value, str) else str(amount)
+        return _check_range(amount, self.low, self.high, where, shown)
+
+    def parse_env(self, text: str, where: str) -> object:
+        return self.parse(text, where)  # the string spelling already accepts bare digits
+
+
+def _size(low: int, high: int | None = None) -> _Quantity:
+    return _Quantity(_SIZE_UNITS, 'a size like 1048576 or "1MiB"', low, high)
+
+
+def _duration(low: int, high: int | None = None) -> _Quantity:
+    return _Quantity(_DURATION_UNITS, 'a duration like 10 or "10s", "5m", "1h"', low, high)
+
+
+_ENV_BOOLEANS: Final = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "on": True,
+    "false": False,
+    "0": False,
+    "no": False,
+    "off": False,
+}
+
+
+@dataclass(frozen=True)
+class _Bool:
+    def parse(self, value: object, where: str) -> object:
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"{where}: expected a boolean (true or false), got {_describe(value)}"
+            )
+        return value
+
+    def parse_env(self, text: str, where: str) -> object:
+        try:
+            return _ENV_BOOLEANS[text.strip().lower()]
+        except KeyError:
+            raise ConfigError(
+                f"{where}: expected a boolean (true/false, 1/0, yes/no, on/off), got {_quote(text)}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class _Choice:
+    options: tuple[str, ...]
+    reserved: tuple[str, ...] = ()  # named in the schema, not implemented yet
+
+    def parse(self, value: object, where: str) -> object:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
+        choice = value.strip().lower()
+        if choice in self.options:
+            return choice
+        supported = ", ".join(_quote(option) for option in self.options)
+        if choice in self.reserved:
+            raise ConfigError(f"{where}: {_quote(choice)} is not supported yet (use {supported})")
+        raise ConfigError(f"{where}: expected one of {supported}, got {_quote(value)}")
+
+    def parse_env(self, text: str, where: str) -> object:
+        return self.parse(text, where)
+
+
+@dataclass(frozen=True)
+class _Text:
+    def parse(self, value: object, where: str) -> object:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
+        if not value.strip():
+            raise ConfigError(f"{where}: must not be empty")
+        return value
+
+    def parse_env(self, text: str, where: str) -> object:
+        return self.parse(text, where)
+
+
+def _setting(default: object, kind: _Kind) -> Any:
+    """A schema field: its default and the one kind that parses it."""
+    return field(default=default, metadata={"kind": kind})
+
+
+def _kind(of: Field[Any]) -> _Kind:
+    kind: _Kind = of.metadata["kind"]
+    return kind
+
+
+# ---------------------------------------------------------------------------------------
+# The schema.
+
+
+@dataclass(frozen=True)
+class ListenerConfig:
+    """One ``[[listeners]]`` entry: an address the broker accepts connections on."""
+
+    name: str = _setting("default", _Text())
+    """Unique among listeners; names the listener in logs, metrics and ``$SYS``."""
+    host: str = _setting("127.0.0.1", _Text())
+    """Loopback by default: exposing a broker is a decision, not an accident."""
+    port: int = _setting(1883, _Int(1, 65535))
+    protocol: str = _setting("tcp", _Choice(("tcp",), reserved=("tls", "ws")))
+    max_connections: int = _setting(0, _Int(0))
+    """Connections beyond this are closed at accept; 0 means unlimited."""
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """``[limits]``: per-connection protocol limits, announced to v5 clients in CONNACK."""
+
+    # The floor of 64 bytes is where a v5 CONNECT with a short client id still fits; a typo
+    # such as "1B" for "1KiB" must fail here, not refuse every client at CONNECT.
+    max_packet_size: int = _setting(MiB, _size(64, MAX_PACKET_SIZE))
+    """Largest packet accepted or sent; v5 Maximum Packet Size [MQTT-3.2.2-15]."""
+    max_inflight: int = _setting(32, _Int(1, 65535))
+    """Unacknowledged QoS 1/2 deliveries per client: the whole window for 3.1.1 clients,
+    the cap on a v5 client's Receive Maximum."""
+    receive_maximum: int = _setting(1024, _Int(1, 65535))
+    """Receive Maximum the broker announces: QoS 1/2 PUBLISHes a v5 client may have
+    unacknowledged towards the broker [MQTT-3.3.4-9]."""
+    max_topic_alias: int = _setting(64, _Int(0, 65535))
+    """Topic Alias Maximum announced to v5 clients; 0 disables topic aliases."""
+    max_keepalive: int = _setting(0, _duration(0, 65535))
+    """Cap on the client's Keep Alive (v5: sent as Server Keep Alive); 0 means no cap."""
+    connect_timeout: int = _setting(10, _duration(1))
+    """A connection that has not sent CONNECT this long after accept is closed."""
+    write_buffer_high_water: int = _setting(MiB, _size(1))
+    """Unsent bytes per connection above which delivery to it pauses (slow consumers)."""
+    max_client_id_length: int = _setting(65535, _Int(23, 65535))
+    """Longest client id accepted; a server must accept 1 to 23 bytes [MQTT-3.1.3-5]."""
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """``[session]``: what the broker keeps for clients while they are away."""
+
+    queue_limit: int = _setting(1000, _Int(1, 65535))
+    """Messages queued per session beyond the in-flight window."""
+    drop_policy: str = _setting("drop_oldest", _Choice(("drop_oldest", "refuse_newest")))
+    """When the queue is full: ``drop_oldest`` evicts the oldest message, ``refuse_newest``
+    discards the arriving one. Either way a queued QoS 0 message is dropped first, before
+    any QoS 1/2 message is touched, because QoS 0 never promised delivery."""
+    queue_qos0_offline: bool = _setting(False, _Bool())
+    """Queue QoS 0 messages for disconnected persistent sessions (off: they are dropped,
+    as most brokers do)."""
+    max_session_expiry: int = _setting(0, _duration(0, 0xFFFF_FFFF))
+    """Cap on a v5 client's Session Expiry Interval (sent back in CONNACK when lowered);
+    0 means no cap, so a client asking for 0xFFFFFFFF keeps its session forever."""
+    default_session_expiry_v311: int = _setting(7 * DAY, _duration(0, 0xFFFF_FFFF))
+    """How long a 3.1.1 session with CleanSession=0 outlives its connection. The 3.1.1
+    protocol has no expiry, so abandoned devices would accumulate forever; 7 days by
+    default, 0 means never (the protocol's literal behaviour)."""
+
+
+@dataclass(frozen=True)
+class SysConfig:
+    """``[sys]``: the ``$SYS/`` broker statistics topics."""
+
+    interval: int = _setting(10, _duration(0))
+    """Seconds between ``$SYS`` publications; 0 disables ``$SYS``."""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """``[log]``: see :mod:`ferromq.log`."""
+
+    level: str = _setting("info", _Choice(("debug", "info", "warning", "error")))
+    format: str = _setting("text", _Choice(("text", "json")))
+    """``text``: one human line per event; ``json``: one JSON object per line."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration; every section has production defaults."""
+
+    listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    session: SessionConfig = field(default_factory=SessionConfig)
+    sys: SysConfig = field(default_factory=SysConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+_SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
+
+# ---------------------------------------------------------------------------------------
+# Loading.
+
+_Table = TypeVar("_Table", bound="DataclassInstance")
+
+
+def _load_table(base: _Table, raw: object, path: str) -> _Table:
+    """``base`` with the keys of the TOML table ``raw`` (found at ``path``) applied."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a table, got {_describe(raw)}")
+    settings = {f.name: f for f in fields(base)}
+    values: dict[str, object] = {}
+    for key, value in raw.items():
+        where = f"{path}.{key}"
+        if key not in settings:
+            raise ConfigError(f"{where}: unknown key{_did_you_mean(key, list(settings))}")
+        values[key] = _kind(settings[key]).parse(value, where)
+    return replace(base, **values)
+
+
+def _load_listeners(raw: object) -> tuple[ListenerConfig, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(
+            f"listeners: expected an array of tables ([[listeners]]), got {_describe(raw)}"
+        )
+    if not raw:
+        raise ConfigError("listeners: at least one listener is required")
+    return tuple(
+        _load_table(ListenerConfig(), item, f"listeners[{index}]") for index, item in enumerate(raw)
+    )
+
+
+def _apply_document(config: Config, document: Mapping[str, object]) -> Config:
+    for key, raw in document.items():
+        if key == "listeners":
+            config = replace(config, listeners=_load_listeners(raw))
+        elif key in _SECTIONS:
+            config = replace(config, **{key: _load_table(getattr(config, key), raw, key)})
+        else:
+            names = ["listeners", *_SECTIONS]
+            raise ConfigError(f"{key}: unknown key{_did_you_mean(key, names)}")
+    return config
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    where = f"config file {path}"
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte offset {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib keeps the position only in the message: "... (at line 3, column 5)".
+        problem, _, position = str(exc).rpartition(" (at ")
+        if not problem:
+            raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+        raise ConfigError(f"{where} at {position.rstrip(')')}: invalid TOML: {problem}") from None
+
+
+def _env_name(section: str, key: str) -> str:
+    return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+
+
+def _apply_listen(config: Config, text: str) -> Config:
+    host, _, port = text.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        host = ""  # an unbracketed IPv6 address: the port is ambiguous
+    if not host or not port:
+        raise ConfigError(
+            f"{ENV_LISTEN}: expected host:port like 0.0.0.0:1883 or [::1]:1883, got {_quote(text)}"
+        )
+    first = config.listeners[0]
+    settings = {f.name: f for f in fields(first)}
+    address: dict[str, Any] = {  # each kind yields its field's type
+        "host": _kind(settings["host"]).parse_env(host, ENV_LISTEN),
+        "port": _kind(settings["port"]).parse_env(port, ENV_LISTEN),
+    }
+    return replace(config, listeners=(replace(first, **address), *config.listeners[1:]))
+
+
+def _apply_override(config: Config, name: str, text: str) -> Config:
+    section, _, key = name.removeprefix(ENV_PREFIX).lower().partition("__")
+    if section == "listeners":
+        raise ConfigError(
+            f"{name}: listeners are a list and cannot be overridden key by key; "
+            f"use {ENV_LISTEN}=host:port or the config file"
+        )
+    if section not in _SECTIONS:
+        known = [_env_name(s, f.name) for s in _SECTIONS for f in fields(getattr(config, s))]
+        raise ConfigError(f"{name}: unknown section {_quote(section)}{_did_you_mean(name, known)}")
+    table = getattr(config, section)
+    settings = {f.name: f for f in fields(table)}
+    if key not in settings:
+        known = [_env_name(section, other) for other in settings]
+        raise ConfigError(f"{name}: unknown key {section}.{key}{_did_you_mean(name, known)}")
+    value = _kind(settings[key]).parse_env(text, name)
+    return replace(config, **{section: replace(table, **{key: value})})
+
+
+def _apply_environ(config: Config, environ: Mapping[str, str]) -> Config:
+    # Sorted, so that with several bad variables the same one is reported every run.
+    for name in sorted(environ):
+        if name == ENV_LISTEN:
+            config = _apply_listen(config, environ[name])
+        elif name.startswith(ENV_PREFIX) and "__" in name:
+            config = _apply_override(config, name, environ[name])
+    return config
+
+
+def _check(config: Config) -> Config:
+    """Rules that span settings, checked once file and environment are both applied."""
+    names: dict[str, int] = {}
+    addresses: dict[tuple[str, int], int] = {}
+    for index, listener in enumerate(config.listeners):
+        if listener.name in names:
+            raise ConfigError(
+                f"listeners[{index}].name: {_quote(listener.name)} is already the name of "
+                f"listeners[{names[listener.name]}]; listener names must be unique"
+            )
+        address = (listener.host, listener.port)
+        if address in addresses:
+            raise ConfigError(
+                f"listeners[{index}]: {listener.host}:{listener.port} is already used by "
+                f"listeners[{addresses[address]}]"
+            )
+        names[listener.name] = index
+        addresses[address] = index
+    session = config.session
+    cap = session.max_session_expiry
+    if cap and not 0 < session.default_session_expiry_v311 <= cap:
+        raise ConfigError(
+            f"session.default_session_expiry_v311: {session.default_session_expiry_v311} "
+            f"(0 = never) exceeds session.max_session_expiry ({cap}); lower it or raise the cap"
+        )
+    return config
+
+
+def load_config(path: Path | None, environ: Mapping[str, str]) -> Config:
+    """The effective configuration: defaults, then the TOML file at ``path`` (if any),
+    then ``FERROMQ_*`` overrides from ``environ``. Raises :class:`ConfigError`."""
+    config = Config()
+    if path is not None:
+        document = _read_document(path)
+        try:
+            config = _apply_document(config, document)
+        except ConfigError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
+    return _check(_apply_environ(config, environ))
+
+
+# ---------------------------------------------------------------------------------------
+# Showing the effective configuration (``ferromq check-config``).
+
+
+def config_as_dict(config: Config) -> dict[str, Any]:
+    """Plain data (lists, dicts, scalars) in schema order, ready for ``json.dumps``."""
+    data = asdict(config)
+    data["listeners"] = list(data["listeners"])
+    return data
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return _quote(value)  # a JSON string is a valid TOML basic string
+    return str(value)
+
+
+def _toml_table(header: str, table: Mapping[str, object]) -> list[str]:
+    return [header, *(f"{key} = {_toml_value(value)}" for key, value in table.items()), ""]
+
+
+def render_toml(config: Config) -> str:
+    """The configuration as a TOML document that :func:`load_config` reads back unchanged."""
+    data = config_as_dict(config)
+    lines: list[str] = []
+    for listener in data.pop("listeners"):
+        lines += _toml_table("[[listeners]]", listener)
+    for section, table in data.items():
+        lines += _toml_table(f"[{section}]", table)
+    return "\n".join(lines)

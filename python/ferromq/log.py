@@ -1,0 +1,108 @@
+"""Structured logging: one line per event, as text for people or JSON for collectors.
+
+An event is a message plus named fields. :func:`log_event` attaches the fields to the
+stdlib ``LogRecord`` untouched; only a handler's formatter turns them into text, so a
+disabled level costs one ``isEnabledFor`` check and never formats a value. Python logs
+per *event* (connect, subscribe, batch), never per message (ARCHITECTURE.md).
+
+Formats (UTC, millisecond precision)::
+
+    text  2026-11-21T05:43:48.123Z INFO ferromq.broker client connected client_id=dev-1 port=1883
+    json  {"ts": "2026-11-21T05:43:48.123Z", "level": "info", "logger": "ferromq.broker",
+           "msg": "client connected", "client_id": "dev-1", "port": 1883}
+
+Text values are bare when they are a single token and JSON-quoted otherwise (logfmt), so
+a line splits unambiguously on spaces. In JSON, fields sit beside the fixed keys; a field
+named like a fixed key is written with a trailing ``_`` rather than overwrite it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+from typing import Final, TextIO
+
+from ferromq.config import LogConfig
+
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "log_event"]
+
+_FIELDS_ATTR: Final = "ferromq_fields"  # the LogRecord attribute that carries the fields
+_HANDLER_NAME: Final = "ferromq"  # marks the handler configure_logging installs, to replace it
+_JSON_KEYS: Final = frozenset({"ts", "level", "logger", "msg", "exc"})
+_BARE: Final = re.compile(r'[^\s="\\]+')
+
+
+def log_event(logger: logging.Logger, level: int, message: str, **fields: object) -> None:
+    """Log ``message`` with structured ``fields`` at ``level`` (``logging.INFO`` …).
+
+    Nothing is formatted unless ``logger`` is enabled for ``level``; the fields reach the
+    formatter as they are.
+    """
+    if logger.isEnabledFor(level):
+        logger.log(level, message, extra={_FIELDS_ATTR: fields}, stacklevel=2)
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+def _fields(record: logging.LogRecord) -> dict[str, object]:
+    fields: dict[str, object] = getattr(record, _FIELDS_ATTR, {})
+    return fields
+
+
+def _text_value(value: object) -> str:
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool | int | float):
+        text = json.dumps(value)
+    else:
+        text = str(value)
+    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``<ts> <LEVEL> <logger> <message> key=value ...``, traceback on the lines after."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [_timestamp(record), record.levelname, record.name, record.getMessage()]
+        parts += [f"{key}={_text_value(value)}" for key, value in _fields(record).items()]
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; values JSON cannot hold are written as ``str(value)``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        event: dict[str, object] = {
+            "ts": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in _fields(record).items():
+            event[f"{key}_" if key in _JSON_KEYS else key] = value
+        if record.exc_info:
+            event["exc"] = self.formatException(record.exc_info)
+        return json.dumps(event, ensure_ascii=False, default=str)
+
+
+def configure_logging(config: LogConfig, stream: TextIO | None = None) -> None:
+    """Send every logger's records (the root's) to ``stream`` (stderr) in ``config.format``
+    at ``config.level``. Calling it again replaces the previous setup."""
+    root = logging.getLogger()
+    for installed in root.handlers[:]:
+        if installed.get_name() == _HANDLER_NAME:
+            root.removeHandler(installed)
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(JsonFormatter() if config.format == "json" else TextFormatter())
+    root.addHandler(handler)
+    root.setLevel(config.level.upper())  # the schema's levels are stdlib level names

@@ -1,0 +1,79 @@
+//! The one place where Rust errors become Python exceptions.
+//!
+//! `CodecError(ValueError)` carries `reason_code` (the MQTT reason code the broker
+//! answers with) and `detail`; each classified decode error has its own subclass so
+//! callers can `except MalformedPacket`.
+
+use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    _core,
+    CodecError,
+    PyValueError,
+    "A packet could not be decoded."
+);
+create_exception!(_core, MalformedPacket, CodecError, "Reason code 0x81.");
+create_exception!(_core, ProtocolError, CodecError, "Reason code 0x82.");
+create_exception!(
+    _core,
+    UnsupportedProtocolVersion,
+    CodecError,
+    "Reason code 0x84."
+);
+create_exception!(_core, TopicFilterInvalid, CodecError, "Reason code 0x8F.");
+create_exception!(_core, TopicNameInvalid, CodecError, "Reason code 0x90.");
+create_exception!(_core, PacketTooLarge, CodecError, "Reason code 0x95.");
+create_exception!(
+    _core,
+    EncodeError,
+    PyValueError,
+    "A packet could not be encoded."
+);
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CodecError", py.get_type::<CodecError>())?;
+    m.add("MalformedPacket", py.get_type::<MalformedPacket>())?;
+    m.add("ProtocolError", py.get_type::<ProtocolError>())?;
+    m.add(
+        "UnsupportedProtocolVersion",
+        py.get_type::<UnsupportedProtocolVersion>(),
+    )?;
+    m.add("TopicFilterInvalid", py.get_type::<TopicFilterInvalid>())?;
+    m.add("TopicNameInvalid", py.get_type::<TopicNameInvalid>())?;
+    m.add("PacketTooLarge", py.get_type::<PacketTooLarge>())?;
+    m.add("EncodeError", py.get_type::<EncodeError>())?;
+    Ok(())
+}
+
+/// The exception for a decode error, with `reason_code` and `detail` set.
+pub(crate) fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
+    let message = err.to_string();
+    let exc = match err.reason {
+        ReasonCode::MalformedPacket => MalformedPacket::new_err(message),
+        ReasonCode::ProtocolError => ProtocolError::new_err(message),
+        ReasonCode::UnsupportedProtocolVersion => UnsupportedProtocolVersion::new_err(message),
+        ReasonCode::TopicFilterInvalid => TopicFilterInvalid::new_err(message),
+        ReasonCode::TopicNameInvalid => TopicNameInvalid::new_err(message),
+        ReasonCode::PacketTooLarge => PacketTooLarge::new_err(message),
+        _ => CodecError::new_err(message),
+    };
+    let value = exc.value(py);
+    // Setting attributes on a fresh exception instance cannot fail in practice; if it
+    // did, the exception without them is still the right one to raise.
+    let _ = value.setattr("reason_code", err.reason as u8);
+    let _ = value.setattr("detail", err.detail);
+    exc
+}
+
+pub(crate) fn encode_error(err: &CoreEncodeError) -> PyErr {
+    EncodeError::new_err(err.to_string())
+}
+
+/// A packet dict that does not describe a valid packet.
+pub(crate) fn bad_packet(message: impl Into<String>) -> PyErr {
+    EncodeError::new_err(message.into())
+}

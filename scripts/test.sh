@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The test command: installs everything the suite needs on a fresh Debian machine,
+# then runs every gate. `.ci/run` calls this; a newcomer runs it as the README says.
+#
+#   bash scripts/test.sh             # the whole suite, as CI runs it
+#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the long soak / large-scale suites
+#   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
+#
+# Services and Debian packages come from apt-get; Python packages from pip into
+# .venv (cached in ~/.cache/pip); Rust crates from crates.io (cached in ~/.cargo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+FUZZ_SECONDS=${FERROMQ_FUZZ_SECONDS:-45}
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "system packages"
+need_apt=()
+command -v mosquitto >/dev/null || need_apt+=(mosquitto)
+command -v mosquitto_pub >/dev/null || need_apt+=(mosquitto-clients)
+command -v taskset >/dev/null || need_apt+=(util-linux)
+if ((${#need_apt[@]})); then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# Debian starts a system-wide mosquitto on install; tests start their own on free ports.
+if command -v systemctl >/dev/null && systemctl is-active --quiet mosquitto 2>/dev/null; then
+    systemctl stop mosquitto || true
+fi
+pkill -x mosquitto 2>/dev/null || true
+
+step "python environment"
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q ".[test]"
+
+step "rust toolchain components"
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
+
+step "lint: ruff, mypy --strict, stubtest"
+ruff check python tests benches scripts
+ruff format --check python tests benches scripts
+mypy
+# stubtest checks the hand-written .pyi of both compiled modules against the wheel.
+(cd /tmp && python -m mypy.stubtest ferromq._core ferromq._protocol \
+    --mypy-config-file "$ROOT/pyproject.toml")
+
+step "lint: cargo fmt, clippy"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "rust tests"
+cargo test --workspace --quiet
+
+step "fuzz: decoder for ${FUZZ_SECONDS}s"
+FUZZ_DIR=rust/ferromq-core/fuzz
+FUZZ_WORK=$(mktemp -d)
+trap 'rm -rf "$FUZZ_WORK"' EXIT
+if rustup toolchain list | grep -q '^nightly'; then
+    FUZZ=(cargo +nightly fuzz)
+else
+    # No nightly here (it cannot be downloaded): stable with unstable flags allowed.
+    export RUSTC_BOOTSTRAP=1
+    FUZZ=(cargo fuzz)
+fi
+(cd "$FUZZ_DIR" && "${FUZZ[@]}" run decode "$FUZZ_WORK" corpus/decode -- \
+    -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 | tail -n 5)
+
+step "python tests"
+(cd /tmp && python -m pytest "$ROOT/tests" -p no:cacheprovider -q)
+
+step "benchmarks run once as smoke tests (timings: benches/README.md)"
+(cd /tmp && python -m pytest "$ROOT/benches/micro" -p no:cacheprovider -q \
+    -o addopts="" --benchmark-disable)

@@ -1,0 +1,578 @@
+"""The configuration schema: defaults, every error with its key path, env overrides, the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ferromq.codec import MAX_PACKET_SIZE
+from ferromq.config import (
+    Config,
+    ConfigError,
+    LimitsConfig,
+    ListenerConfig,
+    LogConfig,
+    SessionConfig,
+    SysConfig,
+    load_config,
+    parse_duration,
+    parse_size,
+    render_toml,
+)
+
+
+def load_text(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> Config:
+    path = tmp_path / "ferromq.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_config(path, environ or {})
+
+
+def error_of(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_text(tmp_path, text, environ)
+    return str(caught.value)
+
+
+def env_error_of(environ: dict[str, str]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, environ)
+    return str(caught.value)
+
+
+# --- defaults ---------------------------------------------------------------------------
+
+
+def test_defaults_without_file_or_environment() -> None:
+    config = load_config(None, {})
+    assert config == Config()
+    assert config.listeners == (
+        ListenerConfig(name="default", host="127.0.0.1", port=1883, protocol="tcp"),
+    )
+    assert config.listeners[0].max_connections == 0
+    assert config.limits == LimitsConfig(
+        max_packet_size=1024 * 1024,
+        max_inflight=32,
+        receive_maximum=1024,
+        max_topic_alias=64,
+        max_keepalive=0,
+        connect_timeout=10,
+        write_buffer_high_water=1024 * 1024,
+        max_client_id_length=65535,
+    )
+    assert config.session == SessionConfig(
+        queue_limit=1000,
+        drop_policy="drop_oldest",
+        queue_qos0_offline=False,
+        max_session_expiry=0,
+        default_session_expiry_v311=7 * 24 * 3600,
+    )
+    assert config.sys == SysConfig(interval=10)
+    assert config.log == LogConfig(level="info", format="text")
+
+
+@pytest.mark.parametrize(
+    "section", [ListenerConfig(), LimitsConfig(), SessionConfig(), SysConfig(), LogConfig()]
+)
+def test_every_default_passes_its_own_validation(section: object) -> None:
+    assert dataclasses.is_dataclass(section) and not isinstance(section, type)
+    for setting in dataclasses.fields(section):
+        value = getattr(section, setting.name)
+        assert setting.metadata["kind"].parse(value, setting.name) == value
+
+
+def test_config_is_immutable() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().limits.max_inflight = 1  # type: ignore[misc]
+
+
+def test_empty_file_gives_defaults(tmp_path: Path) -> None:
+    assert load_text(tmp_path, "") == Config()
+
+
+def test_full_file(tmp_path: Path) -> None:
+    config = load_text(
+        tmp_path,
+        """
+        [[listeners]]
+        name = "public"
+        host = "0.0.0.0"
+        port = 1883
+        max_connections = 50000
+
+        [[listeners]]
+        name = "local"
+        port = 1884
+
+        [limits]
+        max_packet_size = "256KiB"
+        max_inflight = 16
+        max_keepalive = "5m"
+        connect_timeout = "30s"
+
+        [session]
+        drop_policy = "REFUSE_NEWEST"
+        queue_qos0_offline = true
+        max_session_expiry = "30d"
+        default_session_expiry_v311 = "1d"
+
+        [sys]
+        interval = 0
+
+        [log]
+        level = "warning"
+        format = "json"
+        """,
+    )
+    assert [(lst.name, lst.host, lst.port) for lst in config.listeners] == [
+        ("public", "0.0.0.0", 1883),
+        ("local", "127.0.0.1", 1884),
+    ]
+    assert config.listeners[0].max_connections == 50000
+    assert config.limits.max_packet_size == 256 * 1024
+    assert config.limits.max_inflight == 16
+    assert config.limits.max_keepalive == 300
+    assert config.limits.connect_timeout == 30
+    assert config.limits.receive_maximum == 1024  # untouched keys keep their defaults
+    assert config.session.drop_policy == "refuse_newest"
+    assert config.session.queue_qos0_offline is True
+    assert config.session.max_session_expiry == 30 * 86400
+    assert config.session.default_session_expiry_v311 == 86400
+    assert config.sys.interval == 0
+    assert config.log == LogConfig(level="warning", format="json")
+
+
+def test_rendered_toml_loads_back_unchanged(tmp_path: Path) -> None:
+    config = load_text(
+        tmp_path,
+        '[[listeners]]\nname = "a \\"quoted\\" name"\nport = 1\n[log]\nformat = "json"\n',
+    )
+    assert load_text(tmp_path, render_toml(config)) == config
+    assert load_text(tmp_path, render_toml(Config())) == Config()
+
+
+# --- sizes and durations ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spelling", "size"),
+    [
+        (0, 0),
+        (1048576, 1048576),
+        ("1048576", 1048576),
+        ("1MiB", 1048576),
+        ("1mib", 1048576),
+        (" 2 MiB ", 2 * 1048576),
+        ("256KB", 256000),
+        ("256KiB", 262144),
+        ("10B", 10),
+        ("1GB", 10**9),
+        ("1GiB", 2**30),
+    ],
+)
+def test_parse_size(spelling: int | str, size: int) -> None:
+    assert parse_size(spelling) == size
+
+
+@pytest.mark.parametrize("spelling", ["big", "", "1.5MiB", "-1", "1 TiB", "MiB", "1MiBs", True])
+def test_parse_size_refuses(spelling: int | str) -> None:
+    with pytest.raises(ValueError):
+        parse_size(spelling)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "seconds"),
+    [(0, 0), (10, 10), ("10", 10), ("10s", 10), ("5m", 300), ("1h", 3600), ("7d", 604800)],
+)
+def test_parse_duration(spelling: int | str, seconds: int) -> None:
+    assert parse_duration(spelling) == seconds
+
+
+@pytest.mark.parametrize("spelling", ["soon", "1.5h", "10ms", "1w", "-5s", "", False])
+def test_parse_duration_refuses(spelling: int | str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(spelling)
+
+
+# --- errors in the file name the key path --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[[listeners]]\nport = 70000\n",
+            "listeners[0].port: must be between 1 and 65535, got 70000",
+        ),
+        (
+            "[[listeners]]\nname = 'a'\n[[listeners]]\nname = 'b'\nport = 0\n",
+            "listeners[1].port: must be between 1 and 65535, got 0",
+        ),
+        (
+            '[limits]\nmax_packet_size = "big"\n',
+            'limits.max_packet_size: expected a size like 1048576 or "1MiB", got "big"',
+        ),
+        (
+            '[limits]\nmax_packet_size = "300MiB"\n',
+            'limits.max_packet_size: must be between 64 and 268435460, got 314572800 ("300MiB")',
+        ),
+        (
+            "[limits]\nmax_packet_size = 1.5\n",
+            'limits.max_packet_size: expected a size like 1048576 or "1MiB", got float 1.5',
+        ),
+        (
+            "[limits]\nmax_inflight = 0\n",
+            "limits.max_inflight: must be between 1 and 65535, got 0",
+        ),
+        (
+            '[limits]\nmax_inflight = "32"\n',
+            'limits.max_inflight: expected an integer, got string "32"',
+        ),
+        (
+            "[limits]\nmax_inflight = true\n",
+            "limits.max_inflight: expected an integer, got boolean true",
+        ),
+        (
+            '[limits]\nconnect_timeout = "soon"\n',
+            'limits.connect_timeout: expected a duration like 10 or "10s", "5m", "1h", got "soon"',
+        ),
+        (
+            "[limits]\nmax_keepalive = 65536\n",
+            "limits.max_keepalive: must be between 0 and 65535, got 65536",
+        ),
+        (
+            "[limits]\nmax_client_id_length = 10\n",
+            "limits.max_client_id_length: must be between 23 and 65535, got 10",
+        ),
+        (
+            "[session]\nqueue_limit = 70000\n",
+            "session.queue_limit: must be between 1 and 65535, got 70000",
+        ),
+        (
+            '[session]\ndrop_policy = "drop_newest"\n',
+            'session.drop_policy: expected one of "drop_oldest", "refuse_newest", '
+            'got "drop_newest"',
+        ),
+        (
+            '[session]\nqueue_qos0_offline = "yes"\n',
+            'session.queue_qos0_offline: expected a boolean (true or false), got string "yes"',
+        ),
+        (
+            "[sys]\ninterval = -1\n",
+            "sys.interval: must be at least 0, got -1",
+        ),
+        (
+            '[log]\nlevel = "verbose"\n',
+            'log.level: expected one of "debug", "info", "warning", "error", got "verbose"',
+        ),
+        (
+            "[log]\nformat = 1\n",
+            "log.format: expected a string, got integer 1",
+        ),
+        (
+            '[[listeners]]\nhost = ""\n',
+            "listeners[0].host: must not be empty",
+        ),
+        (
+            "[[listeners]]\nmax_connections = -1\n",
+            "listeners[0].max_connections: must be at least 0, got -1",
+        ),
+    ],
+)
+def test_bad_value_names_key_path(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "ferromq.toml"
+    assert error_of(tmp_path, text) == f"config file {path}: {message}"
+
+
+@pytest.mark.parametrize("protocol", ["tls", "ws"])
+def test_reserved_protocols_are_not_supported_yet(tmp_path: Path, protocol: str) -> None:
+    message = error_of(tmp_path, f'[[listeners]]\nprotocol = "{protocol}"\n')
+    assert message.endswith(f'listeners[0].protocol: "{protocol}" is not supported yet (use "tcp")')
+
+
+def test_unknown_protocol(tmp_path: Path) -> None:
+    message = error_of(tmp_path, '[[listeners]]\nprotocol = "udp"\n')
+    assert message.endswith('listeners[0].protocol: expected one of "tcp", got "udp"')
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[limits]\nmax_pakcet_size = 1\n",
+            'limits.max_pakcet_size: unknown key, did you mean "max_packet_size"?',
+        ),
+        ("[lmits]\n", 'lmits: unknown key, did you mean "limits"?'),
+        ("[[listeners]]\nprot = 1883\n", 'listeners[0].prot: unknown key, did you mean "port"?'),
+        (
+            "colour = 1\n",
+            "colour: unknown key (expected one of: limits, listeners, log, session, sys)",
+        ),
+    ],
+)
+def test_unknown_keys_suggest(tmp_path: Path, text: str, message: str) -> None:
+    assert error_of(tmp_path, text).endswith(f": {message}")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("limits = 5\n", "limits: expected a table, got integer 5"),
+        (
+            "[listeners]\nport = 1\n",
+            "listeners: expected an array of tables ([[listeners]]), got a table",
+        ),
+        ("listeners = []\n", "listeners: at least one listener is required"),
+        ("listeners = [1]\n", "listeners[0]: expected a table, got integer 1"),
+    ],
+)
+def test_wrong_shapes(tmp_path: Path, text: str, message: str) -> None:
+    assert error_of(tmp_path, text).endswith(f": {message}")
+
+
+def test_toml_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "ferromq.toml"
+    message = error_of(tmp_path, "[limits]\nmax_inflight = 32\nreceive_maximum =\n")
+    assert message == f"config file {path} at line 3, column 18: invalid TOML: Invalid value"
+
+
+def test_toml_error_at_end_of_document(tmp_path: Path) -> None:
+    path = tmp_path / "ferromq.toml"
+    message = error_of(tmp_path, '[log]\nlevel = "info')
+    assert message == f"config file {path} at end of document: invalid TOML: Unterminated string"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "x" / "y.toml"
+    with pytest.raises(ConfigError, match=r"^config file .*y\.toml: not found$"):
+        load_config(path, {})
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r": is a directory$"):
+        load_config(tmp_path, {})
+
+
+def test_file_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'[[listeners]]\nname = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r": not UTF-8 text \(byte offset 25\)$"):
+        load_config(path, {})
+
+
+# --- rules across settings ------------------------------------------------------------------
+
+
+def test_duplicate_listener_names(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "[[listeners]]\nport = 1\n[[listeners]]\nport = 2\n")
+    assert message == (
+        'listeners[1].name: "default" is already the name of listeners[0]; '
+        "listener names must be unique"
+    )
+
+
+def test_duplicate_listener_addresses(tmp_path: Path) -> None:
+    text = '[[listeners]]\nname = "a"\n[[listeners]]\nname = "b"\n'
+    assert error_of(tmp_path, text) == (
+        "listeners[1]: 127.0.0.1:1883 is already used by listeners[0]"
+    )
+
+
+@pytest.mark.parametrize("v311", ["2h", 0])
+def test_v311_expiry_must_fit_under_the_cap(tmp_path: Path, v311: str | int) -> None:
+    text = f'[session]\nmax_session_expiry = "1h"\ndefault_session_expiry_v311 = {v311!r}\n'
+    message = error_of(tmp_path, text.replace("'", '"'))
+    assert message.startswith("session.default_session_expiry_v311: ")
+    assert "exceeds session.max_session_expiry (3600)" in message
+
+
+def test_v311_expiry_under_the_cap(tmp_path: Path) -> None:
+    text = '[session]\nmax_session_expiry = "1h"\ndefault_session_expiry_v311 = "1h"\n'
+    assert load_text(tmp_path, text).session.default_session_expiry_v311 == 3600
+
+
+# --- environment overrides ------------------------------------------------------------------
+
+
+def test_env_overrides_file(tmp_path: Path) -> None:
+    config = load_text(
+        tmp_path,
+        '[limits]\nmax_packet_size = "1MiB"\n[log]\nlevel = "info"\n',
+        {
+            "FERROMQ_LIMITS__MAX_PACKET_SIZE": "2MiB",
+            "FERROMQ_LOG__LEVEL": "DEBUG",
+            "FERROMQ_SESSION__QUEUE_QOS0_OFFLINE": "yes",
+            "FERROMQ_SESSION__DEFAULT_SESSION_EXPIRY_V311": "1h",
+            "FERROMQ_LIMITS__MAX_INFLIGHT": "100",
+        },
+    )
+    assert config.limits.max_packet_size == 2 * 1024 * 1024
+    assert config.limits.max_inflight == 100
+    assert config.log.level == "debug"
+    assert config.session.queue_qos0_offline is True
+    assert config.session.default_session_expiry_v311 == 3600
+
+
+def test_env_without_double_underscore_is_not_configuration() -> None:
+    environ = {"FERROMQ_SLOW": "1", "FERROMQ_FUZZ_SECONDS": "x", "PATH": "/bin", "HOME__X": "y"}
+    assert load_config(None, environ) == Config()
+
+
+@pytest.mark.parametrize(
+    ("listen", "host", "port"),
+    [
+        ("0.0.0.0:1884", "0.0.0.0", 1884),
+        ("[::1]:1883", "::1", 1883),
+        ("broker.local:8883", "broker.local", 8883),
+    ],
+)
+def test_env_listen_overrides_first_listener(
+    tmp_path: Path, listen: str, host: str, port: int
+) -> None:
+    text = '[[listeners]]\nname = "a"\n[[listeners]]\nname = "b"\nport = 2000\n'
+    config = load_text(tmp_path, text, {"FERROMQ_LISTEN": listen})
+    assert (config.listeners[0].host, config.listeners[0].port) == (host, port)
+    assert config.listeners[0].name == "a"
+    assert config.listeners[1].port == 2000
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"FERROMQ_LIMITS__MAX_PACKET_SIZE": "big"},
+            'FERROMQ_LIMITS__MAX_PACKET_SIZE: expected a size like 1048576 or "1MiB", got "big"',
+        ),
+        (
+            {"FERROMQ_LIMITS__MAX_INFLIGHT": "lots"},
+            'FERROMQ_LIMITS__MAX_INFLIGHT: expected an integer, got "lots"',
+        ),
+        (
+            {"FERROMQ_LIMITS__MAX_INFLIGHT": "0"},
+            "FERROMQ_LIMITS__MAX_INFLIGHT: must be between 1 and 65535, got 0",
+        ),
+        (
+            {"FERROMQ_SESSION__QUEUE_QOS0_OFFLINE": "maybe"},
+            "FERROMQ_SESSION__QUEUE_QOS0_OFFLINE: expected a boolean "
+            '(true/false, 1/0, yes/no, on/off), got "maybe"',
+        ),
+        (
+            {"FERROMQ_LOG__LEVEL": "loud"},
+            'FERROMQ_LOG__LEVEL: expected one of "debug", "info", "warning", "error", got "loud"',
+        ),
+        (
+            {"FERROMQ_LIMITS__MAX_PAKCET_SIZE": "1"},
+            "FERROMQ_LIMITS__MAX_PAKCET_SIZE: unknown key limits.max_pakcet_size, "
+            'did you mean "FERROMQ_LIMITS__MAX_PACKET_SIZE"?',
+        ),
+        (
+            {"FERROMQ_LIMTS__MAX_INFLIGHT": "1"},
+            'FERROMQ_LIMTS__MAX_INFLIGHT: unknown section "limts", '
+            'did you mean "FERROMQ_LIMITS__MAX_INFLIGHT"?',
+        ),
+        (
+            {"FERROMQ_LISTENERS__PORT": "1"},
+            "FERROMQ_LISTENERS__PORT: listeners are a list and cannot be overridden key by "
+            "key; use FERROMQ_LISTEN=host:port or the config file",
+        ),
+        (
+            {"FERROMQ_LISTEN": "0.0.0.0:70000"},
+            "FERROMQ_LISTEN: must be between 1 and 65535, got 70000",
+        ),
+        (
+            {"FERROMQ_LISTEN": "0.0.0.0:mqtt"},
+            'FERROMQ_LISTEN: expected an integer, got "mqtt"',
+        ),
+        (
+            {"FERROMQ_LISTEN": "1883"},
+            'FERROMQ_LISTEN: expected host:port like 0.0.0.0:1883 or [::1]:1883, got "1883"',
+        ),
+        (
+            {"FERROMQ_LISTEN": "::1:1883"},
+            'FERROMQ_LISTEN: expected host:port like 0.0.0.0:1883 or [::1]:1883, got "::1:1883"',
+        ),
+    ],
+)
+def test_bad_env_value_names_the_variable(environ: dict[str, str], message: str) -> None:
+    assert env_error_of(environ) == message
+
+
+def test_env_errors_are_reported_in_a_stable_order() -> None:
+    environ = {"FERROMQ_LOG__LEVEL": "x", "FERROMQ_LIMITS__MAX_INFLIGHT": "x"}
+    assert env_error_of(environ).startswith("FERROMQ_LIMITS__MAX_INFLIGHT:")
+
+
+def test_env_cannot_break_a_cross_setting_rule() -> None:
+    message = env_error_of({"FERROMQ_SESSION__MAX_SESSION_EXPIRY": "1d"})
+    assert message.startswith("session.default_session_expiry_v311: 604800")
+
+
+def test_max_packet_size_bound_is_the_codec_bound() -> None:
+    config = load_config(None, {"FERROMQ_LIMITS__MAX_PACKET_SIZE": str(MAX_PACKET_SIZE)})
+    assert config.limits.max_packet_size == MAX_PACKET_SIZE
+
+
+# --- ferromq check-config ---------------------------------------------------------------------
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    script = shutil.which("ferromq")
+    command = [script] if script else [sys.executable, "-m", "ferromq"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=30, env=env)
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERROMQ_")}
+    return {**env, **overrides}
+
+
+def test_check_config_prints_effective_toml(tmp_path: Path) -> None:
+    path = tmp_path / "ferromq.toml"
+    path.write_text('[limits]\nmax_packet_size = "2MiB"\n', encoding="utf-8")
+    result = run_cli(
+        "check-config", "--config", str(path), env=clean_env(FERROMQ_LOG__LEVEL="debug")
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "max_packet_size = 2097152\n" in result.stdout
+    assert 'level = "debug"\n' in result.stdout
+    path.write_text(result.stdout, encoding="utf-8")
+    assert load_config(path, {}).limits.max_packet_size == 2097152
+
+
+def test_check_config_json_without_file() -> None:
+    result = run_cli("check-config", "--json", env=clean_env())
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["listeners"] == [dataclasses.asdict(ListenerConfig())]
+    assert data["limits"]["max_inflight"] == 32
+
+
+def test_check_config_bad_file_exits_2_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[[listeners]]\nport = 70000\n", encoding="utf-8")
+    result = run_cli("check-config", "--config", str(path), env=clean_env())
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"ferromq: error: config file {path}: "
+        "listeners[0].port: must be between 1 and 65535, got 70000\n"
+    )
+
+
+def test_check_config_bad_env_exits_2_naming_the_variable() -> None:
+    result = run_cli("check-config", env=clean_env(FERROMQ_LOG__FORMAT="xml"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("ferromq: error: FERROMQ_LOG__FORMAT: expected one of")
+
+
+def test_check_config_missing_file_exits_2(tmp_path: Path) -> None:
+    result = run_cli("check-config", "--config", str(tmp_path / "nope.toml"), env=clean_env())
+    assert result.returncode == 2
+    assert result.stderr == f"ferromq: error: config file {tmp_path / 'nope.toml'}: not found\n"
