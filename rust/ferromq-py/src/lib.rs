@@ -8,11 +8,13 @@ use pyo3::prelude::*;
 
 mod codec;
 mod errors;
+mod topic;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     codec::register(m)?;
+    topic::register(m)?;
     Ok(())
 }
