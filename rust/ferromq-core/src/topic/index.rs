@@ -130,7 +130,7 @@ impl Ref {
 /// (`DELIVERY_*` bits) and subscription identifiers
 /// `sub_ids()[sub_id_offsets()[i]..sub_id_offsets()[i + 1]]`.
 /// `unserved_groups()` lists shared groups that matched but had no eligible member.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MatchResult {
     clients: Vec<u32>,
     qos: Vec<u8>,
@@ -150,11 +150,22 @@ pub struct Delivery<'a> {
     pub subscription_ids: &'a [u32],
 }
 
+impl Default for MatchResult {
+    fn default() -> Self {
+        MatchResult {
+            clients: Vec::new(),
+            qos: Vec::new(),
+            flags: Vec::new(),
+            sub_id_offsets: vec![0],
+            sub_ids: Vec::new(),
+            unserved_groups: Vec::new(),
+        }
+    }
+}
+
 impl MatchResult {
     pub fn new() -> MatchResult {
-        let mut result = MatchResult::default();
-        result.clear();
-        result
+        MatchResult::default()
     }
 
     fn clear(&mut self) {
