@@ -1,21 +1,29 @@
 # cython: language_level=3
 """ferromq._protocol: the IO adapter between asyncio and the Rust engine.
 
-ReceiveBuffer is what a connection's ``asyncio.BufferedProtocol`` delegates
-``get_buffer``/``buffer_updated`` to. uvloop and asyncio read one connection at a time
-(``get_buffer`` then ``recv_into`` then ``buffer_updated``, with no other connection's
-read in between), so every connection can read into one shared ``ReadArena``; only the
-bytes of an unfinished frame are kept per connection, which keeps an idle connection
-near the transport's own memory floor.
+- ``MqttProtocol`` (``MqttConnection`` + ``asyncio.BufferedProtocol``) is what a
+  listener instantiates per socket. Reads go to the engine; nothing is written here.
+- ``IOHub`` joins one engine to its transports and flushes once per loop tick: every
+  read of a tick is handed to the engine first, then each dirty connection gets one
+  ``transport.write`` with all of its output (the lever that beats a syscall per
+  packet), then the engine's events are acted on.
+- ``ReceiveBuffer`` is what a connection delegates ``get_buffer``/``buffer_updated``
+  to. uvloop and asyncio read one connection at a time (``get_buffer`` then
+  ``recv_into`` then ``buffer_updated``, with no other connection's read in between),
+  so every connection reads into one shared ``ReadArena``; only the bytes of an
+  unfinished frame are kept per connection, which keeps an idle connection near the
+  transport's own memory floor.
 
-Per ``buffer_updated`` every complete frame in the buffer goes to the Rust decoder in
-one call; the tail of an unfinished frame is kept as ``bytes`` and copied back to the
-front of the arena at the next ``get_buffer``. A frame larger than half the arena
-moves the connection to a private ``bytearray`` that doubles as needed (the decoder has
-already refused anything above the maximum packet size from its length header).
-Buffers are never resized while lent: the transport may still hold a view of them, so
-growing means allocating a new one and copying.
+Per ``buffer_updated`` every complete frame in the buffer goes to the consumer
+(``FrameDecoder`` or the engine) in one call; the tail of an unfinished frame is kept
+as ``bytes`` and copied back to the front of the arena at the next ``get_buffer``. A
+frame larger than half the arena moves the connection to a private ``bytearray`` that
+doubles as needed (the decoder has already refused anything above the maximum packet
+size from its length header). Buffers are never resized while lent: the transport may
+still hold a view of them, so growing means allocating a new one and copying.
 """
+
+import asyncio
 
 from libc.string cimport memcpy, memmove
 
@@ -116,3 +124,122 @@ cdef class ReceiveBuffer:
             self._pending = bytes(source[consumed:end])
             self._filled = 0
         return packets, None
+
+
+cdef class IOHub:
+    """Joins one engine to its transports: each dirty connection is written once per
+    loop tick, after every read of that tick has been handed to the engine.
+
+    ``on_event`` receives the engine events Python decides (``("authenticate", ...)``);
+    ``("close", conn)`` events are handled here, after the output they follow.
+    """
+
+    cdef readonly object engine
+    cdef readonly ReadArena arena
+    cdef object _loop
+    cdef object _on_event
+    cdef dict _transports
+    cdef bint _flush_scheduled
+    cdef readonly Py_ssize_t write_high_water
+
+    def __init__(self, engine, loop, ReadArena arena not None, on_event, Py_ssize_t write_high_water):
+        self.engine = engine
+        self.arena = arena
+        self._loop = loop
+        self._on_event = on_event
+        self._transports = {}
+        self._flush_scheduled = False
+        self.write_high_water = write_high_water
+
+    cpdef long long now(self):
+        """Engine time: the loop's monotonic clock in milliseconds."""
+        return <long long>(self._loop.time() * 1000.0)
+
+    @property
+    def connections(self):
+        return len(self._transports)
+
+    cdef void schedule_flush(self):
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self):
+        """Write every dirty connection once, then act on the engine's events."""
+        cdef object transport
+        self._flush_scheduled = False
+        for conn, data in self.engine.take_output():
+            transport = self._transports.get(conn)
+            if transport is not None:
+                transport.write(data)
+        for event in self.engine.take_events():
+            if event[0] == "close":
+                transport = self._transports.get(event[1])
+                if transport is not None:
+                    transport.close()
+            else:
+                self._on_event(event)
+        if self.engine.has_output():
+            self.schedule_flush()
+
+    def close_all(self):
+        for transport in list(self._transports.values()):
+            transport.close()
+
+
+cdef class MqttConnection:
+    """The protocol core of one MQTT connection: reads go to the engine through a
+    ``ReceiveBuffer`` on the hub's shared arena; writes happen in ``IOHub.flush``.
+    Backpressure: while the transport's write buffer is above the high-water mark the
+    engine queues this connection's deliveries and reading from it pauses."""
+
+    cdef IOHub _hub
+    cdef object _transport
+    cdef ReceiveBuffer _receive
+    cdef unsigned int _conn
+
+    def __init__(self, IOHub hub not None):
+        self._hub = hub
+
+    def connection_made(self, transport):
+        from ferromq._core import EngineConnection
+
+        hub = self._hub
+        self._transport = transport
+        self._conn = hub.engine.open(hub.now())
+        hub._transports[self._conn] = transport
+        transport.set_write_buffer_limits(high=hub.write_high_water)
+        self._receive = ReceiveBuffer(EngineConnection(hub.engine, self._conn, hub.now), hub.arena)
+
+    def get_buffer(self, Py_ssize_t sizehint):
+        return self._receive.get_buffer(sizehint)
+
+    def buffer_updated(self, Py_ssize_t nbytes):
+        self._receive.buffer_updated(nbytes)
+        self._hub.schedule_flush()
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, exc):
+        hub = self._hub
+        hub.engine.connection_lost(self._conn, hub.now())
+        if hub._transports.get(self._conn) is self._transport:
+            del hub._transports[self._conn]
+        hub.schedule_flush()
+
+    def pause_writing(self):
+        self._hub.engine.set_writable(self._conn, False, self._hub.now())
+        if not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def resume_writing(self):
+        self._hub.engine.set_writable(self._conn, True, self._hub.now())
+        if not self._transport.is_closing():
+            self._transport.resume_reading()
+        self._hub.schedule_flush()
+
+
+class MqttProtocol(MqttConnection, asyncio.BufferedProtocol):
+    """What ``loop.create_server`` instantiates: the Cython core plus the asyncio
+    protocol interface, so uvloop and asyncio both treat it as buffered."""

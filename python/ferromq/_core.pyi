@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import Any, Final, TypeAlias, final
 
 from typing_extensions import Buffer
@@ -6,8 +7,11 @@ __all__ = [
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
     "MAX_PACKET_SIZE",
+    "BenchError",
     "CodecError",
     "EncodeError",
+    "Engine",
+    "EngineConnection",
     "FrameDecoder",
     "MalformedPacket",
     "PacketTooLarge",
@@ -21,6 +25,7 @@ __all__ = [
     "encode",
     "encode_many",
     "reason_code_name",
+    "run_bench",
 ]
 
 __version__: Final[str]
@@ -41,6 +46,7 @@ class TopicFilterInvalid(CodecError): ...
 class TopicNameInvalid(CodecError): ...
 class PacketTooLarge(CodecError): ...
 class EncodeError(ValueError): ...
+class BenchError(RuntimeError): ...
 
 @final
 class FrameDecoder:
@@ -56,6 +62,50 @@ class FrameDecoder:
 def encode(packet: _Packet, protocol_version: int = 4) -> bytes: ...
 def encode_many(packets: list[_Packet], protocol_version: int = 4) -> bytes: ...
 def reason_code_name(code: int) -> str: ...
+def run_bench(config_json: str) -> str: ...
+
+@final
+class Engine:
+    def __new__(
+        cls,
+        *,
+        max_packet_size: int = ...,
+        max_inflight: int = ...,
+        receive_maximum: int = ...,
+        max_topic_alias: int = ...,
+        max_keepalive: int = ...,
+        connect_timeout_ms: int = ...,
+        queue_limit: int = ...,
+        drop_policy: str = ...,
+        queue_qos0_offline: bool = ...,
+        max_session_expiry: int = ...,
+        persistent_session_expiry: int = ...,
+        max_client_id_length: int = ...,
+        authenticate: bool = ...,
+        write_high_water: int = ...,
+        share_strategy: str = ...,
+    ) -> Engine: ...
+    def open(self, now: int) -> int: ...
+    def feed(self, conn: int, data: Buffer, now: int) -> int: ...
+    def connection_lost(self, conn: int, now: int) -> None: ...
+    def complete_connect(self, conn: int, reason_code: int, now: int) -> None: ...
+    def set_writable(self, conn: int, writable: bool, now: int) -> None: ...
+    def tick(self, now: int) -> None: ...
+    def publish(
+        self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, now: int = 0
+    ) -> int: ...
+    def has_output(self) -> bool: ...
+    def take_output(self) -> list[tuple[int, bytes]]: ...
+    def take_events(self) -> list[tuple[Any, ...]]: ...
+    def shutdown(self, now: int) -> None: ...
+    def stats(self) -> dict[str, int]: ...
+
+@final
+class EngineConnection:
+    def __new__(cls, engine: Engine, conn: int, clock: Callable[[], int]) -> EngineConnection: ...
+    @property
+    def conn(self) -> int: ...
+    def decode_buffer(self, data: Buffer) -> tuple[None, int, None]: ...
 
 _MatchLists: TypeAlias = tuple[list[int], list[int], list[int], list[int], list[int], list[int]]
 

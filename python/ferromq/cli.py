@@ -6,20 +6,25 @@ status. Configuration reaches every command the same way: ``--config FILE`` (add
 :func:`ferromq.config.load_config`. A configuration error is the user's to fix, so it is
 one line on stderr and exit status 2 (argparse's status for bad usage), never a traceback.
 
+- ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown).
 - ``check-config``: print the effective configuration (TOML, or JSON with ``--json``).
+- ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ferromq import __version__
+from ferromq import __version__, bench
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
+from ferromq.log import configure_logging
 
 EXIT_CONFIG_ERROR = 2
 
@@ -53,6 +58,35 @@ def check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve(args: argparse.Namespace) -> int:
+    config = load_config_or_exit(args)
+    configure_logging(config.log)
+    from ferromq.broker import serve as run_broker
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await run_broker(config, stop)
+
+    if args.loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+    return 0
+
+
+def default_loop() -> str:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ferromq",
@@ -60,6 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ferromq {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve_parser = commands.add_parser(
+        "serve",
+        help="run the broker",
+        description="Run the MQTT broker on the configured listeners "
+        "(default 127.0.0.1:1883) until SIGTERM or SIGINT.",
+    )
+    add_config_argument(serve_parser)
+    serve_parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default=default_loop(),
+        help="event loop (default: uvloop when installed)",
+    )
+    serve_parser.set_defaults(handler=serve)
 
     check = commands.add_parser(
         "check-config",
@@ -70,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_argument(check)
     check.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     check.set_defaults(handler=check_config)
+    bench.register(commands)
     return parser
 
 

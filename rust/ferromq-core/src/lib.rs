@@ -10,5 +10,6 @@
 //! - [`retain`]: the retained-message index.
 
 pub mod codec;
+pub mod engine;
 pub mod retain;
 pub mod topic;

@@ -225,7 +225,7 @@ fn packet_to_dict<'py>(py: Python<'py>, packet: &Packet) -> PyResult<Bound<'py, 
         }
         Packet::SubAck(s) => {
             d.set_item(intern!(py, "packet_id"), s.packet_id)?;
-            d.set_item(intern!(py, "reason_codes"), reason_list(&s.reasons))?;
+            d.set_item(intern!(py, "reason_codes"), reason_list(py, &s.reasons)?)?;
             d.set_item(
                 intern!(py, "properties"),
                 properties_to_list(py, &s.properties)?,
@@ -242,7 +242,7 @@ fn packet_to_dict<'py>(py: Python<'py>, packet: &Packet) -> PyResult<Bound<'py, 
         }
         Packet::UnsubAck(u) => {
             d.set_item(intern!(py, "packet_id"), u.packet_id)?;
-            d.set_item(intern!(py, "reason_codes"), reason_list(&u.reasons))?;
+            d.set_item(intern!(py, "reason_codes"), reason_list(py, &u.reasons)?)?;
             d.set_item(
                 intern!(py, "properties"),
                 properties_to_list(py, &u.properties)?,
@@ -260,8 +260,10 @@ fn packet_to_dict<'py>(py: Python<'py>, packet: &Packet) -> PyResult<Bound<'py, 
     Ok(d)
 }
 
-fn reason_list(reasons: &[ReasonCode]) -> Vec<u8> {
-    reasons.iter().map(|r| *r as u8).collect()
+/// Reason codes as a `list` of ints, like every other sequence field (a `Vec<u8>` would
+/// cross as `bytes`).
+fn reason_list<'py>(py: Python<'py>, reasons: &[ReasonCode]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, reasons.iter().map(|r| *r as u8))
 }
 
 fn properties_to_list<'py>(py: Python<'py>, props: &Properties) -> PyResult<Bound<'py, PyList>> {
@@ -399,7 +401,11 @@ fn packet_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Packet> {
                 _ => None,
             };
             Packet::Connect(Box::new(Connect {
-                protocol: version_from_level(optional(d, "protocol_version", 4)?)?,
+                protocol: {
+                    let level: u8 = optional(d, "protocol_version", 4)?;
+                    ProtocolVersion::from_level(level)
+                        .ok_or_else(|| bad_packet(format!("unknown protocol version {level}")))?
+                },
                 clean_start: optional(d, "clean_start", true)?,
                 keep_alive: optional(d, "keep_alive", 60)?,
                 properties: properties_of(d)?,

@@ -2,12 +2,14 @@
 //!
 //! `CodecError(ValueError)` carries `reason_code` (the MQTT reason code the broker
 //! answers with) and `detail`; each classified decode error has its own subclass so
-//! callers can `except MalformedPacket`.
+//! callers can `except MalformedPacket`. `BenchError(RuntimeError)` is a benchmark run
+//! that could not be carried out.
 
+use ferromq_bench::BenchError as CoreBenchError;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
 use ferromq_core::topic::IndexError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyMemoryError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -33,6 +35,12 @@ create_exception!(
     PyValueError,
     "A packet could not be encoded."
 );
+create_exception!(
+    _core,
+    BenchError,
+    PyRuntimeError,
+    "A benchmark run could not be carried out."
+);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -47,6 +55,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TopicNameInvalid", py.get_type::<TopicNameInvalid>())?;
     m.add("PacketTooLarge", py.get_type::<PacketTooLarge>())?;
     m.add("EncodeError", py.get_type::<EncodeError>())?;
+    m.add("BenchError", py.get_type::<BenchError>())?;
     Ok(())
 }
 
@@ -102,4 +111,13 @@ pub(crate) fn encode_error(err: &CoreEncodeError) -> PyErr {
 /// A packet dict that does not describe a valid packet.
 pub(crate) fn bad_packet(message: impl Into<String>) -> PyErr {
     EncodeError::new_err(message.into())
+}
+
+/// An invalid benchmark config is a `ValueError`; a run that could not complete is a
+/// `BenchError`.
+pub(crate) fn bench_error(err: &CoreBenchError) -> PyErr {
+    match err {
+        CoreBenchError::Config(message) => PyValueError::new_err(message.clone()),
+        CoreBenchError::Run(message) => BenchError::new_err(message.clone()),
+    }
 }

@@ -1,4 +1,5 @@
-//! `ferromq._core`: the thin pyo3 face of `ferromq-core`.
+//! `ferromq._core`: the thin pyo3 face of `ferromq-core` (and of the load generator
+//! `ferromq-bench`).
 //!
 //! Each file registers one area of the core; `errors` maps every Rust error to a
 //! Python exception in one place. Nothing here holds protocol logic: it converts at
@@ -6,7 +7,9 @@
 
 use pyo3::prelude::*;
 
+mod bench;
 mod codec;
+mod engine;
 mod errors;
 mod topic;
 
@@ -15,6 +18,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     codec::register(m)?;
+    bench::register(m)?;
+    engine::register(m)?;
     topic::register(m)?;
     Ok(())
 }

@@ -1,0 +1,168 @@
+"""The brokers under test, each started on a free loopback port from a generated config.
+
+A :class:`BrokerSpec` knows how to write its broker's config and command line and
+whether the broker is installed here; :func:`start` runs it (optionally pinned to one
+core with ``taskset``) and waits until its port accepts connections; the returned
+:class:`RunningBroker` reports the CPU time the broker process used (utime + stime
+from ``/proc/<pid>/stat``) and stops it. Every broker listens on 127.0.0.1 only.
+
+The integration tests import this module too, so there is one way to start Mosquitto.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+# Queued messages per offline persistent session: large enough that the persistent
+# scenarios measure the broker, not its default cap of 1000.
+MAX_QUEUED = 1_000_000
+
+
+class BrokerSpec:
+    name: ClassVar[str]
+    #: MQTT protocol levels the broker speaks.
+    protocols: ClassVar[frozenset[int]]
+
+    def missing(self) -> str | None:
+        """Why this broker cannot run here, or ``None`` when it can."""
+        raise NotImplementedError
+
+    def command(self, port: int, workdir: Path) -> list[str]:
+        """Write the config into ``workdir``; return the command that serves ``port``."""
+        raise NotImplementedError
+
+
+class Mosquitto(BrokerSpec):
+    name = "mosquitto"
+    protocols = frozenset({4, 5})
+
+    def missing(self) -> str | None:
+        if shutil.which("mosquitto") is None:
+            return "mosquitto is not installed (apt-get install -y mosquitto)"
+        return None
+
+    def command(self, port: int, workdir: Path) -> list[str]:
+        conf = workdir / "mosquitto.conf"
+        conf.write_text(
+            f"listener {port} 127.0.0.1\n"
+            "allow_anonymous true\n"
+            f"max_queued_messages {MAX_QUEUED}\n"
+            "persistence false\n"
+            "log_dest stderr\n"
+            "log_type error\n"
+            "log_type warning\n"
+        )
+        return ["mosquitto", "-c", str(conf)]
+
+
+class Amqtt(BrokerSpec):
+    name = "amqtt"
+    protocols = frozenset({4})  # amqtt speaks MQTT 3.1.1 only
+
+    def missing(self) -> str | None:
+        if importlib.util.find_spec("amqtt") is None:
+            return "amqtt is not installed (pip install amqtt)"
+        return None
+
+    def command(self, port: int, workdir: Path) -> list[str]:
+        conf = workdir / "amqtt.yaml"
+        conf.write_text(
+            "listeners:\n"
+            "  default:\n"
+            "    type: tcp\n"
+            f"    bind: 127.0.0.1:{port}\n"
+            "plugins:\n"
+            "  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+            "    allow_anonymous: true\n"
+        )
+        return [sys.executable, "-m", "amqtt.scripts.broker_script", "-c", str(conf)]
+
+
+class Ferromq(BrokerSpec):
+    name = "ferromq"
+    protocols = frozenset({4, 5})
+    _serve = (sys.executable, "-m", "ferromq", "serve")
+
+    def missing(self) -> str | None:
+        probe = subprocess.run([*self._serve, "--help"], capture_output=True, check=False)
+        if probe.returncode != 0:
+            return "ferromq has no 'serve' command yet"
+        return None
+
+    def command(self, port: int, workdir: Path) -> list[str]:
+        return [*self._serve, "--host", "127.0.0.1", "--port", str(port)]
+
+
+BROKERS: dict[str, BrokerSpec] = {b.name: b for b in (Ferromq(), Mosquitto(), Amqtt())}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class RunningBroker:
+    spec: BrokerSpec
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the broker process has used so far."""
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        # Fields after the parenthesised command name; utime and stime are 14 and 15.
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(
+    spec: BrokerSpec, workdir: Path, core: int | None = None, timeout: float = 15.0
+) -> RunningBroker:
+    """Start ``spec`` on a free port (pinned to ``core`` if given) and wait for it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    command: Sequence[str] = spec.command(port, workdir)
+    if core is not None:
+        command = ["taskset", "-c", str(core), *command]
+    log = workdir / f"{spec.name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    broker = RunningBroker(spec, port, process, log)
+    deadline = time.monotonic() + timeout
+    while not _accepts(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            broker.stop()
+            raise RuntimeError(f"{spec.name} did not start: see {log}")
+        time.sleep(0.05)
+    return broker

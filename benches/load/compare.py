@@ -1,0 +1,296 @@
+"""Side-by-side load test: the same scenarios against ferromq, Mosquitto and amqtt.
+
+    python benches/load/compare.py --scenarios default        # a few minutes
+    python benches/load/compare.py --scenarios large          # bigger, slower
+
+Each scenario runs against each broker in turn, on a fresh broker process (no state
+carried between scenarios) pinned to core 1 with ``taskset``; the generator
+(``ferromq.bench``, Rust threads) is pinned to core 0. The broker's CPU time over the
+run (utime + stime from /proc) gives *delivered per broker-core-second*: messages
+received by subscribers divided by the CPU seconds the broker spent, a rate that
+does not depend on how many cores the broker could use. Ratios are against
+Mosquitto. Writes ``results.md``, ``results.json`` and PNG plots to ``--out``.
+A broker that is not installed (or a scenario it cannot run, like MQTT 5 on amqtt)
+is skipped with the reason in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import brokers
+import plots
+
+from ferromq import bench
+from ferromq._core import BenchError
+
+GENERATOR_CORE = 0
+BROKER_CORE = 1
+
+# name -> generator config (keys of ferromq-bench's Config). Warm-up 1 s, window 5 s.
+_COMMON = {"warmup": 1.0, "duration": 5.0, "drain_timeout": 5.0, "payload": 64}
+SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
+    "default": {
+        # QoS 0 has no flow control: unpaced, the generator would only fill socket
+        # buffers, so it runs at a fixed offered load (100 pairs x 100 msg/s).
+        "p2p-qos0": {"scenario": "p2p", "pairs": 100, "rate": 100, "pub_qos": 0, "sub_qos": 0},
+        "p2p-qos1": {"scenario": "p2p", "pairs": 100, "pub_qos": 1, "sub_qos": 1},
+        "p2p-qos1-persistent": {
+            "scenario": "p2p",
+            "pairs": 100,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "persistent": True,
+        },
+        "p2p-qos2": {"scenario": "p2p", "pairs": 100, "pub_qos": 2, "sub_qos": 2},
+        "p2p-qos1-mqtt5": {
+            "scenario": "p2p",
+            "pairs": 100,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "protocol": 5,
+        },
+        "fanin-qos1": {
+            "scenario": "fanin",
+            "publishers": 100,
+            "subscribers": 1,
+            "pub_qos": 1,
+            "sub_qos": 1,
+        },
+        "fanout-qos0": {
+            "scenario": "fanout",
+            "publishers": 1,
+            "subscribers": 100,
+            "rate": 500,
+            "pub_qos": 0,
+            "sub_qos": 0,
+        },
+        "sharedsub-qos1": {
+            "scenario": "sharedsub",
+            "publishers": 50,
+            "subscribers": 5,
+            "pub_qos": 1,
+            "sub_qos": 1,
+        },
+        "conn-1000": {"scenario": "conn", "clients": 1000, "connect_rate": 500, "duration": 2},
+    },
+    "large": {
+        "p2p-qos1-1k": {"scenario": "p2p", "pairs": 1000, "pub_qos": 1, "sub_qos": 1},
+        "p2p-qos1-1k-persistent": {
+            "scenario": "p2p",
+            "pairs": 1000,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "persistent": True,
+        },
+        "fanin-qos1-1k": {
+            "scenario": "fanin",
+            "publishers": 1000,
+            "subscribers": 2,
+            "pub_qos": 1,
+            "sub_qos": 1,
+        },
+        "fanout-qos1": {
+            "scenario": "fanout",
+            "publishers": 2,
+            "subscribers": 1000,
+            "rate": 100,
+            "pub_qos": 1,
+            "sub_qos": 1,
+        },
+        "conn-20k": {
+            "scenario": "conn",
+            "clients": 20_000,
+            "connect_rate": 2000,
+            "source_addresses": 4,
+            "duration": 5,
+        },
+    },
+}
+
+
+@dataclass
+class Row:
+    scenario: str
+    broker: str
+    skipped: str | None = None
+    received_per_s: float = 0.0
+    in_out_per_s: float = 0.0
+    per_core_s: float = 0.0
+    broker_cpu_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    lost: int = 0
+    duplicates: int = 0
+    connected: int = 0
+    connect_per_s: float = 0.0
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: Path) -> Row:
+    row = Row(name, spec.name)
+    reason = spec.missing()
+    if reason is None and config.get("protocol", 4) not in spec.protocols:
+        reason = f"{spec.name} does not speak MQTT {config['protocol']}"
+    if reason is not None:
+        row.skipped = reason
+        return row
+    broker = brokers.start(spec, work / f"{name}-{spec.name}", core=BROKER_CORE)
+    try:
+        cpu_before = broker.cpu_seconds()
+        report = bench.run({**_COMMON, **config, "port": broker.port, "progress": False})
+        row.broker_cpu_s = broker.cpu_seconds() - cpu_before
+    except BenchError as err:
+        row.skipped = f"run failed: {err}"
+        return row
+    finally:
+        broker.stop()
+    delivery = report["delivery"]
+    row.report = report
+    row.received_per_s = report["received_per_s"]
+    row.in_out_per_s = report["in_out_per_s"]
+    row.per_core_s = delivery["received"] / row.broker_cpu_s if row.broker_cpu_s else 0.0
+    row.p50_ms = report["latency_ms"]["p50"]
+    row.p99_ms = report["latency_ms"]["p99"]
+    row.lost = delivery["lost"]
+    row.duplicates = delivery["duplicates"]
+    row.connected = report["clients"]["connected"]
+    row.connect_per_s = report["clients"]["connect_per_s"]
+    return row
+
+
+def machine() -> dict[str, str]:
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    versions = {"mosquitto": "", "amqtt": ""}
+    try:
+        out = subprocess.run(["mosquitto", "-h"], capture_output=True, text=True, check=False)
+        versions["mosquitto"] = out.stdout.splitlines()[0] if out.stdout else ""
+    except FileNotFoundError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        versions["amqtt"] = f"amqtt {version('amqtt')}"
+    except Exception:
+        pass
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "nproc": str(os.cpu_count()),
+        "cpu": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg before": Path("/proc/loadavg").read_text().split(" ", 1)[0],
+        **versions,
+    }
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "-"
+
+
+def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
+    lines = [
+        "| scenario | broker | recv msg/s | in+out msg/s | recv per broker-core-s "
+        "| p50 ms | p99 ms | lost | dup | recv vs mosquitto |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = {r.scenario: r for r in rows if r.broker == "mosquitto" and r.skipped is None}
+    for r in rows:
+        if r.skipped is not None:
+            lines.append(f"| {r.scenario} | {r.broker} | skipped: {r.skipped} ||||||||")
+            continue
+        ref = base.get(r.scenario)
+        if r.report["scenario"] == "conn":
+            lines.append(
+                f"| {r.scenario} | {r.broker} | {r.connected} connected, "
+                f"{r.connect_per_s:,.0f} conn/s | | | "
+                f"{r.report['connect_latency_ms']['p50']:.2f} | "
+                f"{r.report['connect_latency_ms']['p99']:.2f} | | | "
+                f"{_ratio(r.connect_per_s, ref.connect_per_s) if ref else '-'} |"
+            )
+            continue
+        lines.append(
+            f"| {r.scenario} | {r.broker} | {r.received_per_s:,.0f} | {r.in_out_per_s:,.0f} "
+            f"| {r.per_core_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.lost:,}"
+            f"{'' if r.report['delivery']['drain_complete'] else '*'} "
+            f"| {r.duplicates:,} | {_ratio(r.received_per_s, ref.received_per_s) if ref else '-'} |"
+        )
+    header = [
+        "# Load comparison",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
+        "",
+        f"Generator on core {GENERATOR_CORE}, broker on core {BROKER_CORE} (taskset). "
+        "conn rows show connections and connect latency (CONNECT → CONNACK). "
+        "`*`: the broker had not delivered everything when the drain timeout ended the "
+        "run, so *lost* also counts messages still queued in it.",
+        "",
+    ]
+    return "\n".join(header + lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenarios", choices=sorted(SCENARIO_SETS), default="default")
+    parser.add_argument("--only", nargs="*", help="run only these scenario names")
+    parser.add_argument(
+        "--brokers", default="ferromq,mosquitto,amqtt", help="comma-separated, in run order"
+    )
+    parser.add_argument("--duration", type=float, help="override the measured window (s)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+    command = "python benches/load/compare.py " + shlex.join(argv or sys.argv[1:])
+    info = machine()
+    if hasattr(os, "sched_setaffinity"):
+        # Worker threads inherit this: the generator stays on its own core.
+        os.sched_setaffinity(0, {GENERATOR_CORE})
+    specs = [brokers.BROKERS[name] for name in args.brokers.split(",")]
+    scenarios = SCENARIO_SETS[args.scenarios]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="ferromq-load-") as tmp:
+        for name, config in scenarios.items():
+            if args.only and name not in args.only:
+                continue
+            if args.duration is not None and config["scenario"] != "conn":
+                config = {**config, "duration": args.duration}
+            for spec in specs:
+                row = run_one(name, config, spec, Path(tmp))
+                status = row.skipped or (
+                    f"{row.received_per_s:,.0f} recv/s, p99 {row.p99_ms:.2f} ms, "
+                    f"lost {row.lost}, broker CPU {row.broker_cpu_s:.1f} s"
+                )
+                print(f"{name:<24} {spec.name:<10} {status}", flush=True)
+                rows.append(row)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = markdown(rows, info, command)
+    (args.out / "results.md").write_text(table)
+    (args.out / "results.json").write_text(
+        json.dumps({"command": command, "machine": info, "rows": [asdict(r) for r in rows]}) + "\n"
+    )
+    plots.draw(rows, args.out)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The $SYS tree: broker statistics published as retained messages on an interval.
+
+The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
+messages received/sent, clients active/inactive/maximum/total/expired, messages in
+flight and stored, publishes received/sent/dropped, retained count, subscription
+count, uptime, version). ``#`` never matches ``$SYS`` [MQTT-4.7.2-1]; the engine's
+index enforces that. One publish per topic per interval: an event, not a per-message
+cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ferromq import __version__
+
+PREFIX = "$SYS/broker/"
+
+# topic suffix -> engine stats key
+COUNTERS: Mapping[str, str] = {
+    "bytes/received": "bytes_received",
+    "bytes/sent": "bytes_sent",
+    "messages/received": "packets_received",
+    "publish/messages/received": "publish_received",
+    "publish/messages/sent": "publish_sent",
+    "publish/messages/dropped": "publish_dropped",
+    "clients/connected": "clients_connected",
+    "clients/active": "clients_connected",
+    "clients/inactive": "clients_disconnected",
+    "clients/disconnected": "clients_disconnected",
+    "clients/maximum": "clients_maximum",
+    "clients/expired": "sessions_expired",
+    "messages/inflight": "messages_inflight",
+    "messages/stored": "messages_queued",
+    "retained messages/count": "retained_messages",
+    "subscriptions/count": "subscriptions",
+    "connections/opened": "connections_opened",
+    "errors/protocol": "protocol_errors",
+}
+
+
+def sys_messages(stats: Mapping[str, int], uptime_seconds: int) -> list[tuple[str, bytes]]:
+    """Every $SYS topic with its payload for one interval."""
+    messages = [(PREFIX + suffix, str(stats[key]).encode()) for suffix, key in COUNTERS.items()]
+    total = stats["clients_connected"] + stats["clients_disconnected"]
+    messages.append((PREFIX + "clients/total", str(total).encode()))
+    messages.append((PREFIX + "uptime", f"{uptime_seconds} seconds".encode()))
+    messages.append((PREFIX + "version", f"ferromq {__version__}".encode()))
+    return messages

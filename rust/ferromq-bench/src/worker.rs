@@ -1,0 +1,429 @@
+//! One event-loop thread of the generator: a `mio` poll over its share of the clients.
+//!
+//! Each loop turn: open the connections that are due (paced at the worker's share of
+//! `connect_rate`), wake rate-limited publishers whose timer expired, pump every
+//! runnable publisher and flush it, then wait in `epoll` (edge-triggered) for at most
+//! 5 ms, or not at all while a publisher still has budget left. A readable socket is
+//! read in 64 KiB chunks into one buffer the worker lends to whichever connection is
+//! readable; each chunk is appended to the client's input and decoded at once, and
+//! the replies are flushed before the next chunk. A publisher becomes runnable again
+//! on an acknowledgement, on writability or on its timer, never by scanning: the loop
+//! costs O(events), not O(clients).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Buf;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::client::{Client, Ctx, Next, Pump, RoleState, RunParams, State, Tally};
+use crate::scenario::ClientSpec;
+use crate::shared::{Counters, Instants, Phase, Shared};
+use crate::stats::SeqTracker;
+
+const READ_CHUNK: usize = 64 * 1024;
+const MAX_WAIT_NS: u64 = 5_000_000;
+const KEEP_ALIVE_CHECK_NS: u64 = 1_000_000_000;
+/// Error messages a worker keeps for the report.
+const MAX_ERRORS: usize = 10;
+
+/// What a worker hands back when the run stops.
+#[derive(Debug, Default)]
+pub struct WorkerResult {
+    pub tally: Tally,
+    /// `(publisher id, messages sent)`.
+    pub publishers: Vec<(u32, u64)>,
+    /// `(subscriber index, trackers per publisher id)`.
+    pub subscribers: Vec<(u32, HashMap<u32, SeqTracker>)>,
+    pub errors: Vec<String>,
+    /// CPU time this thread used, when the kernel tells it.
+    pub cpu_ns: Option<u64>,
+}
+
+pub struct WorkerSetup {
+    pub index: usize,
+    pub clients: Vec<ClientSpec>,
+    pub shared: Arc<Shared>,
+    pub run: Arc<RunParams>,
+    pub dest: SocketAddr,
+    /// Nanoseconds between two connection attempts of this worker; 0 for no pacing.
+    pub connect_interval: u64,
+}
+
+struct Worker {
+    poll: Poll,
+    clients: Vec<Client>,
+    sockets: Vec<Option<TcpStream>>,
+    write_blocked: Vec<bool>,
+    queued: Vec<bool>,
+    runnable: Vec<usize>,
+    timers: BinaryHeap<Reverse<(u64, usize)>>,
+    timer_armed: Vec<bool>,
+    to_connect: VecDeque<usize>,
+    next_connect: u64,
+    read_buf: Box<[u8]>,
+    tally: Tally,
+    errors: Vec<String>,
+    instants: Instants,
+    publishing: bool,
+    setup: WorkerSetup,
+}
+
+pub fn run_worker(setup: WorkerSetup) -> io::Result<WorkerResult> {
+    let run = setup.run.clone();
+    let clients: Vec<Client> = setup
+        .clients
+        .iter()
+        .map(|spec| Client::new(spec.clone(), &run))
+        .collect();
+    let n = clients.len();
+    let mut worker = Worker {
+        poll: Poll::new()?,
+        clients,
+        sockets: (0..n).map(|_| None).collect(),
+        write_blocked: vec![false; n],
+        queued: vec![false; n],
+        runnable: Vec::new(),
+        timers: BinaryHeap::new(),
+        timer_armed: vec![false; n],
+        to_connect: (0..n).collect(),
+        next_connect: 0,
+        read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+        tally: Tally::default(),
+        errors: Vec::new(),
+        instants: Instants::default(),
+        publishing: false,
+        setup,
+    };
+    worker.event_loop()?;
+    Ok(worker.finish())
+}
+
+fn connect_socket(source: Option<IpAddr>, dest: SocketAddr) -> io::Result<TcpStream> {
+    let socket = Socket::new(Domain::for_address(dest), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_nonblocking(true)?;
+    socket.set_tcp_nodelay(true)?;
+    if let Some(ip) = source {
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    match socket.connect(&dest.into()) {
+        Ok(()) => {}
+        Err(err) if err.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(err) => return Err(err),
+    }
+    Ok(TcpStream::from_std(socket.into()))
+}
+
+/// CPU time of the calling thread, from the scheduler's own accounting.
+fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+impl Worker {
+    fn now(&self) -> u64 {
+        self.setup.shared.clock.now()
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.setup.shared.counters[self.setup.index]
+    }
+
+    fn event_loop(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_keep_alive = 0;
+        loop {
+            let now = self.now();
+            let phase = self.setup.shared.phase();
+            if phase == Phase::Stop {
+                return Ok(());
+            }
+            if phase >= Phase::Publishing && !self.publishing {
+                self.publishing = true;
+                self.instants = self.setup.shared.instants();
+                for i in 0..self.clients.len() {
+                    self.make_runnable(i);
+                }
+            }
+            self.open_due_connections(now);
+            while let Some(&Reverse((due, i))) = self.timers.peek() {
+                if due > now {
+                    break;
+                }
+                self.timers.pop();
+                self.timer_armed[i] = false;
+                self.make_runnable(i);
+            }
+            if now >= next_keep_alive {
+                next_keep_alive = now + KEEP_ALIVE_CHECK_NS;
+                self.send_keep_alives(now);
+            }
+            self.pump_runnable();
+            let timeout = self.wait_ns(self.now());
+            self.poll
+                .poll(&mut events, Some(Duration::from_nanos(timeout)))
+                .or_else(|err| match err.kind() {
+                    io::ErrorKind::Interrupted => Ok(()),
+                    _ => Err(err),
+                })?;
+            for event in events.iter() {
+                let i = event.token().0;
+                if event.is_writable() {
+                    self.write_blocked[i] = false;
+                }
+                self.on_ready(i);
+            }
+        }
+    }
+
+    fn wait_ns(&self, now: u64) -> u64 {
+        if !self.runnable.is_empty() {
+            return 0;
+        }
+        let mut wait = MAX_WAIT_NS;
+        if let Some(Reverse((due, _))) = self.timers.peek() {
+            wait = wait.min(due.saturating_sub(now));
+        }
+        if !self.to_connect.is_empty() {
+            wait = wait.min(self.next_connect.saturating_sub(now));
+        }
+        wait
+    }
+
+    fn open_due_connections(&mut self, now: u64) {
+        let interval = self.setup.connect_interval;
+        while now >= self.next_connect {
+            let Some(i) = self.to_connect.pop_front() else {
+                return;
+            };
+            self.open(i, now);
+            if interval > 0 {
+                self.next_connect = self.next_connect.max(now) + interval;
+            }
+        }
+    }
+
+    fn open(&mut self, i: usize, now: u64) {
+        let result =
+            connect_socket(self.clients[i].spec.source, self.setup.dest).and_then(|mut socket| {
+                self.poll.registry().register(
+                    &mut socket,
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                )?;
+                Ok(socket)
+            });
+        match result {
+            Ok(socket) => {
+                self.sockets[i] = Some(socket);
+                self.write_blocked[i] = false;
+                self.clients[i].begin_connect(now);
+            }
+            Err(err) => self.fail(i, format!("cannot connect: {err}")),
+        }
+    }
+
+    fn make_runnable(&mut self, i: usize) {
+        if self.publishing && self.clients[i].is_publisher() && !self.queued[i] {
+            self.queued[i] = true;
+            self.runnable.push(i);
+        }
+    }
+
+    fn ctx(&mut self) -> (Ctx<'_>, &mut [Client]) {
+        let setup = &self.setup;
+        let ctx = Ctx {
+            now: setup.shared.clock.now(),
+            run: &setup.run,
+            instants: self.instants,
+            tally: &mut self.tally,
+            counters: &setup.shared.counters[setup.index],
+        };
+        (ctx, &mut self.clients)
+    }
+
+    fn pump_runnable(&mut self) {
+        let batch = std::mem::take(&mut self.runnable);
+        for i in batch {
+            self.queued[i] = false;
+            if self.clients[i].state != State::Ready || self.write_blocked[i] {
+                continue;
+            }
+            let clock = self.setup.shared.clock;
+            let (mut ctx, clients) = self.ctx();
+            let outcome = clients[i].pump(&mut ctx, || clock.now());
+            match outcome {
+                Err(reason) => self.fail(i, reason),
+                Ok(pump) => {
+                    self.flush(i);
+                    match pump {
+                        Pump::More => self.make_runnable(i),
+                        Pump::Until(due) if !self.timer_armed[i] => {
+                            self.timer_armed[i] = true;
+                            self.timers.push(Reverse((due, i)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn send_keep_alives(&mut self, now: u64) {
+        for i in 0..self.clients.len() {
+            let run = &self.setup.run;
+            if let Err(reason) = self.clients[i].keep_alive(now, run) {
+                self.fail(i, reason);
+            }
+            self.flush(i);
+        }
+    }
+
+    fn on_ready(&mut self, i: usize) {
+        if self.sockets[i].is_none() {
+            return;
+        }
+        if self.clients[i].state == State::TcpConnecting {
+            self.finish_tcp_connect(i);
+        }
+        if self.sockets[i].is_some() && self.clients[i].state != State::TcpConnecting {
+            self.read(i);
+        }
+        self.flush(i);
+        self.make_runnable(i);
+    }
+
+    fn finish_tcp_connect(&mut self, i: usize) {
+        let Some(socket) = &self.sockets[i] else {
+            return;
+        };
+        let status = match socket.take_error() {
+            Ok(None) => socket.peer_addr().map(|_| ()),
+            Ok(Some(err)) | Err(err) => Err(err),
+        };
+        match status {
+            Ok(()) => {
+                if let Err(reason) = self.clients[i].on_tcp_connected(&self.setup.run) {
+                    self.fail(i, reason);
+                }
+            }
+            // A spurious wake-up before the handshake finished.
+            Err(err) if err.kind() == io::ErrorKind::NotConnected => {}
+            Err(err) => self.fail(i, format!("cannot connect: {err}")),
+        }
+    }
+
+    fn read(&mut self, i: usize) {
+        loop {
+            let Some(socket) = &mut self.sockets[i] else {
+                return;
+            };
+            match socket.read(&mut self.read_buf) {
+                Ok(0) => return self.fail(i, "the broker closed the connection".into()),
+                Ok(n) => {
+                    self.clients[i].inbuf.extend_from_slice(&self.read_buf[..n]);
+                    let (mut ctx, clients) = self.ctx();
+                    match clients[i].handle_input(&mut ctx) {
+                        Ok(Next::Continue) => self.flush(i),
+                        Ok(Next::Reconnect) => return self.reconnect(i),
+                        Err(reason) => return self.fail(i, reason),
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return self.fail(i, format!("read failed: {err}")),
+            }
+        }
+    }
+
+    fn flush(&mut self, i: usize) {
+        let now = self.now();
+        let client = &mut self.clients[i];
+        let Some(socket) = &mut self.sockets[i] else {
+            return;
+        };
+        if client.state == State::TcpConnecting || self.write_blocked[i] {
+            return;
+        }
+        while !client.out.is_empty() {
+            match socket.write(&client.out) {
+                Ok(n) => {
+                    client.out.advance(n);
+                    client.last_send = now;
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    self.write_blocked[i] = true;
+                    return;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return self.fail(i, format!("write failed: {err}")),
+            }
+        }
+    }
+
+    fn close_socket(&mut self, i: usize) {
+        if let Some(mut socket) = self.sockets[i].take() {
+            // Deregistering a socket we registered cannot fail in a way that matters:
+            // it is dropped (and closed) right after.
+            let _ = self.poll.registry().deregister(&mut socket);
+        }
+        self.clients[i].drop_connection();
+    }
+
+    fn reconnect(&mut self, i: usize) {
+        self.close_socket(i);
+        self.tally.reconnects += 1;
+        self.open(i, self.now());
+    }
+
+    fn fail(&mut self, i: usize, reason: String) {
+        let counters = self.counters();
+        if self.clients[i].state == State::Closed {
+            return;
+        }
+        let counter = if self.clients[i].was_ready() {
+            &counters.errors
+        } else {
+            &counters.failed
+        };
+        Counters::add(counter, 1);
+        if self.errors.len() < MAX_ERRORS {
+            let id = &self.clients[i].spec.client_id;
+            self.errors.push(format!("{id}: {reason}"));
+        }
+        self.close_socket(i);
+        self.clients[i].state = State::Closed;
+    }
+
+    /// Send DISCONNECT on every live connection, then hand back what was measured.
+    fn finish(mut self) -> WorkerResult {
+        for i in 0..self.clients.len() {
+            if self.clients[i].state == State::Ready {
+                let run = self.setup.run.clone();
+                // Best effort: the run is over whatever the socket says.
+                let _ = self.clients[i].disconnect(&run);
+                self.flush(i);
+            }
+        }
+        let mut result = WorkerResult {
+            cpu_ns: thread_cpu_ns(),
+            errors: std::mem::take(&mut self.errors),
+            ..WorkerResult::default()
+        };
+        for client in self.clients {
+            match client.role {
+                RoleState::Publisher(p) => result.publishers.push((p.id, p.next_seq)),
+                RoleState::Subscriber(s) => result.subscribers.push((s.index, s.streams)),
+                RoleState::Idle => {}
+            }
+        }
+        result.tally = self.tally;
+        result
+    }
+}

@@ -1,0 +1,67 @@
+//! The engine's limits and session defaults, filled in by Python from the config file.
+
+/// What to drop when a session's queue is full. QoS 0 messages always go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DropPolicy {
+    /// Make room by dropping the oldest queued message.
+    #[default]
+    DropOldest,
+    /// Keep the queue as it is and drop the new message.
+    RefuseNewest,
+}
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Largest packet accepted, in bytes, checked from the length header.
+    pub max_packet_size: u32,
+    /// In-flight window per session: the 3.1.1 value, and the cap on a v5 client's
+    /// Receive Maximum.
+    pub max_inflight: u16,
+    /// The Receive Maximum the broker announces to v5 clients (inbound QoS 2 window).
+    pub receive_maximum: u16,
+    /// Topic Alias Maximum announced to v5 clients; 0 disables inbound aliases.
+    pub max_topic_alias: u16,
+    /// Largest keep alive accepted in seconds; 0 accepts any. v5 clients are told the
+    /// capped value through Server Keep Alive.
+    pub max_keepalive: u16,
+    /// Milliseconds a new connection has to send CONNECT.
+    pub connect_timeout_ms: u64,
+    /// Messages queued per session beyond the in-flight window (at most 65,535).
+    pub queue_limit: u16,
+    pub drop_policy: DropPolicy,
+    /// Queue QoS 0 messages for offline persistent sessions.
+    pub queue_qos0_offline: bool,
+    /// Cap on a v5 Session Expiry Interval in seconds; `u32::MAX` means no cap.
+    pub max_session_expiry: u32,
+    /// Session expiry for 3.1.1 clients with clean session 0, in seconds
+    /// (`u32::MAX`: never).
+    pub persistent_session_expiry: u32,
+    /// Longest client identifier accepted.
+    pub max_client_id_length: usize,
+    /// Ask Python to authenticate every CONNECT (an `Authenticate` event); when false
+    /// every CONNECT is accepted inside the engine.
+    pub authenticate: bool,
+    /// Output bytes buffered for a connection above which it counts as not writable.
+    pub write_high_water: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            max_packet_size: 1024 * 1024,
+            max_inflight: 32,
+            receive_maximum: 1024,
+            max_topic_alias: 64,
+            max_keepalive: 0,
+            connect_timeout_ms: 10_000,
+            queue_limit: 1000,
+            drop_policy: DropPolicy::DropOldest,
+            queue_qos0_offline: false,
+            max_session_expiry: u32::MAX,
+            persistent_session_expiry: 7 * 24 * 3600,
+            max_client_id_length: 65_535,
+            authenticate: false,
+            write_high_water: 1024 * 1024,
+        }
+    }
+}

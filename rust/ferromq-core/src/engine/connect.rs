@@ -1,0 +1,433 @@
+//! CONNECT to CONNACK, session takeover and restore, and the end of a connection
+//! (DISCONNECT both ways, the will, the session's fate).
+//!
+//! Client identifiers [MQTT-3.1.3-5..9]: an empty one is assigned by the broker in
+//! 5.0 (returned as Assigned Client Identifier) and in 3.1.1 with clean session 1;
+//! 3.1.1 with clean session 0 is refused with return code 0x02; MQTT 3.1 (MQIsdp)
+//! accepts 1 to 23 characters.
+//!
+//! Takeover [MQTT-3.1.4-3]: a CONNECT for a client id that is connected closes the
+//! old connection (DISCONNECT 0x8E in 5.0), which publishes its will, and hands the
+//! session to the new one unless it asked for a clean start.
+//!
+//! Wills [MQTT-3.1.2-8..10]: kept per connection; published when a connection ends
+//! any way but a normal DISCONNECT, after the v5 Will Delay Interval if the session
+//! outlives the connection; a return to the session before then cancels it.
+
+use std::sync::Arc;
+
+use crate::codec::{
+    ConnAck, Connect, Packet, Properties, Property, ProtocolVersion, ReasonCode, ReasonOnly, Will,
+};
+
+use super::connection::ConnState;
+use super::message::Message;
+use super::session::{Awaiting, PendingWill, Session};
+use super::{ConnId, Engine, Event};
+
+const SESSION_EXPIRY: u8 = 0x11;
+const RECEIVE_MAXIMUM: u8 = 0x21;
+const MAXIMUM_PACKET_SIZE: u8 = 0x27;
+const AUTHENTICATION_METHOD: u8 = 0x15;
+const WILL_DELAY: u8 = 0x18;
+
+impl Engine {
+    pub(super) fn handle_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
+        let version = connect.protocol;
+        if let Some(conn) = self.conn_mut(conn_id) {
+            conn.version = version;
+        }
+        if let Some(refusal) = self.check_connect(&connect) {
+            self.refuse(conn_id, refusal, now);
+            return;
+        }
+        if !self.config.authenticate {
+            self.set_state(conn_id, ConnState::Authenticating(Box::new(connect)));
+            self.complete_connect(conn_id, ReasonCode::Success, now);
+            return;
+        }
+        self.events.push(Event::Authenticate {
+            conn: conn_id,
+            client_id: connect.client_id.as_str().to_owned(),
+            username: connect.username.as_ref().map(|u| u.as_str().to_owned()),
+            password: connect.password.as_ref().map(|p| p.to_vec()),
+            protocol: version.level(),
+            clean_start: connect.clean_start,
+        });
+        self.set_state(conn_id, ConnState::Authenticating(Box::new(connect)));
+    }
+
+    /// The reason to refuse a CONNECT before authentication, if any.
+    fn check_connect(&self, connect: &Connect) -> Option<ReasonCode> {
+        let id = connect.client_id.as_str();
+        let id_ok = match connect.protocol {
+            ProtocolVersion::V3_1 => (1..=23).contains(&id.len()),
+            ProtocolVersion::V3_1_1 => !id.is_empty() || connect.clean_start,
+            ProtocolVersion::V5 => true,
+        } && id.len() <= self.config.max_client_id_length;
+        if !id_ok {
+            return Some(ReasonCode::ClientIdentifierNotValid);
+        }
+        if connect.properties.get(AUTHENTICATION_METHOD).is_some() {
+            // Enhanced authentication (AUTH exchanges) is not offered.
+            return Some(ReasonCode::BadAuthenticationMethod);
+        }
+        None
+    }
+
+    fn set_state(&mut self, conn_id: ConnId, state: ConnState) {
+        if let Some(conn) = self.conn_mut(conn_id) {
+            conn.state = state;
+        }
+    }
+
+    /// Python's answer to an `Authenticate` event: Success accepts, anything else is
+    /// the refusal sent in CONNACK (mapped to a 3.1.1 return code for older clients).
+    pub fn complete_connect(&mut self, conn_id: ConnId, decision: ReasonCode, now: u64) {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return;
+        };
+        let connect = match std::mem::replace(&mut conn.state, ConnState::Closed) {
+            ConnState::Authenticating(connect) => *connect,
+            other => {
+                conn.state = other;
+                return;
+            }
+        };
+        conn.state = ConnState::AwaitingConnect { deadline: now };
+        if decision != ReasonCode::Success {
+            self.refuse(conn_id, decision, now);
+            return;
+        }
+        self.accept_connect(conn_id, connect, now);
+    }
+
+    fn accept_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
+        let v5 = connect.protocol.is_v5();
+        let mut assigned = None;
+        let client_id = if connect.client_id.is_empty() {
+            let id = format!("ferromq-{:016x}", self.next_assigned_id);
+            self.next_assigned_id += 1;
+            assigned = Some(id.clone());
+            id
+        } else {
+            connect.client_id.as_str().to_owned()
+        };
+        let requested_expiry = match connect.properties.get(SESSION_EXPIRY) {
+            Some(Property::SessionExpiryInterval(seconds)) => *seconds,
+            _ => 0,
+        };
+        let expiry = if v5 {
+            requested_expiry.min(self.config.max_session_expiry)
+        } else if connect.clean_start {
+            0
+        } else {
+            self.config.persistent_session_expiry
+        };
+
+        let existing = self.by_client_id.get(client_id.as_str()).copied();
+        if let Some(session) = existing {
+            if let Some(old) = self.sessions[session as usize]
+                .as_ref()
+                .and_then(|s| s.conn)
+            {
+                self.disconnect_with(old, ReasonCode::SessionTakenOver);
+                self.close_connection(old, true, true, now);
+            }
+        }
+        let (session, session_present) = match existing {
+            Some(session) if !connect.clean_start => (session, true),
+            Some(session) => {
+                self.end_session(session, now);
+                (self.create_session(&client_id, expiry), false)
+            }
+            None => (self.create_session(&client_id, expiry), false),
+        };
+        if let Some(state) = self.session_mut(session) {
+            state.conn = Some(conn_id);
+            state.expiry_interval = expiry;
+            state.expires_at = None;
+            // A return before the will delay ends cancels the will [MQTT-3.1.3-9].
+            state.pending_will = None;
+        }
+        self.index.set_client_online(session, true);
+
+        let max_inflight = self.config.max_inflight;
+        let keepalive = match self.config.max_keepalive {
+            0 => connect.keep_alive,
+            cap if connect.keep_alive == 0 || connect.keep_alive > cap => cap,
+            _ => connect.keep_alive,
+        };
+        let conn = self.conn_mut(conn_id).expect("connection exists");
+        conn.state = ConnState::Connected { session };
+        conn.will = connect.will;
+        conn.session_expiry_from_connect = requested_expiry;
+        conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
+        conn.send_window = match connect.properties.get(RECEIVE_MAXIMUM) {
+            Some(Property::ReceiveMaximum(n)) => (*n).min(max_inflight),
+            _ => max_inflight,
+        };
+        if let Some(Property::MaximumPacketSize(n)) = connect.properties.get(MAXIMUM_PACKET_SIZE) {
+            conn.client_max_packet = *n;
+        }
+        self.stats.clients_connected += 1;
+        self.stats.clients_maximum = self.stats.clients_maximum.max(self.stats.clients_connected);
+
+        let mut properties = Vec::new();
+        if v5 {
+            if let Some(id) = assigned {
+                properties.push(Property::AssignedClientIdentifier(
+                    id.try_into().expect("assigned ids are plain ASCII"),
+                ));
+            }
+            if expiry != requested_expiry {
+                properties.push(Property::SessionExpiryInterval(expiry));
+            }
+            if keepalive != connect.keep_alive {
+                properties.push(Property::ServerKeepAlive(keepalive));
+            }
+            properties.push(Property::ReceiveMaximum(self.config.receive_maximum));
+            properties.push(Property::MaximumPacketSize(self.config.max_packet_size));
+            properties.push(Property::TopicAliasMaximum(self.config.max_topic_alias));
+        }
+        self.write(
+            conn_id,
+            &Packet::ConnAck(ConnAck {
+                session_present,
+                code: 0,
+                properties: Properties(properties),
+            }),
+        );
+        self.resend_inflight(conn_id, session, now);
+        self.drain_queue(session, now);
+        let parked = self
+            .conn_mut(conn_id)
+            .map(|c| std::mem::take(&mut c.parked))
+            .unwrap_or_default();
+        for packet in parked {
+            if self.conn_mut(conn_id).is_none_or(|c| c.is_closed()) {
+                break;
+            }
+            self.handle_connected(conn_id, session, packet, now);
+        }
+    }
+
+    fn create_session(&mut self, client_id: &str, expiry: u32) -> u32 {
+        let id = self
+            .free_sessions
+            .pop()
+            .unwrap_or(self.sessions.len() as u32);
+        let session = Session::new(client_id, expiry);
+        if id as usize == self.sessions.len() {
+            self.sessions.push(Some(session));
+        } else {
+            self.sessions[id as usize] = Some(session);
+        }
+        self.by_client_id.insert(client_id.into(), id);
+        id
+    }
+
+    /// Remove a session and everything it holds; publish a will still waiting.
+    pub(super) fn end_session(&mut self, session: u32, now: u64) {
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::take)
+        else {
+            return;
+        };
+        self.free_sessions.push(session);
+        self.by_client_id.remove(&state.client_id);
+        self.index.remove_client(session);
+        if let Some(pending) = state.pending_will {
+            self.publish_will(pending.will, now);
+        }
+    }
+
+    /// Resend what was in flight when the session last lost its connection: PUBLISH
+    /// with DUP and the same packet id, PUBREL for QoS 2 past PUBREC [MQTT-4.4.0-1].
+    fn resend_inflight(&mut self, conn_id: ConnId, session: u32, now: u64) {
+        let Some(state) = self.sessions[session as usize].as_ref() else {
+            return;
+        };
+        let mut packets = Vec::new();
+        for packet_id in state.inflight_in_order() {
+            match &state.inflight[&packet_id].awaiting {
+                Awaiting::PubAck(out) | Awaiting::PubRec(out) => {
+                    packets.push(self.publish_packet(conn_id, out, packet_id, true, now))
+                }
+                Awaiting::PubComp => {
+                    packets.push(Packet::PubRel(crate::codec::Ack::new(packet_id)))
+                }
+            }
+        }
+        for packet in packets {
+            self.write(conn_id, &packet);
+        }
+    }
+
+    /// The client said DISCONNECT: a normal end, unless v5 reason 0x04 asks for the
+    /// will [MQTT-3.14.4-3]. A v5 client may change a non-zero session expiry here,
+    /// but not from 0 [MQTT-3.14.2-2].
+    pub(super) fn handle_disconnect(
+        &mut self,
+        conn_id: ConnId,
+        session: u32,
+        disconnect: ReasonOnly,
+        now: u64,
+    ) {
+        if let Some(Property::SessionExpiryInterval(seconds)) =
+            disconnect.properties.get(SESSION_EXPIRY)
+        {
+            let from_connect = self
+                .conn_mut(conn_id)
+                .map_or(0, |c| c.session_expiry_from_connect);
+            if from_connect == 0 && *seconds != 0 {
+                self.refuse(conn_id, ReasonCode::ProtocolError, now);
+                return;
+            }
+            let capped = (*seconds).min(self.config.max_session_expiry);
+            if let Some(state) = self.session_mut(session) {
+                state.expiry_interval = capped;
+            }
+        }
+        let with_will = disconnect.reason == ReasonCode::DisconnectWithWillMessage;
+        self.close_connection(conn_id, with_will, false, now);
+    }
+
+    /// Refuse or abort a connection with `reason`: CONNACK before the session is set
+    /// up, DISCONNECT after (v5 only: 3.1.1 has no DISCONNECT from the server, and
+    /// its CONNACK carries only return codes 1-5).
+    pub(super) fn refuse(&mut self, conn_id: ConnId, reason: ReasonCode, now: u64) {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return;
+        };
+        let v5 = conn.version.is_v5();
+        let before_connack = matches!(
+            conn.state,
+            ConnState::AwaitingConnect { .. } | ConnState::Authenticating(_)
+        );
+        if before_connack {
+            let code = if v5 {
+                Some(reason as u8)
+            } else {
+                let code = reason.to_connect_return_code() as u8;
+                let has_v3_code = matches!(
+                    reason,
+                    ReasonCode::UnsupportedProtocolVersion
+                        | ReasonCode::ClientIdentifierNotValid
+                        | ReasonCode::BadUserNameOrPassword
+                        | ReasonCode::NotAuthorized
+                        | ReasonCode::Banned
+                        | ReasonCode::ServerUnavailable
+                        | ReasonCode::ServerBusy
+                        | ReasonCode::BadAuthenticationMethod
+                );
+                has_v3_code.then_some(code)
+            };
+            if let Some(code) = code {
+                self.write(
+                    conn_id,
+                    &Packet::ConnAck(ConnAck {
+                        session_present: false,
+                        code,
+                        properties: Properties::new(),
+                    }),
+                );
+            }
+            // A refused connection's will is discarded [MQTT-3.2.2-5 / 3.1.4-?].
+            if let Some(conn) = self.conn_mut(conn_id) {
+                conn.will = None;
+            }
+            self.close_connection(conn_id, false, false, now);
+        } else {
+            self.disconnect_with(conn_id, reason);
+            self.close_connection(conn_id, true, false, now);
+        }
+    }
+
+    /// Send a server DISCONNECT with `reason` to a v5 client; nothing for 3.1.1.
+    pub(super) fn disconnect_with(&mut self, conn_id: ConnId, reason: ReasonCode) {
+        let is_v5_connected = self
+            .conn_mut(conn_id)
+            .is_some_and(|c| c.version.is_v5() && c.session().is_some());
+        if is_v5_connected {
+            self.write(conn_id, &Packet::Disconnect(ReasonOnly::new(reason)));
+        }
+    }
+
+    /// End the connection's life in the engine. `abnormal` publishes the will
+    /// (possibly delayed); `keep_session` hands the session on (takeover) instead of
+    /// applying its expiry. Python is asked to close the transport.
+    pub(super) fn close_connection(
+        &mut self,
+        conn_id: ConnId,
+        abnormal: bool,
+        keep_session: bool,
+        now: u64,
+    ) {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return;
+        };
+        if conn.is_closed() {
+            return;
+        }
+        let state = std::mem::replace(&mut conn.state, ConnState::Closed);
+        let will = conn.will.take().filter(|_| abnormal);
+        conn.parked.clear();
+        self.events.push(Event::Close { conn: conn_id });
+        let ConnState::Connected { session } = state else {
+            return;
+        };
+        self.stats.clients_connected -= 1;
+        self.index.set_client_online(session, false);
+        let Some(state) = self.session_mut(session) else {
+            return;
+        };
+        state.conn = None;
+        let expiry = state.expiry_interval;
+        if let Some(will) = will {
+            let delay = match will.properties.get(WILL_DELAY) {
+                Some(Property::WillDelayInterval(seconds)) => u64::from(*seconds) * 1000,
+                _ => 0,
+            };
+            if delay == 0 || (expiry == 0 && !keep_session) {
+                self.publish_will(will, now);
+            } else if let Some(state) = self.session_mut(session) {
+                state.pending_will = Some(PendingWill {
+                    due_at: now + delay,
+                    will,
+                });
+            }
+        }
+        if keep_session {
+            return;
+        }
+        if expiry == 0 {
+            self.end_session(session, now);
+        } else if let Some(state) = self.session_mut(session) {
+            state.expires_at = (expiry != u32::MAX).then(|| now + u64::from(expiry) * 1000);
+        }
+    }
+
+    /// Publish a will as an ordinary message of its topic [MQTT-3.1.2-8].
+    pub(super) fn publish_will(&mut self, will: Will, now: u64) {
+        let properties = Properties(
+            will.properties
+                .iter()
+                .filter(|p| p.id() != WILL_DELAY)
+                .cloned()
+                .collect(),
+        );
+        let message = Message::from_publish(
+            &will.topic,
+            &will.payload,
+            will.qos,
+            will.retain,
+            &properties,
+            None,
+            now,
+        );
+        self.route(Arc::new(message), now);
+    }
+}

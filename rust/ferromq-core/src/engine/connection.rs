@@ -1,0 +1,82 @@
+//! A network connection as the engine sees it: decoder, protocol state, output
+//! buffer and timers. It points at its session once CONNECT is accepted.
+
+use std::collections::HashMap;
+
+use bytes::BytesMut;
+
+use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Will};
+
+#[derive(Debug)]
+pub enum ConnState {
+    /// Accepted socket; CONNECT must arrive before `deadline`.
+    AwaitingConnect { deadline: u64 },
+    /// CONNECT received; Python is authenticating it.
+    Authenticating(Box<Connect>),
+    /// CONNACK sent; bound to a session.
+    Connected { session: u32 },
+    /// Closed by the engine; output may still be flushing.
+    Closed,
+}
+
+#[derive(Debug)]
+pub struct Connection {
+    pub state: ConnState,
+    pub decoder: FrameDecoder,
+    pub out: BytesMut,
+    /// The version from CONNECT (3.1.1 until then, for error replies).
+    pub version: ProtocolVersion,
+    /// Keep alive in milliseconds × 1.5 [MQTT-3.1.2-24]; 0 disables.
+    pub keepalive_grace_ms: u64,
+    pub last_received: u64,
+    /// The transport accepted more output (false between pause and resume).
+    pub writable: bool,
+    /// Outbound QoS 1/2 window: the client's Receive Maximum capped by config.
+    pub send_window: u16,
+    /// Largest packet the client accepts [MQTT-3.1.2-24 (v5 Maximum Packet Size)].
+    pub client_max_packet: u32,
+    /// Inbound topic aliases of a v5 client.
+    pub topic_aliases: HashMap<u16, Utf8Bytes>,
+    /// The client's will, published unless it disconnects normally.
+    pub will: Option<Will>,
+    /// Session Expiry Interval the connection asked for (v5 DISCONNECT may change it).
+    pub session_expiry_from_connect: u32,
+    /// Already listed among the engine's dirty connections.
+    pub flush_queued: bool,
+    /// Packets that arrived while CONNECT was being authenticated.
+    pub parked: Vec<Packet>,
+}
+
+impl Connection {
+    pub fn new(max_packet_size: u32, now: u64, connect_timeout_ms: u64) -> Connection {
+        Connection {
+            state: ConnState::AwaitingConnect {
+                deadline: now + connect_timeout_ms,
+            },
+            decoder: FrameDecoder::new(max_packet_size, None),
+            out: BytesMut::new(),
+            version: ProtocolVersion::V3_1_1,
+            keepalive_grace_ms: 0,
+            last_received: now,
+            writable: true,
+            send_window: 0,
+            client_max_packet: u32::MAX,
+            topic_aliases: HashMap::new(),
+            will: None,
+            session_expiry_from_connect: 0,
+            flush_queued: false,
+            parked: Vec::new(),
+        }
+    }
+
+    pub fn session(&self) -> Option<u32> {
+        match self.state {
+            ConnState::Connected { session } => Some(session),
+            _ => None,
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, ConnState::Closed)
+    }
+}

@@ -1,0 +1,156 @@
+//! Outbound delivery: straight to the socket when the window allows, else into the
+//! session's queue; the queue drains as acknowledgements free the window.
+//!
+//! A QoS 1/2 delivery is sent now only if the session is online, its connection
+//! writable, nothing is queued ahead of it (so order holds [MQTT-4.6.0-6]) and the
+//! window has room; QoS 0 needs no window and is sent whenever the connection is
+//! writable. Expired messages are dropped at send time [MQTT-3.3.2-5].
+
+use crate::codec::{Packet, Publish, QoS};
+
+use super::queue::Pushed;
+use super::session::Awaiting;
+use super::{ConnId, Engine, Outgoing};
+
+impl Engine {
+    /// Deliver to a session: send, queue or drop. True unless dropped.
+    pub(super) fn deliver(&mut self, session: u32, out: Outgoing, now: u64) -> bool {
+        if out.message.is_expired(now) {
+            self.stats.publish_dropped += 1;
+            return false;
+        }
+        let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
+            return false;
+        };
+        let conn = state.conn.filter(|conn| self.is_writable(*conn));
+        match (conn, out.qos) {
+            (Some(conn), QoS::AtMostOnce) => return self.send_publish(conn, &out, 0, now),
+            (Some(conn), _) if state.queue.is_empty() && self.window_open(session, conn) => {
+                return self.send_in_window(session, conn, out, now);
+            }
+            (None, QoS::AtMostOnce) if state.conn.is_none() && !self.config.queue_qos0_offline => {
+                self.stats.publish_dropped += 1;
+                return false;
+            }
+            _ => {}
+        }
+        let limit = usize::from(self.config.queue_limit);
+        let policy = self.config.drop_policy;
+        let state = self.session_mut(session).expect("session checked above");
+        match state.queue.push(out, limit, policy) {
+            Pushed::Queued => true,
+            Pushed::QueuedDroppingOne => {
+                self.stats.publish_dropped += 1;
+                true
+            }
+            Pushed::Refused => {
+                self.stats.publish_dropped += 1;
+                false
+            }
+        }
+    }
+
+    /// Move queued deliveries into the window while the connection takes them.
+    pub(super) fn drain_queue(&mut self, session: u32, now: u64) {
+        loop {
+            let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
+                return;
+            };
+            let Some(conn) = state.conn.filter(|conn| self.is_writable(*conn)) else {
+                return;
+            };
+            let Some(qos) = state.queue.front_qos() else {
+                return;
+            };
+            if qos != QoS::AtMostOnce && !self.window_open(session, conn) {
+                return;
+            }
+            let out = self
+                .session_mut(session)
+                .and_then(|s| s.queue.pop())
+                .expect("queue front checked above");
+            if out.message.is_expired(now) {
+                self.stats.publish_dropped += 1;
+            } else if qos == QoS::AtMostOnce {
+                self.send_publish(conn, &out, 0, now);
+            } else {
+                self.send_in_window(session, conn, out, now);
+            }
+        }
+    }
+
+    fn is_writable(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.writable && c.out.len() < self.config.write_high_water)
+    }
+
+    fn window_open(&self, session: u32, conn: ConnId) -> bool {
+        let window = self.conns[conn as usize]
+            .as_ref()
+            .map_or(0, |c| c.send_window);
+        self.sessions[session as usize]
+            .as_ref()
+            .is_some_and(|s| s.inflight.len() < usize::from(window))
+    }
+
+    fn send_in_window(&mut self, session: u32, conn: ConnId, out: Outgoing, now: u64) -> bool {
+        let state = self
+            .session_mut(session)
+            .expect("caller checked the session");
+        let packet_id = state.allocate_packet_id();
+        if !self.send_publish(conn, &out, packet_id, now) {
+            return false;
+        }
+        let entry = if out.qos == QoS::AtLeastOnce {
+            Awaiting::PubAck(out)
+        } else {
+            Awaiting::PubRec(out)
+        };
+        if let Some(state) = self.session_mut(session) {
+            state.record_inflight(packet_id, entry);
+        }
+        true
+    }
+
+    fn send_publish(&mut self, conn: ConnId, out: &Outgoing, packet_id: u16, now: u64) -> bool {
+        let packet = self.publish_packet(conn, out, packet_id, false, now);
+        if self.write(conn, &packet) {
+            self.stats.publish_sent += 1;
+            true
+        } else {
+            self.stats.publish_dropped += 1;
+            false
+        }
+    }
+
+    /// The PUBLISH of one delivery on one connection.
+    pub(super) fn publish_packet(
+        &self,
+        conn: ConnId,
+        out: &Outgoing,
+        packet_id: u16,
+        dup: bool,
+        now: u64,
+    ) -> Packet {
+        let v5 = self.conns[conn as usize]
+            .as_ref()
+            .is_some_and(|c| c.version.is_v5());
+        let message = &out.message;
+        let properties = if v5 {
+            message.delivery_properties(&out.subscription_ids, now)
+        } else {
+            crate::codec::Properties::new()
+        };
+        Packet::Publish(Publish {
+            dup,
+            qos: out.qos,
+            retain: out.retain,
+            topic: message.topic.clone(),
+            packet_id,
+            properties,
+            payload: message.payload.clone(),
+        })
+    }
+}

@@ -1,0 +1,352 @@
+//! The sans-IO broker engine: every connection's protocol state machine, sessions,
+//! routing and retained messages, driven by bytes and time handed in from outside.
+//!
+//! Inputs: `open` a connection, `feed` it bytes, `tick` the clock, answer an
+//! `Authenticate` event with `complete_connect`, report `connection_lost`. Outputs:
+//! bytes per connection (`take_output`, one buffer per connection per call, which
+//! is how the IO layer writes each connection once per loop tick) and a batch of
+//! events for Python (`take_events`). A PUBLISH goes decode → route → per-subscriber
+//! QoS state → encode inside this module with no callback out: Python runs per
+//! event, never per message (docs/architecture.md, "The one rule").
+//!
+//! Layout: `connection` (per socket), `session` (outlives sockets), `queue` (bounded
+//! per-session FIFO), `message` (one `Arc` per PUBLISH), and the handlers split by
+//! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `publish` (inbound
+//! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
+//! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `timers` (keep alive, expiry,
+//! will delay).
+//!
+//! Time is engine milliseconds (`now`), monotonic, from the caller.
+
+mod config;
+mod connect;
+mod connection;
+mod delivery;
+mod message;
+mod publish;
+mod queue;
+mod session;
+mod stats;
+mod subscribe;
+mod timers;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use config::{DropPolicy, EngineConfig};
+pub use message::Message;
+pub use stats::Stats;
+
+use crate::codec::{Packet, QoS};
+use crate::retain::RetainedIndex;
+use crate::topic::{MatchResult, ShareStrategy, SubscriptionIndex};
+use connection::{ConnState, Connection};
+use session::Session;
+
+/// A connection handle, chosen by the engine; reused after `connection_lost`.
+pub type ConnId = u32;
+
+/// One delivery of a message to one session.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub message: Arc<Message>,
+    /// The delivery QoS: the lower of the message's and the subscription's.
+    pub qos: QoS,
+    pub retain: bool,
+    pub subscription_ids: Vec<u32>,
+}
+
+impl Outgoing {
+    pub fn new(
+        message: Arc<Message>,
+        qos: QoS,
+        retain: bool,
+        subscription_ids: Vec<u32>,
+    ) -> Outgoing {
+        Outgoing {
+            message,
+            qos,
+            retain,
+            subscription_ids,
+        }
+    }
+}
+
+/// What Python is asked to do, in batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Decide a CONNECT and answer with [`Engine::complete_connect`].
+    Authenticate {
+        conn: ConnId,
+        client_id: String,
+        username: Option<String>,
+        password: Option<Vec<u8>>,
+        protocol: u8,
+        clean_start: bool,
+    },
+    /// Close the transport once its pending output is written.
+    Close { conn: ConnId },
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    conns: Vec<Option<Connection>>,
+    free_conns: Vec<ConnId>,
+    sessions: Vec<Option<Session>>,
+    free_sessions: Vec<u32>,
+    by_client_id: HashMap<Box<str>, u32>,
+    index: SubscriptionIndex,
+    matches: MatchResult,
+    retained: RetainedIndex,
+    retained_messages: HashMap<u64, Arc<Message>>,
+    next_retained_id: u64,
+    /// Connections with output waiting for `take_output`, each once.
+    dirty: Vec<ConnId>,
+    events: Vec<Event>,
+    stats: Stats,
+    next_assigned_id: u64,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig, share_strategy: ShareStrategy) -> Engine {
+        Engine {
+            config,
+            conns: Vec::new(),
+            free_conns: Vec::new(),
+            sessions: Vec::new(),
+            free_sessions: Vec::new(),
+            by_client_id: HashMap::new(),
+            index: SubscriptionIndex::new(share_strategy),
+            matches: MatchResult::new(),
+            retained: RetainedIndex::new(),
+            retained_messages: HashMap::new(),
+            next_retained_id: 1,
+            dirty: Vec::new(),
+            events: Vec::new(),
+            stats: Stats::default(),
+            next_assigned_id: 1,
+        }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Register an accepted socket; it must send CONNECT within the connect timeout.
+    pub fn open(&mut self, now: u64) -> ConnId {
+        let id = self.free_conns.pop().unwrap_or(self.conns.len() as ConnId);
+        let conn = Connection::new(
+            self.config.max_packet_size,
+            now,
+            self.config.connect_timeout_ms,
+        );
+        if id as usize == self.conns.len() {
+            self.conns.push(Some(conn));
+        } else {
+            self.conns[id as usize] = Some(conn);
+        }
+        self.stats.connections_opened += 1;
+        id
+    }
+
+    /// Decode and handle every complete packet at the front of `data`; returns how
+    /// many bytes were used (the caller keeps the rest for the next call). After a
+    /// decode error the connection is closed and all of `data` counts as used.
+    pub fn feed(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return data.len();
+        };
+        if conn.is_closed() {
+            return data.len();
+        }
+        conn.last_received = now;
+        let (packets, consumed, error) = conn.decoder.decode_slice(data);
+        self.stats.bytes_received += consumed as u64;
+        for packet in packets {
+            if self.conn_mut(conn_id).is_none_or(|c| c.is_closed()) {
+                break;
+            }
+            self.stats.packets_received += 1;
+            self.handle_packet(conn_id, packet, now);
+        }
+        if let Some(err) = error {
+            self.stats.protocol_errors += 1;
+            self.refuse(conn_id, err.reason, now);
+            return data.len();
+        }
+        consumed
+    }
+
+    /// The socket is gone (closed by the peer, an error, or after a `Close` event).
+    /// An unannounced end counts as abnormal: the will is published.
+    pub fn connection_lost(&mut self, conn_id: ConnId, now: u64) {
+        if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
+            self.close_connection(conn_id, true, false, now);
+        }
+        if let Some(slot) = self.conns.get_mut(conn_id as usize) {
+            if slot.take().is_some() {
+                self.free_conns.push(conn_id);
+            }
+        }
+    }
+
+    /// The transport's write buffer went above (false) or back below (true) its
+    /// high-water mark. A connection that is not writable gets its deliveries queued.
+    pub fn set_writable(&mut self, conn_id: ConnId, writable: bool, now: u64) {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return;
+        };
+        conn.writable = writable;
+        if let (true, Some(session)) = (writable, conn.session()) {
+            self.drain_queue(session, now);
+        }
+    }
+
+    /// Publish a message from the broker itself ($SYS, the admin API).
+    pub fn publish(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        qos: QoS,
+        retain: bool,
+        now: u64,
+    ) -> usize {
+        let message = Message::from_publish(
+            topic,
+            payload,
+            qos,
+            retain,
+            &crate::codec::Properties::new(),
+            None,
+            now,
+        );
+        self.route(Arc::new(message), now)
+    }
+
+    /// Each dirty connection's pending output, once, as one buffer.
+    pub fn take_output(&mut self, mut write: impl FnMut(ConnId, Bytes)) {
+        for conn_id in std::mem::take(&mut self.dirty) {
+            if let Some(conn) = self
+                .conns
+                .get_mut(conn_id as usize)
+                .and_then(Option::as_mut)
+            {
+                conn.flush_queued = false;
+                if !conn.out.is_empty() {
+                    let bytes = conn.out.split().freeze();
+                    self.stats.bytes_sent += bytes.len() as u64;
+                    write(conn_id, bytes);
+                }
+            }
+        }
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Stop: v5 clients get DISCONNECT 0x8B, wills are published, sessions are kept.
+    pub fn shutdown(&mut self, now: u64) {
+        for conn_id in 0..self.conns.len() as ConnId {
+            if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
+                self.disconnect_with(conn_id, crate::codec::ReasonCode::ServerShuttingDown);
+                self.close_connection(conn_id, true, false, now);
+            }
+        }
+    }
+
+    fn conn_mut(&mut self, conn_id: ConnId) -> Option<&mut Connection> {
+        self.conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+    }
+
+    fn session_mut(&mut self, session: u32) -> Option<&mut Session> {
+        self.sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+    }
+
+    /// Encode `packet` into the connection's output. False when the connection is
+    /// gone or the packet exceeds the client's Maximum Packet Size [MQTT-3.1.2-25].
+    fn write(&mut self, conn_id: ConnId, packet: &Packet) -> bool {
+        let Some(conn) = self
+            .conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+        else {
+            return false;
+        };
+        if conn.is_closed() {
+            return false;
+        }
+        let before = conn.out.len();
+        if packet.encode(conn.version, &mut conn.out).is_err()
+            || (conn.out.len() - before) as u64 > u64::from(conn.client_max_packet)
+        {
+            conn.out.truncate(before);
+            return false;
+        }
+        if !conn.flush_queued {
+            conn.flush_queued = true;
+            self.dirty.push(conn_id);
+        }
+        true
+    }
+
+    fn handle_packet(&mut self, conn_id: ConnId, packet: Packet, now: u64) {
+        use crate::codec::ReasonCode;
+        let state = match self.conn_mut(conn_id) {
+            Some(conn) => &mut conn.state,
+            None => return,
+        };
+        match (state, packet) {
+            (ConnState::AwaitingConnect { .. }, Packet::Connect(connect)) => {
+                self.handle_connect(conn_id, *connect, now)
+            }
+            (ConnState::Authenticating(_), packet) => {
+                // Packets sent right behind CONNECT wait for the decision.
+                if let Some(conn) = self.conn_mut(conn_id) {
+                    conn.parked.push(packet);
+                }
+            }
+            (ConnState::Connected { session }, packet) => {
+                let session = *session;
+                self.handle_connected(conn_id, session, packet, now)
+            }
+            (ConnState::AwaitingConnect { .. } | ConnState::Closed, _) => {
+                self.refuse(conn_id, ReasonCode::ProtocolError, now)
+            }
+        }
+    }
+
+    fn handle_connected(&mut self, conn_id: ConnId, session: u32, packet: Packet, now: u64) {
+        use crate::codec::ReasonCode;
+        match packet {
+            Packet::Publish(publish) => self.handle_publish(conn_id, session, publish, now),
+            Packet::PubAck(ack) => self.handle_puback(session, ack.packet_id, now),
+            Packet::PubRec(ack) => self.handle_pubrec(conn_id, session, ack, now),
+            Packet::PubRel(ack) => self.handle_pubrel(conn_id, session, ack.packet_id),
+            Packet::PubComp(ack) => self.handle_pubcomp(session, ack.packet_id, now),
+            Packet::Subscribe(subscribe) => self.handle_subscribe(conn_id, session, subscribe, now),
+            Packet::Unsubscribe(unsubscribe) => {
+                self.handle_unsubscribe(conn_id, session, unsubscribe)
+            }
+            Packet::PingReq => {
+                self.write(conn_id, &Packet::PingResp);
+            }
+            Packet::Disconnect(disconnect) => {
+                self.handle_disconnect(conn_id, session, disconnect, now)
+            }
+            // A second CONNECT [MQTT-3.1.0-2], AUTH without an authentication method in
+            // CONNECT, and packets only a server sends are protocol errors.
+            _ => self.refuse(conn_id, ReasonCode::ProtocolError, now),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Inbound PUBLISH and the acknowledgements of outbound ones.
+//!
+//! Inbound: QoS 0 is routed; QoS 1 is routed then PUBACKed; QoS 2 is routed once,
+//! its packet id kept until PUBREL, and a PUBLISH repeating a kept id is only
+//! PUBRECed again, never routed twice [MQTT-4.3.3-9]. v5 topic aliases are resolved
+//! per connection [MQTT-3.3.2-10..12]; a client with more unreleased QoS 2 messages
+//! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
+//!
+//! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
+//! QoS, every subscription identifier), then per delivery the QoS is lowered to the
+//! subscription's (seed 004: QoS downgrade) and handed to `delivery`.
+
+use std::sync::Arc;
+
+use crate::codec::{Ack, Packet, Property, Publish, QoS, ReasonCode};
+
+use super::message::Message;
+use super::session::Awaiting;
+use super::{ConnId, Engine, Outgoing};
+
+const TOPIC_ALIAS: u8 = 0x23;
+
+impl Engine {
+    pub(super) fn handle_publish(
+        &mut self,
+        conn_id: ConnId,
+        session: u32,
+        mut publish: Publish,
+        now: u64,
+    ) {
+        self.stats.publish_received += 1;
+        if let Err(reason) = self.resolve_topic_alias(conn_id, &mut publish) {
+            self.refuse(conn_id, reason, now);
+            return;
+        }
+        let make_message = |publish: &Publish| {
+            Arc::new(Message::from_publish(
+                &publish.topic,
+                &publish.payload,
+                publish.qos,
+                publish.retain,
+                &publish.properties,
+                Some(session),
+                now,
+            ))
+        };
+        match publish.qos {
+            QoS::AtMostOnce => {
+                self.route(make_message(&publish), now);
+            }
+            QoS::AtLeastOnce => {
+                let delivered = self.route(make_message(&publish), now);
+                let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
+                self.write(conn_id, &Packet::PubAck(ack));
+            }
+            QoS::ExactlyOnce => {
+                let receive_maximum = usize::from(self.config.receive_maximum);
+                let Some(state) = self.session_mut(session) else {
+                    return;
+                };
+                if !state.inbound_qos2.contains(&publish.packet_id) {
+                    if state.inbound_qos2.len() >= receive_maximum {
+                        self.refuse(conn_id, ReasonCode::ReceiveMaximumExceeded, now);
+                        return;
+                    }
+                    state.inbound_qos2.insert(publish.packet_id);
+                    let delivered = self.route(make_message(&publish), now);
+                    let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
+                    self.write(conn_id, &Packet::PubRec(ack));
+                } else {
+                    self.write(conn_id, &Packet::PubRec(Ack::new(publish.packet_id)));
+                }
+            }
+        }
+    }
+
+    /// PUBACK/PUBREC for a routed message: v5 says 0x10 when nobody subscribed.
+    fn publish_ack(&mut self, conn_id: ConnId, packet_id: u16, delivered: usize) -> Ack {
+        let mut ack = Ack::new(packet_id);
+        if delivered == 0 && self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5()) {
+            ack.reason = ReasonCode::NoMatchingSubscribers;
+        }
+        ack
+    }
+
+    fn resolve_topic_alias(
+        &mut self,
+        conn_id: ConnId,
+        publish: &mut Publish,
+    ) -> Result<(), ReasonCode> {
+        let Some(Property::TopicAlias(alias)) = publish.properties.get(TOPIC_ALIAS).cloned() else {
+            return Ok(());
+        };
+        if alias > self.config.max_topic_alias {
+            return Err(ReasonCode::TopicAliasInvalid);
+        }
+        let conn = self.conn_mut(conn_id).ok_or(ReasonCode::ProtocolError)?;
+        if publish.topic.is_empty() {
+            publish.topic = conn
+                .topic_aliases
+                .get(&alias)
+                .cloned()
+                .ok_or(ReasonCode::ProtocolError)?;
+        } else {
+            conn.topic_aliases.insert(alias, publish.topic.clone());
+        }
+        Ok(())
+    }
+
+    /// Route a message to every matching session and store it if retained. Returns
+    /// the number of sessions it was delivered or queued to.
+    pub(super) fn route(&mut self, message: Arc<Message>, now: u64) -> usize {
+        if message.retain {
+            self.store_retained(&message);
+        }
+        let mut matches = std::mem::take(&mut self.matches);
+        self.index
+            .match_topic(&message.topic, message.publisher, &mut matches);
+        // A shared group with no connected member loses this message for now.
+        self.stats.publish_dropped += matches.unserved_groups().len() as u64;
+        let mut delivered = 0;
+        for delivery in matches.iter() {
+            let qos = message.qos.min(delivery.qos);
+            let retain = message.retain && delivery.retain_as_published;
+            let out = Outgoing::new(
+                message.clone(),
+                qos,
+                retain,
+                delivery.subscription_ids.to_vec(),
+            );
+            if self.deliver(delivery.client, out, now) {
+                delivered += 1;
+            }
+        }
+        self.matches = matches;
+        delivered
+    }
+
+    /// Keep the last retained message per topic; an empty payload clears it
+    /// [MQTT-3.3.1-5..7].
+    fn store_retained(&mut self, message: &Arc<Message>) {
+        let previous = if message.payload.is_empty() {
+            self.retained.clear(&message.topic)
+        } else {
+            let id = self.next_retained_id;
+            self.next_retained_id += 1;
+            match self.retained.set(&message.topic, id, message.expires_at) {
+                Ok(previous) => {
+                    self.retained_messages.insert(id, message.clone());
+                    previous
+                }
+                Err(_) => None,
+            }
+        };
+        if let Some(previous) = previous {
+            self.retained_messages.remove(&previous);
+        }
+    }
+
+    pub(super) fn handle_puback(&mut self, session: u32, packet_id: u16, now: u64) {
+        let Some(state) = self.session_mut(session) else {
+            return;
+        };
+        if matches!(
+            state.inflight.get(&packet_id).map(|e| &e.awaiting),
+            Some(Awaiting::PubAck(_))
+        ) {
+            state.inflight.remove(&packet_id);
+            self.drain_queue(session, now);
+        }
+    }
+
+    pub(super) fn handle_pubrec(&mut self, conn_id: ConnId, session: u32, ack: Ack, now: u64) {
+        let Some(state) = self.session_mut(session) else {
+            return;
+        };
+        let known = matches!(
+            state.inflight.get(&ack.packet_id).map(|e| &e.awaiting),
+            Some(Awaiting::PubRec(_) | Awaiting::PubComp)
+        );
+        if !known {
+            let mut rel = Ack::new(ack.packet_id);
+            rel.reason = ReasonCode::PacketIdentifierNotFound;
+            self.write(conn_id, &Packet::PubRel(rel));
+            return;
+        }
+        if ack.reason.is_error() {
+            // The receiver refused it: the flow ends here [MQTT-4.3.3-4 (v5)].
+            state.inflight.remove(&ack.packet_id);
+            self.drain_queue(session, now);
+            return;
+        }
+        if let Some(entry) = state.inflight.get_mut(&ack.packet_id) {
+            entry.awaiting = Awaiting::PubComp;
+        }
+        self.write(conn_id, &Packet::PubRel(Ack::new(ack.packet_id)));
+    }
+
+    pub(super) fn handle_pubcomp(&mut self, session: u32, packet_id: u16, now: u64) {
+        let Some(state) = self.session_mut(session) else {
+            return;
+        };
+        if matches!(
+            state.inflight.get(&packet_id).map(|e| &e.awaiting),
+            Some(Awaiting::PubComp)
+        ) {
+            state.inflight.remove(&packet_id);
+            self.drain_queue(session, now);
+        }
+    }
+
+    /// PUBREL releases an inbound QoS 2 packet id [MQTT-4.3.3-10].
+    pub(super) fn handle_pubrel(&mut self, conn_id: ConnId, session: u32, packet_id: u16) {
+        let released = self
+            .session_mut(session)
+            .is_some_and(|state| state.inbound_qos2.remove(&packet_id));
+        let mut comp = Ack::new(packet_id);
+        if !released {
+            comp.reason = ReasonCode::PacketIdentifierNotFound;
+        }
+        self.write(conn_id, &Packet::PubComp(comp));
+    }
+}

@@ -1,0 +1,137 @@
+//! A session's queue of deliveries waiting for the in-flight window (or for the
+//! client to come back), bounded with a drop policy.
+//!
+//! Invariant: `len() <= limit`. When full, a QoS 0 delivery is dropped first (the
+//! oldest one queued, or the new one if it is QoS 0 itself); otherwise the policy
+//! decides between the oldest queued message and the new one. Every drop is
+//! returned to the caller, which counts it. Order is FIFO, so messages reach the
+//! client in the order the broker accepted them [MQTT-4.6.0-6].
+
+use std::collections::VecDeque;
+
+use super::config::DropPolicy;
+use super::Outgoing;
+use crate::codec::QoS;
+
+#[derive(Debug, Default)]
+pub struct DeliveryQueue {
+    items: VecDeque<Outgoing>,
+    qos0_queued: usize,
+}
+
+/// What a push did to the queue.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pushed {
+    Queued,
+    /// Queued after dropping an older delivery.
+    QueuedDroppingOne,
+    /// The new delivery was dropped.
+    Refused,
+}
+
+impl DeliveryQueue {
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn push(&mut self, item: Outgoing, limit: usize, policy: DropPolicy) -> Pushed {
+        if self.items.len() < limit {
+            self.push_back(item);
+            return Pushed::Queued;
+        }
+        if item.qos == QoS::AtMostOnce {
+            return Pushed::Refused;
+        }
+        if self.qos0_queued > 0 {
+            if let Some(at) = self.items.iter().position(|o| o.qos == QoS::AtMostOnce) {
+                self.items.remove(at);
+                self.qos0_queued -= 1;
+                self.push_back(item);
+                return Pushed::QueuedDroppingOne;
+            }
+        }
+        match policy {
+            DropPolicy::DropOldest if limit > 0 => {
+                self.pop();
+                self.push_back(item);
+                Pushed::QueuedDroppingOne
+            }
+            _ => Pushed::Refused,
+        }
+    }
+
+    fn push_back(&mut self, item: Outgoing) {
+        if item.qos == QoS::AtMostOnce {
+            self.qos0_queued += 1;
+        }
+        self.items.push_back(item);
+    }
+
+    pub fn pop(&mut self) -> Option<Outgoing> {
+        let item = self.items.pop_front()?;
+        if item.qos == QoS::AtMostOnce {
+            self.qos0_queued -= 1;
+        }
+        Some(item)
+    }
+
+    pub fn front_qos(&self) -> Option<QoS> {
+        self.items.front().map(|o| o.qos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Properties;
+    use crate::engine::message::Message;
+    use std::sync::Arc;
+
+    fn out(tag: u8, qos: QoS) -> Outgoing {
+        let message = Message::from_publish("t", &[tag], qos, false, &Properties::new(), None, 0);
+        Outgoing::new(Arc::new(message), qos, false, Vec::new())
+    }
+
+    fn tags(q: &mut DeliveryQueue) -> Vec<u8> {
+        std::iter::from_fn(|| q.pop())
+            .map(|o| o.message.payload[0])
+            .collect()
+    }
+
+    #[test]
+    fn qos0_goes_first_then_policy() {
+        let mut q = DeliveryQueue::default();
+        q.push(out(1, QoS::AtLeastOnce), 3, DropPolicy::DropOldest);
+        q.push(out(2, QoS::AtMostOnce), 3, DropPolicy::DropOldest);
+        q.push(out(3, QoS::AtLeastOnce), 3, DropPolicy::DropOldest);
+        assert_eq!(
+            q.push(out(4, QoS::AtLeastOnce), 3, DropPolicy::DropOldest),
+            Pushed::QueuedDroppingOne
+        );
+        assert_eq!(
+            q.push(out(5, QoS::AtLeastOnce), 3, DropPolicy::DropOldest),
+            Pushed::QueuedDroppingOne
+        );
+        assert_eq!(
+            q.push(out(6, QoS::AtMostOnce), 3, DropPolicy::DropOldest),
+            Pushed::Refused
+        );
+        assert_eq!(tags(&mut q), vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn refuse_newest_keeps_the_queue() {
+        let mut q = DeliveryQueue::default();
+        q.push(out(1, QoS::AtLeastOnce), 2, DropPolicy::RefuseNewest);
+        q.push(out(2, QoS::ExactlyOnce), 2, DropPolicy::RefuseNewest);
+        assert_eq!(
+            q.push(out(3, QoS::AtLeastOnce), 2, DropPolicy::RefuseNewest),
+            Pushed::Refused
+        );
+        assert_eq!(tags(&mut q), vec![1, 2]);
+    }
+}

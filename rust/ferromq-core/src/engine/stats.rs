@@ -1,0 +1,43 @@
+//! Counters for $SYS and metrics. Gauges that can be derived from state (sessions,
+//! in-flight, queued, retained, subscriptions) are computed on demand by
+//! [`super::Engine::stats`] instead of being kept in step on every change.
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub publish_received: u64,
+    pub publish_sent: u64,
+    /// Deliveries dropped: queue full, expired, over the client's packet size, no
+    /// online member of a shared group, QoS 0 for an offline session.
+    pub publish_dropped: u64,
+    pub connections_opened: u64,
+    pub protocol_errors: u64,
+    pub sessions_expired: u64,
+    /// Live gauges, kept by connect and close.
+    pub clients_connected: u64,
+    pub clients_maximum: u64,
+    /// Gauges, filled in by `Engine::stats`.
+    pub clients_disconnected: u64,
+    pub messages_inflight: u64,
+    pub messages_queued: u64,
+    pub retained_messages: u64,
+    pub subscriptions: u64,
+}
+
+impl super::Engine {
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.stats.clone();
+        for session in self.sessions.iter().flatten() {
+            if session.conn.is_none() {
+                stats.clients_disconnected += 1;
+            }
+            stats.messages_inflight += session.inflight.len() as u64;
+            stats.messages_queued += session.queue.len() as u64;
+        }
+        stats.retained_messages = self.retained_messages.len() as u64;
+        stats.subscriptions = self.index.len() as u64;
+        stats
+    }
+}

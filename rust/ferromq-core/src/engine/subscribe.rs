@@ -1,0 +1,112 @@
+//! SUBSCRIBE and UNSUBSCRIBE, and retained messages sent on subscribe.
+//!
+//! Every filter is granted the QoS it asked for (the broker supports QoS 2); a
+//! filter the index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1. SUBACK goes out
+//! first, then the retained messages matching each granted filter, per Retain
+//! Handling (0 always, 1 only for a new subscription, 2 never) and never for shared
+//! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
+//! lowered to the subscription's.
+
+use crate::codec::{
+    Packet, Property, QoS, ReasonCode, RetainHandling, SubAck, Subscribe, UnsubAck, Unsubscribe,
+};
+use crate::topic::parse_shared_filter;
+
+use super::{ConnId, Engine, Outgoing};
+
+const SUBSCRIPTION_IDENTIFIER: u8 = 0x0B;
+
+impl Engine {
+    pub(super) fn handle_subscribe(
+        &mut self,
+        conn_id: ConnId,
+        session: u32,
+        subscribe: Subscribe,
+        now: u64,
+    ) {
+        let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
+        let subscription_id = match subscribe.properties.get(SUBSCRIPTION_IDENTIFIER) {
+            Some(Property::SubscriptionIdentifier(id)) => Some(*id),
+            _ => None,
+        };
+        let mut reasons = Vec::with_capacity(subscribe.filters.len());
+        let mut retained_for = Vec::new();
+        for (filter, options) in &subscribe.filters {
+            match self
+                .index
+                .subscribe(session, filter, *options, subscription_id)
+            {
+                Ok(is_new) => {
+                    reasons.push(match options.qos {
+                        QoS::AtMostOnce => ReasonCode::Success,
+                        QoS::AtLeastOnce => ReasonCode::GrantedQos1,
+                        QoS::ExactlyOnce => ReasonCode::GrantedQos2,
+                    });
+                    let shared = matches!(parse_shared_filter(filter), Ok(Some(_)));
+                    let send_retained = match options.retain_handling {
+                        RetainHandling::SendAtSubscribe => true,
+                        RetainHandling::SendAtSubscribeIfNew => is_new,
+                        RetainHandling::DoNotSend => false,
+                    };
+                    if send_retained && !shared {
+                        retained_for.push((filter.clone(), options.qos));
+                    }
+                }
+                Err(_) if v5 => reasons.push(ReasonCode::TopicFilterInvalid),
+                Err(_) => reasons.push(ReasonCode::UnspecifiedError),
+            }
+        }
+        self.write(
+            conn_id,
+            &Packet::SubAck(SubAck {
+                packet_id: subscribe.packet_id,
+                properties: Default::default(),
+                reasons,
+            }),
+        );
+        let subscription_ids: Vec<u32> = subscription_id.into_iter().collect();
+        let mut ids = Vec::new();
+        for (filter, qos) in retained_for {
+            ids.clear();
+            if self.retained.match_filter(&filter, now, &mut ids).is_err() {
+                continue;
+            }
+            for id in &ids {
+                let Some(message) = self.retained_messages.get(id).cloned() else {
+                    continue;
+                };
+                let delivery_qos = message.qos.min(qos);
+                let out = Outgoing::new(message, delivery_qos, true, subscription_ids.clone());
+                self.deliver(session, out, now);
+            }
+        }
+    }
+
+    pub(super) fn handle_unsubscribe(
+        &mut self,
+        conn_id: ConnId,
+        session: u32,
+        unsubscribe: Unsubscribe,
+    ) {
+        let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
+        let mut reasons = Vec::new();
+        for filter in &unsubscribe.filters {
+            let existed = self.index.unsubscribe(session, filter);
+            if v5 {
+                reasons.push(if existed {
+                    ReasonCode::Success
+                } else {
+                    ReasonCode::NoSubscriptionExisted
+                });
+            }
+        }
+        self.write(
+            conn_id,
+            &Packet::UnsubAck(UnsubAck {
+                packet_id: unsubscribe.packet_id,
+                properties: Default::default(),
+                reasons,
+            }),
+        );
+    }
+}

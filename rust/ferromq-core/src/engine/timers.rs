@@ -1,0 +1,54 @@
+//! Time-driven work, once per `tick`: CONNECT timeout, keep alive (1.5 × the
+//! interval [MQTT-3.1.2-24], DISCONNECT 0x8D in 5.0), delayed wills, session expiry
+//! (counted), and expired retained messages.
+//!
+//! Cost: O(connections + sessions) per tick; the broker ticks about once a second.
+
+use crate::codec::ReasonCode;
+
+use super::connection::ConnState;
+use super::{ConnId, Engine};
+
+impl Engine {
+    pub fn tick(&mut self, now: u64) {
+        for conn_id in 0..self.conns.len() as ConnId {
+            let Some(conn) = self.conns[conn_id as usize].as_ref() else {
+                continue;
+            };
+            match conn.state {
+                ConnState::AwaitingConnect { deadline } if now >= deadline => {
+                    self.close_connection(conn_id, false, false, now);
+                }
+                ConnState::Connected { .. }
+                    if conn.keepalive_grace_ms > 0
+                        && now.saturating_sub(conn.last_received) > conn.keepalive_grace_ms =>
+                {
+                    self.disconnect_with(conn_id, ReasonCode::KeepAliveTimeout);
+                    self.close_connection(conn_id, true, false, now);
+                }
+                _ => {}
+            }
+        }
+        for session in 0..self.sessions.len() as u32 {
+            let Some(state) = self.sessions[session as usize].as_mut() else {
+                continue;
+            };
+            if state.pending_will.as_ref().is_some_and(|w| now >= w.due_at) {
+                let will = state.pending_will.take().expect("checked above").will;
+                self.publish_will(will, now);
+            }
+            let expired = self.sessions[session as usize]
+                .as_ref()
+                .is_some_and(|s| s.conn.is_none() && s.expires_at.is_some_and(|at| now >= at));
+            if expired {
+                self.stats.sessions_expired += 1;
+                self.end_session(session, now);
+            }
+        }
+        let mut expired = Vec::new();
+        self.retained.purge_expired(now, &mut expired);
+        for id in expired {
+            self.retained_messages.remove(&id);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! A scripted MQTT client around the sans-IO engine: it encodes packets into
+//! `Engine::feed` and decodes what `take_output` wrote for its connection, with the
+//! codec a real client would use. The clock is explicit.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use ferromq_core::codec::{
+    Ack, Connect, FrameDecoder, Packet, Properties, Property, ProtocolVersion, Publish, QoS,
+    ReasonOnly, Subscribe, SubscriptionOptions, Utf8Bytes, Will,
+};
+use ferromq_core::engine::{ConnId, Engine, EngineConfig, Event};
+use ferromq_core::topic::ShareStrategy;
+
+pub struct Harness {
+    pub engine: Engine,
+    pub now: u64,
+    inbox: HashMap<ConnId, BytesMut>,
+    pub closed: Vec<ConnId>,
+}
+
+pub struct Client {
+    pub conn: ConnId,
+    pub version: ProtocolVersion,
+    decoder: FrameDecoder,
+    /// Packets that arrived together with the CONNACK.
+    pending: Vec<Packet>,
+}
+
+impl Harness {
+    pub fn new(config: EngineConfig) -> Harness {
+        Harness {
+            engine: Engine::new(config, ShareStrategy::RoundRobin),
+            now: 1_000,
+            inbox: HashMap::new(),
+            closed: Vec::new(),
+        }
+    }
+
+    pub fn pump(&mut self) {
+        let inbox = &mut self.inbox;
+        self.engine.take_output(|conn, bytes: Bytes| {
+            inbox.entry(conn).or_default().extend_from_slice(&bytes);
+        });
+        for event in self.engine.take_events() {
+            if let Event::Close { conn } = event {
+                self.closed.push(conn);
+            }
+        }
+    }
+
+    pub fn open(&mut self, version: ProtocolVersion) -> Client {
+        let conn = self.engine.open(self.now);
+        Client {
+            conn,
+            version,
+            decoder: FrameDecoder::new(u32::MAX, Some(version)),
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, client: &Client, packet: Packet) {
+        let wire = packet.to_bytes(client.version).unwrap();
+        self.send_raw(client, &wire);
+    }
+
+    pub fn send_raw(&mut self, client: &Client, wire: &[u8]) {
+        let used = self.engine.feed(client.conn, wire, self.now);
+        assert_eq!(used, wire.len(), "the engine keeps no partial frames here");
+        self.pump();
+    }
+
+    pub fn recv(&mut self, client: &mut Client) -> Vec<Packet> {
+        self.pump();
+        let mut buf = self.inbox.remove(&client.conn).unwrap_or_default();
+        let mut out = std::mem::take(&mut client.pending);
+        while let Some(packet) = client.decoder.decode(&mut buf).unwrap() {
+            out.push(packet);
+        }
+        assert!(buf.is_empty());
+        out
+    }
+
+    pub fn is_closed(&self, client: &Client) -> bool {
+        self.closed.contains(&client.conn)
+    }
+
+    pub fn drop_connection(&mut self, client: &Client) {
+        self.engine.connection_lost(client.conn, self.now);
+        self.inbox.remove(&client.conn);
+        self.pump();
+    }
+
+    pub fn advance(&mut self, ms: u64) {
+        self.now += ms;
+        self.engine.tick(self.now);
+        self.pump();
+    }
+
+    /// Open, CONNECT, and return the client with its CONNACK; packets that came
+    /// with it are returned by the next `recv`.
+    pub fn connect(&mut self, connect: Connect) -> (Client, Packet) {
+        let mut client = self.open(connect.protocol);
+        self.send(&client, Packet::Connect(Box::new(connect)));
+        let mut got = self.recv(&mut client);
+        assert!(!got.is_empty(), "no CONNACK");
+        let connack = got.remove(0);
+        client.pending = got;
+        (client, connack)
+    }
+}
+
+pub fn s(text: &str) -> Utf8Bytes {
+    Utf8Bytes::try_from(text).unwrap()
+}
+
+pub fn connect(id: &str, version: ProtocolVersion, clean: bool) -> Connect {
+    Connect {
+        protocol: version,
+        clean_start: clean,
+        keep_alive: 60,
+        properties: Properties::new(),
+        client_id: s(id),
+        will: None,
+        username: None,
+        password: None,
+    }
+}
+
+pub fn with_expiry(mut c: Connect, seconds: u32) -> Connect {
+    c.properties
+        .0
+        .push(Property::SessionExpiryInterval(seconds));
+    c
+}
+
+pub fn with_will(mut c: Connect, topic: &str, payload: &[u8], delay: Option<u32>) -> Connect {
+    let mut properties = Properties::new();
+    if let Some(delay) = delay {
+        properties.0.push(Property::WillDelayInterval(delay));
+    }
+    c.will = Some(Will {
+        topic: s(topic),
+        payload: Bytes::copy_from_slice(payload),
+        qos: QoS::AtLeastOnce,
+        retain: false,
+        properties,
+    });
+    c
+}
+
+pub fn subscribe(packet_id: u16, filter: &str, qos: QoS) -> Packet {
+    Packet::Subscribe(Subscribe {
+        packet_id,
+        properties: Properties::new(),
+        filters: vec![(
+            s(filter),
+            SubscriptionOptions {
+                qos,
+                ..Default::default()
+            },
+        )],
+    })
+}
+
+pub fn publish(topic: &str, payload: &[u8], qos: QoS, packet_id: u16, retain: bool) -> Packet {
+    Packet::Publish(Publish {
+        dup: false,
+        qos,
+        retain,
+        topic: s(topic),
+        packet_id: if qos == QoS::AtMostOnce { 0 } else { packet_id },
+        properties: Properties::new(),
+        payload: Bytes::copy_from_slice(payload),
+    })
+}
+
+pub fn puback(packet_id: u16) -> Packet {
+    Packet::PubAck(Ack::new(packet_id))
+}
+
+pub fn disconnect() -> Packet {
+    Packet::Disconnect(ReasonOnly::new(ferromq_core::codec::ReasonCode::Success))
+}
+
+pub fn publishes(packets: &[Packet]) -> Vec<&Publish> {
+    packets
+        .iter()
+        .filter_map(|p| match p {
+            Packet::Publish(p) => Some(p),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,299 @@
+//! The broker engine's Python face: one `Engine` per event loop, called per read
+//! buffer, per loop tick and per event, never per message.
+//!
+//! `EngineConnection` is one connection's view of the engine with the same
+//! `decode_buffer(buffer) -> (batch, consumed, error)` shape as `FrameDecoder`, so
+//! the Cython receive buffer feeds either without knowing which; for the engine the
+//! batch is None (the packets never leave Rust) and errors are handled inside.
+
+use ferromq_core::codec::{QoS, ReasonCode};
+use ferromq_core::engine::{DropPolicy, Engine as CoreEngine, EngineConfig, Event};
+use ferromq_core::topic::ShareStrategy;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Engine>()?;
+    m.add_class::<EngineConnection>()?;
+    Ok(())
+}
+
+#[pyclass(module = "ferromq._core", unsendable)]
+pub(crate) struct Engine {
+    inner: CoreEngine,
+}
+
+fn share_strategy(name: &str) -> PyResult<ShareStrategy> {
+    Ok(match name {
+        "round_robin" => ShareStrategy::RoundRobin,
+        "random" => ShareStrategy::Random,
+        "hash_client" => ShareStrategy::HashClient,
+        "hash_topic" => ShareStrategy::HashTopic,
+        "sticky" => ShareStrategy::Sticky,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown share strategy {other:?}"
+            )))
+        }
+    })
+}
+
+fn drop_policy(name: &str) -> PyResult<DropPolicy> {
+    Ok(match name {
+        "drop_oldest" => DropPolicy::DropOldest,
+        "refuse_newest" => DropPolicy::RefuseNewest,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown drop policy {other:?}"
+            )))
+        }
+    })
+}
+
+/// Borrow a contiguous Python buffer as bytes for the duration of `f`.
+fn with_bytes<R>(data: &PyBuffer<u8>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+    if !data.is_c_contiguous() {
+        return Err(PyValueError::new_err("buffer must be C-contiguous"));
+    }
+    // SAFETY: the buffer is C-contiguous (checked above) and stays exported while
+    // `data` lives; the GIL is held for the whole call, so no Python code can resize
+    // or write it while this shared view exists, and the view does not escape `f`.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
+    Ok(f(bytes))
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    #[pyo3(signature = (
+        *,
+        max_packet_size = 1024 * 1024,
+        max_inflight = 32,
+        receive_maximum = 1024,
+        max_topic_alias = 64,
+        max_keepalive = 0,
+        connect_timeout_ms = 10_000,
+        queue_limit = 1000,
+        drop_policy = "drop_oldest",
+        queue_qos0_offline = false,
+        max_session_expiry = u32::MAX,
+        persistent_session_expiry = 7 * 24 * 3600,
+        max_client_id_length = 65_535,
+        authenticate = false,
+        write_high_water = 1024 * 1024,
+        share_strategy = "round_robin",
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        max_packet_size: u32,
+        max_inflight: u16,
+        receive_maximum: u16,
+        max_topic_alias: u16,
+        max_keepalive: u16,
+        connect_timeout_ms: u64,
+        queue_limit: u16,
+        drop_policy: &str,
+        queue_qos0_offline: bool,
+        max_session_expiry: u32,
+        persistent_session_expiry: u32,
+        max_client_id_length: usize,
+        authenticate: bool,
+        write_high_water: usize,
+        share_strategy: &str,
+    ) -> PyResult<Engine> {
+        let config = EngineConfig {
+            max_packet_size,
+            max_inflight,
+            receive_maximum,
+            max_topic_alias,
+            max_keepalive,
+            connect_timeout_ms,
+            queue_limit,
+            drop_policy: self::drop_policy(drop_policy)?,
+            queue_qos0_offline,
+            max_session_expiry,
+            persistent_session_expiry,
+            max_client_id_length,
+            authenticate,
+            write_high_water,
+        };
+        Ok(Engine {
+            inner: CoreEngine::new(config, self::share_strategy(share_strategy)?),
+        })
+    }
+
+    /// Register an accepted socket; returns its connection id.
+    fn open(&mut self, now: u64) -> u32 {
+        self.inner.open(now)
+    }
+
+    /// Handle every complete packet at the front of `data`; returns bytes used.
+    fn feed(&mut self, conn: u32, data: PyBuffer<u8>, now: u64) -> PyResult<usize> {
+        with_bytes(&data, |bytes| self.inner.feed(conn, bytes, now))
+    }
+
+    fn connection_lost(&mut self, conn: u32, now: u64) {
+        self.inner.connection_lost(conn, now);
+    }
+
+    /// Answer an ("authenticate", ...) event: reason code 0 accepts.
+    fn complete_connect(&mut self, conn: u32, reason_code: u8, now: u64) -> PyResult<()> {
+        let reason = ReasonCode::from_u8(reason_code).ok_or_else(|| {
+            PyValueError::new_err(format!("0x{reason_code:02X} is not a reason code"))
+        })?;
+        self.inner.complete_connect(conn, reason, now);
+        Ok(())
+    }
+
+    fn set_writable(&mut self, conn: u32, writable: bool, now: u64) {
+        self.inner.set_writable(conn, writable, now);
+    }
+
+    fn tick(&mut self, now: u64) {
+        self.inner.tick(now);
+    }
+
+    /// Publish from the broker itself; returns the number of sessions reached.
+    #[pyo3(signature = (topic, payload, qos = 0, retain = false, now = 0))]
+    fn publish(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        qos: u8,
+        retain: bool,
+        now: u64,
+    ) -> PyResult<usize> {
+        ferromq_core::topic::validate_topic_name(topic)
+            .map_err(|err| PyValueError::new_err(format!("topic {topic:?}: {err}")))?;
+        let qos =
+            QoS::from_u8(qos).ok_or_else(|| PyValueError::new_err("qos must be 0, 1 or 2"))?;
+        Ok(self.inner.publish(topic, payload, qos, retain, now))
+    }
+
+    fn has_output(&self) -> bool {
+        self.inner.has_output()
+    }
+
+    /// `[(conn, bytes), ...]`: each dirty connection's output, once.
+    fn take_output<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        let mut result = Ok(());
+        self.inner.take_output(|conn, bytes| {
+            if result.is_ok() {
+                result = list.append((conn, PyBytes::new(py, &bytes)));
+            }
+        });
+        result.map(|()| list)
+    }
+
+    /// `[("authenticate", conn, client_id, username, password, protocol, clean_start)
+    /// | ("close", conn), ...]`.
+    fn take_events<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for event in self.inner.take_events() {
+            let item = match event {
+                Event::Authenticate {
+                    conn,
+                    client_id,
+                    username,
+                    password,
+                    protocol,
+                    clean_start,
+                } => PyTuple::new(
+                    py,
+                    [
+                        "authenticate".into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        client_id.into_pyobject(py)?.into_any(),
+                        username.into_pyobject(py)?.into_any(),
+                        password
+                            .map(|p| PyBytes::new(py, &p))
+                            .into_pyobject(py)?
+                            .into_any(),
+                        protocol.into_pyobject(py)?.into_any(),
+                        clean_start.into_pyobject(py)?.to_owned().into_any(),
+                    ],
+                )?,
+                Event::Close { conn } => PyTuple::new(
+                    py,
+                    [
+                        "close".into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                    ],
+                )?,
+            };
+            list.append(item)?;
+        }
+        Ok(list)
+    }
+
+    fn shutdown(&mut self, now: u64) {
+        self.inner.shutdown(now);
+    }
+
+    /// Counters and gauges for $SYS and metrics.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        for (key, value) in [
+            ("bytes_received", s.bytes_received),
+            ("bytes_sent", s.bytes_sent),
+            ("packets_received", s.packets_received),
+            ("publish_received", s.publish_received),
+            ("publish_sent", s.publish_sent),
+            ("publish_dropped", s.publish_dropped),
+            ("connections_opened", s.connections_opened),
+            ("protocol_errors", s.protocol_errors),
+            ("sessions_expired", s.sessions_expired),
+            ("clients_connected", s.clients_connected),
+            ("clients_maximum", s.clients_maximum),
+            ("clients_disconnected", s.clients_disconnected),
+            ("messages_inflight", s.messages_inflight),
+            ("messages_queued", s.messages_queued),
+            ("retained_messages", s.retained_messages),
+            ("subscriptions", s.subscriptions),
+        ] {
+            d.set_item(key, value)?;
+        }
+        Ok(d)
+    }
+}
+
+/// `(batch, consumed, error)`: batch and error are always None for the engine.
+type DecodeResult = (Option<Py<PyAny>>, usize, Option<Py<PyAny>>);
+
+/// One connection's `decode_buffer` into the engine (see the module header).
+#[pyclass(module = "ferromq._core", unsendable)]
+pub(crate) struct EngineConnection {
+    engine: Py<Engine>,
+    conn: u32,
+    clock: Py<PyAny>,
+}
+
+#[pymethods]
+impl EngineConnection {
+    /// `clock()` returns engine milliseconds; it is read once per buffer.
+    #[new]
+    fn new(engine: Py<Engine>, conn: u32, clock: Py<PyAny>) -> EngineConnection {
+        EngineConnection {
+            engine,
+            conn,
+            clock,
+        }
+    }
+
+    #[getter]
+    fn conn(&self) -> u32 {
+        self.conn
+    }
+
+    fn decode_buffer(&self, py: Python<'_>, data: PyBuffer<u8>) -> PyResult<DecodeResult> {
+        let now: u64 = self.clock.bind(py).call0()?.extract()?;
+        let mut engine = self.engine.borrow_mut(py);
+        let consumed = with_bytes(&data, |bytes| engine.inner.feed(self.conn, bytes, now))?;
+        Ok((None, consumed, None))
+    }
+}

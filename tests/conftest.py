@@ -1,0 +1,85 @@
+"""Shared fixtures: a real `ferromq serve` process on a free loopback port, run once
+under uvloop and once under stdlib asyncio (STYLE.md: every integration test runs
+under both loops)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class RunningBroker:
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def ferromq_command() -> list[str]:
+    script = shutil.which("ferromq")
+    return [script] if script else [sys.executable, "-m", "ferromq"]
+
+
+def start_broker(
+    tmp_path: Path, loop: str, config_text: str = "", env: dict[str, str] | None = None
+) -> RunningBroker:
+    port = free_port()
+    config = tmp_path / f"ferromq-{port}.toml"
+    config.write_text(config_text)
+    log_path = tmp_path / f"broker-{port}.log"
+    environ = {**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{port}", **(env or {})}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*ferromq_command(), "serve", "--config", str(config), "--loop", loop],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=environ,
+        )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return RunningBroker("127.0.0.1", port, process, log_path)
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
+    running = start_broker(tmp_path, request.param, getattr(request, "config_text", ""))
+    yield running
+    running.stop()

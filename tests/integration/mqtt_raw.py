@@ -1,0 +1,70 @@
+"""A minimal blocking MQTT client over a real socket, built on ferromq's own codec,
+for conformance tests that must send exact (and wrong) bytes."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from ferromq._core import FrameDecoder, encode
+
+
+class RawClient:
+    def __init__(self, host: str, port: int, version: int = 4, timeout: float = 5.0) -> None:
+        self.version = version
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.decoder = FrameDecoder(protocol_version=version)
+        self.buffer = b""
+        self.pending: list[dict[str, Any]] = []
+
+    def send(self, packet: dict[str, Any]) -> None:
+        self.sock.sendall(encode(packet, self.version))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def connect(self, client_id: str, clean: bool = True, **fields: Any) -> dict[str, Any]:
+        self.send(
+            {
+                "type": "connect",
+                "protocol_version": self.version,
+                "client_id": client_id,
+                "clean_start": clean,
+                **fields,
+            }
+        )
+        connack = self.recv()
+        assert connack["type"] == "connack", connack
+        return connack
+
+    def recv(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next packet; raises TimeoutError or ConnectionError."""
+        deadline = time.monotonic() + timeout
+        while not self.pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no packet")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by broker")
+            self.buffer += data
+            packets, consumed, error = self.decoder.decode_buffer(self.buffer)
+            self.buffer = self.buffer[consumed:]
+            if error is not None:
+                raise error
+            self.pending.extend(packets)
+        return self.pending.pop(0)
+
+    def expect_closed(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Read until the broker closes the socket; returns what came before."""
+        got = []
+        while True:
+            try:
+                got.append(self.recv(timeout))
+            except ConnectionError:
+                return got
+
+    def close(self) -> None:
+        self.sock.close()

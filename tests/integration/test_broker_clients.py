@@ -1,0 +1,201 @@
+"""`ferromq serve` with real clients over real sockets: paho-mqtt (3.1.1 and 5.0),
+Debian's mosquitto_pub/mosquitto_sub, and raw packets; under uvloop and asyncio."""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import subprocess
+import threading
+import time
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from tests.conftest import RunningBroker
+from tests.integration.mqtt_raw import RawClient
+
+
+def paho_client(
+    broker: RunningBroker, client_id: str, version: int, clean: bool = True
+) -> tuple[paho.Client, queue.Queue[paho.MQTTMessage]]:
+    protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
+    kwargs = {} if version == 5 else {"clean_session": clean}
+    client = paho.Client(
+        CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **kwargs
+    )
+    inbox: queue.Queue[paho.MQTTMessage] = queue.Queue()
+    client.on_message = lambda _c, _u, message: inbox.put(message)
+    connected = threading.Event()
+    client.on_connect = lambda *_: connected.set()
+    if version == 5:
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = 0 if clean else 300
+        client.connect(broker.host, broker.port, clean_start=clean, properties=props)
+    else:
+        client.connect(broker.host, broker.port)
+    client.loop_start()
+    assert connected.wait(5), "no CONNACK"
+    return client, inbox
+
+
+def subscribe(client: paho.Client, topic: str, qos: int) -> None:
+    done = threading.Event()
+    client.on_subscribe = lambda *_: done.set()
+    client.subscribe(topic, qos)
+    assert done.wait(5), "no SUBACK"
+
+
+@pytest.mark.parametrize("version", [4, 5])
+@pytest.mark.parametrize("qos", [0, 1, 2])
+def test_paho_round_trip(broker: RunningBroker, version: int, qos: int) -> None:
+    sub, inbox = paho_client(broker, f"sub-{version}-{qos}", version)
+    pub, _ = paho_client(broker, f"pub-{version}-{qos}", version)
+    subscribe(sub, "plant/+/temp", qos)
+    for i in range(20):
+        pub.publish(f"plant/{i % 3}/temp", f"{i}".encode(), qos=qos).wait_for_publish(5)
+    got = [inbox.get(timeout=5) for _ in range(20)]
+    assert [m.payload for m in got] == [f"{i}".encode() for i in range(20)]
+    assert {m.qos for m in got} == {qos}
+    for client in (sub, pub):
+        client.disconnect()
+        client.loop_stop()
+
+
+def test_qos_is_downgraded_to_the_subscription(broker: RunningBroker) -> None:
+    sub, inbox = paho_client(broker, "downgrade-sub", 4)
+    pub, _ = paho_client(broker, "downgrade-pub", 5)
+    subscribe(sub, "d", 1)
+    pub.publish("d", b"x", qos=2).wait_for_publish(5)
+    assert inbox.get(timeout=5).qos == 1
+
+
+def test_retained_message_reaches_a_late_subscriber(broker: RunningBroker) -> None:
+    pub, _ = paho_client(broker, "retain-pub", 4)
+    pub.publish("status/door", b"open", qos=1, retain=True).wait_for_publish(5)
+    sub, inbox = paho_client(broker, "retain-sub", 5)
+    subscribe(sub, "status/#", 1)
+    message = inbox.get(timeout=5)
+    assert (message.topic, message.payload, message.retain) == ("status/door", b"open", True)
+    pub.publish("status/door", b"", qos=1, retain=True).wait_for_publish(5)  # clears
+    late, late_inbox = paho_client(broker, "retain-late", 4)
+    subscribe(late, "status/#", 1)
+    with pytest.raises(queue.Empty):
+        late_inbox.get(timeout=0.5)
+
+
+def test_persistent_session_queues_while_offline(broker: RunningBroker) -> None:
+    sub, inbox = paho_client(broker, "persistent", 4, clean=False)
+    subscribe(sub, "jobs", 1)
+    sub.disconnect()
+    sub.loop_stop()
+    pub, _ = paho_client(broker, "jobs-pub", 4)
+    for i in range(5):
+        pub.publish("jobs", str(i).encode(), qos=1).wait_for_publish(5)
+    _again, inbox = paho_client(broker, "persistent", 4, clean=False)
+    assert [inbox.get(timeout=5).payload for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_will_is_published_when_a_client_vanishes(broker: RunningBroker) -> None:
+    watcher, inbox = paho_client(broker, "will-watcher", 5)
+    subscribe(watcher, "wills/#", 1)
+    dying = RawClient(broker.host, broker.port, version=4)
+    dying.connect(
+        "dying",
+        will={"topic": "wills/dying", "payload": b"offline", "qos": 1, "retain": False},
+    )
+    dying.close()  # no DISCONNECT: abnormal end
+    assert inbox.get(timeout=5).payload == b"offline"
+
+
+def test_malformed_packet_closes_only_that_connection(broker: RunningBroker) -> None:
+    sub, inbox = paho_client(broker, "bystander", 4)
+    subscribe(sub, "ok", 0)
+    bad = RawClient(broker.host, broker.port, version=5)
+    bad.connect("bad")
+    bad.send_raw(b"\x30\x04\x00\x01+\x00")  # wildcard in a topic name
+    got = bad.expect_closed()
+    assert [p["reason_code"] for p in got if p["type"] == "disconnect"] == [0x90]
+    pub, _ = paho_client(broker, "still-ok", 4)
+    pub.publish("ok", b"alive").wait_for_publish(5)
+    assert inbox.get(timeout=5).payload == b"alive"
+
+
+def test_keepalive_timeout_closes_the_connection(broker: RunningBroker) -> None:
+    idle = RawClient(broker.host, broker.port, version=5)
+    idle.connect("idle", keep_alive=1)
+    started = time.monotonic()
+    got = idle.expect_closed(timeout=5)
+    assert [p["reason_code"] for p in got if p["type"] == "disconnect"] == [0x8D]
+    assert time.monotonic() - started >= 1.0
+
+
+def test_sys_tree_is_published_and_hidden_from_hash(broker: RunningBroker) -> None:
+    sub, inbox = paho_client(broker, "sys-reader", 4)
+    subscribe(sub, "$SYS/broker/version", 0)
+    assert inbox.get(timeout=5).payload.startswith(b"ferromq ")
+    everything, all_inbox = paho_client(broker, "hash-reader", 4)
+    subscribe(everything, "#", 0)
+    with pytest.raises(queue.Empty):
+        all_inbox.get(timeout=0.5)
+
+
+def test_sigterm_sends_v5_clients_server_shutting_down(broker: RunningBroker) -> None:
+    client = RawClient(broker.host, broker.port, version=5)
+    client.connect("shutdown-watch")
+    assert broker.stop() == 0
+    got = client.expect_closed()
+    assert [p["reason_code"] for p in got if p["type"] == "disconnect"] == [0x8B]
+
+
+@pytest.mark.skipif(shutil.which("mosquitto_sub") is None, reason="mosquitto-clients missing")
+@pytest.mark.parametrize("version", ["mqttv311", "mqttv5"])
+def test_mosquitto_clients(broker: RunningBroker, version: str) -> None:
+    sub = subprocess.Popen(
+        [
+            "mosquitto_sub",
+            "-h",
+            broker.host,
+            "-p",
+            str(broker.port),
+            "-V",
+            version,
+            "-t",
+            "fleet/#",
+            "-q",
+            "1",
+            "-C",
+            "3",
+            "-v",
+            "-i",
+            f"msub-{version}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)
+    for i in range(3):
+        subprocess.run(
+            [
+                "mosquitto_pub",
+                "-h",
+                broker.host,
+                "-p",
+                str(broker.port),
+                "-V",
+                version,
+                "-t",
+                f"fleet/{i}",
+                "-m",
+                f"m{i}",
+                "-q",
+                "1",
+            ],
+            check=True,
+            timeout=10,
+        )
+    out, _ = sub.communicate(timeout=10)
+    assert out.splitlines() == ["fleet/0 m0", "fleet/1 m1", "fleet/2 m2"]
