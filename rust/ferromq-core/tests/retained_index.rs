@@ -67,6 +67,8 @@ fn replace_clear_expire_and_prune() {
     index.purge_expired(100, &mut purged);
     assert_eq!(purged, [3]);
     assert_eq!(index.clear("a"), Some(4));
+    index.shrink_to_fit();
     let stats = index.stats();
     assert_eq!((stats.topics, stats.trie_nodes, stats.levels), (0, 1, 0));
+    assert!(stats.heap_bytes < 1024, "{stats:?}");
 }

@@ -219,7 +219,8 @@ fn no_local_member_is_not_chosen_for_its_own_message() {
 
 /// A million subscribe/unsubscribe cycles over exact, '+', '#' and shared filters,
 /// with about a thousand live at a time: afterwards every count is back at the
-/// baseline and the heap has not grown past the high-water mark of the window.
+/// baseline, the heap has not grown past the high-water mark of the window, and
+/// `shrink_to_fit` gives the churn's memory back.
 #[test]
 fn churn_returns_to_baseline() {
     let mut index = SubscriptionIndex::default();
@@ -265,4 +266,11 @@ fn churn_returns_to_baseline() {
         }
     );
     assert!(after.heap_bytes <= peak, "{} > {peak}", after.heap_bytes);
+    index.shrink_to_fit();
+    let shrunk = index.stats().heap_bytes;
+    assert!(
+        shrunk <= 2 * baseline.heap_bytes,
+        "{shrunk} vs {}",
+        baseline.heap_bytes
+    );
 }

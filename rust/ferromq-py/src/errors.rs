@@ -7,8 +7,9 @@
 
 use ferromq_bench::BenchError as CoreBenchError;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
+use ferromq_core::topic::IndexError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -70,12 +71,37 @@ pub(crate) fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
         ReasonCode::PacketTooLarge => PacketTooLarge::new_err(message),
         _ => CodecError::new_err(message),
     };
+    with_reason(py, exc, err.reason, err.detail)
+}
+
+/// Set `reason_code` and `detail` on a fresh exception.
+fn with_reason(py: Python<'_>, exc: PyErr, reason: ReasonCode, detail: &str) -> PyErr {
     let value = exc.value(py);
     // Setting attributes on a fresh exception instance cannot fail in practice; if it
     // did, the exception without them is still the right one to raise.
-    let _ = value.setattr("reason_code", err.reason as u8);
-    let _ = value.setattr("detail", err.detail);
+    let _ = value.setattr("reason_code", reason as u8);
+    let _ = value.setattr("detail", detail);
     exc
+}
+
+/// A topic index refusal: `TopicFilterInvalid` (a subscription's filter) or
+/// `TopicNameInvalid` (a retained topic), `MemoryError` when an index is full.
+pub(crate) fn index_error(py: Python<'_>, err: IndexError, filter: bool) -> PyErr {
+    let IndexError::Topic(topic) = err else {
+        return PyMemoryError::new_err(err.to_string());
+    };
+    let (exc, reason) = if filter {
+        (
+            TopicFilterInvalid::new_err(topic.as_str()),
+            ReasonCode::TopicFilterInvalid,
+        )
+    } else {
+        (
+            TopicNameInvalid::new_err(topic.as_str()),
+            ReasonCode::TopicNameInvalid,
+        )
+    };
+    with_reason(py, exc, reason, topic.as_str())
 }
 
 pub(crate) fn encode_error(err: &CoreEncodeError) -> PyErr {

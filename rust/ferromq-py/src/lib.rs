@@ -12,6 +12,7 @@ mod buffer;
 mod codec;
 mod engine;
 mod errors;
+mod topic;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,5 +21,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     codec::register(m)?;
     bench::register(m)?;
     engine::register(m)?;
+    topic::register(m)?;
     Ok(())
 }

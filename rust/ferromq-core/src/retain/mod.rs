@@ -69,6 +69,14 @@ impl NodeValue for Slot {
     }
 }
 
+/// One filter level, resolved before the walk.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Level(u32),
+    AnyLevel,
+    Subtree,
+}
+
 /// Sizes of the retained index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetainedStats {
@@ -86,7 +94,7 @@ pub struct RetainedIndex {
     trie: Trie<Slot>,
     expiry: BTreeSet<(u64, u32)>,
     topics: usize,
-    levels: Vec<(usize, usize)>,
+    steps: Vec<Step>,
     stack: Vec<(u32, u32)>,
 }
 
@@ -102,7 +110,7 @@ impl RetainedIndex {
             trie: Trie::new(),
             expiry: BTreeSet::new(),
             topics: 0,
-            levels: Vec::new(),
+            steps: Vec::new(),
             stack: Vec::new(),
         }
     }
@@ -168,13 +176,21 @@ impl RetainedIndex {
     ) -> Result<(), TopicError> {
         validate_topic_filter(filter)?;
         let filter = parse_shared_filter(filter)?.map_or(filter, |s| s.filter);
-        self.levels.clear();
-        let mut start = 0;
+        // Resolve every literal level once; one the trie has never seen means no
+        // stored topic can match.
+        self.steps.clear();
         for level in filter.split('/') {
-            self.levels.push((start, start + level.len()));
-            start += level.len() + 1;
+            let step = match level {
+                "+" => Step::AnyLevel,
+                "#" => Step::Subtree,
+                literal => match self.trie.level_id(literal) {
+                    Some(id) => Step::Level(id),
+                    None => return Ok(()),
+                },
+            };
+            self.steps.push(step);
         }
-        let last = self.levels.len() as u32;
+        let last = self.steps.len() as u32;
         let trie = &self.trie;
         let emit = |node: u32, out: &mut Vec<u64>| {
             if let Some(m) = trie.value(node).0.filter(|m| m.deadline > now) {
@@ -195,9 +211,8 @@ impl RetainedIndex {
                 }
                 continue;
             }
-            let (from, to) = self.levels[depth as usize];
-            match filter.get(from..to).unwrap_or_default() {
-                "#" => {
+            match self.steps[depth as usize] {
+                Step::Subtree => {
                     emit(node, out);
                     self.stack.extend(
                         trie.children(node)
@@ -205,14 +220,14 @@ impl RetainedIndex {
                             .map(|child| (child, SUBTREE)),
                     );
                 }
-                "+" => self.stack.extend(
+                Step::AnyLevel => self.stack.extend(
                     trie.children(node)
                         .filter(|&child| visible(node, child))
                         .map(|child| (child, depth + 1)),
                 ),
-                literal => {
-                    let child = trie.level_id(literal).and_then(|id| trie.child(node, id));
-                    self.stack.extend(child.map(|child| (child, depth + 1)));
+                Step::Level(id) => {
+                    self.stack
+                        .extend(trie.child(node, id).map(|child| (child, depth + 1)));
                 }
             }
         }
@@ -240,6 +255,13 @@ impl RetainedIndex {
         self.topics == 0
     }
 
+    /// Give memory left unused by clears and purges back to the allocator.
+    pub fn shrink_to_fit(&mut self) {
+        self.trie.shrink_to_fit();
+        self.steps = Vec::new();
+        self.stack = Vec::new();
+    }
+
     pub fn stats(&self) -> RetainedStats {
         // A B-tree entry is 16 bytes; nodes are at least half full.
         let expiry = self.expiry.len() * 2 * std::mem::size_of::<(u64, u32)>();
@@ -249,7 +271,7 @@ impl RetainedIndex {
             levels: self.trie.level_count(),
             heap_bytes: self.trie.heap_bytes()
                 + expiry
-                + self.levels.capacity() * std::mem::size_of::<(usize, usize)>()
+                + self.steps.capacity() * std::mem::size_of::<Step>()
                 + self.stack.capacity() * 8,
         }
     }

@@ -66,6 +66,22 @@ impl<T: Default> Slab<T> {
         self.items.len() - self.free.len()
     }
 
+    /// Release freed slots at the end and spare capacity. Interior freed slots stay
+    /// (live ids never move). O(freed × log freed).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.free.sort_unstable();
+        while self
+            .free
+            .last()
+            .is_some_and(|&id| id as usize + 1 == self.items.len())
+        {
+            self.free.pop();
+            self.items.pop();
+        }
+        self.items.shrink_to_fit();
+        self.free.shrink_to_fit();
+    }
+
     /// Every slot, freed ones included (they hold `T::default()`).
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.items.iter()
