@@ -96,11 +96,22 @@ class Ferromq(BrokerSpec):
     def missing(self) -> str | None:
         probe = subprocess.run([*self._serve, "--help"], capture_output=True, check=False)
         if probe.returncode != 0:
-            return "ferromq has no 'serve' command yet"
+            return "ferromq is not installed (pip install .)"
         return None
 
     def command(self, port: int, workdir: Path) -> list[str]:
-        return [*self._serve, "--host", "127.0.0.1", "--port", str(port)]
+        conf = workdir / "ferromq.toml"
+        # The session queue's ceiling is 65,535 (Mosquitto's is raised to MAX_QUEUED).
+        conf.write_text(
+            "[[listeners]]\n"
+            'host = "127.0.0.1"\n'
+            f"port = {port}\n"
+            "[session]\n"
+            f"queue_limit = {min(MAX_QUEUED, 65_535)}\n"
+            "[log]\n"
+            'level = "warning"\n'
+        )
+        return [*self._serve, "--config", str(conf)]
 
 
 BROKERS: dict[str, BrokerSpec] = {b.name: b for b in (Ferromq(), Mosquitto(), Amqtt())}
