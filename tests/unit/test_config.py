@@ -58,7 +58,7 @@ def test_defaults_without_file_or_environment() -> None:
     assert config.listeners[0].max_connections == 0
     assert config.limits == LimitsConfig(
         max_packet_size=1024 * 1024,
-        max_inflight=32,
+        max_inflight=1024,
         receive_maximum=1024,
         max_topic_alias=64,
         max_keepalive=0,

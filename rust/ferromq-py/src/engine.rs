@@ -60,7 +60,7 @@ impl Engine {
     #[pyo3(signature = (
         *,
         max_packet_size = 1024 * 1024,
-        max_inflight = 32,
+        max_inflight = 1024,
         receive_maximum = 1024,
         max_topic_alias = 64,
         max_keepalive = 0,

@@ -49,7 +49,7 @@ impl Default for EngineConfig {
     fn default() -> EngineConfig {
         EngineConfig {
             max_packet_size: 1024 * 1024,
-            max_inflight: 32,
+            max_inflight: 1024,
             receive_maximum: 1024,
             max_topic_alias: 64,
             max_keepalive: 0,
