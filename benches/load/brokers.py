@@ -147,6 +147,13 @@ class RunningBroker:
         ticks = int(fields[11]) + int(fields[12])
         return ticks / os.sysconf("SC_CLK_TCK")
 
+    def rss_bytes(self) -> int:
+        """Resident set size of the broker process now."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

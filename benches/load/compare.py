@@ -24,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -85,6 +86,81 @@ SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
         },
         "conn-1000": {"scenario": "conn", "clients": 1000, "connect_rate": 500, "duration": 2},
     },
+    # Issue 5's comparison: each shape open-loop (publishers never wait) and at a
+    # bounded load (QoS 1: 16 in flight per publisher; QoS 0: a fixed offered rate).
+    "broker": {
+        "fanin-qos0-open": {
+            "scenario": "fanin",
+            "publishers": 100,
+            "subscribers": 1,
+            "pub_qos": 0,
+            "sub_qos": 0,
+        },
+        "fanin-qos0-paced": {
+            "scenario": "fanin",
+            "publishers": 100,
+            "subscribers": 1,
+            "pub_qos": 0,
+            "sub_qos": 0,
+            "rate": 1000,
+        },
+        "fanin-qos1-open": {
+            "scenario": "fanin",
+            "publishers": 100,
+            "subscribers": 1,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "inflight": 65_535,
+        },
+        "fanin-qos1-bounded": {
+            "scenario": "fanin",
+            "publishers": 100,
+            "subscribers": 1,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "inflight": 16,
+        },
+        "p2p-qos1-persistent-open": {
+            "scenario": "p2p",
+            "pairs": 100,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "persistent": True,
+            "payload": 62,
+            "inflight": 65_535,
+        },
+        "p2p-qos1-persistent-bounded": {
+            "scenario": "p2p",
+            "pairs": 100,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "persistent": True,
+            "payload": 62,
+            "inflight": 16,
+        },
+        "fanout-qos0-open": {
+            "scenario": "fanout",
+            "publishers": 1,
+            "subscribers": 100,
+            "pub_qos": 0,
+            "sub_qos": 0,
+        },
+        "fanout-qos0-paced": {
+            "scenario": "fanout",
+            "publishers": 1,
+            "subscribers": 100,
+            "pub_qos": 0,
+            "sub_qos": 0,
+            "rate": 2000,
+        },
+        "conn-10k-idle": {
+            "scenario": "conn",
+            "clients": 10_000,
+            "connect_rate": 2000,
+            "source_addresses": 2,
+            "duration": 3,
+        },
+    },
     "large": {
         "p2p-qos1-1k": {"scenario": "p2p", "pairs": 1000, "pub_qos": 1, "sub_qos": 1},
         "p2p-qos1-1k-persistent": {
@@ -135,6 +211,8 @@ class Row:
     duplicates: int = 0
     connected: int = 0
     connect_per_s: float = 0.0
+    #: conn rows: (peak RSS while connections are held - RSS before) / connections.
+    rss_per_connection: float = 0.0
     report: dict[str, Any] = field(default_factory=dict)
 
 
@@ -149,7 +227,8 @@ def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: P
     broker = brokers.start(spec, work / f"{name}-{spec.name}", core=BROKER_CORE)
     try:
         cpu_before = broker.cpu_seconds()
-        report = bench.run({**_COMMON, **config, "port": broker.port, "progress": False})
+        with RssSampler(broker) as rss:
+            report = bench.run({**_COMMON, **config, "port": broker.port, "progress": False})
         row.broker_cpu_s = broker.cpu_seconds() - cpu_before
     except BenchError as err:
         row.skipped = f"run failed: {err}"
@@ -167,7 +246,35 @@ def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: P
     row.duplicates = delivery["duplicates"]
     row.connected = report["clients"]["connected"]
     row.connect_per_s = report["clients"]["connect_per_s"]
+    if config["scenario"] == "conn" and row.connected:
+        row.rss_per_connection = (rss.peak - rss.before) / row.connected
     return row
+
+
+class RssSampler:
+    """Samples the broker's RSS every 50 ms while the (GIL-releasing) generator runs."""
+
+    def __init__(self, broker: brokers.RunningBroker) -> None:
+        self.broker = broker
+        self.before = broker.rss_bytes()
+        self.peak = self.before
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                self.peak = max(self.peak, self.broker.rss_bytes())
+            except OSError:
+                return
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def machine() -> dict[str, str]:
@@ -209,29 +316,30 @@ def _ratio(value: float, base: float) -> str:
 def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
     lines = [
         "| scenario | broker | recv msg/s | in+out msg/s | recv per broker-core-s "
-        "| p50 ms | p99 ms | lost | dup | recv vs mosquitto |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| p50 ms | p99 ms | lost | dup | recv vs mosquitto | per-core vs mosquitto |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     base = {r.scenario: r for r in rows if r.broker == "mosquitto" and r.skipped is None}
     for r in rows:
         if r.skipped is not None:
-            lines.append(f"| {r.scenario} | {r.broker} | skipped: {r.skipped} ||||||||")
+            lines.append(f"| {r.scenario} | {r.broker} | skipped: {r.skipped} |||||||||")
             continue
         ref = base.get(r.scenario)
         if r.report["scenario"] == "conn":
             lines.append(
                 f"| {r.scenario} | {r.broker} | {r.connected} connected, "
-                f"{r.connect_per_s:,.0f} conn/s | | | "
+                f"{r.connect_per_s:,.0f} conn/s | {r.rss_per_connection:,.0f} B RSS/conn | | "
                 f"{r.report['connect_latency_ms']['p50']:.2f} | "
                 f"{r.report['connect_latency_ms']['p99']:.2f} | | | "
-                f"{_ratio(r.connect_per_s, ref.connect_per_s) if ref else '-'} |"
+                f"{_ratio(r.connect_per_s, ref.connect_per_s) if ref else '-'} | |"
             )
             continue
         lines.append(
             f"| {r.scenario} | {r.broker} | {r.received_per_s:,.0f} | {r.in_out_per_s:,.0f} "
             f"| {r.per_core_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.lost:,}"
             f"{'' if r.report['delivery']['drain_complete'] else '*'} "
-            f"| {r.duplicates:,} | {_ratio(r.received_per_s, ref.received_per_s) if ref else '-'} |"
+            f"| {r.duplicates:,} | {_ratio(r.received_per_s, ref.received_per_s) if ref else '-'} "
+            f"| {_ratio(r.per_core_s, ref.per_core_s) if ref else '-'} |"
         )
     header = [
         "# Load comparison",
@@ -241,7 +349,8 @@ def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
         "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
         "",
         f"Generator on core {GENERATOR_CORE}, broker on core {BROKER_CORE} (taskset). "
-        "conn rows show connections and connect latency (CONNECT → CONNACK). "
+        "conn rows show connections, connect latency (CONNECT → CONNACK) and the "
+        "broker's RSS growth per held connection. "
         "`*`: the broker had not delivered everything when the drain timeout ended the "
         "run, so *lost* also counts messages still queued in it.",
         "",
