@@ -25,10 +25,24 @@ still hold a view of them, so growing means allocating a new one and copying.
 
 import asyncio
 
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.string cimport memcpy, memmove
 
 DEFAULT_ARENA_SIZE = 256 * 1024
 cdef Py_ssize_t MIN_FREE = 4096
+
+
+cdef extern from *:
+    """
+    typedef struct {
+        void *engine;
+        size_t (*feed)(void *, unsigned int, const unsigned char *, size_t, unsigned long long);
+    } ferromq_raw_feed;
+    """
+    ctypedef struct ferromq_raw_feed:
+        void *engine
+        size_t (*feed)(void *, unsigned int, const unsigned char *, size_t,
+                       unsigned long long) noexcept
 
 
 cdef class ReadArena:
@@ -44,25 +58,19 @@ cdef class ReadArena:
         self.buffer = bytearray(size)
 
 
-cdef class ReceiveBuffer:
-    """Lends read buffers and hands every complete frame to a decoder in one call.
-
-    ``decoder`` is a ``ferromq._core.FrameDecoder`` (anything with the same
-    ``decode_buffer(buffer) -> (packets, consumed, error)`` method works).
-    ``buffer_updated`` returns ``(packets, error)``; after an error the connection
-    must be closed, and the packets decoded before it are still returned.
-    """
+cdef class ArenaReader:
+    """The buffer mechanics: lend the arena (or a private buffer for a huge frame),
+    hand ``consume`` the filled bytes, keep what it did not use. Subclasses say what
+    consuming means."""
 
     cdef ReadArena _arena
-    cdef object _decode_buffer
     cdef bytearray _private
     cdef bytes _pending
     cdef Py_ssize_t _filled
     cdef Py_ssize_t _private_limit
 
-    def __init__(self, decoder, ReadArena arena not None):
+    def __init__(self, ReadArena arena not None):
         self._arena = arena
-        self._decode_buffer = decoder.decode_buffer
         self._private = None
         self._pending = b""
         self._filled = 0
@@ -81,9 +89,11 @@ cdef class ReceiveBuffer:
             self._private = bytearray(max(2 * held, self._arena.size))
             self._move_pending_into(self._private)
             return self._lend_private(sizehint)
-        if held:
-            self._move_pending_into(self._arena.buffer)
         self._filled = held
+        if held == 0:
+            # A fresh view each time: a reader may release the view it was lent.
+            return memoryview(self._arena.buffer)
+        self._move_pending_into(self._arena.buffer)
         return memoryview(self._arena.buffer)[held:]
 
     cdef object _lend_private(self, Py_ssize_t sizehint):
@@ -101,17 +111,16 @@ cdef class ReceiveBuffer:
         self._pending = b""
         self._filled = held
 
-    cpdef tuple buffer_updated(self, Py_ssize_t nbytes):
+    cdef Py_ssize_t consume(self, bytearray source, Py_ssize_t end) except -1:
+        """Use complete frames at the front of ``source[:end]``; return bytes used."""
+        raise NotImplementedError
+
+    cdef int received(self, Py_ssize_t nbytes) except -1:
+        """``nbytes`` more bytes arrived in the lent buffer: consume, then keep the rest."""
         cdef bint private = self._private is not None
         cdef bytearray source = self._private if private else self._arena.buffer
         cdef Py_ssize_t end = self._filled + nbytes
-        cdef Py_ssize_t consumed
-        packets, consumed, error = self._decode_buffer(memoryview(source)[:end])
-        if error is not None:
-            self._filled = 0
-            self._pending = b""
-            self._private = None
-            return packets, error
+        cdef Py_ssize_t consumed = self.consume(source, end)
         if private:
             if consumed:
                 memmove(<char*>source, <char*>source + consumed, end - consumed)
@@ -121,9 +130,36 @@ cdef class ReceiveBuffer:
                 self._private = None
                 self._filled = 0
         else:
-            self._pending = bytes(source[consumed:end])
+            self._pending = bytes(source[consumed:end]) if consumed < end else b""
             self._filled = 0
-        return packets, None
+        return 0
+
+
+cdef class ReceiveBuffer(ArenaReader):
+    """An ``ArenaReader`` whose frames go to a decoder, for tools and tests.
+
+    ``decoder`` is a ``ferromq._core.FrameDecoder`` (anything with the same
+    ``decode_buffer(buffer) -> (packets, consumed, error)`` method works).
+    ``buffer_updated`` returns ``(packets, error)``; after an error the connection
+    must be closed, and the packets decoded before it are still returned.
+    """
+
+    cdef object _decode_buffer
+    cdef object _packets
+    cdef object _error
+
+    def __init__(self, decoder, ReadArena arena not None):
+        ArenaReader.__init__(self, arena)
+        self._decode_buffer = decoder.decode_buffer
+
+    cdef Py_ssize_t consume(self, bytearray source, Py_ssize_t end) except -1:
+        cdef Py_ssize_t consumed
+        self._packets, consumed, self._error = self._decode_buffer(memoryview(source)[:end])
+        return end if self._error is not None else consumed
+
+    cpdef tuple buffer_updated(self, Py_ssize_t nbytes):
+        self.received(nbytes)
+        return self._packets, self._error
 
 
 cdef class IOHub:
@@ -135,6 +171,7 @@ cdef class IOHub:
     """
 
     cdef readonly object engine
+    cdef readonly object raw_feed
     cdef readonly ReadArena arena
     cdef object _loop
     cdef object _on_event
@@ -144,6 +181,7 @@ cdef class IOHub:
 
     def __init__(self, engine, loop, ReadArena arena not None, on_event, Py_ssize_t write_high_water):
         self.engine = engine
+        self.raw_feed = engine.raw_feed()
         self.arena = arena
         self._loop = loop
         self._on_event = on_event
@@ -187,6 +225,34 @@ cdef class IOHub:
             transport.close()
 
 
+cdef class EngineReader(ArenaReader):
+    """An ``ArenaReader`` that feeds one engine connection through the engine's C
+    entry (``Engine.raw_feed``): per read, one C call and no Python object."""
+
+    cdef object _capsule
+    cdef ferromq_raw_feed *_raw
+    cdef unsigned int _conn
+    cdef IOHub _hub
+
+    def __init__(self, IOHub hub not None, unsigned int conn):
+        ArenaReader.__init__(self, hub.arena)
+        self._hub = hub
+        self._capsule = hub.raw_feed
+        self._raw = <ferromq_raw_feed *>PyCapsule_GetPointer(
+            self._capsule, b"ferromq._core.RawFeed"
+        )
+        self._conn = conn
+
+    cdef Py_ssize_t consume(self, bytearray source, Py_ssize_t end) except -1:
+        return <Py_ssize_t>self._raw.feed(
+            self._raw.engine, self._conn, <const unsigned char *><char *>source,
+            <size_t>end, <unsigned long long>self._hub.now()
+        )
+
+    cpdef buffer_updated(self, Py_ssize_t nbytes):
+        self.received(nbytes)
+
+
 cdef class MqttConnection:
     """The protocol core of one MQTT connection: reads go to the engine through a
     ``ReceiveBuffer`` on the hub's shared arena; writes happen in ``IOHub.flush``.
@@ -195,21 +261,19 @@ cdef class MqttConnection:
 
     cdef IOHub _hub
     cdef object _transport
-    cdef ReceiveBuffer _receive
+    cdef EngineReader _receive
     cdef unsigned int _conn
 
     def __init__(self, IOHub hub not None):
         self._hub = hub
 
     def connection_made(self, transport):
-        from ferromq._core import EngineConnection
-
         hub = self._hub
         self._transport = transport
         self._conn = hub.engine.open(hub.now())
         hub._transports[self._conn] = transport
         transport.set_write_buffer_limits(high=hub.write_high_water)
-        self._receive = ReceiveBuffer(EngineConnection(hub.engine, self._conn, hub.now), hub.arena)
+        self._receive = EngineReader(hub, self._conn)
 
     def get_buffer(self, Py_ssize_t sizehint):
         return self._receive.get_buffer(sizehint)

@@ -1,7 +1,6 @@
-from collections.abc import Callable
 from typing import Any, Final, TypeAlias, final
 
-from typing_extensions import Buffer
+from typing_extensions import Buffer, CapsuleType
 
 __all__ = [
     "DELIVERY_RETAIN_AS_PUBLISHED",
@@ -11,7 +10,6 @@ __all__ = [
     "CodecError",
     "EncodeError",
     "Engine",
-    "EngineConnection",
     "FrameBatch",
     "FrameDecoder",
     "MalformedPacket",
@@ -114,15 +112,9 @@ class Engine:
     def has_output(self) -> bool: ...
     def take_output(self) -> list[tuple[int, bytes]]: ...
     def take_events(self) -> list[tuple[Any, ...]]: ...
+    def raw_feed(self) -> CapsuleType: ...
     def shutdown(self, now: int) -> None: ...
     def stats(self) -> dict[str, int]: ...
-
-@final
-class EngineConnection:
-    def __new__(cls, engine: Engine, conn: int, clock: Callable[[], int]) -> EngineConnection: ...
-    @property
-    def conn(self) -> int: ...
-    def decode_buffer(self, data: Buffer) -> tuple[None, int, None]: ...
 
 _MatchLists: TypeAlias = tuple[list[int], list[int], list[int], list[int], list[int], list[int]]
 

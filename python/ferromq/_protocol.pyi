@@ -2,7 +2,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from typing_extensions import disjoint_base
+from typing_extensions import CapsuleType, disjoint_base
 
 from ferromq._core import CodecError, Engine
 
@@ -19,16 +19,26 @@ class ReadArena:
     def __init__(self, size: int = ...) -> None: ...
 
 @disjoint_base
-class ReceiveBuffer:
-    def __init__(self, decoder: _Decoder, arena: ReadArena) -> None: ...
+class ArenaReader:
+    def __init__(self, arena: ReadArena) -> None: ...
     @property
     def pending(self) -> int: ...
     def get_buffer(self, sizehint: int) -> memoryview: ...
+
+@disjoint_base
+class ReceiveBuffer(ArenaReader):
+    def __init__(self, decoder: _Decoder, arena: ReadArena) -> None: ...
     def buffer_updated(self, nbytes: int) -> tuple[list[dict[str, Any]], CodecError | None]: ...
+
+@disjoint_base
+class EngineReader(ArenaReader):
+    def __init__(self, hub: IOHub, conn: int) -> None: ...
+    def buffer_updated(self, nbytes: int) -> None: ...
 
 @disjoint_base
 class IOHub:
     engine: Engine
+    raw_feed: CapsuleType
     arena: ReadArena
     write_high_water: int
     def __init__(

@@ -551,7 +551,7 @@ def test_check_config_json_without_file() -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["listeners"] == [dataclasses.asdict(ListenerConfig())]
-    assert data["limits"]["max_inflight"] == 32
+    assert data["limits"]["max_inflight"] == 1024
 
 
 def test_check_config_bad_file_exits_2_naming_the_key(tmp_path: Path) -> None:

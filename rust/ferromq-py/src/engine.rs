@@ -1,10 +1,9 @@
 //! The broker engine's Python face: one `Engine` per event loop, called per read
 //! buffer, per loop tick and per event, never per message.
 //!
-//! `EngineConnection` is one connection's view of the engine with the same
-//! `decode_buffer(buffer) -> (batch, consumed, error)` shape as `FrameDecoder`, so
-//! the Cython receive buffer feeds either without knowing which; for the engine the
-//! batch is None (the packets never leave Rust) and errors are handled inside.
+//! Reads reach the engine through `raw_feed`, a C entry in a capsule that the Cython
+//! IO layer calls with a pointer and a length: no Python object per read. `feed` is
+//! the same call for Python callers (tests, tools).
 
 use ferromq_core::codec::{QoS, ReasonCode};
 use ferromq_core::engine::{DropPolicy, Engine as CoreEngine, EngineConfig, Event};
@@ -12,13 +11,12 @@ use ferromq_core::topic::ShareStrategy;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
 
 use crate::buffer::with_bytes;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
-    m.add_class::<EngineConnection>()?;
     Ok(())
 }
 
@@ -219,6 +217,17 @@ impl Engine {
         Ok(list)
     }
 
+    /// A capsule named `ferromq._core.RawFeed` holding a `RawFeed`: the C entry the
+    /// Cython IO layer calls per read, with no Python object made per call.
+    fn raw_feed<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyCapsule>> {
+        let engine: *mut CoreEngine = &mut slf.borrow_mut().inner;
+        let raw = RawFeed {
+            engine,
+            feed: raw_feed,
+        };
+        PyCapsule::new_with_value(slf.py(), raw, c"ferromq._core.RawFeed")
+    }
+
     fn shutdown(&mut self, now: u64) {
         self.inner.shutdown(now);
     }
@@ -251,38 +260,39 @@ impl Engine {
     }
 }
 
-/// `(batch, consumed, error)`: batch and error are always None for the engine.
-type DecodeResult = (Option<Py<PyAny>>, usize, Option<Py<PyAny>>);
-
-/// One connection's `decode_buffer` into the engine (see the module header).
-#[pyclass(module = "ferromq._core", unsendable)]
-pub(crate) struct EngineConnection {
-    engine: Py<Engine>,
-    conn: u32,
-    clock: Py<PyAny>,
+/// The C view of an engine for `_protocol.pyx` (which declares the same layout).
+#[repr(C)]
+pub(crate) struct RawFeed {
+    engine: *mut CoreEngine,
+    feed: unsafe extern "C" fn(*mut CoreEngine, u32, *const u8, usize, u64) -> usize,
 }
 
-#[pymethods]
-impl EngineConnection {
-    /// `clock()` returns engine milliseconds; it is read once per buffer.
-    #[new]
-    fn new(engine: Py<Engine>, conn: u32, clock: Py<PyAny>) -> EngineConnection {
-        EngineConnection {
-            engine,
-            conn,
-            clock,
-        }
-    }
+// SAFETY: a RawFeed is only dereferenced by the Cython IO layer on the thread that
+// owns the (unsendable) Engine, with the GIL held; the capsule never crosses threads.
+unsafe impl Send for RawFeed {}
 
-    #[getter]
-    fn conn(&self) -> u32 {
-        self.conn
-    }
-
-    fn decode_buffer(&self, py: Python<'_>, data: PyBuffer<u8>) -> PyResult<DecodeResult> {
-        let now: u64 = self.clock.bind(py).call0()?.extract()?;
-        let mut engine = self.engine.borrow_mut(py);
-        let consumed = with_bytes(&data, |bytes| engine.inner.feed(self.conn, bytes, now))?;
-        Ok((None, consumed, None))
-    }
+/// `Engine.feed` for C callers: handle every complete packet of `data[..len]` for
+/// `conn` at `now`, return the bytes used.
+///
+/// # Safety
+/// `engine` must point to the `inner` engine of a live `Engine` object, `data` to
+/// `len` readable bytes, and the caller must hold the GIL on the engine's thread with
+/// no other borrow of that engine active (the engine never calls back into Python).
+unsafe extern "C" fn raw_feed(
+    engine: *mut CoreEngine,
+    conn: u32,
+    data: *const u8,
+    len: usize,
+    now: u64,
+) -> usize {
+    // SAFETY: guaranteed by the caller, as documented above.
+    let (engine, bytes) = unsafe { (&mut *engine, std::slice::from_raw_parts(data, len)) };
+    // A panic must not unwind into C: the read is dropped and the connection closed.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engine.feed(conn, bytes, now)
+    }))
+    .unwrap_or_else(|_| {
+        engine.connection_lost(conn, now);
+        len
+    })
 }
