@@ -439,7 +439,7 @@ impl SubscriptionIndex {
     }
 
     pub fn is_client_online(&self, client: u32) -> bool {
-        self.clients.get(&client).map_or(true, |r| !r.offline)
+        self.clients.get(&client).is_none_or(|r| !r.offline)
     }
 
     /// The deliveries of a PUBLISH on `topic` by `publisher` (None for messages
@@ -472,7 +472,7 @@ impl SubscriptionIndex {
         };
         let clients = &self.clients;
         let eligible = |member: &Sub| {
-            clients.get(&member.id).map_or(true, |r| !r.offline)
+            clients.get(&member.id).is_none_or(|r| !r.offline)
                 && !(member.no_local() && Some(member.id) == publisher)
         };
         for &group in &scratch.groups {
