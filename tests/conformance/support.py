@@ -150,10 +150,22 @@ def receive(client: RawClient, timeout: float = 5.0) -> Packet:
         client.send({"type": "puback", "packet_id": packet_id})
     elif packet["qos"] == 2:
         client.send({"type": "pubrec", "packet_id": packet_id})
-        rel = client.recv(timeout)
-        assert rel["type"] == "pubrel" and rel["packet_id"] == packet_id, rel
+        recv_pubrel(client, packet_id, timeout)
         client.send({"type": "pubcomp", "packet_id": packet_id})
     return packet
+
+
+def recv_pubrel(client: RawClient, packet_id: int, timeout: float = 5.0) -> Packet:
+    """The PUBREL for `packet_id`; PUBLISHes that overtake it stay queued in order."""
+    skipped = []
+    while True:
+        packet = client.recv(timeout)
+        if packet["type"] == "publish":
+            skipped.append(packet)
+            continue
+        assert packet["type"] == "pubrel" and packet["packet_id"] == packet_id, packet
+        client.pending[:0] = skipped
+        return packet
 
 
 def fence(publisher: RawClient, subscriber: RawClient, topic: str) -> None:
