@@ -38,9 +38,7 @@ def test_invalid_filter_closes(broker: RunningBroker, version: int, bad: str) ->
     # [MQTT-4.7.1-1, 4.7.1-2, 4.8.2-2]: a filter that is not well formed is a
     # malformed SUBSCRIBE; the connection is closed (v5: DISCONNECT 0x8F first).
     client = connected(broker, "sub-bad", version)
-    client.send(
-        {"type": "subscribe", "packet_id": 1, "filters": [{"filter": "ok", "qos": 0}]}
-    )
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "ok", "qos": 0}]})
     assert client.recv()["type"] == "suback"
     raw = bytearray(b"\x82\x00\x00\x02")
     if version == V5:
@@ -245,7 +243,5 @@ def test_packet_ids_of_suback_follow_the_request(broker: RunningBroker) -> None:
     client = connected(broker, "sub-ids", V5)
     for _ in range(3):
         packet_id = next_packet_id()
-        client.send(
-            {"type": "subscribe", "packet_id": packet_id, "filters": [{"filter": "t"}]}
-        )
+        client.send({"type": "subscribe", "packet_id": packet_id, "filters": [{"filter": "t"}]})
         assert client.recv()["packet_id"] == packet_id

@@ -51,9 +51,7 @@ def test_qos_flows_and_downgrade(
 
 
 @VERSIONS
-def test_qos2_duplicate_publish_is_not_delivered_twice(
-    broker: RunningBroker, version: int
-) -> None:
+def test_qos2_duplicate_publish_is_not_delivered_twice(broker: RunningBroker, version: int) -> None:
     # [MQTT-4.3.3-9 (5.0) / 4.3.3-2 (3.1.1) method B]: until PUBREL the packet id
     # stays known; a resent PUBLISH (DUP=1) is only acknowledged again.
     sub = connected(broker, "qos2-sub", version)
@@ -127,7 +125,9 @@ def test_puback_with_no_subscribers(broker: RunningBroker, version: int) -> None
 
 
 @VERSIONS
-def test_in_flight_window_holds_back_qos1_and_2(limited_broker: RunningBroker, version: int) -> None:
+def test_in_flight_window_holds_back_qos1_and_2(
+    limited_broker: RunningBroker, version: int
+) -> None:
     # `[limits] max_inflight = 4`: the fifth QoS 1 message waits for a PUBACK; QoS 0
     # is not counted (5.0 §4.9: "MAY continue to send PUBLISH packets with QoS 0").
     sub = connected(limited_broker, "window-sub", version)
@@ -212,8 +212,14 @@ def test_v5_topic_alias_is_per_connection(broker: RunningBroker) -> None:
     publish(first, "alias/x", b"", qos=1, properties=[("topic_alias", 1)])
     second = connected(broker, "alias-b", V5)
     second.send(
-        {"type": "publish", "topic": "", "payload": b"", "qos": 1, "packet_id": 1,
-         "properties": [("topic_alias", 1)]}
+        {
+            "type": "publish",
+            "topic": "",
+            "payload": b"",
+            "qos": 1,
+            "packet_id": 1,
+            "properties": [("topic_alias", 1)],
+        }
     )
     assert closed_with(second) == [0x82]  # unknown alias: a Protocol Error
 
@@ -290,9 +296,9 @@ def test_v5_properties_are_forwarded_unchanged_and_in_order(broker: RunningBroke
         ("correlation_data", b"\x00\x01\xfe"),
         ("user_property", ("k", "3")),
     ]
-    publish(publisher, "props/t", "{\"é\": 1}".encode(), qos=1, properties=sent)
+    publish(publisher, "props/t", '{"é": 1}'.encode(), qos=1, properties=sent)
     got = receive(sub)
-    assert got["payload"] == "{\"é\": 1}".encode()
+    assert got["payload"] == '{"é": 1}'.encode()
     assert props(got, "user_property") == [("k", "1"), ("a", "2"), ("k", "3")]
     assert got["properties"] == sent
 

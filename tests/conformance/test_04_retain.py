@@ -137,9 +137,7 @@ def test_v5_retained_message_carries_the_subscription_identifier(broker: Running
 
 
 @VERSIONS
-def test_shared_subscription_gets_no_retained_messages(
-    broker: RunningBroker, version: int
-) -> None:
+def test_shared_subscription_gets_no_retained_messages(broker: RunningBroker, version: int) -> None:
     # 5.0 §4.8.2: retained messages are not sent for a shared subscription.
     publisher = connected(broker, "ret-share-pub", version)
     publish(publisher, "ret/share", b"x", qos=1, retain=True)
