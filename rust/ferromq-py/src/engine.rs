@@ -270,6 +270,10 @@ pub(crate) struct EngineConnection {
     clock: Py<PyAny>,
 }
 
+/// `FrameDecoder.decode_buffer`'s shape: (packets, consumed, error). The engine keeps
+/// the packets and reports errors itself, so both ends are always None here.
+type DecodeResult = (Option<Py<PyAny>>, usize, Option<Py<PyAny>>);
+
 #[pymethods]
 impl EngineConnection {
     /// `clock()` returns engine milliseconds; it is read once per buffer.
@@ -287,11 +291,7 @@ impl EngineConnection {
         self.conn
     }
 
-    fn decode_buffer(
-        &self,
-        py: Python<'_>,
-        data: PyBuffer<u8>,
-    ) -> PyResult<(Option<Py<PyAny>>, usize, Option<Py<PyAny>>)> {
+    fn decode_buffer(&self, py: Python<'_>, data: PyBuffer<u8>) -> PyResult<DecodeResult> {
         let now: u64 = self.clock.bind(py).call0()?.extract()?;
         let mut engine = self.engine.borrow_mut(py);
         let consumed = with_bytes(&data, |bytes| engine.inner.feed(self.conn, bytes, now))?;
