@@ -17,6 +17,9 @@ max_packet_size = 256
 receive_maximum = 2
 max_topic_alias = 4
 max_inflight = 4
+
+[session]
+default_session_expiry_v311 = 1
 """
 
 
