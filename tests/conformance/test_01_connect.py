@@ -65,25 +65,23 @@ def test_v311_connack_is_exactly_four_bytes(broker: RunningBroker) -> None:
     sock.close()
 
 
-@pytest.mark.parametrize("level", [0, 3, 6, 0x84], ids=["0", "3", "6", "0x84"])
-def test_unsupported_protocol_level_is_refused_then_closed(
-    broker: RunningBroker, level: int
-) -> None:
+def test_unsupported_protocol_level_is_refused_then_closed(broker: RunningBroker) -> None:
     # [MQTT-3.1.2-2] (3.1.1): return code 0x01 then close. A level the broker does not
     # speak gives it no way to know the client's CONNACK format, so the reply is the
     # 3.1.1 form that every version decodes; 5.0's 0x84 is a MAY for that case.
-    sock = raw_socket(broker)
-    sock.sendall(raw_connect(level=level))
-    assert raw_closed(sock) == b"\x20\x02\x00\x01"
+    for level in [0, 3, 6, 0x84]:
+        sock = raw_socket(broker)
+        sock.sendall(raw_connect(level=level))
+        assert raw_closed(sock) == b"\x20\x02\x00\x01", level
 
 
-@pytest.mark.parametrize("name", ["MQIsdp", "MQTX", "mqtt"])
-def test_wrong_protocol_name_closes(broker: RunningBroker, name: str) -> None:
+def test_wrong_protocol_name_closes(broker: RunningBroker) -> None:
     # [MQTT-3.1.2-1]: a wrong name may be disconnected; MQIsdp is valid only with
     # level 3, so with level 4 it is refused like any other mismatch.
-    sock = raw_socket(broker)
-    sock.sendall(raw_connect(name=name, level=4))
-    assert raw_closed(sock) in (b"", b"\x20\x02\x00\x01")
+    for name in ["MQIsdp", "MQTX", "mqtt"]:
+        sock = raw_socket(broker)
+        sock.sendall(raw_connect(name=name, level=4))
+        assert raw_closed(sock) in (b"", b"\x20\x02\x00\x01"), name
 
 
 @pytest.mark.parametrize("level", [V311, V5], ids=["v311", "v5"])
@@ -145,22 +143,16 @@ def test_second_connect_is_a_protocol_error(broker: RunningBroker, version: int)
 
 
 @VERSIONS
-@pytest.mark.parametrize(
-    "packet",
-    [
+def test_packet_before_connect_closes(broker: RunningBroker, version: int) -> None:
+    # [MQTT-3.1.0-1]: the first packet must be CONNECT; nothing is answered.
+    for packet in [
         {"type": "pingreq"},
         {"type": "publish", "topic": "early", "payload": b"x"},
         {"type": "subscribe", "packet_id": 1, "filters": [{"filter": "early", "qos": 0}]},
-    ],
-    ids=["pingreq", "publish", "subscribe"],
-)
-def test_packet_before_connect_closes(
-    broker: RunningBroker, version: int, packet: dict[str, object]
-) -> None:
-    # [MQTT-3.1.0-1]: the first packet must be CONNECT; nothing is answered.
-    client = open_client(broker, version)
-    client.send(packet)
-    assert client.expect_closed() == []
+    ]:
+        client = open_client(broker, version)
+        client.send(packet)
+        assert client.expect_closed() == [], packet
 
 
 def test_silent_socket_is_closed_after_the_connect_timeout(limited_broker: RunningBroker) -> None:

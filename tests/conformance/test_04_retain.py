@@ -86,16 +86,15 @@ def test_retained_messages_for_a_wildcard_filter(broker: RunningBroker, version:
 
 
 @VERSIONS
-@pytest.mark.parametrize(("stored_qos", "sub_qos"), [(2, 1), (2, 0), (1, 2), (0, 2)])
-def test_retained_qos_is_downgraded(
-    broker: RunningBroker, version: int, stored_qos: int, sub_qos: int
-) -> None:
+@pytest.mark.parametrize("stored_qos", [0, 1, 2])
+def test_retained_qos_is_downgraded(broker: RunningBroker, version: int, stored_qos: int) -> None:
     # [MQTT-3.8.4-6 (3.1.1)] / §3.8.4 (5.0): the lower of the two QoS.
     publisher = connected(broker, "ret-qos-pub", version)
     publish(publisher, "ret/qos", b"q", qos=stored_qos, retain=True)
-    sub = connected(broker, "ret-qos-sub", version)
-    subscribe(sub, ("ret/qos", sub_qos))
-    assert receive(sub)["qos"] == min(stored_qos, sub_qos)
+    for sub_qos in (0, 1, 2):
+        sub = connected(broker, f"ret-qos-sub-{sub_qos}", version)
+        subscribe(sub, ("ret/qos", sub_qos))
+        assert receive(sub)["qos"] == min(stored_qos, sub_qos)
 
 
 @VERSIONS
@@ -155,10 +154,10 @@ def test_v5_retained_message_expires(broker: RunningBroker) -> None:
     publisher = connected(broker, "ret-exp-pub", V5)
     publish(publisher, "rexp/a", b"a", retain=True, properties=[("message_expiry_interval", 1)])
     publish(publisher, "rexp/b", b"b", retain=True, properties=[("message_expiry_interval", 60)])
-    time.sleep(2.2)
+    time.sleep(1.3)
     sub = connected(broker, "ret-exp-sub", V5)
     subscribe(sub, "rexp/#")
     got = recv_publish(sub)
     assert got["payload"] == b"b"
-    assert prop(got, "message_expiry_interval") <= 58
+    assert prop(got, "message_expiry_interval") <= 59
     ping(sub)

@@ -149,7 +149,7 @@ def test_session_expiry_removes_the_session(limited_broker: RunningBroker, versi
     sub = connected(limited_broker, "expiring", version, **persistent(version, seconds=1))
     subscribe(sub, "expiring/t")
     disconnect(sub)
-    time.sleep(2.2)
+    time.sleep(1.7)
     sub, connack = connect(limited_broker, "expiring", version, **persistent(version))
     assert connack["session_present"] is False
     subscribe(sub, "expiring/fence")
