@@ -17,9 +17,11 @@ max_packet_size = 256
 receive_maximum = 2
 max_topic_alias = 4
 max_inflight = 4
+max_client_id_length = 23
 
 [session]
 default_session_expiry_v311 = 1
+max_session_expiry = 30
 """
 
 

@@ -261,3 +261,19 @@ def test_v5_connack_follows_the_config(limited_broker: RunningBroker) -> None:
     assert prop(connack, "receive_maximum") == 2
     assert prop(connack, "maximum_packet_size") == 256
     assert prop(connack, "topic_alias_maximum") == 4
+
+
+@VERSIONS
+def test_client_id_longer_than_the_limit_is_refused(
+    limited_broker: RunningBroker, version: int
+) -> None:
+    # `[limits] max_client_id_length = 23`, the minimum a server must accept
+    # [MQTT-3.1.3-5]: longer ids may be refused, with 0x02 (3.1.1) or 0x85 (5.0)
+    # [MQTT-3.1.3-9 (3.1.1) / 3.1.3-8 (5.0)], then the connection is closed.
+    accepted, connack = connect(limited_broker, "x" * 23, version)
+    assert connack["reason_code"] == 0
+    refused, connack = connect(limited_broker, "y" * 24, version)
+    assert connack["reason_code"] == (0x85 if version == V5 else 0x02)
+    assert connack["session_present"] is False
+    assert closed_with(refused) == []
+    ping(accepted)

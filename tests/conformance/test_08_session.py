@@ -20,6 +20,7 @@ from .support import (
     disconnect,
     fence,
     ping,
+    prop,
     publish,
     receive,
     recv_publish,
@@ -212,3 +213,12 @@ def test_v5_session_expiry_is_taken_from_the_latest_connect(broker: RunningBroke
     client, connack = connect(broker, "renewed", V5, clean=False)
     assert connack["session_present"] is False
     ping(client)
+
+
+def test_v5_connack_returns_a_capped_session_expiry(limited_broker: RunningBroker) -> None:
+    # §3.2.2.3.2: `[session] max_session_expiry = 30` lowers a longer request, and
+    # CONNACK says so; a request within the cap is granted silently.
+    _client, connack = connect(limited_broker, "capped", V5, **persistent(V5, seconds=3600))
+    assert prop(connack, "session_expiry_interval") == 30
+    _client, connack = connect(limited_broker, "uncapped", V5, **persistent(V5, seconds=30))
+    assert prop(connack, "session_expiry_interval") is None
