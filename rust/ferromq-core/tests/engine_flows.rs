@@ -5,7 +5,7 @@
 mod support;
 
 use ferromq_core::codec::{Ack, ConnAck, Packet, ProtocolVersion::*, QoS, ReasonCode, SubAck};
-use ferromq_core::engine::EngineConfig;
+use ferromq_core::engine::{EngineConfig, Event};
 use support::*;
 
 fn harness() -> Harness {
@@ -339,4 +339,15 @@ fn receive_maximum_bounds_the_outbound_window() {
         1,
         "one ack frees one slot"
     );
+}
+
+#[test]
+fn a_lost_connection_leaves_no_close_for_the_next_socket_with_its_id() {
+    let mut h = harness();
+    let (a, _) = h.connect(connect("a", V5, true));
+    // The peer goes away and a new socket is accepted before Python takes the events.
+    h.engine.connection_lost(a.conn, h.now);
+    let b = h.engine.open(h.now);
+    assert_eq!(b, a.conn, "connection ids are reused");
+    assert!(!h.engine.take_events().contains(&Event::Close { conn: b }));
 }

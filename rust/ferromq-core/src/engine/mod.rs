@@ -181,10 +181,17 @@ impl Engine {
 
     /// The socket is gone (closed by the peer, an error, or after a `Close` event).
     /// An unannounced end counts as abnormal: the will is published.
+    ///
+    /// The id is free from here on, so no event naming it may stay queued: a `Close`
+    /// that Python has not taken yet would otherwise close the next socket `open`
+    /// hands this id to (a reconnect in the same loop tick).
     pub fn connection_lost(&mut self, conn_id: ConnId, now: u64) {
         if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
             self.close_connection(conn_id, true, false, now);
         }
+        self.events.retain(|event| match event {
+            Event::Authenticate { conn, .. } | Event::Close { conn } => *conn != conn_id,
+        });
         if let Some(slot) = self.conns.get_mut(conn_id as usize) {
             if slot.take().is_some() {
                 self.free_conns.push(conn_id);
