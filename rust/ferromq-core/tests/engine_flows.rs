@@ -351,3 +351,23 @@ fn a_lost_connection_leaves_no_close_for_the_next_socket_with_its_id() {
     assert_eq!(b, a.conn, "connection ids are reused");
     assert!(!h.engine.take_events().contains(&Event::Close { conn: b }));
 }
+
+#[test]
+fn partial_packets_do_not_reset_keep_alive() {
+    let mut h = harness();
+    let mut c = connect("dribbler", V5, true);
+    c.keep_alive = 10;
+    let (dribbler, _) = h.connect(c);
+    // A PUBLISH whose remaining length promises 100 bytes, sent a byte at a time.
+    // The caller keeps unused bytes and feeds them again with the next read.
+    let partial = [0x30u8, 100, 0, 1, b't'];
+    for len in 1..=partial.len() {
+        h.advance(3_000);
+        assert_eq!(h.engine.feed(dribbler.conn, &partial[..len], h.now), 0);
+    }
+    h.advance(1_000);
+    assert!(
+        h.is_closed(&dribbler),
+        "16 s with no whole packet exceeds 1.5 x 10 s"
+    );
+}

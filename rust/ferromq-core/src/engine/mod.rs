@@ -161,8 +161,12 @@ impl Engine {
         if conn.is_closed() {
             return data.len();
         }
-        conn.last_received = now;
         let (packets, consumed, error) = conn.decoder.decode_slice(data);
+        // Keep alive counts whole Control Packets [MQTT-3.1.2-24]: bytes of a packet
+        // still arriving do not keep a connection alive.
+        if !packets.is_empty() {
+            conn.last_received = now;
+        }
         self.stats.bytes_received += consumed as u64;
         for packet in packets {
             if self.conn_mut(conn_id).is_none_or(|c| c.is_closed()) {
