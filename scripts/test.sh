@@ -3,7 +3,7 @@
 # then runs every gate. `.ci/run` calls this; a newcomer runs it as the README says.
 #
 #   bash scripts/test.sh             # the whole suite, as CI runs it
-#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the long soak / large-scale suites
+#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the large-scale load comparison
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
 #
 # Services and Debian packages come from apt-get; Python packages from pip into
@@ -80,3 +80,10 @@ step "python tests"
 step "benchmarks run once as smoke tests (timings: benches/README.md)"
 (cd /tmp && python -m pytest "$ROOT/benches/micro" -p no:cacheprovider -q \
     -o addopts="" --benchmark-disable)
+
+if [ "${FERROMQ_SLOW:-0}" = 1 ]; then
+    step "slow: large-scale load comparison with Mosquitto"
+    python -m pip install -q matplotlib
+    python benches/load/compare.py --scenarios large --brokers ferromq,mosquitto \
+        --out "$(mktemp -d)"
+fi
