@@ -35,11 +35,7 @@ impl ConnAck {
                 "session present on a refused connection",
             ));
         }
-        let properties = if version.is_v5() {
-            Properties::decode(r, PropertyContext::ConnAck)?
-        } else {
-            Properties::new()
-        };
+        let properties = Properties::decode_for(r, version, PropertyContext::ConnAck)?;
         r.finish()?;
         Ok(ConnAck {
             session_present,
@@ -51,8 +47,6 @@ impl ConnAck {
     pub(crate) fn write<S: Sink>(&self, version: ProtocolVersion, out: &mut S) {
         out.put_u8(u8::from(self.session_present));
         out.put_u8(self.code);
-        if version.is_v5() {
-            self.properties.encode(out);
-        }
+        self.properties.encode_for(version, out);
     }
 }

@@ -54,18 +54,10 @@ impl Connect {
             ));
         }
         let keep_alive = r.u16()?;
-        let properties = if protocol.is_v5() {
-            Properties::decode(r, PropertyContext::Connect)?
-        } else {
-            Properties::new()
-        };
+        let properties = Properties::decode_for(r, protocol, PropertyContext::Connect)?;
         let client_id = r.string()?;
         let will = if has_will {
-            let properties = if protocol.is_v5() {
-                Properties::decode(r, PropertyContext::Will)?
-            } else {
-                Properties::new()
-            };
+            let properties = Properties::decode_for(r, protocol, PropertyContext::Will)?;
             let topic = r.string()?;
             validate_topic_name(&topic).map_err(DecodeError::topic_name)?;
             Some(Will {
@@ -102,7 +94,7 @@ impl Connect {
     }
 
     pub(crate) fn write<S: Sink>(&self, out: &mut S) {
-        let v5 = self.protocol.is_v5();
+        let version = self.protocol;
         out.put_string(self.protocol.protocol_name());
         out.put_u8(self.protocol.level());
         let mut flags = 0;
@@ -123,14 +115,10 @@ impl Connect {
         }
         out.put_u8(flags);
         out.put_u16(self.keep_alive);
-        if v5 {
-            self.properties.encode(out);
-        }
+        self.properties.encode_for(version, out);
         out.put_string(&self.client_id);
         if let Some(will) = &self.will {
-            if v5 {
-                will.properties.encode(out);
-            }
+            will.properties.encode_for(version, out);
             out.put_string(&will.topic);
             out.put_binary(&will.payload);
         }

@@ -10,6 +10,7 @@
 use bytes::Bytes;
 
 use super::error::DecodeError;
+use super::packet::ProtocolVersion;
 use super::wire::{Counter, Reader, Sink, Utf8Bytes};
 
 /// Where a property block sits; selects which identifiers are allowed.
@@ -496,6 +497,26 @@ impl Properties {
             items.push(Property::from_value(spec.id, value)?);
         }
         Ok(Properties(items))
+    }
+
+    /// The property block of a packet: read in 5.0, absent (empty) before it.
+    pub(crate) fn decode_for(
+        reader: &mut Reader<'_>,
+        version: ProtocolVersion,
+        context: PropertyContext,
+    ) -> Result<Properties, DecodeError> {
+        if version.is_v5() {
+            Properties::decode(reader, context)
+        } else {
+            Ok(Properties::new())
+        }
+    }
+
+    /// Write the property block in 5.0; nothing before it.
+    pub(crate) fn encode_for<S: Sink>(&self, version: ProtocolVersion, out: &mut S) {
+        if version.is_v5() {
+            self.encode(out);
+        }
     }
 
     /// Write the property length and the properties.

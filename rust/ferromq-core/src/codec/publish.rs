@@ -27,11 +27,7 @@ impl Publish {
         } else {
             read_packet_id(r)?
         };
-        let properties = if version.is_v5() {
-            Properties::decode(r, PropertyContext::Publish)?
-        } else {
-            Properties::new()
-        };
+        let properties = Properties::decode_for(r, version, PropertyContext::Publish)?;
         match validate_topic_name(&topic) {
             Ok(()) => {}
             // An empty topic stands for a Topic Alias in 5.0 [MQTT-3.3.2-8] ...
@@ -64,9 +60,7 @@ impl Publish {
         if self.qos != QoS::AtMostOnce {
             out.put_u16(self.packet_id);
         }
-        if version.is_v5() {
-            self.properties.encode(out);
-        }
+        self.properties.encode_for(version, out);
         out.put_slice(&self.payload);
     }
 }

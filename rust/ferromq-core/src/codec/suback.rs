@@ -13,13 +13,11 @@ impl SubAck {
         version: ProtocolVersion,
     ) -> Result<SubAck, DecodeError> {
         let packet_id = read_packet_id(r)?;
-        let (properties, codes) = if version.is_v5() {
-            (
-                Properties::decode(r, PropertyContext::SubAck)?,
-                allowed::SUBACK,
-            )
+        let properties = Properties::decode_for(r, version, PropertyContext::SubAck)?;
+        let codes = if version.is_v5() {
+            allowed::SUBACK
         } else {
-            (Properties::new(), allowed::SUBACK_V3)
+            allowed::SUBACK_V3
         };
         let reasons = read_reason_list(r, codes)?;
         Ok(SubAck {
@@ -31,9 +29,7 @@ impl SubAck {
 
     pub(crate) fn write<S: Sink>(&self, version: ProtocolVersion, out: &mut S) {
         out.put_u16(self.packet_id);
-        if version.is_v5() {
-            self.properties.encode(out);
-        }
+        self.properties.encode_for(version, out);
         for reason in &self.reasons {
             out.put_u8(*reason as u8);
         }

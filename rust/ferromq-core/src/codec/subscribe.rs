@@ -58,11 +58,7 @@ impl Subscribe {
         version: ProtocolVersion,
     ) -> Result<Subscribe, DecodeError> {
         let packet_id = read_packet_id(r)?;
-        let properties = if version.is_v5() {
-            Properties::decode(r, PropertyContext::Subscribe)?
-        } else {
-            Properties::new()
-        };
+        let properties = Properties::decode_for(r, version, PropertyContext::Subscribe)?;
         let mut filters = Vec::new();
         while r.remaining() > 0 {
             let filter = r.string()?;
@@ -89,9 +85,7 @@ impl Subscribe {
 
     pub(crate) fn write<S: Sink>(&self, version: ProtocolVersion, out: &mut S) {
         out.put_u16(self.packet_id);
-        if version.is_v5() {
-            self.properties.encode(out);
-        }
+        self.properties.encode_for(version, out);
         for (filter, options) in &self.filters {
             out.put_string(filter);
             out.put_u8(options.to_byte(version));

@@ -13,11 +13,7 @@ impl Unsubscribe {
         version: ProtocolVersion,
     ) -> Result<Unsubscribe, DecodeError> {
         let packet_id = read_packet_id(r)?;
-        let properties = if version.is_v5() {
-            Properties::decode(r, PropertyContext::Unsubscribe)?
-        } else {
-            Properties::new()
-        };
+        let properties = Properties::decode_for(r, version, PropertyContext::Unsubscribe)?;
         let mut filters = Vec::new();
         while r.remaining() > 0 {
             let filter = r.string()?;
@@ -37,9 +33,7 @@ impl Unsubscribe {
 
     pub(crate) fn write<S: Sink>(&self, version: ProtocolVersion, out: &mut S) {
         out.put_u16(self.packet_id);
-        if version.is_v5() {
-            self.properties.encode(out);
-        }
+        self.properties.encode_for(version, out);
         for filter in &self.filters {
             out.put_string(filter);
         }
