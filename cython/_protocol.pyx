@@ -220,6 +220,11 @@ cdef class IOHub:
         if self.engine.has_output():
             self.schedule_flush()
 
+    def peer(self, conn):
+        """The remote address of a connection, or None once it is gone."""
+        transport = self._transports.get(conn)
+        return None if transport is None else transport.get_extra_info("peername")
+
     def close_all(self):
         for transport in list(self._transports.values()):
             transport.close()

@@ -111,10 +111,22 @@ class Broker:
         log_event(logger, logging.INFO, "stopped", **self.engine.stats())
 
     def _on_event(self, event: tuple[Any, ...]) -> None:
-        # The engine asks Python to authenticate only when configured to; with no
-        # authentication provider configured every CONNECT is accepted in Rust.
         kind, conn = event[0], event[1]
-        if kind == "authenticate":
+        if kind == "rejected":
+            # Once per refused or aborted connection, never per message.
+            _, _, code, name, detail = event
+            log_event(
+                logger,
+                logging.WARNING,
+                "connection rejected",
+                conn=conn,
+                peer=self.hub.peer(conn),
+                reason=f"0x{code:02X} {name}",
+                detail=detail,
+            )
+        elif kind == "authenticate":
+            # The engine asks Python only when configured to; with no authentication
+            # provider configured every CONNECT is accepted in Rust.
             self.engine.complete_connect(conn, 0, self.hub.now())
 
     async def _tick_forever(self) -> None:

@@ -122,6 +122,8 @@ def test_malformed_packet_closes_only_that_connection(broker: RunningBroker) -> 
     pub, _ = paho_client(broker, "still-ok", 4)
     pub.publish("ok", b"alive").wait_for_publish(5)
     assert inbox.get(timeout=5).payload == b"alive"
+    rejected = [line for line in broker.log().splitlines() if "connection rejected" in line]
+    assert len(rejected) == 1 and "0x90" in rejected[0] and "wildcard" in rejected[0]
 
 
 def test_keepalive_timeout_closes_the_connection(broker: RunningBroker) -> None:

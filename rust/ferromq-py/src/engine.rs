@@ -177,7 +177,7 @@ impl Engine {
     }
 
     /// `[("authenticate", conn, client_id, username, password, protocol, clean_start)
-    /// | ("close", conn), ...]`.
+    /// | ("rejected", conn, reason_code, reason_name, detail) | ("close", conn), ...]`.
     fn take_events<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for event in self.inner.take_events() {
@@ -202,6 +202,20 @@ impl Engine {
                             .into_any(),
                         protocol.into_pyobject(py)?.into_any(),
                         clean_start.into_pyobject(py)?.to_owned().into_any(),
+                    ],
+                )?,
+                Event::Rejected {
+                    conn,
+                    reason,
+                    detail,
+                } => PyTuple::new(
+                    py,
+                    [
+                        "rejected".into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        (reason as u8).into_pyobject(py)?.into_any(),
+                        reason.name().into_pyobject(py)?.into_any(),
+                        detail.into_pyobject(py)?.into_any(),
                     ],
                 )?,
                 Event::Close { conn } => PyTuple::new(

@@ -299,6 +299,28 @@ impl Engine {
     /// up, DISCONNECT after (v5 only: 3.1.1 has no DISCONNECT from the server, and
     /// its CONNACK carries only return codes 1-5).
     pub(super) fn refuse(&mut self, conn_id: ConnId, reason: ReasonCode, now: u64) {
+        self.refuse_with(conn_id, reason, reason.name(), now);
+    }
+
+    /// `refuse`, with what was wrong for the log (a decode error's detail).
+    pub(super) fn refuse_with(
+        &mut self,
+        conn_id: ConnId,
+        reason: ReasonCode,
+        detail: &'static str,
+        now: u64,
+    ) {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return;
+        };
+        if conn.is_closed() {
+            return;
+        }
+        self.events.push(Event::Rejected {
+            conn: conn_id,
+            reason,
+            detail,
+        });
         let Some(conn) = self.conn_mut(conn_id) else {
             return;
         };

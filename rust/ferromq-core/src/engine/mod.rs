@@ -88,6 +88,13 @@ pub enum Event {
     },
     /// Close the transport once its pending output is written.
     Close { conn: ConnId },
+    /// The broker refused or ended a connection for `reason` (bad input, a protocol
+    /// violation, a refused CONNECT, keep alive): logged once by Python.
+    Rejected {
+        conn: ConnId,
+        reason: crate::codec::ReasonCode,
+        detail: &'static str,
+    },
 }
 
 pub struct Engine {
@@ -177,7 +184,7 @@ impl Engine {
         }
         if let Some(err) = error {
             self.stats.protocol_errors += 1;
-            self.refuse(conn_id, err.reason, now);
+            self.refuse_with(conn_id, err.reason, err.detail, now);
             return data.len();
         }
         consumed
@@ -195,6 +202,8 @@ impl Engine {
         }
         self.events.retain(|event| match event {
             Event::Authenticate { conn, .. } | Event::Close { conn } => *conn != conn_id,
+            // Still worth logging after the socket is gone; it acts on nothing.
+            Event::Rejected { .. } => true,
         });
         if let Some(slot) = self.conns.get_mut(conn_id as usize) {
             if slot.take().is_some() {

@@ -7,7 +7,7 @@
 use crate::codec::ReasonCode;
 
 use super::connection::ConnState;
-use super::{ConnId, Engine};
+use super::{ConnId, Engine, Event};
 
 impl Engine {
     pub fn tick(&mut self, now: u64) {
@@ -23,6 +23,11 @@ impl Engine {
                     if conn.keepalive_grace_ms > 0
                         && now.saturating_sub(conn.last_received) > conn.keepalive_grace_ms =>
                 {
+                    self.events.push(Event::Rejected {
+                        conn: conn_id,
+                        reason: ReasonCode::KeepAliveTimeout,
+                        detail: "no packet within 1.5 x the keep alive",
+                    });
                     self.disconnect_with(conn_id, ReasonCode::KeepAliveTimeout);
                     self.close_connection(conn_id, true, false, now);
                 }

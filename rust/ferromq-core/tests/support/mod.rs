@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use bytes::{Bytes, BytesMut};
 use ferromq_core::codec::{
     Ack, Connect, FrameDecoder, Packet, Properties, Property, ProtocolVersion, Publish, QoS,
-    ReasonOnly, Subscribe, SubscriptionOptions, Utf8Bytes, Will,
+    ReasonCode, ReasonOnly, Subscribe, SubscriptionOptions, Utf8Bytes, Will,
 };
 use ferromq_core::engine::{ConnId, Engine, EngineConfig, Event};
 use ferromq_core::topic::ShareStrategy;
@@ -19,6 +19,8 @@ pub struct Harness {
     pub now: u64,
     inbox: HashMap<ConnId, BytesMut>,
     pub closed: Vec<ConnId>,
+    /// `Rejected` events: (connection, reason, detail).
+    pub rejected: Vec<(ConnId, ReasonCode, &'static str)>,
 }
 
 pub struct Client {
@@ -36,6 +38,7 @@ impl Harness {
             now: 1_000,
             inbox: HashMap::new(),
             closed: Vec::new(),
+            rejected: Vec::new(),
         }
     }
 
@@ -45,8 +48,14 @@ impl Harness {
             inbox.entry(conn).or_default().extend_from_slice(&bytes);
         });
         for event in self.engine.take_events() {
-            if let Event::Close { conn } = event {
-                self.closed.push(conn);
+            match event {
+                Event::Close { conn } => self.closed.push(conn),
+                Event::Rejected {
+                    conn,
+                    reason,
+                    detail,
+                } => self.rejected.push((conn, reason, detail)),
+                Event::Authenticate { .. } => {}
             }
         }
     }
@@ -182,7 +191,7 @@ pub fn puback(packet_id: u16) -> Packet {
 }
 
 pub fn disconnect() -> Packet {
-    Packet::Disconnect(ReasonOnly::new(ferromq_core::codec::ReasonCode::Success))
+    Packet::Disconnect(ReasonOnly::new(ReasonCode::Success))
 }
 
 pub fn publishes(packets: &[Packet]) -> Vec<&Publish> {
