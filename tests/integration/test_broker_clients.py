@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
@@ -15,7 +16,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.conftest import RunningBroker
+from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 
 
@@ -201,3 +202,47 @@ def test_mosquitto_clients(broker: RunningBroker, version: str) -> None:
         )
     out, _ = sub.communicate(timeout=10)
     assert out.splitlines() == ["fleet/0 m0", "fleet/1 m1", "fleet/2 m2"]
+
+
+def test_a_slow_subscriber_pauses_nothing_else(tmp_path: Path) -> None:
+    """A subscriber that stops reading has its queue fill and drop (counted in $SYS);
+    a subscriber that reads keeps receiving every message."""
+    running = start_broker(
+        tmp_path,
+        "uvloop",
+        '[limits]\nwrite_buffer_high_water = "64KiB"\n'
+        "[session]\nqueue_limit = 5000\n[sys]\ninterval = 1\n",
+    )
+    try:
+        stalled = RawClient(running.host, running.port, version=4)
+        stalled.connect("stalled")
+        stalled.send(
+            {"type": "subscribe", "packet_id": 1, "filters": [{"filter": "bp/#", "qos": 1}]}
+        )
+        assert stalled.recv()["type"] == "suback"  # and never reads or acknowledges again
+        fast, inbox = paho_client(running, "fast", 4)
+        subscribe(fast, "bp/#", 1)
+        publisher, _ = paho_client(running, "bp-pub", 4)
+        # More than the stalled session's window (1024) and queue (5000) can hold.
+        total = 10_000
+        payload = b"x" * 1024
+        sent = [
+            publisher.publish("bp/data", i.to_bytes(4, "big") + payload, qos=1)
+            for i in range(total)
+        ]
+        for info in sent:
+            info.wait_for_publish(30)
+        received = [inbox.get(timeout=10) for _ in range(total)]
+        assert [int.from_bytes(m.payload[:4], "big") for m in received] == list(range(total))
+        watcher, sys_inbox = paho_client(running, "bp-sys", 4)
+        subscribe(watcher, "$SYS/broker/publish/messages/dropped", 0)
+        # Everything beyond its window (1024) and queue (5000) was dropped and counted;
+        # $SYS is published every second, so read until the count has caught up.
+        expected = total - 1024 - 5000
+        dropped = 0
+        deadline = time.monotonic() + 10
+        while dropped < expected and time.monotonic() < deadline:
+            dropped = int(sys_inbox.get(timeout=5).payload)
+        assert dropped == expected
+    finally:
+        running.stop()
