@@ -234,7 +234,6 @@ cdef class EngineReader(ArenaReader):
     """An ``ArenaReader`` that feeds one engine connection through the engine's C
     entry (``Engine.raw_feed``): per read, one C call and no Python object."""
 
-    cdef object _capsule
     cdef ferromq_raw_feed *_raw
     cdef unsigned int _conn
     cdef IOHub _hub
@@ -242,9 +241,9 @@ cdef class EngineReader(ArenaReader):
     def __init__(self, IOHub hub not None, unsigned int conn):
         ArenaReader.__init__(self, hub.arena)
         self._hub = hub
-        self._capsule = hub.raw_feed
+        # The hub holds the capsule (and so the engine) for as long as this reader.
         self._raw = <ferromq_raw_feed *>PyCapsule_GetPointer(
-            self._capsule, b"ferromq._core.RawFeed"
+            hub.raw_feed, b"ferromq._core.RawFeed"
         )
         self._conn = conn
 

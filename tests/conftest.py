@@ -80,6 +80,6 @@ def start_broker(
 
 @pytest.fixture(params=["uvloop", "asyncio"])
 def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
-    running = start_broker(tmp_path, request.param, getattr(request, "config_text", ""))
+    running = start_broker(tmp_path, request.param)
     yield running
     running.stop()

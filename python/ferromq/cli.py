@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -80,11 +81,8 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def default_loop() -> str:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "uvloop"
+    # Looked up, not imported: every command builds this parser.
+    return "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,18 +2,14 @@
 //! buffer, per loop tick and per event, never per message.
 //!
 //! Reads reach the engine through `raw_feed`, a C entry in a capsule that the Cython
-//! IO layer calls with a pointer and a length: no Python object per read. `feed` is
-//! the same call for Python callers (tests, tools).
+//! IO layer calls with a pointer and a length: no Python object per read.
 
 use ferromq_core::codec::{QoS, ReasonCode};
 use ferromq_core::engine::{DropPolicy, Engine as CoreEngine, EngineConfig, Event};
 use ferromq_core::topic::ShareStrategy;
-use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
-
-use crate::buffer::with_bytes;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
@@ -115,11 +111,6 @@ impl Engine {
     /// Register an accepted socket; returns its connection id.
     fn open(&mut self, now: u64) -> u32 {
         self.inner.open(now)
-    }
-
-    /// Handle every complete packet at the front of `data`; returns bytes used.
-    fn feed(&mut self, conn: u32, data: PyBuffer<u8>, now: u64) -> PyResult<usize> {
-        with_bytes(&data, |bytes| self.inner.feed(conn, bytes, now))
     }
 
     fn connection_lost(&mut self, conn: u32, now: u64) {
@@ -285,8 +276,8 @@ pub(crate) struct RawFeed {
 // owns the (unsendable) Engine, with the GIL held; the capsule never crosses threads.
 unsafe impl Send for RawFeed {}
 
-/// `Engine.feed` for C callers: handle every complete packet of `data[..len]` for
-/// `conn` at `now`, return the bytes used.
+/// `ferromq_core::engine::Engine::feed` for C callers: handle every complete packet of
+/// `data[..len]` for `conn` at `now`, return the bytes used.
 ///
 /// # Safety
 /// `engine` must point to the `inner` engine of a live `Engine` object, `data` to
