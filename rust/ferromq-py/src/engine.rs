@@ -4,7 +4,7 @@
 //! Reads reach the engine through `raw_feed`, a C entry in a capsule that the Cython
 //! IO layer calls with a pointer and a length: no Python object per read.
 
-use ferromq_core::codec::{QoS, ReasonCode};
+use ferromq_core::codec::{QoS, ReasonCode, Utf8Bytes};
 use ferromq_core::engine::{DropPolicy, Engine as CoreEngine, EngineConfig, Event};
 use ferromq_core::topic::ShareStrategy;
 use pyo3::exceptions::PyValueError;
@@ -146,6 +146,9 @@ impl Engine {
     ) -> PyResult<usize> {
         ferromq_core::topic::validate_topic_name(topic)
             .map_err(|err| PyValueError::new_err(format!("topic {topic:?}: {err}")))?;
+        // The engine keeps topics as MQTT strings, which may not hold U+0000.
+        Utf8Bytes::try_from(topic)
+            .map_err(|err| PyValueError::new_err(format!("topic {topic:?}: {}", err.detail)))?;
         let qos =
             QoS::from_u8(qos).ok_or_else(|| PyValueError::new_err("qos must be 0, 1 or 2"))?;
         Ok(self.inner.publish(topic, payload, qos, retain, now))
