@@ -57,7 +57,13 @@ def start_broker(
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
     log_path = tmp_path / f"broker-{port}.log"
-    environ = {**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{port}", **(env or {})}
+    environ = {
+        **os.environ,
+        "FERROMQ_LISTEN": f"127.0.0.1:{port}",
+        # Each broker its own embedded store, unless the test names one to restart on.
+        "FERROMQ_STORAGE__PATH": str(tmp_path / f"store-{port}"),
+        **(env or {}),
+    }
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [*ferromq_command(), "serve", "--config", str(config), "--loop", loop],

@@ -5,9 +5,14 @@ listeners (each socket gets a Cython ``MqttProtocol`` that feeds the engine),
 ticks the engine's clock, publishes $SYS on its interval and stops cleanly. It
 never touches a message on the way through (docs/architecture.md).
 
+Durability: before listening, the configured store's journal is read back into the
+engine (sessions, subscriptions, queued and in-flight messages, retained messages);
+while running, a :class:`~ferromq.storage.persister.Persister` writes the engine's
+journal batches to the store and releases the acknowledgements waiting for them.
+
 Shutdown (SIGTERM/SIGINT in ``ferromq serve``): stop accepting, tell v5 clients
-DISCONNECT 0x8B (Server shutting down), flush, close every connection. Sessions
-live in memory until the persistence issue stores them.
+DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what
+the journal still holds and close the store.
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from ferromq._core import Engine
 from ferromq._protocol import IOHub, MqttProtocol, ReadArena
 from ferromq.config import Config
 from ferromq.log import log_event
+from ferromq.storage import Store
+from ferromq.storage.embedded import EmbeddedStore
+from ferromq.storage.persister import Persister
 from ferromq.sys_topics import sys_messages
 
 logger = logging.getLogger("ferromq.broker")
@@ -45,6 +54,20 @@ def engine_from_config(config: Config) -> Engine:
         persistent_session_expiry=session.default_session_expiry_v311 or NEVER_EXPIRES,
         max_client_id_length=limits.max_client_id_length,
         write_high_water=limits.write_buffer_high_water,
+        journal=config.storage.backend != "memory",
+        application_client_prefixes=list(config.storage.application_client_prefixes),
+    )
+
+
+def store_from_config(config: Config) -> Store | None:
+    storage = config.storage
+    if storage.backend == "memory":
+        return None
+    return EmbeddedStore(
+        Path(storage.path).resolve(),
+        fsync=storage.fsync,
+        fsync_interval=storage.fsync_interval,
+        compact_after=storage.compact_after,
     )
 
 
@@ -55,6 +78,7 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
+        self._persister: Persister | None = None
         self._started_at = time.monotonic()
         self.addresses: list[tuple[str, int]] = []
 
@@ -73,6 +97,16 @@ class Broker:
             self.config.limits.write_buffer_high_water,
         )
         hub = self._hub
+        store = store_from_config(self.config)
+        if store is not None:
+            await self._restore(store)
+            self._persister = Persister(
+                self.engine,
+                store,
+                hub.flush,
+                self.config.storage.flush_interval_ms / 1000,
+            )
+            self._persister.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
                 lambda: MqttProtocol(hub),
@@ -97,6 +131,32 @@ class Broker:
         if self.config.sys.interval > 0:
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
 
+    async def _restore(self, store: Store) -> None:
+        now = self.hub.now()
+        self.engine.set_wall_clock(int(time.time() * 1000), now)
+        data = await store.load()
+        report = self.engine.restore(data, now)
+        store.loaded(report["valid_len"])
+        if report["error"] is not None:
+            log_event(
+                logger,
+                logging.WARNING,
+                "store tail unreadable, cut off",
+                store=store.name,
+                error=report["error"],
+                kept_bytes=report["valid_len"],
+                dropped_bytes=len(data) - report["valid_len"],
+            )
+        log_event(
+            logger,
+            logging.INFO,
+            "store restored",
+            store=store.name,
+            sessions=report["sessions"],
+            messages=report["messages"],
+            retained=report["retained"],
+        )
+
     async def stop(self) -> None:
         for server in self._servers:
             server.close()
@@ -106,12 +166,19 @@ class Broker:
         self.engine.shutdown(hub.now())
         hub.flush()
         hub.close_all()
+        if self._persister is not None:
+            await self._persister.stop()
         for server in self._servers:
             await server.wait_closed()
         log_event(logger, logging.INFO, "stopped", **self.engine.stats())
 
     def _on_event(self, event: tuple[Any, ...]) -> None:
-        kind, conn = event[0], event[1]
+        kind = event[0]
+        if kind == "persist":
+            if self._persister is not None:
+                self._persister.kick()
+            return
+        conn = event[1]
         if kind == "rejected":
             # Once per refused or aborted connection, never per message.
             _, _, code, name, detail = event

@@ -41,6 +41,9 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+EXIT_STORE_UNAVAILABLE = 3
+
+
 def load_config_or_exit(args: argparse.Namespace) -> Config:
     """The configuration ``args.config`` and the environment describe, or exit status 2."""
     try:
@@ -71,12 +74,18 @@ def serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, stop.set)
         await run_broker(config, stop)
 
-    if args.loop == "uvloop":
-        import uvloop
+    from ferromq.storage import StoreUnavailable
 
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    try:
+        if args.loop == "uvloop":
+            import uvloop
+
+            uvloop.run(main())
+        else:
+            asyncio.run(main())
+    except StoreUnavailable as exc:
+        print(f"ferromq: error: {exc}", file=sys.stderr)
+        return EXIT_STORE_UNAVAILABLE
     return 0
 
 

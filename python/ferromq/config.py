@@ -56,6 +56,7 @@ __all__ = [
     "ListenerConfig",
     "LogConfig",
     "SessionConfig",
+    "StorageConfig",
     "SysConfig",
     "config_as_dict",
     "load_config",
@@ -281,6 +282,17 @@ class _Text:
         return self.parse(text, where)
 
 
+@dataclass(frozen=True)
+class _TextList:
+    def parse(self, value: object, where: str) -> object:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{where}: expected an array of strings, got {_describe(value)}")
+        return tuple(value)
+
+    def parse_env(self, text: str, where: str) -> object:
+        return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
 def _setting(default: object, kind: _Kind) -> Any:
     """A schema field: its default and the one kind that parses it."""
     return field(default=default, metadata={"kind": kind})
@@ -360,6 +372,34 @@ class SessionConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """``[storage]``: where persistent sessions and retained messages are kept
+    (docs/architecture.md, "Durable store")."""
+
+    backend: str = _setting("embedded", _Choice(("embedded", "memory")))
+    """``embedded``: a write-ahead log under ``path``, no service to run; ``memory``:
+    nothing survives the process (no acknowledgement waits for a disk)."""
+    path: str = _setting("ferromq-data", _Text())
+    """Directory of the embedded store, relative to the working directory unless
+    absolute."""
+    fsync: str = _setting("batch", _Choice(("batch", "interval", "off")))
+    """``batch``: every batch is on disk before its PUBACK/PUBREC go out, so ``kill -9``
+    loses no acknowledged message; ``interval``: synced every ``fsync_interval``;
+    ``off``: left to the OS (a process crash loses nothing, a machine crash may)."""
+    fsync_interval: int = _setting(1, _duration(1))
+    """Seconds between syncs with ``fsync = "interval"``."""
+    flush_interval_ms: int = _setting(0, _Int(0, 1000))
+    """Milliseconds the persister waits after the first record before writing a batch,
+    to gather more into it; 0 writes at once (batches still form while a write runs)."""
+    compact_after: int = _setting(64 * MiB, _size(0))
+    """The embedded log is rewritten as a snapshot of the live state once it is this
+    large; 0 never compacts."""
+    application_client_prefixes: tuple[str, ...] = _setting((), _TextList())
+    """Client ids starting with one of these are APPLICATION clients, the rest DEVICE
+    clients (TBMQ's split; an environment override takes a comma-separated list)."""
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -383,6 +423,7 @@ class Config:
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
@@ -526,6 +567,12 @@ def _check(config: Config) -> Config:
         names[listener.name] = index
         addresses[address] = index
     session = config.session
+    if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
+        raise ConfigError(
+            f"session.queue_limit ({session.queue_limit}) + limits.max_inflight "
+            f"({config.limits.max_inflight}) must stay below 65535: every queued or "
+            "in-flight QoS 1/2 message holds one of a session's 65535 packet ids"
+        )
     cap = session.max_session_expiry
     if cap and not 0 < session.default_session_expiry_v311 <= cap:
         raise ConfigError(
@@ -560,6 +607,8 @@ def config_as_dict(config: Config) -> dict[str, Any]:
 
 
 def _toml_value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str):

@@ -68,6 +68,8 @@ impl Engine {
         authenticate = false,
         write_high_water = 1024 * 1024,
         share_strategy = "round_robin",
+        journal = false,
+        application_client_prefixes = Vec::new(),
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -86,6 +88,8 @@ impl Engine {
         authenticate: bool,
         write_high_water: usize,
         share_strategy: &str,
+        journal: bool,
+        application_client_prefixes: Vec<String>,
     ) -> PyResult<Engine> {
         let config = EngineConfig {
             max_packet_size,
@@ -102,6 +106,8 @@ impl Engine {
             max_client_id_length,
             authenticate,
             write_high_water,
+            journal,
+            application_client_prefixes,
         };
         Ok(Engine {
             inner: CoreEngine::new(config, self::share_strategy(share_strategy)?),
@@ -219,6 +225,7 @@ impl Engine {
                         conn.into_pyobject(py)?.into_any(),
                     ],
                 )?,
+                Event::Persist => PyTuple::new(py, ["persist"])?,
             };
             list.append(item)?;
         }
@@ -234,6 +241,50 @@ impl Engine {
             feed: raw_feed,
         };
         PyCapsule::new_with_value(slf.py(), raw, c"ferromq._core.RawFeed")
+    }
+
+    fn set_wall_clock(&mut self, unix_ms: u64, now: u64) {
+        self.inner.set_wall_clock(unix_ms, now);
+    }
+
+    /// The journal records since the last call as `(batch, bytes)`, or None.
+    fn take_journal<'py>(&mut self, py: Python<'py>) -> Option<(u64, Bound<'py, PyBytes>)> {
+        self.inner
+            .take_journal()
+            .map(|(batch, bytes)| (batch, PyBytes::new(py, &bytes)))
+    }
+
+    fn journal_pending(&self) -> usize {
+        self.inner.journal_pending()
+    }
+
+    fn journal_done(&mut self, batch: u64) {
+        self.inner.journal_done(batch);
+    }
+
+    fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.snapshot())
+    }
+
+    /// Rebuild state from journal bytes; returns a dict of counts, `valid_len` (bytes
+    /// of whole records) and `error` (None, or why reading stopped).
+    fn restore<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        now: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let report = self
+            .inner
+            .restore(bytes::Bytes::copy_from_slice(data), now);
+        let d = PyDict::new(py);
+        d.set_item("records", report.records)?;
+        d.set_item("sessions", report.sessions)?;
+        d.set_item("messages", report.messages)?;
+        d.set_item("retained", report.retained)?;
+        d.set_item("valid_len", report.valid_len)?;
+        d.set_item("error", report.error.map(|e| e.0))?;
+        Ok(d)
     }
 
     fn shutdown(&mut self, now: u64) {

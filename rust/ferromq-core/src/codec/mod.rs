@@ -40,4 +40,5 @@ pub use properties::{
 pub use reason::{ConnectReturnCode, ReasonCode};
 /// Option-byte bits, shared with the topic index that stores the byte as is.
 pub(crate) use subscribe::{NO_LOCAL, RETAIN_AS_PUBLISHED};
+pub(crate) use wire::Reader;
 pub use wire::{read_varint, varint_len, Utf8Bytes, VARINT_MAX};

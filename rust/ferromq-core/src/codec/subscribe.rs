@@ -37,6 +37,11 @@ impl SubscriptionOptions {
         })
     }
 
+    /// Options from a 5.0 options byte (as the journal stores them).
+    pub fn from_byte(byte: u8) -> Result<SubscriptionOptions, DecodeError> {
+        SubscriptionOptions::read(byte, ProtocolVersion::V5)
+    }
+
     pub fn to_byte(self, version: ProtocolVersion) -> u8 {
         let mut byte = self.qos as u8;
         if version.is_v5() {

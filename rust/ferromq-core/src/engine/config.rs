@@ -43,6 +43,12 @@ pub struct EngineConfig {
     pub authenticate: bool,
     /// Output bytes buffered for a connection above which it counts as not writable.
     pub write_high_water: usize,
+    /// Journal durable state for a store, and hold QoS 1/2 acknowledgements until
+    /// the store confirms it (engine/journal.rs); off keeps everything in memory.
+    pub journal: bool,
+    /// Client identifiers starting with one of these are APPLICATION clients; the
+    /// rest are DEVICE clients (seed 000).
+    pub application_client_prefixes: Vec<String>,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +68,8 @@ impl Default for EngineConfig {
             max_client_id_length: 65_535,
             authenticate: false,
             write_high_water: 1024 * 1024,
+            journal: false,
+            application_client_prefixes: Vec::new(),
         }
     }
 }

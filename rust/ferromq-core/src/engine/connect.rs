@@ -150,6 +150,7 @@ impl Engine {
             // A return before the will delay ends cancels the will [MQTT-3.1.3-9].
             state.pending_will = None;
         }
+        self.journal_session(session, expiry);
         self.index.set_client_online(session, true);
 
         let max_inflight = self.config.max_inflight;
@@ -212,7 +213,7 @@ impl Engine {
         }
     }
 
-    fn create_session(&mut self, client_id: &str, expiry: u32) -> u32 {
+    pub(super) fn create_session(&mut self, client_id: &str, expiry: u32) -> u32 {
         let id = self
             .free_sessions
             .pop()
@@ -237,6 +238,7 @@ impl Engine {
             return;
         };
         self.free_sessions.push(session);
+        self.journal_session_end(&state);
         self.by_client_id.remove(&state.client_id);
         self.index.remove_client(session);
         if let Some(pending) = state.pending_will {
@@ -290,6 +292,7 @@ impl Engine {
             if let Some(state) = self.session_mut(session) {
                 state.expiry_interval = capped;
             }
+            self.journal_session(session, capped);
         }
         let with_will = disconnect.reason == ReasonCode::DisconnectWithWillMessage;
         self.close_connection(conn_id, with_will, false, now);

@@ -13,19 +13,28 @@ use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
 
 impl Engine {
-    /// Deliver to a session: send, queue or drop. True unless dropped.
-    pub(super) fn deliver(&mut self, session: u32, out: Outgoing, now: u64) -> bool {
+    /// Deliver to a session: send, queue or drop. True unless dropped. A QoS 1/2
+    /// delivery gets its sequence and packet id here, and a journaled session's
+    /// journal gets it once it is sent or queued.
+    pub(super) fn deliver(&mut self, session: u32, mut out: Outgoing, now: u64) -> bool {
         if out.message.is_expired(now) {
             self.stats.publish_dropped += 1;
             return false;
         }
-        let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
+        let Some(state) = self.session_mut(session) else {
             return false;
         };
+        if out.qos != QoS::AtMostOnce {
+            (out.sequence, out.packet_id) = state.assign_packet_id();
+        }
+        let state = &self.sessions[session as usize]
+            .as_ref()
+            .expect("session checked above");
         let conn = state.conn.filter(|conn| self.is_writable(*conn));
         match (conn, out.qos) {
             (Some(conn), QoS::AtMostOnce) => return self.send_publish(conn, &out, 0, now),
             (Some(conn), _) if state.queue.is_empty() && self.window_open(session, conn) => {
+                self.journal_delivery(session, &out);
                 return self.send_in_window(session, conn, out, now);
             }
             (None, QoS::AtMostOnce) if state.conn.is_none() && !self.config.queue_qos0_offline => {
@@ -37,17 +46,23 @@ impl Engine {
         let limit = usize::from(self.config.queue_limit);
         let policy = self.config.drop_policy;
         let state = self.session_mut(session).expect("session checked above");
-        match state.queue.push(out, limit, policy) {
-            Pushed::Queued => true,
-            Pushed::QueuedDroppingOne => {
-                self.stats.publish_dropped += 1;
-                true
-            }
+        let record = (state.journaled && out.qos != QoS::AtMostOnce).then(|| out.clone());
+        let pushed = state.queue.push(out, limit, policy);
+        match pushed {
             Pushed::Refused => {
                 self.stats.publish_dropped += 1;
-                false
+                return false;
             }
+            Pushed::QueuedDropping(dropped) => {
+                self.stats.publish_dropped += 1;
+                self.journal_removed(session, &dropped);
+            }
+            Pushed::Queued => {}
         }
+        if let Some(out) = record {
+            self.journal_delivery(session, &out);
+        }
+        true
     }
 
     /// Move queued deliveries into the window while the connection takes them.
@@ -71,6 +86,7 @@ impl Engine {
                 .expect("queue front checked above");
             if out.message.is_expired(now) {
                 self.stats.publish_dropped += 1;
+                self.journal_removed(session, &out);
             } else if qos == QoS::AtMostOnce {
                 self.send_publish(conn, &out, 0, now);
             } else {
@@ -95,12 +111,12 @@ impl Engine {
             .is_some_and(|s| s.inflight.len() < usize::from(window))
     }
 
+    /// Send a QoS 1/2 delivery under its packet id and keep it in flight; one the
+    /// client cannot take (too large) is done with, as if sent [MQTT-3.1.2-25].
     fn send_in_window(&mut self, session: u32, conn: ConnId, out: Outgoing, now: u64) -> bool {
-        let state = self
-            .session_mut(session)
-            .expect("caller checked the session");
-        let packet_id = state.allocate_packet_id();
+        let (packet_id, sequence) = (out.packet_id, out.sequence);
         if !self.send_publish(conn, &out, packet_id, now) {
+            self.journal_removed(session, &out);
             return false;
         }
         let entry = if out.qos == QoS::AtLeastOnce {
@@ -109,7 +125,7 @@ impl Engine {
             Awaiting::PubRec(out)
         };
         if let Some(state) = self.session_mut(session) {
-            state.record_inflight(packet_id, entry);
+            state.record_inflight(packet_id, sequence, entry);
         }
         true
     }

@@ -1,12 +1,22 @@
 //! An application message as the router holds it: one `Arc` per PUBLISH, shared by
 //! every subscriber's queue and in-flight window, so fan-out copies no payload.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 
 use crate::codec::{Properties, Property, QoS, Utf8Bytes};
 
+/// Message ids, unique within a process run (journal records refer to them).
+static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
+
+pub fn next_message_id() -> u64 {
+    NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 #[derive(Debug)]
 pub struct Message {
+    pub id: u64,
     pub topic: Utf8Bytes,
     pub payload: Bytes,
     pub qos: QoS,
@@ -19,6 +29,8 @@ pub struct Message {
     pub publisher: Option<u32>,
     /// Milliseconds of engine time after which the message is not delivered.
     pub expires_at: Option<u64>,
+    /// The journal batch that last carried this message's record.
+    pub journal_batch: AtomicU64,
 }
 
 const SUBSCRIPTION_IDENTIFIER: u8 = 0x0B;
@@ -48,6 +60,7 @@ impl Message {
             }
         }
         Message {
+            id: next_message_id(),
             topic: Utf8Bytes::try_from(topic).expect("topic came from a validated string"),
             payload: Bytes::copy_from_slice(payload),
             qos,
@@ -55,6 +68,7 @@ impl Message {
             properties: Properties(forwarded),
             publisher,
             expires_at,
+            journal_batch: AtomicU64::new(0),
         }
     }
 

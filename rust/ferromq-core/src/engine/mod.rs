@@ -22,7 +22,9 @@ mod config;
 mod connect;
 mod connection;
 mod delivery;
+mod journal;
 mod message;
+mod persist;
 mod publish;
 mod queue;
 mod session;
@@ -36,7 +38,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use config::{DropPolicy, EngineConfig};
+pub use journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
 pub use message::Message;
+pub use persist::RestoreReport;
 pub use stats::Stats;
 
 use crate::codec::{Packet, QoS};
@@ -56,6 +60,10 @@ pub struct Outgoing {
     pub qos: QoS,
     pub retain: bool,
     pub subscription_ids: Vec<u32>,
+    /// The session's delivery sequence and the packet id derived from it, given by
+    /// `deliver` to QoS 1/2 deliveries (0 until then and for QoS 0).
+    pub sequence: u64,
+    pub packet_id: u16,
 }
 
 impl Outgoing {
@@ -70,6 +78,8 @@ impl Outgoing {
             qos,
             retain,
             subscription_ids,
+            sequence: 0,
+            packet_id: 0,
         }
     }
 }
@@ -95,6 +105,9 @@ pub enum Event {
         reason: crate::codec::ReasonCode,
         detail: &'static str,
     },
+    /// The journal has records: take them (`take_journal`) and store them. Sent
+    /// once per batch, not per record.
+    Persist,
 }
 
 pub struct Engine {
@@ -114,12 +127,17 @@ pub struct Engine {
     events: Vec<Event>,
     stats: Stats,
     next_assigned_id: u64,
+    journal: Journal,
+    /// PUBACK/PUBREC waiting for their journal batch, oldest first.
+    held_acks: std::collections::VecDeque<persist::HeldAck>,
+    persist_signalled: bool,
+    /// Unix milliseconds minus engine milliseconds, for expiry times in the journal.
+    wall_offset: i64,
 }
 
 impl Engine {
     pub fn new(config: EngineConfig, share_strategy: ShareStrategy) -> Engine {
         Engine {
-            config,
             conns: Vec::new(),
             free_conns: Vec::new(),
             sessions: Vec::new(),
@@ -134,6 +152,11 @@ impl Engine {
             events: Vec::new(),
             stats: Stats::default(),
             next_assigned_id: 1,
+            journal: Journal::new(config.journal),
+            held_acks: std::collections::VecDeque::new(),
+            persist_signalled: false,
+            wall_offset: 0,
+            config,
         }
     }
 
@@ -203,8 +226,9 @@ impl Engine {
         self.events.retain(|event| match event {
             Event::Authenticate { conn, .. } | Event::Close { conn } => *conn != conn_id,
             // Still worth logging after the socket is gone; it acts on nothing.
-            Event::Rejected { .. } => true,
+            Event::Rejected { .. } | Event::Persist => true,
         });
+        self.held_acks.retain(|held| held.conn != conn_id);
         if let Some(slot) = self.conns.get_mut(conn_id as usize) {
             if slot.take().is_some() {
                 self.free_conns.push(conn_id);
@@ -268,6 +292,10 @@ impl Engine {
     }
 
     pub fn take_events(&mut self) -> Vec<Event> {
+        if self.journal.pending_records() > 0 && !self.persist_signalled {
+            self.persist_signalled = true;
+            self.events.push(Event::Persist);
+        }
         std::mem::take(&mut self.events)
     }
 

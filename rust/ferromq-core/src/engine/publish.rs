@@ -51,7 +51,7 @@ impl Engine {
             QoS::AtLeastOnce => {
                 let delivered = self.route(make_message(&publish), now);
                 let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
-                self.write(conn_id, &Packet::PubAck(ack));
+                self.acknowledge(conn_id, Packet::PubAck(ack));
             }
             QoS::ExactlyOnce => {
                 let receive_maximum = usize::from(self.config.receive_maximum);
@@ -64,11 +64,12 @@ impl Engine {
                         return;
                     }
                     state.inbound_qos2.insert(publish.packet_id);
+                    self.journal_inbound_qos2(session, publish.packet_id, true);
                     let delivered = self.route(make_message(&publish), now);
                     let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
-                    self.write(conn_id, &Packet::PubRec(ack));
+                    self.acknowledge(conn_id, Packet::PubRec(ack));
                 } else {
-                    self.write(conn_id, &Packet::PubRec(Ack::new(publish.packet_id)));
+                    self.acknowledge(conn_id, Packet::PubRec(Ack::new(publish.packet_id)));
                 }
             }
         }
@@ -140,6 +141,7 @@ impl Engine {
     /// [MQTT-3.3.1-5..7].
     fn store_retained(&mut self, message: &Arc<Message>) {
         let previous = if message.payload.is_empty() {
+            self.journal_retained(&message.topic, None);
             self.retained.clear(&message.topic)
         } else {
             let id = self.next_retained_id;
@@ -147,6 +149,7 @@ impl Engine {
             match self.retained.set(&message.topic, id, message.expires_at) {
                 Ok(previous) => {
                     self.retained_messages.insert(id, message.clone());
+                    self.journal_retained(&message.topic, Some(message));
                     previous
                 }
                 Err(_) => None,
@@ -166,6 +169,7 @@ impl Engine {
             Some(Awaiting::PubAck(_))
         ) {
             state.inflight.remove(&packet_id);
+            self.journal_ack(session, packet_id);
             self.drain_queue(session, now);
         }
     }
@@ -187,12 +191,14 @@ impl Engine {
         if ack.reason.is_error() {
             // The receiver refused it: the flow ends here [MQTT-4.3.3-4 (v5)].
             state.inflight.remove(&ack.packet_id);
+            self.journal_ack(session, ack.packet_id);
             self.drain_queue(session, now);
             return;
         }
         if let Some(entry) = state.inflight.get_mut(&ack.packet_id) {
             entry.awaiting = Awaiting::PubComp;
         }
+        self.journal_release(session, ack.packet_id);
         self.write(conn_id, &Packet::PubRel(Ack::new(ack.packet_id)));
     }
 
@@ -205,6 +211,7 @@ impl Engine {
             Some(Awaiting::PubComp)
         ) {
             state.inflight.remove(&packet_id);
+            self.journal_ack(session, packet_id);
             self.drain_queue(session, now);
         }
     }
@@ -214,6 +221,9 @@ impl Engine {
         let released = self
             .session_mut(session)
             .is_some_and(|state| state.inbound_qos2.remove(&packet_id));
+        if released {
+            self.journal_inbound_qos2(session, packet_id, false);
+        }
         let mut comp = Ack::new(packet_id);
         if !released {
             comp.reason = ReasonCode::PacketIdentifierNotFound;

@@ -20,11 +20,11 @@ pub struct DeliveryQueue {
 }
 
 /// What a push did to the queue.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Pushed {
     Queued,
-    /// Queued after dropping an older delivery.
-    QueuedDroppingOne,
+    /// Queued after dropping this older delivery.
+    QueuedDropping(Outgoing),
     /// The new delivery was dropped.
     Refused,
 }
@@ -48,17 +48,17 @@ impl DeliveryQueue {
         }
         if self.qos0_queued > 0 {
             if let Some(at) = self.items.iter().position(|o| o.qos == QoS::AtMostOnce) {
-                self.items.remove(at);
+                let dropped = self.items.remove(at).expect("position is in range");
                 self.qos0_queued -= 1;
                 self.push_back(item);
-                return Pushed::QueuedDroppingOne;
+                return Pushed::QueuedDropping(dropped);
             }
         }
         match policy {
             DropPolicy::DropOldest if limit > 0 => {
-                self.pop();
+                let dropped = self.pop().expect("a full queue has a front");
                 self.push_back(item);
-                Pushed::QueuedDroppingOne
+                Pushed::QueuedDropping(dropped)
             }
             _ => Pushed::Refused,
         }
@@ -77,6 +77,11 @@ impl DeliveryQueue {
             self.qos0_queued -= 1;
         }
         Some(item)
+    }
+
+    /// Deliveries in queue order.
+    pub fn iter(&self) -> impl Iterator<Item = &Outgoing> {
+        self.items.iter()
     }
 
     pub fn front_qos(&self) -> Option<QoS> {
@@ -108,18 +113,22 @@ mod tests {
         q.push(out(1, QoS::AtLeastOnce), 3, DropPolicy::DropOldest);
         q.push(out(2, QoS::AtMostOnce), 3, DropPolicy::DropOldest);
         q.push(out(3, QoS::AtLeastOnce), 3, DropPolicy::DropOldest);
+        let dropped = |pushed| match pushed {
+            Pushed::QueuedDropping(o) => o.message.payload[0],
+            other => panic!("expected a drop, got {other:?}"),
+        };
         assert_eq!(
-            q.push(out(4, QoS::AtLeastOnce), 3, DropPolicy::DropOldest),
-            Pushed::QueuedDroppingOne
+            dropped(q.push(out(4, QoS::AtLeastOnce), 3, DropPolicy::DropOldest)),
+            2
         );
         assert_eq!(
-            q.push(out(5, QoS::AtLeastOnce), 3, DropPolicy::DropOldest),
-            Pushed::QueuedDroppingOne
+            dropped(q.push(out(5, QoS::AtLeastOnce), 3, DropPolicy::DropOldest)),
+            1
         );
-        assert_eq!(
+        assert!(matches!(
             q.push(out(6, QoS::AtMostOnce), 3, DropPolicy::DropOldest),
             Pushed::Refused
-        );
+        ));
         assert_eq!(tags(&mut q), vec![3, 4, 5]);
     }
 
@@ -128,10 +137,10 @@ mod tests {
         let mut q = DeliveryQueue::default();
         q.push(out(1, QoS::AtLeastOnce), 2, DropPolicy::RefuseNewest);
         q.push(out(2, QoS::ExactlyOnce), 2, DropPolicy::RefuseNewest);
-        assert_eq!(
+        assert!(matches!(
             q.push(out(3, QoS::AtLeastOnce), 2, DropPolicy::RefuseNewest),
             Pushed::Refused
-        );
+        ));
         assert_eq!(tags(&mut q), vec![1, 2]);
     }
 }

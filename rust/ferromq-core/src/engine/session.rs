@@ -10,12 +10,20 @@
 //! - `inbound_qos2`: packet ids of QoS 2 PUBLISHes received and not yet released;
 //!   a PUBLISH that repeats one is not routed again [MQTT-4.3.3-9].
 //!
-//! Packet ids: `next_packet_id` walks 1..=65535 and skips ids still in flight, so an
-//! id is never reused while in flight [MQTT-2.3.1-2]; the window is at most 65,535,
-//! so a free id always exists.
+//! Packet ids: every QoS 1/2 delivery gets the next value of a sequence that only
+//! grows, and its packet id is `sequence % 65535 + 1`, skipping ids still in
+//! flight, so an id is never reused while in flight [MQTT-2.3.1-2]. The id is
+//! fixed when the delivery is queued, so a store keeps it (TBMQ's layout: the
+//! sequence is the sorted-set score that keeps order past a wrap, the id names the
+//! stored message). The in-flight window plus the queue stay below 65,535
+//! (config), so a queued delivery's id is never one still live.
+//!
+//! Persistence: a session with a non-zero expiry is `journaled`: its changes go to
+//! the journal, and `subscriptions` keeps what it subscribed to for snapshots.
 
 use std::collections::{HashMap, HashSet};
 
+use super::journal::ClientType;
 use super::queue::DeliveryQueue;
 use super::{ConnId, Outgoing};
 use crate::codec::Will;
@@ -58,8 +66,12 @@ pub struct Session {
     pub queue: DeliveryQueue,
     pub inbound_qos2: HashSet<u16>,
     pub pending_will: Option<PendingWill>,
-    next_packet_id: u16,
-    next_sequence: u64,
+    pub client_type: ClientType,
+    /// True once the journal holds this session.
+    pub journaled: bool,
+    /// Filter → (options byte, subscription id or 0), kept for journaled sessions.
+    pub subscriptions: HashMap<Box<str>, (u8, u32)>,
+    pub next_sequence: u64,
 }
 
 impl Session {
@@ -73,25 +85,27 @@ impl Session {
             queue: DeliveryQueue::default(),
             inbound_qos2: HashSet::new(),
             pending_will: None,
-            next_packet_id: 1,
+            client_type: ClientType::Device,
+            journaled: false,
+            subscriptions: HashMap::new(),
             next_sequence: 0,
         }
     }
 
-    /// A packet id not in flight. Callers keep `inflight.len() < 65535`.
-    pub fn allocate_packet_id(&mut self) -> u16 {
+    /// The next delivery sequence and its packet id, one not in flight. Callers keep
+    /// `inflight.len() < 65535`.
+    pub fn assign_packet_id(&mut self) -> (u64, u16) {
         loop {
-            let id = self.next_packet_id;
-            self.next_packet_id = if id == u16::MAX { 1 } else { id + 1 };
+            let sequence = self.next_sequence;
+            self.next_sequence += 1;
+            let id = packet_id_of(sequence);
             if !self.inflight.contains_key(&id) {
-                return id;
+                return (sequence, id);
             }
         }
     }
 
-    pub fn record_inflight(&mut self, packet_id: u16, awaiting: Awaiting) {
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
+    pub fn record_inflight(&mut self, packet_id: u16, sequence: u64, awaiting: Awaiting) {
         self.inflight
             .insert(packet_id, Inflight { sequence, awaiting });
     }
@@ -108,6 +122,11 @@ impl Session {
     }
 }
 
+/// The packet id of a delivery sequence number: 1..=65535, wrapping.
+pub fn packet_id_of(sequence: u64) -> u16 {
+    (sequence % 65_535) as u16 + 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,18 +134,18 @@ mod tests {
     #[test]
     fn packet_ids_skip_those_in_flight_and_wrap_past_zero() {
         let mut s = Session::new("c", 0);
-        s.next_packet_id = u16::MAX - 1;
-        s.record_inflight(u16::MAX, Awaiting::PubComp);
-        s.record_inflight(1, Awaiting::PubComp);
-        assert_eq!(s.allocate_packet_id(), u16::MAX - 1);
-        assert_eq!(s.allocate_packet_id(), 2);
+        s.next_sequence = 65_533;
+        s.record_inflight(u16::MAX, 1, Awaiting::PubComp);
+        s.record_inflight(1, 2, Awaiting::PubComp);
+        assert_eq!(s.assign_packet_id(), (65_533, u16::MAX - 1));
+        assert_eq!(s.assign_packet_id(), (65_536, 2));
     }
 
     #[test]
     fn inflight_order_is_send_order() {
         let mut s = Session::new("c", 0);
-        for id in [9, 3, 7] {
-            s.record_inflight(id, Awaiting::PubComp);
+        for (sequence, id) in [9, 3, 7].into_iter().enumerate() {
+            s.record_inflight(id, sequence as u64, Awaiting::PubComp);
         }
         assert_eq!(s.inflight_in_order(), vec![9, 3, 7]);
     }

@@ -8,7 +8,8 @@
 //! lowered to the subscription's.
 
 use crate::codec::{
-    Packet, Property, QoS, ReasonCode, RetainHandling, SubAck, Subscribe, UnsubAck, Unsubscribe,
+    Packet, Property, ProtocolVersion, QoS, ReasonCode, RetainHandling, SubAck, Subscribe,
+    UnsubAck, Unsubscribe,
 };
 use crate::topic::parse_shared_filter;
 
@@ -37,6 +38,12 @@ impl Engine {
                 .subscribe(session, filter, *options, subscription_id)
             {
                 Ok(is_new) => {
+                    self.journal_subscribe(
+                        session,
+                        filter,
+                        options.to_byte(ProtocolVersion::V5),
+                        subscription_id.unwrap_or(0),
+                    );
                     reasons.push(match options.qos {
                         QoS::AtMostOnce => ReasonCode::Success,
                         QoS::AtLeastOnce => ReasonCode::GrantedQos1,
@@ -92,6 +99,7 @@ impl Engine {
         let mut reasons = Vec::new();
         for filter in &unsubscribe.filters {
             let existed = self.index.unsubscribe(session, filter);
+            self.journal_unsubscribe(session, filter);
             if v5 {
                 reasons.push(if existed {
                     ReasonCode::Success

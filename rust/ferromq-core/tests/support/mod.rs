@@ -21,6 +21,9 @@ pub struct Harness {
     pub closed: Vec<ConnId>,
     /// `Rejected` events: (connection, reason, detail).
     pub rejected: Vec<(ConnId, ReasonCode, &'static str)>,
+    /// A store that confirms every journal batch at once, when set: the bytes it
+    /// holds are what a restart reads back.
+    pub store: Option<BytesMut>,
 }
 
 pub struct Client {
@@ -39,10 +42,23 @@ impl Harness {
             inbox: HashMap::new(),
             closed: Vec::new(),
             rejected: Vec::new(),
+            store: None,
+        }
+    }
+
+    /// Write every journal batch to the store and confirm it.
+    pub fn persist(&mut self) {
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        while let Some((batch, bytes)) = self.engine.take_journal() {
+            store.extend_from_slice(&bytes);
+            self.engine.journal_done(batch);
         }
     }
 
     pub fn pump(&mut self) {
+        self.persist();
         let inbox = &mut self.inbox;
         self.engine.take_output(|conn, bytes: Bytes| {
             inbox.entry(conn).or_default().extend_from_slice(&bytes);
@@ -55,7 +71,7 @@ impl Harness {
                     reason,
                     detail,
                 } => self.rejected.push((conn, reason, detail)),
-                Event::Authenticate { .. } => {}
+                Event::Authenticate { .. } | Event::Persist => {}
             }
         }
     }

@@ -1,0 +1,499 @@
+//! Durability: what the engine journals, the acknowledgements that wait for the
+//! store, and rebuilding state from a journal (restore) or writing it whole
+//! (snapshot).
+//!
+//! - **Journaling** (`journal_*`): called where session state changes; each is a
+//!   no-op for sessions that are not `journaled` (expiry 0) and when the journal is
+//!   off, so the in-memory broker pays one branch.
+//! - **Durable before acknowledged**: a PUBACK/PUBREC is written at once only when
+//!   the journal holds nothing unconfirmed; otherwise it waits in `held_acks` for the
+//!   batch that covers everything journaled before it, and `journal_done` releases
+//!   acks in arrival order [MQTT-4.6.0-2]. A message routed to a persistent session
+//!   is therefore acknowledged only after the store has it.
+//! - **Restore** replays records: a delivery's sequence orders the rebuilt queue, so
+//!   order survives packet id wrap; records are idempotent (keyed by client,
+//!   sequence, packet id, filter, topic), so a snapshot followed by records it
+//!   already covers reads back the same state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::codec::{Packet, QoS};
+
+use super::journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
+use super::message::{next_message_id, Message};
+use super::session::{Awaiting, Session};
+use super::{ConnId, Engine, Outgoing};
+
+/// An acknowledgement waiting for its journal batch.
+#[derive(Debug)]
+pub(super) struct HeldAck {
+    pub conn: ConnId,
+    pub batch: u64,
+    pub packet: Packet,
+}
+
+/// What `restore` rebuilt.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    pub records: usize,
+    pub sessions: usize,
+    pub messages: usize,
+    pub retained: usize,
+    /// Bytes of whole records read; a torn tail starts here.
+    pub valid_len: usize,
+    pub error: Option<JournalError>,
+}
+
+impl Engine {
+    /// Tell the engine the wall clock, for expiry times the journal stores as unix
+    /// milliseconds.
+    pub fn set_wall_clock(&mut self, unix_ms: u64, now: u64) {
+        self.wall_offset = unix_ms as i64 - now as i64;
+    }
+
+    /// The journal records since the last call, as numbered batch; None when empty.
+    pub fn take_journal(&mut self) -> Option<(u64, Bytes)> {
+        self.persist_signalled = false;
+        self.journal.take()
+    }
+
+    pub fn journal_pending(&self) -> usize {
+        self.journal.pending_records()
+    }
+
+    /// The store has batch `n` and all before it: send the acknowledgements that
+    /// waited for them.
+    pub fn journal_done(&mut self, n: u64) {
+        self.journal.confirm(n);
+        while self
+            .held_acks
+            .front()
+            .is_some_and(|held| !self.journal.has_unconfirmed_at(held.batch))
+        {
+            let held = self.held_acks.pop_front().expect("front checked");
+            self.write(held.conn, &held.packet);
+        }
+    }
+
+    /// Write a PUBACK/PUBREC now, or hold it until the store has what came before.
+    pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
+        match self.journal.unconfirmed_batch() {
+            Some(batch) => self.held_acks.push_back(HeldAck {
+                conn,
+                batch,
+                packet,
+            }),
+            None => {
+                self.write(conn, &packet);
+            }
+        }
+    }
+
+    fn journaled(&mut self, session: u32) -> Option<(&mut Journal, &mut Session)> {
+        let state = self.sessions.get_mut(session as usize)?.as_mut()?;
+        state.journaled.then_some((&mut self.journal, state))
+    }
+
+    /// A session was created or resumed with `expiry` seconds: journal it when that
+    /// makes it persistent (or changes how long it lives).
+    pub(super) fn journal_session(&mut self, session: u32, expiry: u32) {
+        if !self.journal.is_enabled() {
+            return;
+        }
+        let Some(state) = self.session_mut(session) else {
+            return;
+        };
+        if expiry == 0 && !state.journaled {
+            return;
+        }
+        let client_type = self.client_type_of(session);
+        let Some(state) = self.sessions[session as usize].as_mut() else {
+            return;
+        };
+        state.client_type = client_type;
+        if expiry == 0 {
+            // Ends with its connection: the store forgets it now.
+            state.journaled = false;
+            state.subscriptions.clear();
+            self.journal.session_end(&state.client_id);
+        } else {
+            state.journaled = true;
+            self.journal
+                .session(&state.client_id, expiry, state.client_type);
+        }
+    }
+
+    fn client_type_of(&self, session: u32) -> ClientType {
+        let client_id = &self.sessions[session as usize]
+            .as_ref()
+            .expect("caller checked")
+            .client_id;
+        let application = self
+            .config
+            .application_client_prefixes
+            .iter()
+            .any(|prefix| client_id.starts_with(prefix.as_str()));
+        if application {
+            ClientType::Application
+        } else {
+            ClientType::Device
+        }
+    }
+
+    pub(super) fn journal_session_end(&mut self, state: &Session) {
+        if state.journaled {
+            self.journal.session_end(&state.client_id);
+        }
+    }
+
+    pub(super) fn journal_subscribe(
+        &mut self,
+        session: u32,
+        filter: &str,
+        options: u8,
+        subscription_id: u32,
+    ) {
+        if let Some((journal, state)) = self.journaled(session) {
+            journal.subscribe(&state.client_id, filter, options, subscription_id);
+            state
+                .subscriptions
+                .insert(filter.into(), (options, subscription_id));
+        }
+    }
+
+    pub(super) fn journal_unsubscribe(&mut self, session: u32, filter: &str) {
+        if let Some((journal, state)) = self.journaled(session) {
+            if state.subscriptions.remove(filter).is_some() {
+                journal.unsubscribe(&state.client_id, filter);
+            }
+        }
+    }
+
+    /// A QoS 1/2 delivery was sent or queued.
+    pub(super) fn journal_delivery(&mut self, session: u32, out: &Outgoing) {
+        let wall_offset = self.wall_offset;
+        if let Some((journal, state)) = self.journaled(session) {
+            journal.enqueue(
+                &state.client_id,
+                out.sequence,
+                out.packet_id,
+                &out.message,
+                out.qos,
+                out.retain,
+                &out.subscription_ids,
+                wall_offset,
+            );
+        }
+    }
+
+    /// A delivery left the session without completing (dropped, expired, too large).
+    pub(super) fn journal_removed(&mut self, session: u32, out: &Outgoing) {
+        if out.qos != QoS::AtMostOnce {
+            self.journal_ack(session, out.packet_id);
+        }
+    }
+
+    /// The delivery under `packet_id` is complete (PUBACK, PUBCOMP, refused PUBREC).
+    pub(super) fn journal_ack(&mut self, session: u32, packet_id: u16) {
+        if let Some((journal, state)) = self.journaled(session) {
+            journal.ack(&state.client_id, packet_id);
+        }
+    }
+
+    /// PUBREC arrived: the delivery now waits for PUBCOMP.
+    pub(super) fn journal_release(&mut self, session: u32, packet_id: u16) {
+        if let Some((journal, state)) = self.journaled(session) {
+            journal.release(&state.client_id, packet_id);
+        }
+    }
+
+    pub(super) fn journal_inbound_qos2(&mut self, session: u32, packet_id: u16, held: bool) {
+        if let Some((journal, state)) = self.journaled(session) {
+            journal.inbound_qos2(&state.client_id, packet_id, held);
+        }
+    }
+
+    pub(super) fn journal_retained(&mut self, topic: &str, message: Option<&Message>) {
+        self.journal.retain(topic, message, self.wall_offset);
+    }
+
+    /// Every durable thing the engine holds, as journal records: persistent
+    /// sessions with their subscriptions, inbound QoS 2 ids, in-flight and queued
+    /// QoS 1/2 deliveries (in sequence order), and retained messages.
+    pub fn snapshot(&self) -> Bytes {
+        let mut out = Journal::detached();
+        for state in self.sessions.iter().flatten().filter(|s| s.journaled) {
+            let client = &*state.client_id;
+            out.session(client, state.expiry_interval, state.client_type);
+            for (filter, (options, id)) in &state.subscriptions {
+                out.subscribe(client, filter, *options, *id);
+            }
+            for packet_id in &state.inbound_qos2 {
+                out.inbound_qos2(client, *packet_id, true);
+            }
+            for packet_id in state.inflight_in_order() {
+                match &state.inflight[&packet_id].awaiting {
+                    Awaiting::PubAck(o) | Awaiting::PubRec(o) => {
+                        snapshot_delivery(&mut out, client, o, self.wall_offset)
+                    }
+                    Awaiting::PubComp => out.release(client, packet_id),
+                }
+            }
+            for o in state.queue.iter().filter(|o| o.qos != QoS::AtMostOnce) {
+                snapshot_delivery(&mut out, client, o, self.wall_offset);
+            }
+        }
+        for message in self.retained_messages.values() {
+            out.retain(&message.topic, Some(message), self.wall_offset);
+        }
+        out.take().map(|(_, bytes)| bytes).unwrap_or_default()
+    }
+
+    /// Rebuild durable state from journal records (a snapshot and the records after
+    /// it). Restored sessions are offline; their expiry runs from `now`. Reading
+    /// stops at the first record that does not decode (`error`, `valid_len`).
+    pub fn restore(&mut self, data: Bytes, now: u64) -> RestoreReport {
+        let mut report = RestoreReport::default();
+        let mut messages: HashMap<u64, Arc<Message>> = HashMap::new();
+        let mut restoring: HashMap<String, Restoring> = HashMap::new();
+        let mut reader = RecordReader::new(data);
+        for record in reader.by_ref() {
+            let record = match record {
+                Ok(record) => record,
+                Err(error) => {
+                    report.error = Some(error);
+                    break;
+                }
+            };
+            report.records += 1;
+            self.apply(record, &mut messages, &mut restoring);
+        }
+        report.valid_len = reader.valid_len();
+        report.messages = restoring.values().map(|r| r.deliveries.len()).sum();
+        report.sessions = restoring.len();
+        for (client, restored) in restoring {
+            self.install(client, restored, now);
+        }
+        report.retained = self.retained_messages.len();
+        report
+    }
+
+    fn apply(
+        &mut self,
+        record: Record,
+        messages: &mut HashMap<u64, Arc<Message>>,
+        restoring: &mut HashMap<String, Restoring>,
+    ) {
+        match record {
+            Record::Session {
+                client,
+                expiry_interval,
+                client_type,
+            } => {
+                let entry = restoring.entry(client).or_default();
+                entry.expiry_interval = expiry_interval;
+                entry.client_type = client_type;
+            }
+            Record::SessionEnd { client } => {
+                restoring.remove(&client);
+            }
+            Record::Subscribe {
+                client,
+                filter,
+                options,
+                subscription_id,
+            } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    entry
+                        .subscriptions
+                        .insert(filter, (options, subscription_id));
+                }
+            }
+            Record::Unsubscribe { client, filter } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    entry.subscriptions.remove(&filter);
+                }
+            }
+            Record::Message(stored) => {
+                let message = self.message_from_store(stored);
+                messages.insert(message.id_in_journal, message.message);
+            }
+            Record::Enqueue {
+                client,
+                sequence,
+                packet_id,
+                message_id,
+                qos,
+                retain,
+                subscription_ids,
+            } => {
+                let (Some(entry), Some(message)) =
+                    (restoring.get_mut(&client), messages.get(&message_id))
+                else {
+                    return;
+                };
+                let mut out = Outgoing::new(message.clone(), qos, retain, subscription_ids);
+                out.sequence = sequence;
+                out.packet_id = packet_id;
+                if let Some(old) = entry.by_packet_id.insert(packet_id, sequence) {
+                    entry.deliveries.remove(&old);
+                }
+                entry.deliveries.insert(sequence, Restored::Deliver(out));
+            }
+            Record::Ack { client, packet_id } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    if let Some(sequence) = entry.by_packet_id.remove(&packet_id) {
+                        entry.deliveries.remove(&sequence);
+                    }
+                }
+            }
+            Record::Release { client, packet_id } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    let sequence = entry.by_packet_id.get(&packet_id).copied();
+                    let sequence = sequence.unwrap_or_else(|| {
+                        // A snapshot's PUBREL-only entry: ordered before the rest.
+                        entry.by_packet_id.insert(packet_id, u64::from(packet_id));
+                        u64::from(packet_id)
+                    });
+                    entry
+                        .deliveries
+                        .insert(sequence, Restored::AwaitPubComp(packet_id));
+                }
+            }
+            Record::InboundQos2 {
+                client,
+                packet_id,
+                held,
+            } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    if held {
+                        entry.inbound_qos2.push(packet_id);
+                    } else {
+                        entry.inbound_qos2.retain(|id| *id != packet_id);
+                    }
+                }
+            }
+            Record::Retain { topic, message_id } => match messages.get(&message_id) {
+                Some(message) => self.restore_retained(message.clone()),
+                None => {
+                    if let Some(previous) = self.retained.clear(&topic) {
+                        self.retained_messages.remove(&previous);
+                    }
+                }
+            },
+        }
+    }
+
+    fn message_from_store(&self, stored: StoredMessage) -> JournalMessage {
+        let expires_at = stored
+            .expires_at
+            .map(|at| (at as i64 - self.wall_offset).max(0) as u64);
+        JournalMessage {
+            id_in_journal: stored.id,
+            message: Arc::new(Message {
+                id: next_message_id(),
+                topic: stored.topic.try_into().expect("journal strings are UTF-8"),
+                payload: stored.payload,
+                qos: stored.qos,
+                retain: stored.retain,
+                properties: stored.properties,
+                publisher: None,
+                expires_at,
+                journal_batch: Default::default(),
+            }),
+        }
+    }
+
+    /// Put a restored session into the engine: offline, its subscriptions in the
+    /// index, its deliveries queued in sequence order (PUBREL-awaiting ones back in
+    /// flight, so the PUBREL is resent on reconnect).
+    fn install(&mut self, client: String, restored: Restoring, now: u64) {
+        let session = match self.by_client_id.get(client.as_str()).copied() {
+            Some(existing) => existing,
+            None => self.create_session(&client, restored.expiry_interval),
+        };
+        let expiry = restored.expiry_interval;
+        for (filter, (options, subscription_id)) in &restored.subscriptions {
+            let Ok(options) = crate::codec::SubscriptionOptions::from_byte(*options) else {
+                continue;
+            };
+            let id = (*subscription_id != 0).then_some(*subscription_id);
+            // A filter the index refuses now was accepted when it was journaled.
+            let _ = self.index.subscribe(session, filter, options, id);
+        }
+        self.index.set_client_online(session, false);
+        let state = self.sessions[session as usize]
+            .as_mut()
+            .expect("session just made");
+        state.expiry_interval = expiry;
+        state.expires_at = (expiry != u32::MAX).then(|| now + u64::from(expiry) * 1000);
+        state.client_type = restored.client_type;
+        state.journaled = true;
+        state.subscriptions = restored
+            .subscriptions
+            .into_iter()
+            .map(|(filter, value)| (filter.into_boxed_str(), value))
+            .collect();
+        state.inbound_qos2.extend(restored.inbound_qos2);
+        for (sequence, restored) in restored.deliveries {
+            state.next_sequence = state.next_sequence.max(sequence + 1);
+            match restored {
+                Restored::Deliver(out) => {
+                    state
+                        .queue
+                        .push(out, usize::MAX, super::DropPolicy::DropOldest);
+                }
+                Restored::AwaitPubComp(packet_id) => {
+                    state.record_inflight(packet_id, sequence, Awaiting::PubComp)
+                }
+            }
+        }
+    }
+
+    fn restore_retained(&mut self, message: Arc<Message>) {
+        let id = self.next_retained_id;
+        self.next_retained_id += 1;
+        if let Ok(previous) = self.retained.set(&message.topic, id, message.expires_at) {
+            self.retained_messages.insert(id, message);
+            if let Some(previous) = previous {
+                self.retained_messages.remove(&previous);
+            }
+        }
+    }
+}
+
+fn snapshot_delivery(out: &mut Journal, client: &str, o: &Outgoing, wall_offset: i64) {
+    out.enqueue(
+        client,
+        o.sequence,
+        o.packet_id,
+        &o.message,
+        o.qos,
+        o.retain,
+        &o.subscription_ids,
+        wall_offset,
+    );
+}
+
+struct JournalMessage {
+    id_in_journal: u64,
+    message: Arc<Message>,
+}
+
+enum Restored {
+    Deliver(Outgoing),
+    AwaitPubComp(u16),
+}
+
+#[derive(Default)]
+struct Restoring {
+    expiry_interval: u32,
+    client_type: ClientType,
+    subscriptions: HashMap<String, (u8, u32)>,
+    inbound_qos2: Vec<u16>,
+    deliveries: BTreeMap<u64, Restored>,
+    by_packet_id: HashMap<u16, u64>,
+}
