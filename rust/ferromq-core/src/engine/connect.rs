@@ -239,6 +239,7 @@ impl Engine {
         self.free_sessions.push(session);
         self.by_client_id.remove(&state.client_id);
         self.index.remove_client(session);
+        self.forget_removed_groups();
         if let Some(pending) = state.pending_will {
             self.publish_will(pending.will, now);
         }
@@ -422,6 +423,8 @@ impl Engine {
                 });
             }
         }
+        // Before the session may end: its shared deliveries go back to their groups.
+        self.release_shared(session, now);
         if keep_session {
             return;
         }

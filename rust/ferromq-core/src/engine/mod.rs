@@ -14,7 +14,7 @@
 //! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `publish` (inbound
 //! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
 //! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `timers` (keep alive, expiry,
-//! will delay).
+//! will delay), `shared` (shared-group queues and redistribution).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -26,6 +26,7 @@ mod message;
 mod publish;
 mod queue;
 mod session;
+mod shared;
 mod stats;
 mod subscribe;
 mod timers;
@@ -41,7 +42,7 @@ pub use stats::Stats;
 
 use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
-use crate::topic::{MatchResult, ShareStrategy, SubscriptionIndex};
+use crate::topic::{GroupRef, MatchResult, ShareStrategy, SubscriptionIndex};
 use connection::{ConnState, Connection};
 use session::Session;
 
@@ -56,6 +57,9 @@ pub struct Outgoing {
     pub qos: QoS,
     pub retain: bool,
     pub subscription_ids: Vec<u32>,
+    /// The shared group it came through: such a delivery goes back to the group
+    /// when its member's connection ends unacknowledged (see `shared`).
+    pub group: Option<GroupRef>,
 }
 
 impl Outgoing {
@@ -70,6 +74,7 @@ impl Outgoing {
             qos,
             retain,
             subscription_ids,
+            group: None,
         }
     }
 }
@@ -109,6 +114,8 @@ pub struct Engine {
     retained: RetainedIndex,
     retained_messages: HashMap<u64, Arc<Message>>,
     next_retained_id: u64,
+    /// Messages of shared groups waiting for a member that can take them.
+    group_queues: shared::GroupQueues,
     /// Connections with output waiting for `take_output`, each once.
     dirty: Vec<ConnId>,
     events: Vec<Event>,
@@ -130,6 +137,7 @@ impl Engine {
             retained: RetainedIndex::new(),
             retained_messages: HashMap::new(),
             next_retained_id: 1,
+            group_queues: shared::GroupQueues::default(),
             dirty: Vec::new(),
             events: Vec::new(),
             stats: Stats::default(),

@@ -80,6 +80,8 @@ impl Engine {
                 self.deliver(session, out, now);
             }
         }
+        // A new member may take what its groups hold back.
+        self.drain_groups_of(session, now);
     }
 
     pub(super) fn handle_unsubscribe(
@@ -108,5 +110,6 @@ impl Engine {
                 reasons,
             }),
         );
+        self.forget_removed_groups();
     }
 }
