@@ -32,6 +32,8 @@ COUNTERS: Mapping[str, str] = {
     "clients/expired": "sessions_expired",
     "messages/inflight": "messages_inflight",
     "messages/stored": "messages_queued",
+    "shared/messages/queued": "shared_queued",
+    "shared/messages/released": "shared_released",
     "retained messages/count": "retained_messages",
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -21,15 +22,22 @@ from tests.integration.mqtt_raw import RawClient
 
 
 def paho_client(
-    broker: RunningBroker, client_id: str, version: int, clean: bool = True
+    broker: RunningBroker,
+    client_id: str,
+    version: int,
+    clean: bool = True,
+    on_message: Callable[[paho.MQTTMessage], None] | None = None,
 ) -> tuple[paho.Client, queue.Queue[paho.MQTTMessage]]:
+    """A connected paho client running its network loop; messages go to the returned
+    inbox, or to `on_message` (set before CONNECT, so queued messages are seen)."""
     protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
     kwargs = {} if version == 5 else {"clean_session": clean}
     client = paho.Client(
         CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **kwargs
     )
     inbox: queue.Queue[paho.MQTTMessage] = queue.Queue()
-    client.on_message = lambda _c, _u, message: inbox.put(message)
+    deliver = on_message or inbox.put
+    client.on_message = lambda _c, _u, message: deliver(message)
     connected = threading.Event()
     client.on_connect = lambda *_: connected.set()
     if version == 5:

@@ -274,3 +274,33 @@ fn churn_returns_to_baseline() {
         baseline.heap_bytes
     );
 }
+
+#[test]
+fn a_group_ref_names_one_group_and_picks_among_members_that_can_take() {
+    let mut index = SubscriptionIndex::new(ShareStrategy::RoundRobin);
+    for client in [1, 2, 3] {
+        index.subscribe(client, "$share/g/t", qos(1), None).unwrap();
+    }
+    let mut out = MatchResult::new();
+    index.match_topic("t", None, &mut out);
+    assert_eq!(out.shared_groups().len(), 1);
+    let id = out.shared_groups()[0];
+    assert_eq!(out.iter().next().unwrap().group, Some(id));
+    let group = index.group_ref(id).unwrap();
+    assert!(index.is_member(group, 2) && !index.is_member(group, 9));
+    assert_eq!(index.members(group).collect::<Vec<_>>(), [1, 2, 3]);
+    let pick = index.pick_member(group, None, "t", |client| client == 3);
+    assert_eq!(pick.map(|m| (m.client, m.qos)), Some((3, QoS::AtLeastOnce)));
+    assert_eq!(index.pick_member(group, None, "t", |_| false), None);
+
+    // The group ends; a new group reusing its id is not the old one.
+    for client in [1, 2, 3] {
+        index.unsubscribe(client, "$share/g/t");
+    }
+    assert!(!index.is_group_live(group));
+    index.subscribe(4, "$share/h/t", qos(1), None).unwrap();
+    let reused = index.group_ref(id).unwrap();
+    assert_ne!(reused, group);
+    assert!(!index.is_member(group, 4));
+    assert_eq!(index.pick_member(group, None, "t", |_| true), None);
+}

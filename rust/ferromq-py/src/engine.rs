@@ -274,9 +274,7 @@ impl Engine {
         data: &[u8],
         now: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let report = self
-            .inner
-            .restore(bytes::Bytes::copy_from_slice(data), now);
+        let report = self.inner.restore(bytes::Bytes::copy_from_slice(data), now);
         let d = PyDict::new(py);
         d.set_item("records", report.records)?;
         d.set_item("sessions", report.sessions)?;
@@ -302,6 +300,7 @@ impl Engine {
             ("publish_received", s.publish_received),
             ("publish_sent", s.publish_sent),
             ("publish_dropped", s.publish_dropped),
+            ("shared_released", s.shared_released),
             ("connections_opened", s.connections_opened),
             ("protocol_errors", s.protocol_errors),
             ("sessions_expired", s.sessions_expired),
@@ -310,6 +309,7 @@ impl Engine {
             ("clients_disconnected", s.clients_disconnected),
             ("messages_inflight", s.messages_inflight),
             ("messages_queued", s.messages_queued),
+            ("shared_queued", s.shared_queued),
             ("retained_messages", s.retained_messages),
             ("subscriptions", s.subscriptions),
         ] {

@@ -241,6 +241,7 @@ impl Engine {
         self.journal_session_end(&state);
         self.by_client_id.remove(&state.client_id);
         self.index.remove_client(session);
+        self.forget_removed_groups();
         if let Some(pending) = state.pending_will {
             self.publish_will(pending.will, now);
         }
@@ -425,6 +426,8 @@ impl Engine {
                 });
             }
         }
+        // Before the session may end: its shared deliveries go back to their groups.
+        self.release_shared(session, now);
         if keep_session {
             return;
         }

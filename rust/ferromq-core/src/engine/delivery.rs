@@ -65,8 +65,14 @@ impl Engine {
         true
     }
 
-    /// Move queued deliveries into the window while the connection takes them.
+    /// Move queued deliveries into the window while the connection takes them, then
+    /// let the session's shared groups hand it what they hold back.
     pub(super) fn drain_queue(&mut self, session: u32, now: u64) {
+        self.drain_session_queue(session, now);
+        self.drain_groups_of(session, now);
+    }
+
+    fn drain_session_queue(&mut self, session: u32, now: u64) {
         loop {
             let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
                 return;
@@ -95,14 +101,14 @@ impl Engine {
         }
     }
 
-    fn is_writable(&self, conn: ConnId) -> bool {
+    pub(super) fn is_writable(&self, conn: ConnId) -> bool {
         self.conns
             .get(conn as usize)
             .and_then(Option::as_ref)
             .is_some_and(|c| c.writable && c.out.len() < self.config.write_high_water)
     }
 
-    fn window_open(&self, session: u32, conn: ConnId) -> bool {
+    pub(super) fn window_open(&self, session: u32, conn: ConnId) -> bool {
         let window = self.conns[conn as usize]
             .as_ref()
             .map_or(0, |c| c.send_window);

@@ -14,7 +14,7 @@
 //! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `publish` (inbound
 //! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
 //! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `timers` (keep alive, expiry,
-//! will delay).
+//! will delay), `shared` (shared-group queues and redistribution).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -28,6 +28,7 @@ mod persist;
 mod publish;
 mod queue;
 mod session;
+mod shared;
 mod stats;
 mod subscribe;
 mod timers;
@@ -45,7 +46,7 @@ pub use stats::Stats;
 
 use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
-use crate::topic::{MatchResult, ShareStrategy, SubscriptionIndex};
+use crate::topic::{GroupRef, MatchResult, ShareStrategy, SubscriptionIndex};
 use connection::{ConnState, Connection};
 use session::Session;
 
@@ -64,6 +65,9 @@ pub struct Outgoing {
     /// `deliver` to QoS 1/2 deliveries (0 until then and for QoS 0).
     pub sequence: u64,
     pub packet_id: u16,
+    /// The shared group it came through: such a delivery goes back to the group
+    /// when its member's connection ends unacknowledged (see `shared`).
+    pub group: Option<GroupRef>,
 }
 
 impl Outgoing {
@@ -80,6 +84,7 @@ impl Outgoing {
             subscription_ids,
             sequence: 0,
             packet_id: 0,
+            group: None,
         }
     }
 }
@@ -122,6 +127,8 @@ pub struct Engine {
     retained: RetainedIndex,
     retained_messages: HashMap<u64, Arc<Message>>,
     next_retained_id: u64,
+    /// Messages of shared groups waiting for a member that can take them.
+    group_queues: shared::GroupQueues,
     /// Connections with output waiting for `take_output`, each once.
     dirty: Vec<ConnId>,
     events: Vec<Event>,
@@ -148,6 +155,7 @@ impl Engine {
             retained: RetainedIndex::new(),
             retained_messages: HashMap::new(),
             next_retained_id: 1,
+            group_queues: shared::GroupQueues::default(),
             dirty: Vec::new(),
             events: Vec::new(),
             stats: Stats::default(),

@@ -8,7 +8,8 @@
 //!
 //! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
 //! QoS, every subscription identifier), then per delivery the QoS is lowered to the
-//! subscription's (seed 004: QoS downgrade) and handed to `delivery`.
+//! subscription's (seed 004: QoS downgrade) and handed to `delivery`; shared-group
+//! deliveries, and groups with no member online, go through `shared`.
 
 use std::sync::Arc;
 
@@ -117,8 +118,6 @@ impl Engine {
         let mut matches = std::mem::take(&mut self.matches);
         self.index
             .match_topic(&message.topic, message.publisher, &mut matches);
-        // A shared group with no connected member loses this message for now.
-        self.stats.publish_dropped += matches.unserved_groups().len() as u64;
         let mut delivered = 0;
         for delivery in matches.iter() {
             let qos = message.qos.min(delivery.qos);
@@ -129,7 +128,16 @@ impl Engine {
                 retain,
                 delivery.subscription_ids.to_vec(),
             );
-            if self.deliver(delivery.client, out, now) {
+            let sent = match delivery.group {
+                Some(group) => self.deliver_shared(group, delivery.client, out, now),
+                None => self.deliver(delivery.client, out, now),
+            };
+            if sent {
+                delivered += 1;
+            }
+        }
+        for &group in matches.unserved_groups() {
+            if self.queue_for_group(group, &message, now) {
                 delivered += 1;
             }
         }

@@ -87,6 +87,21 @@ impl DeliveryQueue {
     pub fn front_qos(&self) -> Option<QoS> {
         self.items.front().map(|o| o.qos)
     }
+
+    pub fn front(&self) -> Option<&Outgoing> {
+        self.items.front()
+    }
+
+    /// Remove the deliveries for which `take` holds, in queue order; the rest keep
+    /// their order.
+    pub fn take_where(&mut self, take: impl Fn(&Outgoing) -> bool) -> Vec<Outgoing> {
+        let (taken, kept) = std::mem::take(&mut self.items)
+            .into_iter()
+            .partition::<VecDeque<_>, _>(|o| take(o));
+        self.items = kept;
+        self.qos0_queued -= taken.iter().filter(|o| o.qos == QoS::AtMostOnce).count();
+        taken.into()
+    }
 }
 
 #[cfg(test)]

@@ -9,9 +9,13 @@ pub struct Stats {
     pub packets_received: u64,
     pub publish_received: u64,
     pub publish_sent: u64,
-    /// Deliveries dropped: queue full, expired, over the client's packet size, no
-    /// online member of a shared group, QoS 0 for an offline session.
+    /// Deliveries dropped: queue full, expired, over the client's packet size, QoS 0
+    /// for an offline session or a shared group with no member online, the queue of
+    /// a shared group that ended.
     pub publish_dropped: u64,
+    /// Shared-group deliveries sent back to their group because their member's
+    /// connection ended before it acknowledged them (or while they were queued).
+    pub shared_released: u64,
     pub connections_opened: u64,
     pub protocol_errors: u64,
     pub sessions_expired: u64,
@@ -22,6 +26,8 @@ pub struct Stats {
     pub clients_disconnected: u64,
     pub messages_inflight: u64,
     pub messages_queued: u64,
+    /// Messages held in shared-group queues.
+    pub shared_queued: u64,
     pub retained_messages: u64,
     pub subscriptions: u64,
 }
@@ -36,6 +42,7 @@ impl super::Engine {
             stats.messages_inflight += session.inflight.len() as u64;
             stats.messages_queued += session.queue.len() as u64;
         }
+        stats.shared_queued = self.group_queues.len() as u64;
         stats.retained_messages = self.retained_messages.len() as u64;
         stats.subscriptions = self.index.len() as u64;
         stats

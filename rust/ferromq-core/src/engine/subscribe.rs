@@ -87,6 +87,8 @@ impl Engine {
                 self.deliver(session, out, now);
             }
         }
+        // A new member may take what its groups hold back.
+        self.drain_groups_of(session, now);
     }
 
     pub(super) fn handle_unsubscribe(
@@ -116,5 +118,6 @@ impl Engine {
                 reasons,
             }),
         );
+        self.forget_removed_groups();
     }
 }

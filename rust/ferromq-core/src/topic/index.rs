@@ -47,7 +47,7 @@ use hashbrown::HashMap;
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
 
-use super::shared::{topic_hash, Group, Picker, ShareStrategy};
+use super::shared::{topic_hash, Group, GroupRef, Member, Picker, ShareStrategy};
 use super::slab::{CapacityError, Slab};
 use super::strtable::StrTable;
 use super::sublist::{Sub, SubList, MULTI, SHARED};
@@ -129,7 +129,9 @@ impl Ref {
 /// Row `i` is a delivery to `clients()[i]` at `qos()[i]` with `flags()[i]`
 /// (`DELIVERY_*` bits) and subscription identifiers
 /// `sub_ids()[sub_id_offsets()[i]..sub_id_offsets()[i + 1]]`.
-/// `unserved_groups()` lists shared groups that matched but had no eligible member.
+/// Shared rows come last, one per served group; `shared_groups()` holds their group
+/// ids in row order. `unserved_groups()` lists shared groups that matched but had no
+/// eligible member.
 #[derive(Debug, Clone)]
 pub struct MatchResult {
     clients: Vec<u32>,
@@ -137,6 +139,7 @@ pub struct MatchResult {
     flags: Vec<u8>,
     sub_id_offsets: Vec<u32>,
     sub_ids: Vec<u32>,
+    shared_groups: Vec<u32>,
     unserved_groups: Vec<u32>,
 }
 
@@ -147,6 +150,8 @@ pub struct Delivery<'a> {
     pub qos: QoS,
     pub retain_as_published: bool,
     pub shared: bool,
+    /// The group id of a shared delivery.
+    pub group: Option<u32>,
     pub subscription_ids: &'a [u32],
 }
 
@@ -158,6 +163,7 @@ impl Default for MatchResult {
             flags: Vec::new(),
             sub_id_offsets: vec![0],
             sub_ids: Vec::new(),
+            shared_groups: Vec::new(),
             unserved_groups: Vec::new(),
         }
     }
@@ -175,6 +181,7 @@ impl MatchResult {
         self.sub_id_offsets.clear();
         self.sub_id_offsets.push(0);
         self.sub_ids.clear();
+        self.shared_groups.clear();
         self.unserved_groups.clear();
     }
 
@@ -216,11 +223,17 @@ impl MatchResult {
         &self.sub_ids
     }
 
+    /// The group ids of the shared rows, which are the last `shared_groups().len()`.
+    pub fn shared_groups(&self) -> &[u32] {
+        &self.shared_groups
+    }
+
     pub fn unserved_groups(&self) -> &[u32] {
         &self.unserved_groups
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Delivery<'_>> {
+        let first_shared = self.len() - self.shared_groups.len();
         (0..self.len()).map(move |i| {
             let (from, to) = (self.sub_id_offsets[i], self.sub_id_offsets[i + 1]);
             Delivery {
@@ -228,6 +241,7 @@ impl MatchResult {
                 qos: QoS::from_u8(self.qos[i]).unwrap_or_default(),
                 retain_as_published: self.flags[i] & DELIVERY_RETAIN_AS_PUBLISHED != 0,
                 shared: self.flags[i] & DELIVERY_SHARED != 0,
+                group: i.checked_sub(first_shared).map(|at| self.shared_groups[at]),
                 subscription_ids: &self.sub_ids[from as usize..to as usize],
             }
         })
@@ -319,6 +333,8 @@ pub struct SubscriptionIndex {
     /// Level id of "+", pinned for the index's lifetime.
     plus: u32,
     groups: Slab<Group>,
+    /// Serial of the next group created (see [`GroupRef`]).
+    next_group_serial: u32,
     clients: HashMap<u32, ClientRecord>,
     picker: Picker,
     subscriptions: usize,
@@ -341,6 +357,7 @@ impl SubscriptionIndex {
             trie,
             plus,
             groups: Slab::new(),
+            next_group_serial: 0,
             clients: HashMap::new(),
             picker: Picker::new(strategy),
             subscriptions: 0,
@@ -505,10 +522,71 @@ impl SubscriptionIndex {
                         0
                     };
                     out.push_row(member.id, member.qos(), DELIVERY_SHARED | rap);
+                    out.shared_groups.push(group);
                 }
                 None => out.unserved_groups.push(group),
             }
         }
+    }
+
+    /// The [`GroupRef`] of a live group id (as in `MatchResult::shared_groups`).
+    pub fn group_ref(&self, group: u32) -> Option<GroupRef> {
+        let state = self.groups.try_get(group)?;
+        (!state.name.is_empty()).then_some(GroupRef {
+            id: group,
+            serial: state.serial,
+        })
+    }
+
+    /// The live group `group` names, None once it was removed.
+    fn live_group(&self, group: GroupRef) -> Option<&Group> {
+        self.groups
+            .try_get(group.id)
+            .filter(|g| !g.name.is_empty() && g.serial == group.serial)
+    }
+
+    pub fn is_group_live(&self, group: GroupRef) -> bool {
+        self.live_group(group).is_some()
+    }
+
+    pub fn is_member(&self, group: GroupRef, client: u32) -> bool {
+        self.live_group(group)
+            .is_some_and(|g| g.members.find(Sub::key(0, client)).is_some())
+    }
+
+    /// The client ids of `group`'s members (none once the group is gone).
+    pub fn members(&self, group: GroupRef) -> impl Iterator<Item = u32> + '_ {
+        self.live_group(group)
+            .into_iter()
+            .flat_map(|g| g.members.as_slice().iter().map(|sub| sub.id))
+    }
+
+    /// Choose the member of `group` that receives a message of `publisher` on
+    /// `topic`, by the group's strategy, among members that are online, not excluded
+    /// by No Local, and for which `can_take(client)` holds. None when the group is
+    /// gone or no member qualifies.
+    pub fn pick_member(
+        &mut self,
+        group: GroupRef,
+        publisher: Option<u32>,
+        topic: &str,
+        can_take: impl Fn(u32) -> bool,
+    ) -> Option<Member> {
+        self.live_group(group)?;
+        let hash = match self.picker.strategy() {
+            ShareStrategy::HashTopic => topic_hash(topic),
+            _ => 0,
+        };
+        let clients = &self.clients;
+        let eligible = |member: &Sub| {
+            clients.get(&member.id).is_none_or(|r| !r.offline)
+                && !(member.no_local() && Some(member.id) == publisher)
+                && can_take(member.id)
+        };
+        let state = self.groups.get_mut(group.id);
+        self.picker
+            .pick(state, publisher, hash, eligible)
+            .map(Member::from)
     }
 
     /// `$share/{group}/{filter}` of a live group id (as reported in
@@ -634,7 +712,9 @@ impl SubscriptionIndex {
         if let Some(group) = self.find_group(location, name) {
             return Ok(group);
         }
-        let group = self.groups.insert(Group::new(name, location.0))?;
+        let serial = self.next_group_serial;
+        let group = self.groups.insert(Group::new(name, location.0, serial))?;
+        self.next_group_serial = serial.wrapping_add(1);
         self.list_mut(location).upsert(Sub {
             id: group,
             sub_id: 0,

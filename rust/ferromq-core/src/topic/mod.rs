@@ -24,7 +24,7 @@ pub use index::{
     Delivery, IndexError, IndexStats, MatchResult, SubscriptionIndex, DELIVERY_RETAIN_AS_PUBLISHED,
     DELIVERY_SHARED,
 };
-pub use shared::ShareStrategy;
+pub use shared::{GroupRef, Member, ShareStrategy};
 
 pub use validate::{
     parse_shared_filter, validate_topic_filter, validate_topic_name, SharedFilter, TopicError,

@@ -13,6 +13,11 @@
 //! reported as unserved and nobody is picked; the caller decides whether to queue the
 //! message for the group (see `MatchResult::unserved_groups`).
 //!
+//! A group also has a `serial`, unique over the index's lifetime: a [`GroupRef`]
+//! (slab id + serial) names one group even after its id is recycled, so the engine
+//! can hold on to a group across deliveries (the group queue, redistribution) and
+//! notice when the group it named is gone.
+//!
 //! Strategies, fixed per index:
 //! - `RoundRobin` (default): start after the last member chosen.
 //! - `Random`: start at a xorshift64* draw (deterministic seed, so tests replay).
@@ -35,22 +40,54 @@ pub enum ShareStrategy {
     Sticky,
 }
 
+/// A shared group as the engine holds it: the index's group id and the serial
+/// that tells this group from a later one reusing the id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GroupRef {
+    pub id: u32,
+    pub serial: u32,
+}
+
+/// The member chosen for one message, with its subscription's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    pub client: u32,
+    pub qos: crate::codec::QoS,
+    pub retain_as_published: bool,
+    /// 0 when the subscription has no identifier.
+    pub subscription_id: u32,
+}
+
+impl From<Sub> for Member {
+    fn from(sub: Sub) -> Member {
+        Member {
+            client: sub.id,
+            qos: crate::codec::QoS::from_u8(sub.qos()).unwrap_or_default(),
+            retain_as_published: sub.retain_as_published(),
+            subscription_id: sub.sub_id,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Group {
     /// Non-empty for a live group (group names are non-empty [MQTT-4.8.2-1]).
     pub(crate) name: Box<str>,
     /// Where the group's SHARED entry lives (a packed location of the index).
     pub(crate) location: u32,
+    /// Tells this group from earlier and later ones with the same id.
+    pub(crate) serial: u32,
     pub(crate) members: SubList,
     cursor: u32,
     sticky: Option<u32>,
 }
 
 impl Group {
-    pub(crate) fn new(name: &str, location: u32) -> Group {
+    pub(crate) fn new(name: &str, location: u32, serial: u32) -> Group {
         Group {
             name: name.into(),
             location,
+            serial,
             ..Group::default()
         }
     }

@@ -1,0 +1,287 @@
+//! Shared subscriptions in the engine: a message for a group is never lost because
+//! members come and go (MQTT 5.0 §4.8.2; 3.1.1 clients use the same `$share/` filters).
+//!
+//! The index chooses one member per group and message (`topic::shared`). Around that
+//! choice the engine keeps two things:
+//!
+//! - **The group queue.** A group with no member online (the index reports it
+//!   unserved) queues the message here, bounded by the session queue limit and drop
+//!   policy (every drop counted; QoS 0 is dropped unless `queue_qos0_offline`, as for
+//!   an offline session). While a group's queue holds messages, newer messages of the
+//!   group join its tail, so the group's order holds. The queue drains, front first,
+//!   through the group's strategy to members that can send at once (online,
+//!   writable, nothing queued in their session, window open): when a member
+//!   connects, subscribes, or an acknowledgement frees its window. Each drained
+//!   message gets the chosen member's QoS, Retain As Published and subscription
+//!   identifier.
+//! - **Redistribution.** A delivery made through a group remembers it
+//!   (`Outgoing::group`). When a member's connection ends (DISCONNECT, keep alive,
+//!   takeover, error) its QoS 1 deliveries sent and not acknowledged, then everything
+//!   of the group still queued in its session, go back to their group in their
+//!   original order: to another online member, or the group queue when none is
+//!   online. So each message is with one member at a time, and a group of persistent
+//!   sessions keeps receiving while members come and go. A QoS 2 delivery already
+//!   sent stays with its member: the spec makes the server complete it with that
+//!   client when it reconnects [MQTT-4.8.2-4] and never send it to another one if the
+//!   session ends first [MQTT-4.8.2-5] (the client may already have passed it on; a
+//!   second copy would break exactly once). A member that refused a delivery with a
+//!   reason code of 0x80 or more has ended that flow: it is not sent to anyone else
+//!   [MQTT-4.8.2-6].
+//!
+//! A group's queue is dropped (counted) when the group ends: its last member
+//! unsubscribed or its session ended. Deliveries of an ended group still with a
+//! member stay with it like any other. Retained messages are never sent on a shared
+//! subscription (`subscribe`).
+//!
+//! Cost: route pays one empty-map check per shared delivery while no group holds
+//! messages back; the drain pays O(members) per message it moves.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::codec::QoS;
+use crate::topic::{GroupRef, Member};
+
+use super::message::Message;
+use super::queue::{DeliveryQueue, Pushed};
+use super::session::Awaiting;
+use super::{Engine, Outgoing};
+
+/// The queues of the groups holding messages back; a group is here only while its
+/// queue is not empty.
+#[derive(Debug, Default)]
+pub(super) struct GroupQueues {
+    queues: HashMap<GroupRef, DeliveryQueue>,
+}
+
+impl GroupQueues {
+    /// Messages held back over all groups (a gauge for `Engine::stats`).
+    pub(super) fn len(&self) -> usize {
+        self.queues.values().map(DeliveryQueue::len).sum()
+    }
+}
+
+/// A group's message as its queue keeps it: the member's options are applied when
+/// one is chosen.
+fn held(message: Arc<Message>, group: GroupRef) -> Outgoing {
+    let qos = message.qos;
+    let mut out = Outgoing::new(message, qos, false, Vec::new());
+    out.group = Some(group);
+    out
+}
+
+/// The delivery of `message` to the chosen `member` of `group`.
+fn for_member(message: Arc<Message>, group: GroupRef, member: Member) -> Outgoing {
+    let qos = message.qos.min(member.qos);
+    let retain = message.retain && member.retain_as_published;
+    let ids = (member.subscription_id != 0)
+        .then_some(member.subscription_id)
+        .into_iter()
+        .collect();
+    let mut out = Outgoing::new(message, qos, retain, ids);
+    out.group = Some(group);
+    out
+}
+
+impl Engine {
+    /// Route's delivery to the member the index chose for group id `group`. While
+    /// the group holds messages back this one goes behind them instead.
+    pub(super) fn deliver_shared(
+        &mut self,
+        group: u32,
+        session: u32,
+        mut out: Outgoing,
+        now: u64,
+    ) -> bool {
+        let Some(group) = self.index.group_ref(group) else {
+            return self.deliver(session, out, now);
+        };
+        if self.group_queues.queues.contains_key(&group) {
+            let queued = self.hold_for_group(group, out.message, now);
+            self.drain_group(group, now);
+            return queued;
+        }
+        out.group = Some(group);
+        self.deliver(session, out, now)
+    }
+
+    /// Route found no online member of group id `group`: hold the message.
+    pub(super) fn queue_for_group(&mut self, group: u32, message: &Arc<Message>, now: u64) -> bool {
+        match self.index.group_ref(group) {
+            Some(group) => self.hold_for_group(group, message.clone(), now),
+            None => false,
+        }
+    }
+
+    /// Put `message` at the tail of `group`'s queue. False when it was dropped.
+    fn hold_for_group(&mut self, group: GroupRef, message: Arc<Message>, now: u64) -> bool {
+        let offline_qos0 = message.qos == QoS::AtMostOnce && !self.config.queue_qos0_offline;
+        if offline_qos0 || message.is_expired(now) || !self.index.is_group_live(group) {
+            self.stats.publish_dropped += 1;
+            return false;
+        }
+        let limit = usize::from(self.config.queue_limit);
+        let policy = self.config.drop_policy;
+        let queue = self.group_queues.queues.entry(group).or_default();
+        let pushed = queue.push(held(message, group), limit, policy);
+        if queue.is_empty() {
+            self.group_queues.queues.remove(&group);
+        }
+        match pushed {
+            Pushed::Queued => true,
+            Pushed::QueuedDropping(_) => {
+                self.stats.publish_dropped += 1;
+                true
+            }
+            Pushed::Refused => {
+                self.stats.publish_dropped += 1;
+                false
+            }
+        }
+    }
+
+    /// Drain the queues of the groups `session` belongs to (its window may have
+    /// room now).
+    pub(super) fn drain_groups_of(&mut self, session: u32, now: u64) {
+        if self.group_queues.queues.is_empty() {
+            return;
+        }
+        let groups: Vec<GroupRef> = self
+            .group_queues
+            .queues
+            .keys()
+            .copied()
+            .filter(|&group| self.index.is_member(group, session))
+            .collect();
+        for group in groups {
+            self.drain_group(group, now);
+        }
+    }
+
+    /// Hand `group`'s queued messages, front first, to members that can send at
+    /// once, chosen by the group's strategy; stop when none can.
+    fn drain_group(&mut self, group: GroupRef, now: u64) {
+        let mut ready = Vec::new();
+        loop {
+            let Some(front) = self
+                .group_queues
+                .queues
+                .get(&group)
+                .and_then(DeliveryQueue::front)
+            else {
+                return;
+            };
+            let message = front.message.clone();
+            ready.clear();
+            ready.extend(
+                self.index
+                    .members(group)
+                    .filter(|&member| self.can_send_now(member)),
+            );
+            let Some(member) =
+                self.index
+                    .pick_member(group, message.publisher, &message.topic, |client| {
+                        ready.contains(&client)
+                    })
+            else {
+                return;
+            };
+            let queue = self.group_queues.queues.get_mut(&group);
+            queue.and_then(DeliveryQueue::pop);
+            if self
+                .group_queues
+                .queues
+                .get(&group)
+                .is_some_and(DeliveryQueue::is_empty)
+            {
+                self.group_queues.queues.remove(&group);
+            }
+            self.deliver(member.client, for_member(message, group, member), now);
+        }
+    }
+
+    /// The session is online and a QoS 1/2 delivery to it would be sent now.
+    fn can_send_now(&self, session: u32) -> bool {
+        let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
+            return false;
+        };
+        state.conn.is_some_and(|conn| {
+            state.queue.is_empty() && self.is_writable(conn) && self.window_open(session, conn)
+        })
+    }
+
+    /// The session's connection ended (it is offline in the index): send its
+    /// unacknowledged shared deliveries back to their groups, in order.
+    pub(super) fn release_shared(&mut self, session: u32, now: u64) {
+        let index = &self.index;
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        // A delivery of a group that has ended stays with its session.
+        let releasable = |out: &Outgoing| out.group.is_some_and(|g| index.is_group_live(g));
+        let mut released = Vec::new();
+        for packet_id in state.inflight_in_order() {
+            // QoS 2 stays with its member [MQTT-4.8.2-4, 4.8.2-5].
+            let shared_qos1 = matches!(
+                &state.inflight[&packet_id].awaiting,
+                Awaiting::PubAck(out) if releasable(out)
+            );
+            if let Some(Awaiting::PubAck(out)) = shared_qos1
+                .then(|| state.inflight.remove(&packet_id))
+                .flatten()
+                .map(|entry| entry.awaiting)
+            {
+                released.push(out);
+            }
+        }
+        released.extend(state.queue.take_where(releasable));
+        self.stats.shared_released += released.len() as u64;
+        for out in released {
+            // The member's stored copy goes; the next holder journals its own.
+            self.journal_removed(session, &out);
+            if let Some(group) = out.group {
+                self.redispatch(group, out.message, now);
+            }
+        }
+    }
+
+    /// Send a released message to another online member of `group`, or hold it.
+    fn redispatch(&mut self, group: GroupRef, message: Arc<Message>, now: u64) {
+        if self.group_queues.queues.contains_key(&group) {
+            self.hold_for_group(group, message, now);
+            self.drain_group(group, now);
+            return;
+        }
+        let member = self
+            .index
+            .pick_member(group, message.publisher, &message.topic, |_| true);
+        match member {
+            Some(member) => {
+                self.deliver(member.client, for_member(message, group, member), now);
+            }
+            None => {
+                self.hold_for_group(group, message, now);
+            }
+        }
+    }
+
+    /// Drop (counted) the queues of groups that ended.
+    pub(super) fn forget_removed_groups(&mut self) {
+        if self.group_queues.queues.is_empty() {
+            return;
+        }
+        let index = &self.index;
+        let stats = &mut self.stats;
+        self.group_queues.queues.retain(|&group, queue| {
+            let live = index.is_group_live(group);
+            if !live {
+                stats.publish_dropped += queue.len() as u64;
+            }
+            live
+        });
+    }
+}
