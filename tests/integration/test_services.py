@@ -7,6 +7,10 @@ broker runs under either."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -192,3 +196,58 @@ def test_kafka_acks_all_then_group_resumes_from_committed_offset(
     assert read == [b"m0", b"m1", b"m2", b"m3"]
     assert committed == 4
     assert rest == [(i, f"m{i}".encode()) for i in range(4, 10)]
+
+
+# ---- the module itself ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("start", "missing"),
+    [
+        (services.start_redis, "`redis-server` is not on PATH: install it with `apt-get install"),
+        (services.start_kafka, "`java` is not on PATH: install it with `apt-get install"),
+    ],
+)
+def test_missing_prerequisite_is_named_with_its_install_command(
+    start: Callable[[Path], services.Service],
+    missing: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(services.ServiceUnavailable, match=re.escape(missing)):
+        start(tmp_path)
+
+
+def test_cli_starts_both_for_the_shell_and_stops_what_it_recorded(tmp_path: Path) -> None:
+    def cli(action: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, services.__file__, action, "--state-dir", str(tmp_path)]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    async def answers(redis_url: str, kafka_bootstrap: str) -> list[str]:
+        client = aioredis.from_url(redis_url)
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        try:
+            await admin.start()
+            topics = await admin.list_topics()
+            return [str(await client.ping()), type(topics).__name__]
+        finally:
+            await admin.close()
+            await client.aclose()
+
+    started = cli("start")
+    recorded = {p.stem: json.loads(p.read_text())["pid"] for p in tmp_path.glob("*.json")}
+    try:
+        assert started.returncode == 0, started.stderr
+        exports = dict(
+            line.removeprefix("export ").split("=", 1) for line in started.stdout.splitlines()
+        )
+        assert set(recorded) == {"redis", "kafka"}
+        assert set(exports) == {services.REDIS_ENV, services.KAFKA_ENV}
+        replies = asyncio.run(answers(exports[services.REDIS_ENV], exports[services.KAFKA_ENV]))
+        assert replies == ["True", "list"]
+    finally:
+        stopped = cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert [name for name, pid in recorded.items() if services.pid_alive(pid)] == []
+    assert list(tmp_path.glob("*.json")) == []
