@@ -96,9 +96,12 @@ def _session_service(
     try:
         service = start(tmp_path_factory.mktemp(env_var.lower()))
     except services.ServiceUnavailable as error:
-        pytest.fail(str(error), pytrace=False)
-    yield service.address
-    service.stop()
+        unavailable = str(error)
+    else:
+        yield service.address
+        service.stop()
+        return
+    pytest.fail(unavailable, pytrace=False)
 
 
 @pytest.fixture(scope="session")
