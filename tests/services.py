@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KAFKA_VERSION = "3.9.1"
-KAFKA_POM = Path(__file__).resolve().parent.parent / "scripts" / "kafka" / "pom.xml"
+KAFKA_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
+KAFKA_POM = KAFKA_SCRIPTS / "pom.xml"
+KAFKA_LOG4J = KAFKA_SCRIPTS / "log4j.properties"
 # The broker's JVM: a small heap (2-core, shared machine). The short-lived StorageTool
 # also stops at the C1 compiler, which starts it about a third faster.
 KAFKA_JVM = ("-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true")
@@ -280,9 +282,7 @@ def start_kafka(directory: Path) -> KafkaServer:
     port, controller_port = free_ports(2)
     properties = workdir / "server.properties"
     properties.write_text(_kafka_properties(workdir / "data", port, controller_port))
-    log4j = workdir / "log4j.properties"
-    log4j.write_text(_LOG4J.format(log=workdir / "kafka.log"))
-    jvm = [java, f"-Dlog4j.configuration=file:{log4j}", "-cp", classpath]
+    jvm = [java, f"-Dlog4j.configuration=file:{KAFKA_LOG4J}", "-cp", classpath]
     log_path = workdir / "kafka.log"
     format_storage = [
         *jvm, *STORAGE_TOOL_JVM, "kafka.tools.StorageTool", "format", "--ignore-formatted",
@@ -294,7 +294,7 @@ def start_kafka(directory: Path) -> KafkaServer:
             f"Kafka StorageTool format failed:\n{formatted.stdout}{formatted.stderr}"
         )
     broker = [*jvm, *KAFKA_JVM, "kafka.Kafka", str(properties)]
-    pid = _spawn(broker, workdir, workdir / "stdout.log")
+    pid = _spawn(broker, workdir, log_path)
     server = KafkaServer("kafka", pid, f"127.0.0.1:{port}", log_path)
     _wait_ready(server, lambda: _kafka_lists_topics(server.address), READY_TIMEOUT)
     return server
@@ -326,15 +326,6 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=1
 group.initial.rebalance.delay.ms=0
-"""
-
-
-_LOG4J = """\
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File={log}
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
 
 
