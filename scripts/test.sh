@@ -7,19 +7,33 @@
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
 #
 # Services and Debian packages come from apt-get; Python packages from pip into
-# .venv (cached in ~/.cache/pip); Rust crates from crates.io (cached in ~/.cargo).
+# .venv (cached in ~/.cache/pip); Rust crates from crates.io (cached in ~/.cargo);
+# Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 FUZZ_SECONDS=${FERROMQ_FUZZ_SECONDS:-45}
+FUZZ_WORK=""
+SERVICES_DIR=""
 
 step() { printf '\n==== %s\n' "$*"; }
+
+on_exit() {
+    if [ -n "$SERVICES_DIR" ]; then
+        "$ROOT/.venv/bin/python" tests/services.py stop --state-dir "$SERVICES_DIR" || true
+    fi
+    rm -rf "$FUZZ_WORK" "$SERVICES_DIR"
+}
+trap on_exit EXIT
 
 step "system packages"
 need_apt=()
 command -v mosquitto >/dev/null || need_apt+=(mosquitto)
 command -v mosquitto_pub >/dev/null || need_apt+=(mosquitto-clients)
 command -v taskset >/dev/null || need_apt+=(util-linux)
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need_apt+=(maven)
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -30,6 +44,12 @@ if command -v systemctl >/dev/null && systemctl is-active --quiet mosquitto 2>/d
     systemctl stop mosquitto || true
 fi
 pkill -x mosquitto 2>/dev/null || true
+# Likewise the system-wide redis-server; tests/services.py starts its own.
+if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
+    systemctl disable --now redis-server || true
+elif [ -x /etc/init.d/redis-server ]; then
+    /etc/init.d/redis-server stop >/dev/null 2>&1 || true
+fi
 
 step "python environment"
 PYTHON=${PYTHON:-python3}
@@ -63,7 +83,6 @@ cargo test --workspace --quiet
 step "fuzz: decoder for ${FUZZ_SECONDS}s"
 FUZZ_DIR=rust/ferromq-core/fuzz
 FUZZ_WORK=$(mktemp -d)
-trap 'rm -rf "$FUZZ_WORK"' EXIT
 if rustup toolchain list | grep -q '^nightly'; then
     FUZZ=(cargo +nightly fuzz)
 else
@@ -73,6 +92,13 @@ else
 fi
 (cd "$FUZZ_DIR" && "${FUZZ[@]}" run decode "$FUZZ_WORK" corpus/decode -- \
     -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 | tail -n 5)
+
+step "services: Redis and single-node Kafka (KRaft) for the persistence tests"
+# Started once for the whole pytest run (the fixtures read these variables), stopped by
+# on_exit. The first run resolves Kafka from Maven Central; later runs use the cache.
+SERVICES_DIR=$(mktemp -d)
+service_env=$(python tests/services.py start --state-dir "$SERVICES_DIR")
+eval "$service_env"
 
 step "python tests"
 (cd /tmp && python -m pytest "$ROOT/tests" -p no:cacheprovider -q)

@@ -1,6 +1,7 @@
 """Shared fixtures: a real `ferromq serve` process on a free loopback port, run once
 under uvloop and once under stdlib asyncio (STYLE.md: every integration test runs
-under both loops)."""
+under both loops); session-wide real Redis and Kafka (`redis_url`, `kafka_bootstrap`,
+started by tests/services.py)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests import services
+from tests.services import free_port
 
 
 @dataclass
@@ -89,3 +86,37 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBr
     running = start_broker(tmp_path, request.param)
     yield running
     running.stop()
+
+
+def _session_service(
+    env_var: str,
+    start: Callable[[Path], services.Service],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """The address in env_var (scripts/test.sh started the service), or else a service
+    started here on first use and stopped at session end. A missing prerequisite fails."""
+    preset = os.environ.get(env_var)
+    if preset:
+        yield preset
+        return
+    try:
+        service = start(tmp_path_factory.mktemp(env_var.lower()))
+    except services.ServiceUnavailable as error:
+        unavailable = str(error)
+    else:
+        yield service.address
+        service.stop()
+        return
+    pytest.fail(unavailable, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """redis://host:port/0 of a real redis-server (tests/services.py)."""
+    yield from _session_service(services.REDIS_ENV, services.start_redis, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """host:port of a real single-node KRaft Kafka (tests/services.py)."""
+    yield from _session_service(services.KAFKA_ENV, services.start_kafka, tmp_path_factory)

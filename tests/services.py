@@ -1,0 +1,400 @@
+"""Real Redis and real Kafka for the persistence tests and benchmarks (issue 7 item 6).
+
+Each service runs as its own process on free loopback ports, with every file it writes
+under the directory it is given, and is ready only when it answers a real request:
+
+- Redis: Debian's `redis-server`, no RDB snapshots and no AOF unless asked for
+  (`appendonly=True`), ready when it answers PING.
+- Kafka: one KRaft node (broker and controller in one JVM, PLAINTEXT) run on the
+  machine's Java from Maven Central artifacts. `scripts/kafka/pom.xml` is resolved once per
+  version with `mvn dependency:copy-dependencies` into ~/.cache/ferromq/kafka-<version>/libs
+  (~/.m2 is Maven's own cache), so only the first run downloads. Start = write
+  server.properties, `StorageTool format`, `kafka.Kafka`; ready when aiokafka's admin client
+  lists topics (the metadata path answers).
+
+Stopping is SIGTERM (Redis and Kafka both shut down cleanly on it), then SIGKILL after a
+grace period. A missing prerequisite raises `ServiceUnavailable` naming it and how to
+install it; the pytest fixtures turn that into a failure, never a skip.
+
+Two faces:
+- importable: `start_redis(dir) -> RedisServer` (`.url`, `.stop()`) and
+  `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`), used by the session fixtures
+  in tests/conftest.py and by benches;
+- a CLI for scripts/test.sh, whose services outlive the command that started them:
+  `python tests/services.py start --state-dir DIR` starts both, records each one's pid in
+  DIR/<name>.json once it is ready (a start that fails or is interrupted stops what it
+  spawned itself) and prints `export FERROMQ_TEST_REDIS_URL=...` and
+  `export FERROMQ_TEST_KAFKA_BOOTSTRAP=...` for the shell to `eval`;
+  `python tests/services.py stop --state-dir DIR` stops whatever DIR records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+KAFKA_VERSION = "3.9.1"
+KAFKA_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
+KAFKA_POM = KAFKA_SCRIPTS / "pom.xml"
+KAFKA_LOG4J = KAFKA_SCRIPTS / "log4j.properties"
+# The broker's JVM: a small heap (2-core, shared machine). The short-lived StorageTool
+# also stops at the C1 compiler, which starts it about a third faster.
+KAFKA_JVM = ("-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true")
+STORAGE_TOOL_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1")
+REDIS_ENV = "FERROMQ_TEST_REDIS_URL"
+KAFKA_ENV = "FERROMQ_TEST_KAFKA_BOOTSTRAP"
+READY_TIMEOUT = 60.0
+STOP_GRACE = 20.0
+
+# Children this process spawned, by pid: waited on directly. A pid read from a state file
+# (started by an earlier `start` command) is polled instead.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class ServiceUnavailable(RuntimeError):
+    """A prerequisite is missing or the service did not come up; the message says which."""
+
+
+def free_ports(count: int) -> list[int]:
+    """count distinct free loopback ports (all held open together while chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+@dataclass
+class Service:
+    name: str
+    pid: int
+    address: str
+    log_path: Path
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def running(self) -> bool:
+        return pid_alive(self.pid)
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        _terminate(self.pid, grace)
+
+    def record(self, state_dir: Path) -> None:
+        state = {"pid": self.pid, "address": self.address, "log": str(self.log_path)}
+        (state_dir / f"{self.name}.json").write_text(json.dumps(state))
+
+
+@dataclass
+class RedisServer(Service):
+    @property
+    def url(self) -> str:
+        return self.address
+
+
+@dataclass
+class KafkaServer(Service):
+    @property
+    def bootstrap(self) -> str:
+        return self.address
+
+
+# ---- processes --------------------------------------------------------------------------
+
+
+def _require(binary: str, install: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        raise ServiceUnavailable(f"`{binary}` is not on PATH: install it with `{install}`")
+    return path
+
+
+def _spawn(argv: list[str], cwd: Path, log_path: Path) -> int:
+    # A session of its own: a Ctrl-C in the terminal that ran `start` does not reach it,
+    # and the CLI's services outlive the CLI.
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    _children[process.pid] = process
+    return process.pid
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether pid runs: a child of ours is polled, any other pid looked up in /proc."""
+    child = _children.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        # A zombie (exited, not yet reaped by whoever adopted it) counts as stopped.
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _terminate(pid: int, grace: float) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not pid_alive(pid):
+            break
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    child = _children.pop(pid, None)
+    if child is not None:
+        child.wait()
+
+
+def _wait_ready(service: Service, ready: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not service.running():
+                raise ServiceUnavailable(
+                    f"{service.name} exited while starting; {service.log_path}:\n"
+                    f"{service.log_tail()}"
+                )
+            if ready():
+                return
+            time.sleep(0.05)
+    except BaseException:  # a failed or interrupted start leaves nothing running
+        service.stop()
+        raise
+    service.stop()
+    raise ServiceUnavailable(
+        f"{service.name} was not ready after {timeout:.0f} s; {service.log_path}:\n"
+        f"{service.log_tail()}"
+    )
+
+
+# ---- Redis ------------------------------------------------------------------------------
+
+
+def start_redis(directory: Path, *, appendonly: bool = False) -> RedisServer:
+    """Start redis-server with its files under directory/redis (an AOF only if asked)."""
+    binary = _require("redis-server", "apt-get install redis-server")
+    workdir = directory / "redis"
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log_path = workdir / "redis.log"
+    argv = [
+        binary,
+        "--bind", "127.0.0.1",
+        "--port", str(port),
+        "--dir", str(workdir),
+        "--save", "",
+        "--appendonly", "yes" if appendonly else "no",
+        "--appendfsync", "always",
+        "--daemonize", "no",
+        "--logfile", "",
+    ]  # fmt: skip
+    pid = _spawn(argv, workdir, log_path)
+    server = RedisServer("redis", pid, f"redis://127.0.0.1:{port}/0", log_path)
+    _wait_ready(server, lambda: _redis_answers_ping(port), READY_TIMEOUT)
+    return server
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
+
+
+def _redis_answers_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+# ---- Kafka ------------------------------------------------------------------------------
+
+
+def kafka_libs(version: str = KAFKA_VERSION) -> Path:
+    """The Kafka class path directory, resolved from Maven Central on first use."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    libs = cache / "ferromq" / f"kafka-{version}" / "libs"
+    if libs.is_dir():
+        return libs
+    mvn = _require("mvn", "apt-get install maven")
+    # Resolve into a private directory, then rename: a half-finished download is never
+    # taken for the cache, and two concurrent first runs both end with a whole one.
+    partial = libs.with_name(f"libs.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    command = [
+        mvn, "-q", "-B", "-f", str(KAFKA_POM), f"-Dkafka.version={version}",
+        "dependency:copy-dependencies", "-DincludeScope=runtime",
+        f"-DoutputDirectory={partial}",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0 or not any(partial.glob(f"kafka_2.13-{version}.jar")):
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ServiceUnavailable(
+            f"could not resolve Kafka {version} from Maven Central "
+            f"({' '.join(command)}):\n{result.stdout}{result.stderr}"
+        )
+    try:
+        partial.rename(libs)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)  # another run finished first
+    return libs
+
+
+def start_kafka(directory: Path) -> KafkaServer:
+    """Start a single KRaft node with its data and logs under directory/kafka."""
+    java = _require("java", "apt-get install openjdk-17-jre-headless")
+    classpath = f"{kafka_libs()}/*"
+    workdir = directory / "kafka"
+    workdir.mkdir(parents=True, exist_ok=True)
+    port, controller_port = free_ports(2)
+    properties = workdir / "server.properties"
+    properties.write_text(_kafka_properties(workdir / "data", port, controller_port))
+    jvm = [java, f"-Dlog4j.configuration=file:{KAFKA_LOG4J}", "-cp", classpath]
+    log_path = workdir / "kafka.log"
+    format_storage = [
+        *jvm, *STORAGE_TOOL_JVM, "kafka.tools.StorageTool", "format", "--ignore-formatted",
+        "--cluster-id", _kafka_cluster_id(), "--config", str(properties),
+    ]  # fmt: skip
+    formatted = subprocess.run(format_storage, capture_output=True, text=True, check=False)
+    if formatted.returncode != 0:
+        raise ServiceUnavailable(
+            f"Kafka StorageTool format failed:\n{formatted.stdout}{formatted.stderr}"
+        )
+    broker = [*jvm, *KAFKA_JVM, "kafka.Kafka", str(properties)]
+    pid = _spawn(broker, workdir, log_path)
+    server = KafkaServer("kafka", pid, f"127.0.0.1:{port}", log_path)
+    _wait_ready(server, lambda: _kafka_lists_topics(server.address), READY_TIMEOUT)
+    return server
+
+
+def _kafka_cluster_id() -> str:
+    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _kafka_properties(data: Path, port: int, controller_port: int) -> str:
+    return f"""\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{controller_port}
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={data}
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+group.initial.rebalance.delay.ms=0
+"""
+
+
+def _kafka_lists_topics(bootstrap: str) -> bool:
+    host, port = bootstrap.rsplit(":", 1)
+    if not _accepts(host, int(port)):  # not listening yet: skip the client's error log
+        return False
+    try:
+        from aiokafka.admin import AIOKafkaAdminClient
+    except ImportError as error:
+        raise ServiceUnavailable(
+            "aiokafka is not installed: install it with `pip install 'ferromq[kafka]'`"
+        ) from error
+
+    async def lists_topics() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000)
+        try:
+            await admin.start()
+            await admin.list_topics()
+            return True
+        except Exception:  # not up yet: connection refused, no metadata, timeout
+            return False
+        finally:
+            await admin.close()
+
+    return asyncio.run(lists_topics())
+
+
+# ---- CLI --------------------------------------------------------------------------------
+
+
+def _cli_start(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    exports = []
+    for start, env in ((start_redis, REDIS_ENV), (start_kafka, KAFKA_ENV)):
+        began = time.monotonic()
+        service = start(state_dir)
+        service.record(state_dir)
+        print(
+            f"{service.name} ready at {service.address} in "
+            f"{time.monotonic() - began:.1f} s (pid {service.pid})",
+            file=sys.stderr,
+        )
+        exports.append(f"export {env}={shlex.quote(service.address)}")
+    print("\n".join(exports))
+
+
+def _cli_stop(state_dir: Path) -> None:
+    for state_file in sorted(state_dir.glob("*.json")):
+        pid = json.loads(state_file.read_text())["pid"]
+        _terminate(pid, STOP_GRACE)
+        state_file.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("start", "stop"))
+    parser.add_argument("--state-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "start":
+            _cli_start(args.state_dir)
+        else:
+            _cli_stop(args.state_dir)
+    except ServiceUnavailable as error:
+        print(f"services: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
