@@ -127,7 +127,7 @@ class Broker:
         elif kind == "authenticate":
             # The engine asks Python only when configured to; with no authentication
             # provider configured every CONNECT is accepted in Rust.
-            self.engine.complete_connect(conn, 0, self.hub.now())
+            self.engine.complete_auth(conn, event[2], 0, self.hub.now())
 
     async def _tick_forever(self) -> None:
         while True:

@@ -21,6 +21,8 @@ pub struct Harness {
     pub closed: Vec<ConnId>,
     /// `Rejected` events: (connection, reason, detail).
     pub rejected: Vec<(ConnId, ReasonCode, &'static str)>,
+    /// `Authenticate` and `Auth` events, for Python's part to answer.
+    pub auth_events: Vec<Event>,
 }
 
 pub struct Client {
@@ -39,6 +41,7 @@ impl Harness {
             inbox: HashMap::new(),
             closed: Vec::new(),
             rejected: Vec::new(),
+            auth_events: Vec::new(),
         }
     }
 
@@ -55,7 +58,7 @@ impl Harness {
                     reason,
                     detail,
                 } => self.rejected.push((conn, reason, detail)),
-                Event::Authenticate { .. } => {}
+                Event::Authenticate { .. } | Event::Auth { .. } => self.auth_events.push(event),
             }
         }
     }
