@@ -19,6 +19,7 @@ from typing import Any
 
 from ferromq._core import Engine
 from ferromq._protocol import IOHub, MqttProtocol, ReadArena
+from ferromq.auth import AuthGate, provider_from_config
 from ferromq.config import Config
 from ferromq.log import log_event
 from ferromq.sys_topics import sys_messages
@@ -45,6 +46,7 @@ def engine_from_config(config: Config) -> Engine:
         persistent_session_expiry=session.default_session_expiry_v311 or NEVER_EXPIRES,
         max_client_id_length=limits.max_client_id_length,
         write_high_water=limits.write_buffer_high_water,
+        authenticate=config.auth.users_file is not None,
     )
 
 
@@ -55,6 +57,8 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
+        self._provider = provider_from_config(config.auth)
+        self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.addresses: list[tuple[str, int]] = []
 
@@ -73,6 +77,8 @@ class Broker:
             self.config.limits.write_buffer_high_water,
         )
         hub = self._hub
+        if self._provider is not None:
+            self.auth = AuthGate(self.engine, hub, self._provider)
         for listener in self.config.listeners:
             server = await loop.create_server(
                 lambda: MqttProtocol(hub),
@@ -124,10 +130,10 @@ class Broker:
                 reason=f"0x{code:02X} {name}",
                 detail=detail,
             )
-        elif kind == "authenticate":
-            # The engine asks Python only when configured to; with no authentication
-            # provider configured every CONNECT is accepted in Rust.
-            self.engine.complete_auth(conn, event[2], 0, self.hub.now())
+        elif self.auth is not None:
+            # "authenticate" and "auth": only with [auth] users_file; without it the
+            # engine accepts every CONNECT itself.
+            self.auth.on_event(event)
 
     async def _tick_forever(self) -> None:
         while True:
