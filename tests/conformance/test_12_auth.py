@@ -61,7 +61,10 @@ def scram_connect(
             "protocol_version": V5,
             "client_id": client_id,
             "clean_start": True,
-            "properties": [("authentication_method", SCRAM), ("authentication_data", scram.first())],
+            "properties": [
+                ("authentication_method", SCRAM),
+                ("authentication_data", scram.first()),
+            ],
         }
     )
     challenge = client.recv()
@@ -111,6 +114,7 @@ def test_scram_wrong_password_is_refused_with_0x86(auth_broker: RunningBroker) -
 def test_scram_unknown_user_is_refused_like_a_wrong_password(auth_broker: RunningBroker) -> None:
     client, _, connack = scram_connect(auth_broker, "scram3", "mallory", PASSWORD)
     assert connack["reason_code"] == 0x86, connack
+    assert closed_with(client) == []
 
 
 def test_unknown_method_is_refused_with_0x8c(auth_broker: RunningBroker) -> None:
@@ -151,7 +155,10 @@ def test_auth_with_another_method_is_a_protocol_error(auth_broker: RunningBroker
             "protocol_version": V5,
             "client_id": "mm",
             "clean_start": True,
-            "properties": [("authentication_method", SCRAM), ("authentication_data", scram.first())],
+            "properties": [
+                ("authentication_method", SCRAM),
+                ("authentication_data", scram.first()),
+            ],
         }
     )
     challenge = client.recv()
@@ -163,7 +170,7 @@ def test_auth_with_another_method_is_a_protocol_error(auth_broker: RunningBroker
 
 
 def test_reauthentication_succeeds_while_messages_flow(auth_broker: RunningBroker) -> None:
-    client, scram, connack = scram_connect(auth_broker, "re1", "alice", PASSWORD)
+    client, _, connack = scram_connect(auth_broker, "re1", "alice", PASSWORD)
     assert connack["reason_code"] == 0
     publisher, _, _ = scram_connect(auth_broker, "re1-pub", "bob", "bobs")
     subscribe(client, "t")

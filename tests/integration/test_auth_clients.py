@@ -21,9 +21,20 @@ from tests.conftest import RunningBroker, ferromq_command, start_broker
 USERS = {"sensor": ("s3nsor pw", "device"), "dashboard": ("dash pw", "application")}
 
 
-def users_add(path: Path, name: str, password: str, *options: str) -> subprocess.CompletedProcess[str]:
+def users_add(
+    path: Path, name: str, password: str, *options: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*ferromq_command(), "users", "add", name, "--password-stdin", "--file", str(path), *options],
+        [
+            *ferromq_command(),
+            "users",
+            "add",
+            name,
+            "--password-stdin",
+            "--file",
+            str(path),
+            *options,
+        ],
         input=password + "\n",
         capture_output=True,
         text=True,

@@ -601,7 +601,7 @@ def test_auth_is_off_by_default_and_loads_from_file_and_environment(tmp_path: Pa
             '[auth]\nmethods = ["scram-sha-256"]\n',
             'auth.methods: expected names among "SCRAM-SHA-256", got "scram-sha-256"',
         ),
-        ('[auth]\nmethods = "SCRAM-SHA-256"\n', 'auth.methods: expected an array of strings'),
+        ('[auth]\nmethods = "SCRAM-SHA-256"\n', "auth.methods: expected an array of strings"),
         ("[auth]\nallow_anonymous = 1\n", "auth.allow_anonymous: expected a boolean"),
         (
             "[auth]\nallow_anonymous = false\n",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 
 import pytest
+from tests.scram_client import ScramClient
 
 from ferromq.auth.scram import ScramAuthFailed, ScramCredential, ScramError, ScramServer, saslprep
-from tests.scram_client import ScramClient
 
 # RFC 7677 §3.
 CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"
@@ -71,7 +71,13 @@ def test_unknown_user_gets_a_stable_salt() -> None:
 
 @pytest.mark.parametrize(
     "client_first",
-    [b"p=tls-unique,,n=user,r=x", b"n,a=admin,n=user,r=x", b"n,,r=x", b"n,,n=,r=x", b"n,,n=a=b,r=x"],
+    [
+        b"p=tls-unique,,n=user,r=x",
+        b"n,a=admin,n=user,r=x",
+        b"n,,r=x",
+        b"n,,n=,r=x",
+        b"n,,n=a=b,r=x",
+    ],
 )
 def test_malformed_client_first_is_refused(client_first: bytes) -> None:
     with pytest.raises(ScramError):

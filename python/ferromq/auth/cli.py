@@ -74,9 +74,7 @@ def register(commands: Any) -> None:
     )
     add.add_argument("name", help="the user name clients send in CONNECT")
     add.add_argument("--file", type=Path, required=True, help="the users file (TOML)")
-    add.add_argument(
-        "--password-stdin", action="store_true", help="read the password from stdin"
-    )
+    add.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     add.add_argument(
         "--client-type",
         choices=CLIENT_TYPES,

@@ -50,7 +50,7 @@ fn auth(reason: ReasonCode, method: &str, data: &[u8]) -> Packet {
     Packet::Auth(packet)
 }
 
-/// The one pending event's (connection, token), removed from the harness.
+/// The one pending authentication event, removed from the harness.
 fn take_event(h: &mut Harness) -> Event {
     assert_eq!(h.auth_events.len(), 1, "{:?}", h.auth_events);
     h.auth_events.remove(0)
@@ -71,7 +71,7 @@ fn start(h: &mut Harness, connect: Connect) -> (Client, u64) {
     (client, token_of(&event))
 }
 
-fn property<'a>(properties: &'a [Property], id: u8) -> Option<&'a Property> {
+fn property(properties: &[Property], id: u8) -> Option<&Property> {
     properties.iter().find(|p| p.id() == id)
 }
 
