@@ -2,6 +2,7 @@
 
 Python's part is per event: it builds the engine from the config, opens the
 listeners (each socket gets a Cython ``MqttProtocol`` that feeds the engine),
+hands authentication events to the ``AuthGate`` when ``[auth]`` names a users file,
 ticks the engine's clock, publishes $SYS on its interval and stops cleanly. It
 never touches a message on the way through (docs/architecture.md).
 
