@@ -2,6 +2,7 @@
 
 Python's part is per event: it builds the engine from the config, opens the
 listeners (each socket gets a Cython ``MqttProtocol`` that feeds the engine),
+hands authentication events to the ``AuthGate`` when ``[auth]`` names a users file,
 ticks the engine's clock, publishes $SYS on its interval and stops cleanly. It
 never touches a message on the way through (docs/architecture.md).
 
@@ -25,6 +26,7 @@ from typing import Any
 
 from ferromq._core import Engine
 from ferromq._protocol import IOHub, MqttProtocol, ReadArena
+from ferromq.auth import AuthGate, provider_from_config
 from ferromq.config import Config
 from ferromq.log import log_event
 from ferromq.storage import Store
@@ -56,6 +58,7 @@ def engine_from_config(config: Config) -> Engine:
         write_high_water=limits.write_buffer_high_water,
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
+        authenticate=config.auth.users_file is not None,
     )
 
 
@@ -79,6 +82,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
+        self._provider = provider_from_config(config.auth)
+        self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.addresses: list[tuple[str, int]] = []
 
@@ -107,6 +112,8 @@ class Broker:
                 self.config.storage.flush_interval_ms / 1000,
             )
             self._persister.start()
+        if self._provider is not None:
+            self.auth = AuthGate(self.engine, hub, self._provider)
         for listener in self.config.listeners:
             server = await loop.create_server(
                 lambda: MqttProtocol(hub),
@@ -191,10 +198,10 @@ class Broker:
                 reason=f"0x{code:02X} {name}",
                 detail=detail,
             )
-        elif kind == "authenticate":
-            # The engine asks Python only when configured to; with no authentication
-            # provider configured every CONNECT is accepted in Rust.
-            self.engine.complete_connect(conn, 0, self.hub.now())
+        elif self.auth is not None:
+            # "authenticate" and "auth": only with [auth] users_file; without it the
+            # engine accepts every CONNECT itself.
+            self.auth.on_event(event)
 
     async def _tick_forever(self) -> None:
         while True:

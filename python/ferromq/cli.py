@@ -9,6 +9,7 @@ one line on stderr and exit status 2 (argparse's status for bad usage), never a 
 - ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown).
 - ``check-config``: print the effective configuration (TOML, or JSON with ``--json``).
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
+- ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ferromq import __version__, bench
+from ferromq.auth import cli as users_cli
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
 from ferromq.log import configure_logging
 
@@ -83,6 +85,9 @@ def serve(args: argparse.Namespace) -> int:
             uvloop.run(main())
         else:
             asyncio.run(main())
+    except ConfigError as exc:  # files the configuration names, read at start
+        print(f"ferromq: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     except StoreUnavailable as exc:
         print(f"ferromq: error: {exc}", file=sys.stderr)
         return EXIT_STORE_UNAVAILABLE
@@ -127,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     check.set_defaults(handler=check_config)
     bench.register(commands)
+    users_cli.register(commands)
     return parser
 
 

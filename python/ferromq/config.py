@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 __all__ = [
+    "AuthConfig",
     "Config",
     "ConfigError",
     "LimitsConfig",
@@ -63,6 +64,8 @@ __all__ = [
     "parse_duration",
     "parse_size",
     "render_toml",
+    "toml_table",
+    "toml_value",
 ]
 
 ENV_PREFIX: Final = "FERROMQ_"
@@ -284,13 +287,32 @@ class _Text:
 
 @dataclass(frozen=True)
 class _TextList:
+    """A list of strings; in the environment, comma-separated."""
+
     def parse(self, value: object, where: str) -> object:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ConfigError(f"{where}: expected an array of strings, got {_describe(value)}")
-        return tuple(value)
+        return tuple(dict.fromkeys(value))
 
     def parse_env(self, text: str, where: str) -> object:
-        return tuple(item.strip() for item in text.split(",") if item.strip())
+        return self.parse([item.strip() for item in text.split(",") if item.strip()], where)
+
+
+@dataclass(frozen=True)
+class _Names(_TextList):
+    """A list of names from a fixed set, spelt exactly (MQTT method names are
+    case-sensitive)."""
+
+    options: tuple[str, ...] = ()
+
+    def parse(self, value: object, where: str) -> object:
+        names = super().parse(value, where)
+        assert isinstance(names, tuple)
+        for item in names:
+            if item not in self.options:
+                supported = ", ".join(_quote(option) for option in self.options)
+                raise ConfigError(f"{where}: expected names among {supported}, got {_quote(item)}")
+        return names
 
 
 def _setting(default: object, kind: _Kind) -> Any:
@@ -417,6 +439,22 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class AuthConfig:
+    """``[auth]``: who may connect (:mod:`ferromq.auth`). With no ``users_file`` every
+    CONNECT is accepted inside the engine, with no Python per CONNECT."""
+
+    users_file: str | None = _setting(None, _Text())
+    """TOML file of SCRAM-SHA-256 credentials written by ``ferromq users add``
+    (relative paths are from the working directory)."""
+    allow_anonymous: bool | None = _setting(None, _Bool())
+    """Accept a CONNECT without a user name; default: true without ``users_file``,
+    false with one."""
+    methods: tuple[str, ...] = _setting(("SCRAM-SHA-256",), _Names(("SCRAM-SHA-256",)))
+    """MQTT 5 enhanced authentication methods offered (with ``users_file``); another
+    method in CONNECT is refused with 0x8C."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; every section has production defaults."""
 
@@ -426,6 +464,7 @@ class Config:
     storage: StorageConfig = field(default_factory=StorageConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -566,6 +605,12 @@ def _check(config: Config) -> Config:
             )
         names[listener.name] = index
         addresses[address] = index
+    auth = config.auth
+    if auth.users_file is None and auth.allow_anonymous is False:
+        raise ConfigError(
+            "auth.allow_anonymous: false with no auth.users_file would refuse every client; "
+            "set auth.users_file"
+        )
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -606,18 +651,21 @@ def config_as_dict(config: Config) -> dict[str, Any]:
     return data
 
 
-def _toml_value(value: object) -> str:
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+def toml_value(value: object) -> str:
+    """``value`` (a boolean, string, integer or list of them) as TOML."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str):
         return _quote(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list | tuple):
+        return f"[{', '.join(toml_value(item) for item in value)}]"
     return str(value)
 
 
-def _toml_table(header: str, table: Mapping[str, object]) -> list[str]:
-    return [header, *(f"{key} = {_toml_value(value)}" for key, value in table.items()), ""]
+def toml_table(header: str, table: Mapping[str, object]) -> list[str]:
+    """The lines of one TOML table; None values are left out (TOML has no null)."""
+    lines = (f"{key} = {toml_value(value)}" for key, value in table.items() if value is not None)
+    return [header, *lines, ""]
 
 
 def render_toml(config: Config) -> str:
@@ -625,7 +673,7 @@ def render_toml(config: Config) -> str:
     data = config_as_dict(config)
     lines: list[str] = []
     for listener in data.pop("listeners"):
-        lines += _toml_table("[[listeners]]", listener)
+        lines += toml_table("[[listeners]]", listener)
     for section, table in data.items():
-        lines += _toml_table(f"[{section}]", table)
+        lines += toml_table(f"[{section}]", table)
     return "\n".join(lines)

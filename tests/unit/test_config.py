@@ -578,3 +578,38 @@ def test_check_config_missing_file_exits_2(tmp_path: Path) -> None:
     result = run_cli("check-config", "--config", str(tmp_path / "nope.toml"), env=clean_env())
     assert result.returncode == 2
     assert result.stderr == f"ferromq: error: config file {tmp_path / 'nope.toml'}: not found\n"
+
+
+# --- [auth] -------------------------------------------------------------------------------
+
+
+def test_auth_is_off_by_default_and_loads_from_file_and_environment(tmp_path: Path) -> None:
+    from ferromq.config import AuthConfig
+
+    assert load_config(None, {}).auth == AuthConfig(None, None, ("SCRAM-SHA-256",))
+    config = load_text(
+        tmp_path,
+        '[auth]\nusers_file = "users.toml"\nallow_anonymous = true\nmethods = []\n',
+        {"FERROMQ_AUTH__METHODS": "SCRAM-SHA-256, SCRAM-SHA-256"},
+    )
+    assert config.auth == AuthConfig("users.toml", True, ("SCRAM-SHA-256",))
+    assert load_text(tmp_path, render_toml(config)) == config
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[auth]\nmethods = ["scram-sha-256"]\n',
+            'auth.methods: expected names among "SCRAM-SHA-256", got "scram-sha-256"',
+        ),
+        ('[auth]\nmethods = "SCRAM-SHA-256"\n', "auth.methods: expected an array of strings"),
+        ("[auth]\nallow_anonymous = 1\n", "auth.allow_anonymous: expected a boolean"),
+        (
+            "[auth]\nallow_anonymous = false\n",
+            "auth.allow_anonymous: false with no auth.users_file would refuse every client",
+        ),
+    ],
+)
+def test_bad_auth_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    assert message in error_of(tmp_path, text)

@@ -123,13 +123,28 @@ impl Engine {
         self.inner.connection_lost(conn, now);
     }
 
-    /// Answer an ("authenticate", ...) event: reason code 0 accepts.
-    fn complete_connect(&mut self, conn: u32, reason_code: u8, now: u64) -> PyResult<()> {
+    /// Answer an ("authenticate" | "auth", conn, token, ...) event finally: reason
+    /// code 0 accepts, with `data` as the final Authentication Data. Ignored when
+    /// `token` is not the connection's (the socket it was for is gone).
+    #[pyo3(signature = (conn, token, reason_code, now, data = None))]
+    fn complete_auth(
+        &mut self,
+        conn: u32,
+        token: u64,
+        reason_code: u8,
+        now: u64,
+        data: Option<&[u8]>,
+    ) -> PyResult<()> {
         let reason = ReasonCode::from_u8(reason_code).ok_or_else(|| {
             PyValueError::new_err(format!("0x{reason_code:02X} is not a reason code"))
         })?;
-        self.inner.complete_connect(conn, reason, now);
+        self.inner.complete_auth(conn, token, reason, data, now);
         Ok(())
+    }
+
+    /// Answer an ("authenticate" | "auth", ...) event with AUTH 0x18 carrying `data`.
+    fn continue_auth(&mut self, conn: u32, token: u64, data: &[u8], now: u64) {
+        self.inner.continue_auth(conn, token, data, now);
     }
 
     fn set_writable(&mut self, conn: u32, writable: bool, now: u64) {
@@ -176,7 +191,8 @@ impl Engine {
         result.map(|()| list)
     }
 
-    /// `[("authenticate", conn, client_id, username, password, protocol, clean_start)
+    /// `[("authenticate", conn, token, client_id, username, password, protocol,
+    /// clean_start, method, data) | ("auth", conn, token, reauthenticate, data)
     /// | ("rejected", conn, reason_code, reason_name, detail) | ("close", conn), ...]`.
     fn take_events<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
@@ -184,24 +200,42 @@ impl Engine {
             let item = match event {
                 Event::Authenticate {
                     conn,
+                    token,
                     client_id,
                     username,
                     password,
                     protocol,
                     clean_start,
+                    method,
+                    data,
                 } => PyTuple::new(
                     py,
                     [
                         "authenticate".into_pyobject(py)?.into_any(),
                         conn.into_pyobject(py)?.into_any(),
+                        token.into_pyobject(py)?.into_any(),
                         client_id.into_pyobject(py)?.into_any(),
                         username.into_pyobject(py)?.into_any(),
-                        password
-                            .map(|p| PyBytes::new(py, &p))
-                            .into_pyobject(py)?
-                            .into_any(),
+                        optional_bytes(py, password)?,
                         protocol.into_pyobject(py)?.into_any(),
                         clean_start.into_pyobject(py)?.to_owned().into_any(),
+                        method.into_pyobject(py)?.into_any(),
+                        optional_bytes(py, data)?,
+                    ],
+                )?,
+                Event::Auth {
+                    conn,
+                    token,
+                    reauthenticate,
+                    data,
+                } => PyTuple::new(
+                    py,
+                    [
+                        "auth".into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        token.into_pyobject(py)?.into_any(),
+                        reauthenticate.into_pyobject(py)?.to_owned().into_any(),
+                        optional_bytes(py, data)?,
                     ],
                 )?,
                 Event::Rejected {
@@ -317,6 +351,13 @@ impl Engine {
         }
         Ok(d)
     }
+}
+
+fn optional_bytes(py: Python<'_>, value: Option<Vec<u8>>) -> PyResult<Bound<'_, PyAny>> {
+    Ok(value
+        .map(|v| PyBytes::new(py, &v))
+        .into_pyobject(py)?
+        .into_any())
 }
 
 /// The C view of an engine for `_protocol.pyx` (which declares the same layout).

@@ -29,6 +29,7 @@ const SESSION_EXPIRY: u8 = 0x11;
 const RECEIVE_MAXIMUM: u8 = 0x21;
 const MAXIMUM_PACKET_SIZE: u8 = 0x27;
 const AUTHENTICATION_METHOD: u8 = 0x15;
+const AUTHENTICATION_DATA: u8 = 0x16;
 const WILL_DELAY: u8 = 0x18;
 
 impl Engine {
@@ -41,20 +42,11 @@ impl Engine {
             self.refuse(conn_id, refusal, now);
             return;
         }
-        if !self.config.authenticate {
-            self.set_state(conn_id, ConnState::Authenticating(Box::new(connect)));
-            self.complete_connect(conn_id, ReasonCode::Success, now);
-            return;
+        if self.config.authenticate {
+            self.begin_authentication(conn_id, connect, now);
+        } else {
+            self.accept_connect(conn_id, connect, now);
         }
-        self.events.push(Event::Authenticate {
-            conn: conn_id,
-            client_id: connect.client_id.as_str().to_owned(),
-            username: connect.username.as_ref().map(|u| u.as_str().to_owned()),
-            password: connect.password.as_ref().map(|p| p.to_vec()),
-            protocol: version.level(),
-            clean_start: connect.clean_start,
-        });
-        self.set_state(conn_id, ConnState::Authenticating(Box::new(connect)));
     }
 
     /// The reason to refuse a CONNECT before authentication, if any.
@@ -68,41 +60,19 @@ impl Engine {
         if !id_ok {
             return Some(ReasonCode::ClientIdentifierNotValid);
         }
-        if connect.properties.get(AUTHENTICATION_METHOD).is_some() {
-            // Enhanced authentication (AUTH exchanges) is not offered.
+        let has_method = connect.properties.get(AUTHENTICATION_METHOD).is_some();
+        if !has_method && connect.properties.get(AUTHENTICATION_DATA).is_some() {
+            // Authentication Data without a method is a Protocol Error (§3.1.2.11.10).
+            return Some(ReasonCode::ProtocolError);
+        }
+        if has_method && !self.config.authenticate {
+            // No authentication provider, so no method is offered [MQTT-4.12.0-1].
             return Some(ReasonCode::BadAuthenticationMethod);
         }
         None
     }
 
-    fn set_state(&mut self, conn_id: ConnId, state: ConnState) {
-        if let Some(conn) = self.conn_mut(conn_id) {
-            conn.state = state;
-        }
-    }
-
-    /// Python's answer to an `Authenticate` event: Success accepts, anything else is
-    /// the refusal sent in CONNACK (mapped to a 3.1.1 return code for older clients).
-    pub fn complete_connect(&mut self, conn_id: ConnId, decision: ReasonCode, now: u64) {
-        let Some(conn) = self.conn_mut(conn_id) else {
-            return;
-        };
-        let connect = match std::mem::replace(&mut conn.state, ConnState::Closed) {
-            ConnState::Authenticating(connect) => *connect,
-            other => {
-                conn.state = other;
-                return;
-            }
-        };
-        conn.state = ConnState::AwaitingConnect { deadline: now };
-        if decision != ReasonCode::Success {
-            self.refuse(conn_id, decision, now);
-            return;
-        }
-        self.accept_connect(conn_id, connect, now);
-    }
-
-    fn accept_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
+    pub(super) fn accept_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
         let v5 = connect.protocol.is_v5();
         let mut assigned = None;
         let client_id = if connect.client_id.is_empty() {
@@ -190,6 +160,7 @@ impl Engine {
             properties.push(Property::ReceiveMaximum(self.config.receive_maximum));
             properties.push(Property::MaximumPacketSize(self.config.max_packet_size));
             properties.push(Property::TopicAliasMaximum(self.config.max_topic_alias));
+            properties.extend(self.connack_auth_properties(conn_id));
         }
         self.write(
             conn_id,

@@ -7,6 +7,8 @@ use bytes::BytesMut;
 
 use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Will};
 
+use super::auth::AuthExchange;
+
 #[derive(Debug)]
 pub enum ConnState {
     /// Accepted socket; CONNECT must arrive before `deadline`.
@@ -22,6 +24,13 @@ pub enum ConnState {
 #[derive(Debug)]
 pub struct Connection {
     pub state: ConnState,
+    /// Unique per socket for the engine's life (ids are reused): events carry it and
+    /// Python's answers must bring it back (`auth.rs`).
+    pub token: u64,
+    /// The Authentication Method from CONNECT; every AUTH must repeat it.
+    pub auth_method: Option<Utf8Bytes>,
+    /// An authentication exchange in progress (CONNECT or re-authentication).
+    pub auth: Option<AuthExchange>,
     pub decoder: FrameDecoder,
     pub out: BytesMut,
     /// The version from CONNECT (3.1.1 until then, for error replies).
@@ -48,11 +57,14 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(max_packet_size: u32, now: u64, connect_timeout_ms: u64) -> Connection {
+    pub fn new(max_packet_size: u32, now: u64, connect_timeout_ms: u64, token: u64) -> Connection {
         Connection {
             state: ConnState::AwaitingConnect {
                 deadline: now + connect_timeout_ms,
             },
+            token,
+            auth_method: None,
+            auth: None,
             decoder: FrameDecoder::new(max_packet_size, None),
             out: BytesMut::new(),
             version: ProtocolVersion::V3_1_1,

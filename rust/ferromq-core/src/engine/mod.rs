@@ -1,8 +1,9 @@
 //! The sans-IO broker engine: every connection's protocol state machine, sessions,
 //! routing and retained messages, driven by bytes and time handed in from outside.
 //!
-//! Inputs: `open` a connection, `feed` it bytes, `tick` the clock, answer an
-//! `Authenticate` event with `complete_connect`, report `connection_lost`. Outputs:
+//! Inputs: `open` a connection, `feed` it bytes, `tick` the clock, answer
+//! `Authenticate` and `Auth` events with `continue_auth` / `complete_auth`, report
+//! `connection_lost`. Outputs:
 //! bytes per connection (`take_output`, one buffer per connection per call, which
 //! is how the IO layer writes each connection once per loop tick) and a batch of
 //! events for Python (`take_events`). A PUBLISH goes decode → route → per-subscriber
@@ -11,13 +12,15 @@
 //!
 //! Layout: `connection` (per socket), `session` (outlives sockets), `queue` (bounded
 //! per-session FIFO), `message` (one `Arc` per PUBLISH), and the handlers split by
-//! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `publish` (inbound
+//! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `auth` (Python's
+//! CONNECT decision, AUTH exchanges, re-authentication), `publish` (inbound
 //! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
 //! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `timers` (keep alive, expiry,
 //! will delay), `shared` (shared-group queues and redistribution).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
+mod auth;
 mod config;
 mod connect;
 mod connection;
@@ -92,14 +95,29 @@ impl Outgoing {
 /// What Python is asked to do, in batches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Decide a CONNECT and answer with [`Engine::complete_connect`].
+    /// Decide a CONNECT: answer with [`Engine::complete_auth`], or with
+    /// [`Engine::continue_auth`] when it carries an Authentication Method.
     Authenticate {
         conn: ConnId,
+        /// The connection's token, to bring back in the answer.
+        token: u64,
         client_id: String,
         username: Option<String>,
         password: Option<Vec<u8>>,
         protocol: u8,
         clean_start: bool,
+        /// Authentication Method and Data (MQTT 5 enhanced authentication).
+        method: Option<String>,
+        data: Option<Vec<u8>>,
+    },
+    /// The client's AUTH in an exchange: 0x18 (continue) with its data, or 0x19
+    /// (`reauthenticate`: a connected client starts again with the same method).
+    /// Answered like `Authenticate`.
+    Auth {
+        conn: ConnId,
+        token: u64,
+        reauthenticate: bool,
+        data: Option<Vec<u8>>,
     },
     /// Close the transport once its pending output is written.
     Close { conn: ConnId },
@@ -140,6 +158,7 @@ pub struct Engine {
     persist_signalled: bool,
     /// Unix milliseconds minus engine milliseconds, for expiry times in the journal.
     wall_offset: i64,
+    next_token: u64,
 }
 
 impl Engine {
@@ -165,6 +184,7 @@ impl Engine {
             persist_signalled: false,
             wall_offset: 0,
             config,
+            next_token: 1,
         }
     }
 
@@ -179,7 +199,9 @@ impl Engine {
             self.config.max_packet_size,
             now,
             self.config.connect_timeout_ms,
+            self.next_token,
         );
+        self.next_token += 1;
         if id as usize == self.conns.len() {
             self.conns.push(Some(conn));
         } else {
@@ -232,7 +254,9 @@ impl Engine {
             self.close_connection(conn_id, true, false, now);
         }
         self.events.retain(|event| match event {
-            Event::Authenticate { conn, .. } | Event::Close { conn } => *conn != conn_id,
+            Event::Authenticate { conn, .. } | Event::Auth { conn, .. } | Event::Close { conn } => {
+                *conn != conn_id
+            }
             // Still worth logging after the socket is gone; it acts on nothing.
             Event::Rejected { .. } | Event::Persist => true,
         });
@@ -367,10 +391,7 @@ impl Engine {
                 self.handle_connect(conn_id, *connect, now)
             }
             (ConnState::Authenticating(_), packet) => {
-                // Packets sent right behind CONNECT wait for the decision.
-                if let Some(conn) = self.conn_mut(conn_id) {
-                    conn.parked.push(packet);
-                }
+                self.handle_while_authenticating(conn_id, packet, now)
             }
             (ConnState::Connected { session }, packet) => {
                 let session = *session;
@@ -400,8 +421,9 @@ impl Engine {
             Packet::Disconnect(disconnect) => {
                 self.handle_disconnect(conn_id, session, disconnect, now)
             }
-            // A second CONNECT [MQTT-3.1.0-2], AUTH without an authentication method in
-            // CONNECT, and packets only a server sends are protocol errors.
+            Packet::Auth(auth) => self.handle_reauth(conn_id, auth, now),
+            // A second CONNECT [MQTT-3.1.0-2] and packets only a server sends are
+            // protocol errors.
             _ => self.refuse(conn_id, ReasonCode::ProtocolError, now),
         }
     }

@@ -1,4 +1,5 @@
-//! Time-driven work, once per `tick`: CONNECT timeout, keep alive (1.5 × the
+//! Time-driven work, once per `tick`: CONNECT timeout, authentication exchanges
+//! past the connect timeout (`auth.rs`), keep alive (1.5 × the
 //! interval [MQTT-3.1.2-24], DISCONNECT 0x8D in 5.0), delayed wills, session expiry
 //! (counted), and expired retained messages.
 //!
@@ -15,6 +16,10 @@ impl Engine {
             let Some(conn) = self.conns[conn_id as usize].as_ref() else {
                 continue;
             };
+            if conn.auth.as_ref().is_some_and(|a| now >= a.deadline) {
+                self.auth_timed_out(conn_id, now);
+                continue;
+            }
             match conn.state {
                 ConnState::AwaitingConnect { deadline } if now >= deadline => {
                     self.close_connection(conn_id, false, false, now);

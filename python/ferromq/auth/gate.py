@@ -1,0 +1,136 @@
+"""The bridge between the engine's authentication events and a provider.
+
+The engine hands Python one ``("authenticate", ...)`` event per CONNECT and one
+``("auth", ...)`` per client AUTH packet (never anything per message). Each becomes
+a task that awaits the provider and answers the engine with ``continue_auth`` (a
+:class:`Challenge`) or ``complete_auth`` (:class:`Accept` / :class:`Reject`), then
+flushes, so the answer leaves in the same loop iteration.
+
+Every event carries the connection's token and every answer brings it back: the
+engine ignores an answer whose socket has gone, even when its connection id now
+belongs to a new socket. The gate keeps per connection id the token with what it
+knows — the open :class:`Challenge` while an exchange runs, the identity once
+accepted (``identity(conn)``: user name and client type). Entries of closed
+connections are replaced when the id is reused, so they are bounded by the peak
+number of connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from ferromq._core import Engine
+from ferromq._protocol import IOHub
+from ferromq.auth.provider import (
+    NOT_AUTHORIZED,
+    UNSPECIFIED_ERROR,
+    Accept,
+    AuthProvider,
+    AuthRequest,
+    Challenge,
+    Identity,
+    Outcome,
+    Reject,
+)
+from ferromq.log import log_event
+
+__all__ = ["AuthGate"]
+
+logger = logging.getLogger("ferromq.auth")
+
+
+@dataclass
+class _Connection:
+    token: int
+    client_id: str
+    method: str | None
+    identity: Identity | None = None
+    challenge: Challenge | None = None
+
+
+class AuthGate:
+    def __init__(self, engine: Engine, hub: IOHub, provider: AuthProvider) -> None:
+        self._engine = engine
+        self._hub = hub
+        self._provider = provider
+        self._connections: dict[int, _Connection] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def identity(self, conn: int) -> Identity | None:
+        """Who the connection ``conn`` authenticated as, once accepted."""
+        state = self._connections.get(conn)
+        return state.identity if state else None
+
+    def on_event(self, event: tuple[Any, ...]) -> None:
+        """Handle an ``authenticate`` or ``auth`` event from ``Engine.take_events``."""
+        if event[0] == "authenticate":
+            _, conn, token, client_id, username, password, protocol, _, method, data = event
+            self._connections[conn] = _Connection(token, client_id, method)
+            request = AuthRequest(client_id, username, password, protocol, method, data)
+            self._run(conn, token, self._provider.authenticate(request))
+            return
+        _, conn, token, reauthenticate, data = event
+        state = self._connections.get(conn)
+        if state is None or state.token != token:
+            return  # the engine checks methods and turns; this cannot be ours
+        if reauthenticate:
+            request = AuthRequest(
+                state.client_id,
+                None,
+                None,
+                5,
+                state.method,
+                data,
+                reauthenticating=state.identity,
+            )
+            self._run(conn, token, self._provider.authenticate(request))
+        elif state.challenge is not None:
+            challenge, state.challenge = state.challenge, None
+            self._run(conn, token, challenge.respond(data))
+
+    def _run(self, conn: int, token: int, outcome: Awaitable[Outcome]) -> None:
+        task = asyncio.ensure_future(self._answer(conn, token, outcome))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, conn: int, token: int, pending: Awaitable[Outcome]) -> None:
+        try:
+            outcome = await pending
+        except Exception:
+            logger.exception("authentication provider failed (conn %d)", conn)
+            outcome = Reject(UNSPECIFIED_ERROR)
+        state = self._connections.get(conn)
+        if state is None or state.token != token:
+            return
+        now = self._hub.now()
+        if isinstance(outcome, Challenge):
+            state.challenge = outcome
+            self._engine.continue_auth(conn, token, outcome.data, now)
+        elif isinstance(outcome, Accept):
+            self._accept(conn, state, outcome)
+        else:
+            self._engine.complete_auth(conn, token, outcome.reason, now)
+        self._hub.flush()
+
+    def _accept(self, conn: int, state: _Connection, outcome: Accept) -> None:
+        previous = state.identity
+        if previous is not None and previous != outcome.identity:
+            # A re-authentication may not turn a connection into another user.
+            self._engine.complete_auth(conn, state.token, NOT_AUTHORIZED, self._hub.now())
+            return
+        state.identity = outcome.identity
+        self._engine.complete_auth(conn, state.token, 0, self._hub.now(), outcome.data)
+        log_event(
+            logger,
+            logging.INFO,
+            "reauthenticated" if previous else "authenticated",
+            conn=conn,
+            client_id=state.client_id,
+            username=outcome.identity.username,
+            client_type=outcome.identity.client_type,
+            method=state.method,
+        )

@@ -1,0 +1,99 @@
+"""The password-file provider: users from a users file (:mod:`ferromq.auth.users`),
+checked by CONNECT user name and password or by a SCRAM-SHA-256 exchange.
+
+- No Authentication Method: a CONNECT without a user name is accepted as anonymous
+  when ``allow_anonymous`` (else 0x87 not authorized); with one, the password is
+  checked against the stored credential (one PBKDF2 run, in a worker thread so the
+  event loop keeps serving) and a wrong password, a missing password or an unknown
+  user are all 0x86 — an unknown user costs the same PBKDF2 run, so timing does not
+  tell which names exist.
+- Authentication Method ``SCRAM-SHA-256`` (when listed in ``methods``): client-first
+  comes in CONNECT's Authentication Data, server-first goes out in AUTH 0x18,
+  client-final comes back, and server-final rides on the CONNACK. A wrong proof is
+  0x86, a malformed message 0x87. A re-authentication must prove the same user.
+- Any other method: 0x8C [MQTT-4.12.0-1].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Collection, Mapping
+
+from ferromq.auth.provider import (
+    BAD_AUTHENTICATION_METHOD,
+    BAD_USERNAME_OR_PASSWORD,
+    NOT_AUTHORIZED,
+    Accept,
+    AuthRequest,
+    Challenge,
+    Identity,
+    Outcome,
+    Reject,
+)
+from ferromq.auth.scram import ScramAuthFailed, ScramCredential, ScramError, ScramServer
+from ferromq.auth.users import UserRecord
+
+__all__ = ["SCRAM_SHA_256", "PasswordFileProvider"]
+
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+
+
+class PasswordFileProvider:
+    def __init__(
+        self,
+        users: Mapping[str, UserRecord],
+        *,
+        allow_anonymous: bool = False,
+        methods: Collection[str] = (SCRAM_SHA_256,),
+    ) -> None:
+        self._users = dict(users)
+        self._allow_anonymous = allow_anonymous
+        self._methods = frozenset(methods)
+        self._secret = secrets.token_bytes(32)
+        # Checked against for unknown users, so they cost what known ones do.
+        self._decoy = ScramCredential.derive(secrets.token_hex(16))
+
+    async def authenticate(self, request: AuthRequest) -> Outcome:
+        if request.method is not None:
+            if request.method not in self._methods:
+                return Reject(BAD_AUTHENTICATION_METHOD)
+            return self._scram(request)
+        if request.username is None:
+            anonymous = Accept(Identity(None))
+            return anonymous if self._allow_anonymous else Reject(NOT_AUTHORIZED)
+        record = self._users.get(request.username)
+        credential = record.credential if record else self._decoy
+        password = request.password or b""
+        matches = await asyncio.to_thread(credential.verify_password, password)
+        if record is None or request.password is None or not matches:
+            return Reject(BAD_USERNAME_OR_PASSWORD)
+        return Accept(Identity(request.username, record.client_type))
+
+    def _lookup(self, username: str) -> ScramCredential | None:
+        record = self._users.get(username)
+        return record.credential if record else None
+
+    def _scram(self, request: AuthRequest) -> Outcome:
+        exchange = ScramServer(self._lookup, self._secret)
+        try:
+            server_first = exchange.first(request.data or b"")
+        except ScramError:
+            return Reject(NOT_AUTHORIZED)
+        previous = request.reauthenticating
+        if previous is not None and previous.username != exchange.username:
+            return Reject(NOT_AUTHORIZED)
+
+        async def respond(client_final: bytes | None) -> Outcome:
+            try:
+                server_final = exchange.final(client_final or b"")
+            except ScramAuthFailed:
+                return Reject(BAD_USERNAME_OR_PASSWORD)
+            except ScramError:
+                return Reject(NOT_AUTHORIZED)
+            username = exchange.username
+            assert username is not None  # set by first()
+            identity = Identity(username, self._users[username].client_type)
+            return Accept(identity, server_final)
+
+        return Challenge(server_first, respond)

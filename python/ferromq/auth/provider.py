@@ -1,0 +1,95 @@
+"""The authentication provider protocol: what the broker asks per CONNECT (and per
+re-authentication) and the answers a provider gives.
+
+A provider is asked once per CONNECT, never per message (docs/architecture.md, "The
+one rule"). ``authenticate`` is async, so a provider may look users up in a file, a
+database or a remote service. Its answer is one of:
+
+- :class:`Accept`: the client is in. ``identity`` says who it is — the user name and
+  its ``client_type`` (``"device"``, the default, or ``"application"``) — and ``data``
+  is the final Authentication Data for the CONNACK (or the AUTH 0x00 that ends a
+  re-authentication) when an enhanced method is in use.
+- :class:`Reject`: the MQTT 5 reason code to refuse with; the engine maps it to a
+  3.1.1 return code for older clients (0x86 → 4, 0x87 → 5).
+- :class:`Challenge`: enhanced authentication continues. ``data`` goes to the client in
+  AUTH 0x18; the client's answer is handed to ``respond``, which gives the next answer.
+  A multi-step method keeps its state in that closure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, TypeAlias
+
+__all__ = [
+    "BAD_AUTHENTICATION_METHOD",
+    "BAD_USERNAME_OR_PASSWORD",
+    "CLIENT_TYPES",
+    "NOT_AUTHORIZED",
+    "UNSPECIFIED_ERROR",
+    "Accept",
+    "AuthProvider",
+    "AuthRequest",
+    "Challenge",
+    "ClientType",
+    "Identity",
+    "Outcome",
+    "Reject",
+]
+
+# MQTT 5 reason codes a provider refuses with (§2.4).
+UNSPECIFIED_ERROR: Final = 0x80
+BAD_USERNAME_OR_PASSWORD: Final = 0x86
+NOT_AUTHORIZED: Final = 0x87
+BAD_AUTHENTICATION_METHOD: Final = 0x8C
+
+ClientType: TypeAlias = Literal["device", "application"]
+CLIENT_TYPES: Final[tuple[ClientType, ...]] = ("device", "application")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who an accepted connection is. ``username`` is None for an anonymous client."""
+
+    username: str | None
+    client_type: ClientType = "device"
+
+
+@dataclass(frozen=True)
+class AuthRequest:
+    """One CONNECT, or the start of a re-authentication (``reauthenticating`` holds
+    the identity established at CONNECT; ``method`` is the one from CONNECT)."""
+
+    client_id: str
+    username: str | None
+    password: bytes | None
+    protocol: int
+    method: str | None = None
+    data: bytes | None = None
+    reauthenticating: Identity | None = None
+
+
+@dataclass(frozen=True)
+class Accept:
+    identity: Identity
+    data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Reject:
+    reason: int
+
+
+@dataclass(frozen=True)
+class Challenge:
+    data: bytes
+    respond: Callable[[bytes | None], Awaitable[Outcome]]
+
+
+Outcome: TypeAlias = Accept | Reject | Challenge
+
+
+class AuthProvider(Protocol):
+    async def authenticate(self, request: AuthRequest) -> Outcome:
+        """Decide ``request``; called once per CONNECT and per re-authentication."""

@@ -1,0 +1,137 @@
+"""The users file: one SCRAM-SHA-256 credential and client type per user, in TOML.
+
+::
+
+    [users."alice"]
+    client_type = "device"            # or "application"
+    iterations = 4096
+    salt = "<base64>"
+    stored_key = "<base64>"           # H(ClientKey), RFC 5802 §3
+    server_key = "<base64>"
+
+No password is stored: the same record checks a CONNECT password and runs a SCRAM
+exchange (:mod:`ferromq.auth.scram`). ``ferromq users add`` writes entries
+(:func:`add_user`); the file is rewritten whole through a temporary file and a
+rename, readable by its owner only. Errors are :class:`UsersFileError` and name the
+file and the key, like configuration errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ferromq.auth.provider import CLIENT_TYPES, ClientType
+from ferromq.auth.scram import ScramCredential
+from ferromq.config import ConfigError, toml_table, toml_value
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+__all__ = ["UserRecord", "UsersFileError", "add_user", "load_users"]
+
+_HEADER = (
+    "# ferromq users: SCRAM-SHA-256 credentials (RFC 5802/7677), no passwords.\n"
+    "# Add users with `ferromq users add NAME --file FILE`.\n\n"
+)
+
+
+class UsersFileError(ConfigError):
+    """A users file that cannot be read or written; the message names file and key."""
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    credential: ScramCredential
+    client_type: ClientType = "device"
+
+
+def _bytes_field(table: Mapping[str, Any], key: str, where: str) -> bytes:
+    value = table.get(key)
+    if not isinstance(value, str):
+        raise UsersFileError(f"{where}.{key}: expected a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise UsersFileError(f"{where}.{key}: not valid base64") from None
+
+
+def _record(table: object, where: str) -> UserRecord:
+    if not isinstance(table, dict):
+        raise UsersFileError(f"{where}: expected a table")
+    unknown = set(table) - {"client_type", "iterations", "salt", "stored_key", "server_key"}
+    if unknown:
+        raise UsersFileError(f"{where}.{sorted(unknown)[0]}: unknown key")
+    client_type = table.get("client_type", "device")
+    if client_type not in CLIENT_TYPES:
+        raise UsersFileError(
+            f"{where}.client_type: expected one of {', '.join(CLIENT_TYPES)}, got {client_type!r}"
+        )
+    iterations = table.get("iterations")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise UsersFileError(f"{where}.iterations: expected a positive integer")
+    credential = ScramCredential(
+        _bytes_field(table, "salt", where),
+        iterations,
+        _bytes_field(table, "stored_key", where),
+        _bytes_field(table, "server_key", where),
+    )
+    return UserRecord(credential, client_type)
+
+
+def load_users(path: Path) -> dict[str, UserRecord]:
+    """Every user of the file at ``path``; a missing file is an error."""
+    where = f"users file {path}"
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsersFileError(f"{where}: not found") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsersFileError(f"{where}: cannot be read: {exc}") from None
+    users = document.get("users", {})
+    if set(document) - {"users"} or not isinstance(users, dict):
+        raise UsersFileError(f"{where}: expected only [users.NAME] tables")
+    return {name: _record(table, f"{where}: users.{name}") for name, table in users.items()}
+
+
+def _render(users: Mapping[str, UserRecord]) -> str:
+    lines: list[str] = []
+    for name, record in users.items():
+        credential = record.credential
+        lines += toml_table(
+            f"[users.{toml_value(name)}]",
+            {
+                "client_type": record.client_type,
+                "iterations": credential.iterations,
+                "salt": base64.b64encode(credential.salt).decode(),
+                "stored_key": base64.b64encode(credential.stored_key).decode(),
+                "server_key": base64.b64encode(credential.server_key).decode(),
+            },
+        )
+    return _HEADER + "\n".join(lines)
+
+
+def add_user(path: Path, name: str, record: UserRecord) -> None:
+    """Add ``name`` to the users file at ``path`` (created if missing)."""
+    users = load_users(path) if path.exists() else {}
+    if name in users:
+        raise UsersFileError(f"users file {path}: user {name!r} exists")
+    users[name] = record
+    directory = path.parent
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(_render(users))
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
