@@ -166,7 +166,7 @@ impl Engine {
             crate::codec::Properties::new()
         };
         Packet::Publish(Publish {
-            dup,
+            dup: dup || out.restored,
             qos: out.qos,
             retain: out.retain,
             topic: message.topic.clone(),

@@ -68,6 +68,9 @@ pub struct Outgoing {
     /// `deliver` to QoS 1/2 deliveries (0 until then and for QoS 0).
     pub sequence: u64,
     pub packet_id: u16,
+    /// Read back from a store: it may have reached the client before the restart,
+    /// so it is sent with DUP [MQTT-3.3.1-1].
+    pub restored: bool,
     /// The shared group it came through: such a delivery goes back to the group
     /// when its member's connection ends unacknowledged (see `shared`).
     pub group: Option<GroupRef>,
@@ -87,6 +90,7 @@ impl Outgoing {
             subscription_ids,
             sequence: 0,
             packet_id: 0,
+            restored: false,
             group: None,
         }
     }

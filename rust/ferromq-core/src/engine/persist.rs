@@ -216,8 +216,12 @@ impl Engine {
         }
     }
 
+    /// A retained message set or cleared. The broker's own `$SYS/` statistics are
+    /// republished on every interval and are not worth a disk write.
     pub(super) fn journal_retained(&mut self, topic: &str, message: Option<&Message>) {
-        self.journal.retain(topic, message, self.wall_offset);
+        if !topic.starts_with("$SYS/") {
+            self.journal.retain(topic, message, self.wall_offset);
+        }
     }
 
     /// Every durable thing the engine holds, as journal records: persistent
@@ -338,6 +342,7 @@ impl Engine {
                 let mut out = Outgoing::new(message.clone(), qos, retain, subscription_ids);
                 out.sequence = sequence;
                 out.packet_id = packet_id;
+                out.restored = true;
                 if let Some(old) = entry.by_packet_id.insert(packet_id, sequence) {
                     entry.deliveries.remove(&old);
                 }

@@ -1,0 +1,178 @@
+"""The embedded store over real sockets: a broker restarted on its data directory gives
+persistent sessions back their subscriptions, queued messages and the retained
+messages; ``kill -9`` at any moment loses no message the publisher saw acknowledged."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RunningBroker, start_broker
+from tests.integration.mqtt_raw import RawClient
+
+LOOPS = ["uvloop", "asyncio"]
+
+
+def broker_on(store: Path, tmp_path: Path, loop: str) -> RunningBroker:
+    """A broker on the embedded store in ``store``, fsync every batch, with room to
+    queue every message these tests send to an offline session."""
+    return start_broker(
+        tmp_path,
+        loop,
+        env={
+            "FERROMQ_STORAGE__PATH": str(store),
+            "FERROMQ_STORAGE__FSYNC": "batch",
+            "FERROMQ_SESSION__QUEUE_LIMIT": "60000",
+        },
+    )
+
+
+def persistent_subscriber(broker: RunningBroker, client_id: str, topic: str) -> RawClient:
+    client = RawClient(broker.host, broker.port, version=4)
+    client.connect(client_id, clean=False)
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 1}]})
+    assert client.recv()["type"] == "suback"
+    return client
+
+
+def drain(client: RawClient, idle: float = 1.5) -> list[dict[str, object]]:
+    """Every PUBLISH until the broker goes quiet, each acknowledged."""
+    got = []
+    while True:
+        try:
+            packet = client.recv(timeout=idle)
+        except TimeoutError:
+            return got
+        assert packet["type"] == "publish", packet
+        got.append(packet)
+        client.send({"type": "puback", "packet_id": packet["packet_id"]})
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_restart_gives_back_sessions_queues_and_retained(tmp_path: Path, loop: str) -> None:
+    store = tmp_path / "data"
+    broker = broker_on(store, tmp_path, loop)
+    persistent_subscriber(broker, "keeper", "plant/#").close()
+    publisher = RawClient(broker.host, broker.port, version=4)
+    publisher.connect("publisher")
+    for n in range(100):
+        publisher.send(
+            {"type": "publish", "topic": "plant/a", "qos": 1, "packet_id": n + 1,
+             "payload": n.to_bytes(2, "big")}
+        )  # fmt: skip
+    publisher.send(
+        {"type": "publish", "topic": "config/x", "qos": 1, "packet_id": 200, "retain": True,
+         "payload": b"v1"}
+    )  # fmt: skip
+    acked = {publisher.recv()["packet_id"] for _ in range(101)}
+    assert acked == set(range(1, 101)) | {200}
+    assert broker.stop() == 0
+
+    broker = broker_on(store, tmp_path, loop)
+    try:
+        assert "store restored" in broker.log()
+        keeper = RawClient(broker.host, broker.port, version=4)
+        assert keeper.connect("keeper", clean=False)["session_present"] is True
+        got = drain(keeper)
+        assert [int.from_bytes(p["payload"], "big") for p in got] == list(range(100))  # type: ignore[arg-type]
+        # The subscription survived: a live message still reaches the session.
+        publisher = RawClient(broker.host, broker.port, version=4)
+        publisher.connect("publisher")
+        publisher.send({"type": "publish", "topic": "plant/b", "qos": 0, "payload": b"live"})
+        assert keeper.recv()["payload"] == b"live"
+        late = RawClient(broker.host, broker.port, version=4)
+        late.connect("late")
+        late.send(
+            {"type": "subscribe", "packet_id": 1, "filters": [{"filter": "config/#", "qos": 1}]}
+        )
+        assert late.recv()["type"] == "suback"
+        retained = late.recv()
+        assert (retained["topic"], retained["payload"], retained["retain"]) == (
+            "config/x", b"v1", True,
+        )  # fmt: skip
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_kill_9_loses_no_acknowledged_message(tmp_path: Path, loop: str) -> None:
+    """A publisher streams QoS 1 messages with 50 in flight; the broker is killed with
+    SIGKILL mid-stream. After a restart on the same directory the persistent
+    subscriber receives every message whose PUBACK the publisher had seen."""
+    store = tmp_path / "data"
+    broker = broker_on(store, tmp_path, loop)
+    persistent_subscriber(broker, "survivor", "stream").close()
+
+    publisher = RawClient(broker.host, broker.port, version=4, timeout=2)
+    publisher.connect("streamer")
+    acked: set[int] = set()
+    stop = threading.Event()
+
+    def read_acks() -> None:
+        while not stop.is_set():
+            try:
+                packet = publisher.recv(timeout=0.5)
+            except (TimeoutError, ConnectionError, OSError):
+                if broker.process.poll() is not None:
+                    return
+                continue
+            if packet["type"] == "puback":
+                acked.add(int(packet["packet_id"]))  # type: ignore[call-overload]
+
+    reader = threading.Thread(target=read_acks)
+    reader.start()
+    sent = 0
+    try:
+        while len(acked) < 3000 and sent < 60_000:
+            while sent - len(acked) < 50 and sent < 60_000:
+                sent += 1
+                publisher.send(
+                    {"type": "publish", "topic": "stream", "qos": 1,
+                     "packet_id": sent % 65535 + 1, "payload": sent.to_bytes(4, "big")}
+                )  # fmt: skip
+            time.sleep(0.001)
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait(10)
+    finally:
+        stop.set()
+        reader.join(10)
+    acknowledged = {packet_id - 1 for packet_id in acked}  # packet id = n % 65535 + 1
+    assert len(acknowledged) >= 3000
+
+    broker = broker_on(store, tmp_path, loop)
+    try:
+        survivor = RawClient(broker.host, broker.port, version=4)
+        assert survivor.connect("survivor", clean=False)["session_present"] is True
+        received = [int.from_bytes(p["payload"], "big") for p in drain(survivor)]  # type: ignore[arg-type]
+        missing = acknowledged - set(received)
+        assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+        assert received == sorted(received), "order kept"
+    finally:
+        broker.stop()
+
+
+def test_a_torn_log_tail_is_cut_off_and_the_rest_restored(tmp_path: Path) -> None:
+    store = tmp_path / "data"
+    broker = broker_on(store, tmp_path, "asyncio")
+    persistent_subscriber(broker, "keeper", "t").close()
+    publisher = RawClient(broker.host, broker.port, version=4)
+    publisher.connect("publisher")
+    publisher.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 1, "payload": b"a"})
+    assert publisher.recv()["type"] == "puback"
+    assert broker.stop() == 0
+    (segment,) = store.glob("journal-*.log")
+    with segment.open("ab") as log:
+        log.write(b"\x06\xff\x00\x00")  # half a record header, as a crash leaves it
+
+    broker = broker_on(store, tmp_path, "asyncio")
+    try:
+        assert "store tail unreadable, cut off" in broker.log()
+        keeper = RawClient(broker.host, broker.port, version=4)
+        keeper.connect("keeper", clean=False)
+        assert [p["payload"] for p in drain(keeper)] == [b"a"]
+    finally:
+        broker.stop()
