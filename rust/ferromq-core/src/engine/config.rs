@@ -1,5 +1,7 @@
 //! The engine's limits and session defaults, filled in by Python from the config file.
 
+pub use super::announce::{Features, Redirect};
+
 /// What to drop when a session's queue is full. QoS 0 messages always go first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DropPolicy {
@@ -43,6 +45,8 @@ pub struct EngineConfig {
     pub authenticate: bool,
     /// Output bytes buffered for a connection above which it counts as not writable.
     pub write_high_water: usize,
+    /// What the broker offers and announces in CONNACK (see `announce`).
+    pub features: Features,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +66,7 @@ impl Default for EngineConfig {
             max_client_id_length: 65_535,
             authenticate: false,
             write_high_water: 1024 * 1024,
+            features: Features::default(),
         }
     }
 }

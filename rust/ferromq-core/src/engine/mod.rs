@@ -18,13 +18,17 @@
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
+mod alias_out;
+mod announce;
 mod config;
 mod connect;
 mod connection;
 mod delivery;
+mod diagnostics;
 mod message;
 mod publish;
 mod queue;
+mod quota;
 mod session;
 mod stats;
 mod subscribe;
@@ -35,7 +39,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use config::{DropPolicy, EngineConfig};
+pub use config::{DropPolicy, EngineConfig, Features, Redirect};
 pub use message::Message;
 pub use stats::Stats;
 
@@ -294,7 +298,8 @@ impl Engine {
     }
 
     /// Encode `packet` into the connection's output. False when the connection is
-    /// gone or the packet exceeds the client's Maximum Packet Size [MQTT-3.1.2-25].
+    /// gone or the packet exceeds the client's Maximum Packet Size [MQTT-3.1.2-25]
+    /// even without its Reason String and User Properties (`diagnostics`).
     fn write(&mut self, conn_id: ConnId, packet: &Packet) -> bool {
         let Some(conn) = self
             .conns
@@ -306,11 +311,8 @@ impl Engine {
         if conn.is_closed() {
             return false;
         }
-        let before = conn.out.len();
-        if packet.encode(conn.version, &mut conn.out).is_err()
-            || (conn.out.len() - before) as u64 > u64::from(conn.client_max_packet)
+        if !diagnostics::encode_fitting(packet, conn.version, &mut conn.out, conn.client_max_packet)
         {
-            conn.out.truncate(before);
             return false;
         }
         if !conn.flush_queued {
