@@ -135,9 +135,9 @@ impl Engine {
         let Some(Property::TopicAlias(alias)) = publish.properties.get(TOPIC_ALIAS).cloned() else {
             return Ok(());
         };
-        // 0 is never an alias [MQTT-3.3.2-8]; above the announced maximum is 0x94
-        // [MQTT-3.3.2-9]; an alias with no mapping yet is a Protocol Error (§3.3.2.3.4).
-        if alias == 0 || alias > self.config.max_topic_alias {
+        // Above the announced maximum is 0x94 [MQTT-3.3.2-9]; an alias with no mapping
+        // yet is a Protocol Error (§3.3.2.3.4); the codec refuses alias 0 (0x82).
+        if alias > self.config.max_topic_alias {
             return Err(ReasonCode::TopicAliasInvalid);
         }
         let conn = self.conn_mut(conn_id).ok_or(ReasonCode::ProtocolError)?;
