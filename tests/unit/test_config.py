@@ -368,7 +368,8 @@ def test_unknown_protocol(tmp_path: Path) -> None:
         ("[[listeners]]\nprot = 1883\n", 'listeners[0].prot: unknown key, did you mean "port"?'),
         (
             "colour = 1\n",
-            "colour: unknown key (expected one of: limits, listeners, log, mqtt5, redirect, session, sys)",
+            "colour: unknown key "
+            "(expected one of: limits, listeners, log, mqtt5, redirect, session, sys)",
         ),
     ],
 )

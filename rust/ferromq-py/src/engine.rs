@@ -127,7 +127,7 @@ impl Engine {
             validate_utf8_payload,
             max_publish_rate,
             // An empty server reference: no redirect.
-            redirect: (!redirect_server_reference.is_empty()).then(|| Redirect {
+            redirect: (!redirect_server_reference.is_empty()).then_some(Redirect {
                 server_reference: redirect_server_reference,
                 permanent: redirect_permanent,
             }),
