@@ -514,3 +514,36 @@ fn empty_client_id_refused_when_assignment_is_off() {
     let (_, ack) = h.connect(connect("", V3_1_1, true));
     assert_eq!(connack(&ack).code, 0x02);
 }
+
+#[test]
+fn connack_too_large_for_the_client_closes_without_a_packet() {
+    let mut h = Harness::new(EngineConfig::default());
+    let mut client = h.open(V5);
+    let c = with_property(connect("tiny", V5, true), Property::MaximumPacketSize(8));
+    h.send(&client, Packet::Connect(Box::new(c)));
+    assert!(h.recv(&mut client).is_empty());
+    assert!(h.is_closed(&client));
+    assert!(h.rejected.iter().any(|r| r.1 == ReasonCode::PacketTooLarge));
+}
+
+#[test]
+fn refused_filter_is_explained_in_suback_unless_problem_information_is_off() {
+    for (rpi, explained) in [(None, true), (Some(0), false)] {
+        let mut h = restricted();
+        let mut c = connect("c", V5, true);
+        if let Some(value) = rpi {
+            c = with_property(c, Property::RequestProblemInformation(value));
+        }
+        let (mut client, _) = h.connect(c);
+        h.send(&client, subscribe(1, "a/#", QoS::AtMostOnce));
+        let got = h.recv(&mut client);
+        let Packet::SubAck(suback) = &got[0] else {
+            panic!("{got:?}")
+        };
+        assert_eq!(
+            suback.reasons,
+            vec![ReasonCode::WildcardSubscriptionsNotSupported]
+        );
+        assert_eq!(suback.properties.get(0x1F).is_some(), explained);
+    }
+}

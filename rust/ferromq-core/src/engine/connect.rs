@@ -209,14 +209,22 @@ impl Engine {
             }
             self.announce(&connect.properties, &client_id, &mut properties);
         }
-        self.write(
-            conn_id,
-            &Packet::ConnAck(ConnAck {
-                session_present,
-                code: 0,
-                properties: Properties(properties),
-            }),
-        );
+        let connack = Packet::ConnAck(ConnAck {
+            session_present,
+            code: 0,
+            properties: Properties(properties),
+        });
+        if !self.write(conn_id, &connack) {
+            // The client's Maximum Packet Size leaves no room for the CONNACK
+            // [MQTT-3.1.2-25], and no DISCONNECT may precede it [MQTT-3.14.0-1]: close.
+            self.events.push(Event::Rejected {
+                conn: conn_id,
+                reason: ReasonCode::PacketTooLarge,
+                detail: "CONNACK exceeds the client's Maximum Packet Size",
+            });
+            self.close_connection(conn_id, false, false, now);
+            return;
+        }
         self.resend_inflight(conn_id, session, now);
         self.drain_queue(session, now);
         let parked = self

@@ -9,7 +9,8 @@
 //! lowered to the subscription's.
 
 use crate::codec::{
-    Packet, Property, QoS, ReasonCode, RetainHandling, SubAck, Subscribe, UnsubAck, Unsubscribe,
+    Packet, Properties, Property, QoS, ReasonCode, RetainHandling, SubAck, Subscribe, UnsubAck,
+    Unsubscribe,
 };
 use crate::topic::parse_shared_filter;
 
@@ -41,9 +42,11 @@ impl Engine {
         }
         let mut reasons = Vec::with_capacity(subscribe.filters.len());
         let mut retained_for = Vec::new();
+        let mut properties = Properties::new();
         for (filter, options) in &subscribe.filters {
             if let Some(refusal) = self.filter_refusal(filter, v5) {
                 reasons.push(refusal);
+                properties = self.ack_reason_string(conn_id, refusal.name());
                 continue;
             }
             let options = &self.granted(*options);
@@ -75,7 +78,7 @@ impl Engine {
             conn_id,
             &Packet::SubAck(SubAck {
                 packet_id: subscribe.packet_id,
-                properties: Default::default(),
+                properties,
                 reasons,
             }),
         );
