@@ -5,13 +5,15 @@
 //! all are in use the least recently used one is given to the new topic, so hot
 //! topics keep theirs.
 //!
-//! Cost per delivery: one hash lookup of the topic; a miss with every alias taken
+//! Cost per delivery: one hash lookup of the topic (foldhash: topics come from clients,
+//! but a connection's table is capped small, so collisions cannot grow it); a miss with every alias taken
 //! also scans the (small, capped) alias table for the oldest. An alias is chosen
 //! before the write and committed only once the PUBLISH is in the output, so a
 //! delivery dropped as too large never leaves the client without a mapping the
-//! broker assumes it has.
+//! broker assumes it has. The one-property list an aliased PUBLISH needs is kept by
+//! the engine between deliveries (`alias_scratch`) instead of allocated each time.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use crate::codec::{Packet, Property, Utf8Bytes};
 
@@ -79,18 +81,23 @@ impl OutboundAliases {
 }
 
 impl Engine {
-    /// Put the connection's alias for the topic into an outbound PUBLISH; returns
-    /// what to `commit_outbound_alias` once it is written.
-    pub(super) fn apply_outbound_alias(
-        &self,
+    /// Write an outbound PUBLISH of `topic`, with the connection's alias for it when
+    /// aliases are on. The alias is committed only if the PUBLISH was written; the
+    /// property list it needs is recycled, so a delivery allocates nothing here.
+    pub(super) fn write_publish(
+        &mut self,
         conn: ConnId,
-        packet: &mut Packet,
-    ) -> Option<AliasUse> {
-        let Packet::Publish(publish) = packet else {
-            return None;
+        mut packet: Packet,
+        topic: &Utf8Bytes,
+    ) -> bool {
+        let alias = self
+            .conns
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.aliases_out.choose(topic));
+        let (Some(alias), Packet::Publish(publish)) = (alias, &mut packet) else {
+            return self.write(conn, &packet);
         };
-        let aliases = &self.conns.get(conn as usize)?.as_ref()?.aliases_out;
-        let alias = aliases.choose(&publish.topic)?;
         let number = match alias {
             AliasUse::Known(number) => {
                 publish.topic = Utf8Bytes::default();
@@ -98,19 +105,24 @@ impl Engine {
             }
             AliasUse::New(number) => number,
         };
-        publish.properties.0.push(Property::TopicAlias(number));
-        Some(alias)
-    }
-
-    pub(super) fn commit_outbound_alias(
-        &mut self,
-        conn: ConnId,
-        topic: &Utf8Bytes,
-        alias: AliasUse,
-    ) {
-        if let Some(conn) = self.conn_mut(conn) {
-            conn.aliases_out.commit(topic, alias);
+        if publish.properties.is_empty() {
+            publish.properties.0 = std::mem::take(&mut self.alias_scratch);
         }
+        publish.properties.0.push(Property::TopicAlias(number));
+        let written = self.write(conn, &packet);
+        if written {
+            if let Some(conn) = self.conn_mut(conn) {
+                conn.aliases_out.commit(topic, alias);
+            }
+        }
+        if let Packet::Publish(publish) = packet {
+            let mut spare = publish.properties.0;
+            if spare.capacity() > self.alias_scratch.capacity() {
+                spare.clear();
+                self.alias_scratch = spare;
+            }
+        }
+        written
     }
 }
 

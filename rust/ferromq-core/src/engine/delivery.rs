@@ -118,12 +118,8 @@ impl Engine {
     }
 
     fn send_publish(&mut self, conn: ConnId, out: &Outgoing, packet_id: u16, now: u64) -> bool {
-        let mut packet = self.publish_packet(conn, out, packet_id, false, now);
-        let alias = self.apply_outbound_alias(conn, &mut packet);
-        if self.write(conn, &packet) {
-            if let Some(alias) = alias {
-                self.commit_outbound_alias(conn, &out.message.topic, alias);
-            }
+        let packet = self.publish_packet(conn, out, packet_id, false, now);
+        if self.write_publish(conn, packet, &out.message.topic) {
             self.stats.publish_sent += 1;
             true
         } else {

@@ -118,6 +118,8 @@ pub struct Engine {
     events: Vec<Event>,
     stats: Stats,
     next_assigned_id: u64,
+    /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
+    alias_scratch: Vec<crate::codec::Property>,
 }
 
 impl Engine {
@@ -138,6 +140,7 @@ impl Engine {
             events: Vec::new(),
             stats: Stats::default(),
             next_assigned_id: 1,
+            alias_scratch: Vec::new(),
         }
     }
 
