@@ -101,6 +101,18 @@ class Engine:
         share_strategy: str = ...,
         journal: bool = ...,
         application_client_prefixes: list[str] = ...,
+        maximum_qos: int = ...,
+        retain_available: bool = ...,
+        wildcard_subscription_available: bool = ...,
+        subscription_identifiers_available: bool = ...,
+        shared_subscription_available: bool = ...,
+        assign_client_id: bool = ...,
+        response_information_prefix: str = ...,
+        outbound_topic_aliases: int = ...,
+        validate_utf8_payload: bool = ...,
+        max_publish_rate: int = ...,
+        redirect_server_reference: str = ...,
+        redirect_permanent: bool = ...,
     ) -> Engine: ...
     def open(self, now: int) -> int: ...
     def connection_lost(self, conn: int, now: int) -> None: ...

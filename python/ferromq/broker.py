@@ -41,7 +41,7 @@ NEVER_EXPIRES = 0xFFFF_FFFF
 
 
 def engine_from_config(config: Config) -> Engine:
-    limits, session = config.limits, config.session
+    limits, session, mqtt5 = config.limits, config.session, config.mqtt5
     return Engine(
         max_packet_size=limits.max_packet_size,
         max_inflight=limits.max_inflight,
@@ -59,6 +59,18 @@ def engine_from_config(config: Config) -> Engine:
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         authenticate=config.auth.users_file is not None,
+        max_publish_rate=limits.max_publish_rate,
+        maximum_qos=mqtt5.maximum_qos,
+        retain_available=mqtt5.retain_available,
+        wildcard_subscription_available=mqtt5.wildcard_subscription_available,
+        subscription_identifiers_available=mqtt5.subscription_identifiers_available,
+        shared_subscription_available=mqtt5.shared_subscription_available,
+        assign_client_id=mqtt5.assign_client_id,
+        response_information_prefix=mqtt5.response_information_prefix,
+        outbound_topic_aliases=mqtt5.outbound_topic_aliases,
+        validate_utf8_payload=mqtt5.validate_utf8_payload,
+        redirect_server_reference=config.redirect.server_reference,
+        redirect_permanent=config.redirect.permanent,
     )
 
 

@@ -56,6 +56,8 @@ __all__ = [
     "LimitsConfig",
     "ListenerConfig",
     "LogConfig",
+    "Mqtt5Config",
+    "RedirectConfig",
     "SessionConfig",
     "StorageConfig",
     "SysConfig",
@@ -274,10 +276,12 @@ class _Choice:
 
 @dataclass(frozen=True)
 class _Text:
+    allow_empty: bool = False  # for settings where "" means "off"
+
     def parse(self, value: object, where: str) -> object:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {_describe(value)}")
-        if not value.strip():
+        if not value.strip() and not (self.allow_empty and not value):
             raise ConfigError(f"{where}: must not be empty")
         return value
 
@@ -369,6 +373,10 @@ class LimitsConfig:
     """Unsent bytes per connection above which delivery to it pauses (slow consumers)."""
     max_client_id_length: int = _setting(65535, _Int(23, 65535))
     """Longest client id accepted; a server must accept 1 to 23 bytes [MQTT-3.1.3-5]."""
+    max_publish_rate: int = _setting(0, _Int(0, 0xFFFF_FFFF))
+    """PUBLISH packets per second one connection may send (a token bucket holding one
+    second's worth); above it the connection ends (v5: DISCONNECT 0x97 Quota exceeded).
+    0 means no quota."""
 
 
 @dataclass(frozen=True)
@@ -422,6 +430,53 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class Mqtt5Config:
+    """``[mqtt5]``: the optional MQTT features the broker offers, announced to v5 clients
+    in CONNACK (only where they differ from the protocol's default) and enforced for every
+    client: a v5 client breaking one gets the matching reason code, a 3.1.1 client a
+    downgraded grant, SUBACK 0x80 or a closed connection."""
+
+    maximum_qos: int = _setting(2, _Int(0, 2))
+    """Highest QoS accepted on PUBLISH (above it: DISCONNECT 0x9B) and granted on SUBSCRIBE
+    (higher requests are granted this)."""
+    retain_available: bool = _setting(True, _Bool())
+    """Off: a retained PUBLISH ends the connection (DISCONNECT 0x9A), a retained will is
+    refused at CONNECT."""
+    wildcard_subscription_available: bool = _setting(True, _Bool())
+    """Off: a filter with ``+`` or ``#`` gets SUBACK 0xA2."""
+    subscription_identifiers_available: bool = _setting(True, _Bool())
+    """Off: a SUBSCRIBE with a Subscription Identifier ends the connection (0xA1)."""
+    shared_subscription_available: bool = _setting(True, _Bool())
+    """Off: a ``$share/`` filter gets SUBACK 0x9E."""
+    assign_client_id: bool = _setting(True, _Bool())
+    """Give a client that connects with an empty client id one made by the broker (v5:
+    Assigned Client Identifier); off: such a CONNECT is refused (0x85)."""
+    response_information_prefix: str = _setting("", _Text(allow_empty=True))
+    """Response Information for clients that request it: this prefix followed by the
+    client id (``"reply/"`` gives ``reply/<client id>``); empty: never sent."""
+    outbound_topic_aliases: int = _setting(16, _Int(0, 65535))
+    """Most topic aliases the broker uses towards one v5 client (never above the client's
+    Topic Alias Maximum); the least recently used is reassigned when all are taken.
+    0 turns broker-to-client aliases off."""
+    validate_utf8_payload: bool = _setting(False, _Bool())
+    """Check that a payload whose Payload Format Indicator is 1 is UTF-8; when it is not,
+    QoS 1/2 get PUBACK/PUBREC 0x99 and the message is not routed, QoS 0 ends the
+    connection (DISCONNECT 0x99)."""
+
+
+@dataclass(frozen=True)
+class RedirectConfig:
+    """``[redirect]``: send every client to another broker (MQTT 5.0 §4.11)."""
+
+    server_reference: str = _setting("", _Text(allow_empty=True))
+    """Where to go, e.g. ``"mqtt2.example.com:1883"``; empty (the default): no redirect.
+    Set: every v5 CONNECT is answered with CONNACK 0x9C (Use another server) or 0x9D
+    (Server moved) carrying it as Server Reference; 3.1.1 clients get return code 0x03."""
+    permanent: bool = _setting(False, _Bool())
+    """0x9D (Server moved) instead of 0x9C (Use another server)."""
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -462,6 +517,8 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    mqtt5: Mqtt5Config = field(default_factory=Mqtt5Config)
+    redirect: RedirectConfig = field(default_factory=RedirectConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)

@@ -19,6 +19,8 @@ from ferromq.config import (
     LimitsConfig,
     ListenerConfig,
     LogConfig,
+    Mqtt5Config,
+    RedirectConfig,
     SessionConfig,
     SysConfig,
     load_config,
@@ -65,7 +67,20 @@ def test_defaults_without_file_or_environment() -> None:
         connect_timeout=10,
         write_buffer_high_water=1024 * 1024,
         max_client_id_length=65535,
+        max_publish_rate=0,
     )
+    assert config.mqtt5 == Mqtt5Config(
+        maximum_qos=2,
+        retain_available=True,
+        wildcard_subscription_available=True,
+        subscription_identifiers_available=True,
+        shared_subscription_available=True,
+        assign_client_id=True,
+        response_information_prefix="",
+        outbound_topic_aliases=16,
+        validate_utf8_payload=False,
+    )
+    assert config.redirect == RedirectConfig(server_reference="", permanent=False)
     assert config.session == SessionConfig(
         queue_limit=1000,
         drop_policy="drop_oldest",
@@ -78,7 +93,16 @@ def test_defaults_without_file_or_environment() -> None:
 
 
 @pytest.mark.parametrize(
-    "section", [ListenerConfig(), LimitsConfig(), SessionConfig(), SysConfig(), LogConfig()]
+    "section",
+    [
+        ListenerConfig(),
+        LimitsConfig(),
+        SessionConfig(),
+        Mqtt5Config(),
+        RedirectConfig(),
+        SysConfig(),
+        LogConfig(),
+    ],
 )
 def test_every_default_passes_its_own_validation(section: object) -> None:
     assert dataclasses.is_dataclass(section) and not isinstance(section, type)
@@ -122,6 +146,16 @@ def test_full_file(tmp_path: Path) -> None:
         max_session_expiry = "30d"
         default_session_expiry_v311 = "1d"
 
+        [mqtt5]
+        maximum_qos = 1
+        retain_available = false
+        response_information_prefix = "reply/"
+        outbound_topic_aliases = 0
+
+        [redirect]
+        server_reference = "mqtt2.example.com:1883"
+        permanent = true
+
         [sys]
         interval = 0
 
@@ -144,6 +178,12 @@ def test_full_file(tmp_path: Path) -> None:
     assert config.session.queue_qos0_offline is True
     assert config.session.max_session_expiry == 30 * 86400
     assert config.session.default_session_expiry_v311 == 86400
+    assert config.mqtt5.maximum_qos == 1
+    assert config.mqtt5.retain_available is False
+    assert config.mqtt5.response_information_prefix == "reply/"
+    assert config.mqtt5.outbound_topic_aliases == 0
+    assert config.mqtt5.wildcard_subscription_available is True
+    assert config.redirect == RedirectConfig("mqtt2.example.com:1883", permanent=True)
     assert config.sys.interval == 0
     assert config.log == LogConfig(level="warning", format="json")
 
@@ -262,6 +302,22 @@ def test_parse_duration_refuses(spelling: int | str) -> None:
         (
             '[session]\nqueue_qos0_offline = "yes"\n',
             'session.queue_qos0_offline: expected a boolean (true or false), got string "yes"',
+        ),
+        (
+            "[mqtt5]\nmaximum_qos = 3\n",
+            "mqtt5.maximum_qos: must be between 0 and 2, got 3",
+        ),
+        (
+            '[mqtt5]\nresponse_information_prefix = " "\n',
+            "mqtt5.response_information_prefix: must not be empty",
+        ),
+        (
+            "[redirect]\npermanent = 1\n",
+            "redirect.permanent: expected a boolean (true or false), got integer 1",
+        ),
+        (
+            "[limits]\nmax_publish_rate = -5\n",
+            "limits.max_publish_rate: must be between 0 and 4294967295, got -5",
         ),
         (
             "[sys]\ninterval = -1\n",

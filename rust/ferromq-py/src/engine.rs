@@ -5,7 +5,9 @@
 //! IO layer calls with a pointer and a length: no Python object per read.
 
 use ferromq_core::codec::{QoS, ReasonCode, Utf8Bytes};
-use ferromq_core::engine::{DropPolicy, Engine as CoreEngine, EngineConfig, Event};
+use ferromq_core::engine::{
+    DropPolicy, Engine as CoreEngine, EngineConfig, Event, Features, Redirect,
+};
 use ferromq_core::topic::ShareStrategy;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -70,6 +72,18 @@ impl Engine {
         share_strategy = "round_robin",
         journal = false,
         application_client_prefixes = Vec::new(),
+        maximum_qos = 2,
+        retain_available = true,
+        wildcard_subscription_available = true,
+        subscription_identifiers_available = true,
+        shared_subscription_available = true,
+        assign_client_id = true,
+        response_information_prefix = String::new(),
+        outbound_topic_aliases = 16,
+        validate_utf8_payload = false,
+        max_publish_rate = 0,
+        redirect_server_reference = String::new(),
+        redirect_permanent = false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -90,7 +104,38 @@ impl Engine {
         share_strategy: &str,
         journal: bool,
         application_client_prefixes: Vec<String>,
+        maximum_qos: u8,
+        retain_available: bool,
+        wildcard_subscription_available: bool,
+        subscription_identifiers_available: bool,
+        shared_subscription_available: bool,
+        assign_client_id: bool,
+        response_information_prefix: String,
+        outbound_topic_aliases: u16,
+        validate_utf8_payload: bool,
+        max_publish_rate: u32,
+        redirect_server_reference: String,
+        redirect_permanent: bool,
     ) -> PyResult<Engine> {
+        let features = Features {
+            maximum_qos: QoS::from_u8(maximum_qos).ok_or_else(|| {
+                PyValueError::new_err(format!("maximum_qos must be 0, 1 or 2, got {maximum_qos}"))
+            })?,
+            retain_available,
+            wildcard_subscription_available,
+            subscription_identifiers_available,
+            shared_subscription_available,
+            assign_client_id,
+            response_information_prefix,
+            outbound_topic_aliases,
+            validate_utf8_payload,
+            max_publish_rate,
+            // An empty server reference: no redirect.
+            redirect: (!redirect_server_reference.is_empty()).then_some(Redirect {
+                server_reference: redirect_server_reference,
+                permanent: redirect_permanent,
+            }),
+        };
         let config = EngineConfig {
             max_packet_size,
             max_inflight,
@@ -108,6 +153,7 @@ impl Engine {
             write_high_water,
             journal,
             application_client_prefixes,
+            features,
         };
         Ok(Engine {
             inner: CoreEngine::new(config, self::share_strategy(share_strategy)?),

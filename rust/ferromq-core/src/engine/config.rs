@@ -1,5 +1,7 @@
 //! The engine's limits and session defaults, filled in by Python from the config file.
 
+pub use super::announce::{Features, Redirect};
+
 /// What to drop when a session's queue is full. QoS 0 messages always go first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DropPolicy {
@@ -49,6 +51,8 @@ pub struct EngineConfig {
     /// Client identifiers starting with one of these are APPLICATION clients; the
     /// rest are DEVICE clients (seed 000).
     pub application_client_prefixes: Vec<String>,
+    /// What the broker offers and announces in CONNACK (see `announce`).
+    pub features: Features,
 }
 
 impl Default for EngineConfig {
@@ -70,6 +74,7 @@ impl Default for EngineConfig {
             write_high_water: 1024 * 1024,
             journal: false,
             application_client_prefixes: Vec::new(),
+            features: Features::default(),
         }
     }
 }

@@ -20,8 +20,10 @@ use crate::codec::{
     ConnAck, Connect, Packet, Properties, Property, ProtocolVersion, ReasonCode, ReasonOnly, Will,
 };
 
+use super::alias_out::OutboundAliases;
 use super::connection::ConnState;
 use super::message::Message;
+use super::quota::PublishQuota;
 use super::session::{Awaiting, PendingWill, Session};
 use super::{ConnId, Engine, Event};
 
@@ -31,15 +33,25 @@ const MAXIMUM_PACKET_SIZE: u8 = 0x27;
 const AUTHENTICATION_METHOD: u8 = 0x15;
 const AUTHENTICATION_DATA: u8 = 0x16;
 const WILL_DELAY: u8 = 0x18;
+const REQUEST_PROBLEM_INFORMATION: u8 = 0x17;
+const TOPIC_ALIAS_MAXIMUM: u8 = 0x22;
 
 impl Engine {
     pub(super) fn handle_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
         let version = connect.protocol;
         if let Some(conn) = self.conn_mut(conn_id) {
             conn.version = version;
+            conn.request_problem_info = !matches!(
+                connect.properties.get(REQUEST_PROBLEM_INFORMATION),
+                Some(Property::RequestProblemInformation(0))
+            );
         }
         if let Some(refusal) = self.check_connect(&connect) {
             self.refuse(conn_id, refusal, now);
+            return;
+        }
+        if let Some((refusal, detail)) = self.connect_refusal(&connect) {
+            self.refuse_with(conn_id, refusal, detail, now);
             return;
         }
         if self.config.authenticate {
@@ -124,6 +136,13 @@ impl Engine {
         self.index.set_client_online(session, true);
 
         let max_inflight = self.config.max_inflight;
+        let aliases_out = match connect.properties.get(TOPIC_ALIAS_MAXIMUM) {
+            Some(Property::TopicAliasMaximum(n)) => {
+                (*n).min(self.config.features.outbound_topic_aliases)
+            }
+            _ => 0,
+        };
+        let publish_quota = PublishQuota::new(self.config.features.max_publish_rate, now);
         let keepalive = match self.config.max_keepalive {
             0 => connect.keep_alive,
             cap if connect.keep_alive == 0 || connect.keep_alive > cap => cap,
@@ -134,6 +153,8 @@ impl Engine {
         conn.will = connect.will;
         conn.session_expiry_from_connect = requested_expiry;
         conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
+        conn.aliases_out = OutboundAliases::new(aliases_out);
+        conn.publish_quota = publish_quota;
         conn.send_window = match connect.properties.get(RECEIVE_MAXIMUM) {
             Some(Property::ReceiveMaximum(n)) => (*n).min(max_inflight),
             _ => max_inflight,
@@ -157,19 +178,25 @@ impl Engine {
             if keepalive != connect.keep_alive {
                 properties.push(Property::ServerKeepAlive(keepalive));
             }
-            properties.push(Property::ReceiveMaximum(self.config.receive_maximum));
-            properties.push(Property::MaximumPacketSize(self.config.max_packet_size));
-            properties.push(Property::TopicAliasMaximum(self.config.max_topic_alias));
+            self.announce(&connect.properties, &client_id, &mut properties);
             properties.extend(self.connack_auth_properties(conn_id));
         }
-        self.write(
-            conn_id,
-            &Packet::ConnAck(ConnAck {
-                session_present,
-                code: 0,
-                properties: Properties(properties),
-            }),
-        );
+        let connack = Packet::ConnAck(ConnAck {
+            session_present,
+            code: 0,
+            properties: Properties(properties),
+        });
+        if !self.write(conn_id, &connack) {
+            // The client's Maximum Packet Size leaves no room for the CONNACK
+            // [MQTT-3.1.2-25], and no DISCONNECT may precede it [MQTT-3.14.0-1]: close.
+            self.events.push(Event::Rejected {
+                conn: conn_id,
+                reason: ReasonCode::PacketTooLarge,
+                detail: "CONNACK exceeds the client's Maximum Packet Size",
+            });
+            self.close_connection(conn_id, false, false, now);
+            return;
+        }
         self.resend_inflight(conn_id, session, now);
         self.drain_queue(session, now);
         let parked = self
@@ -226,17 +253,23 @@ impl Engine {
         };
         let mut packets = Vec::new();
         for packet_id in state.inflight_in_order() {
-            match &state.inflight[&packet_id].awaiting {
+            let packet = match &state.inflight[&packet_id].awaiting {
                 Awaiting::PubAck(out) | Awaiting::PubRec(out) => {
-                    packets.push(self.publish_packet(conn_id, out, packet_id, true, now))
+                    self.publish_packet(conn_id, out, packet_id, true, now)
                 }
-                Awaiting::PubComp => {
-                    packets.push(Packet::PubRel(crate::codec::Ack::new(packet_id)))
+                Awaiting::PubComp => Packet::PubRel(crate::codec::Ack::new(packet_id)),
+            };
+            packets.push((packet_id, packet));
+        }
+        for (packet_id, packet) in packets {
+            if !self.write(conn_id, &packet) {
+                // Too large for the client's new Maximum Packet Size: completed as
+                // far as the broker is concerned [MQTT-3.1.2-26].
+                self.stats.publish_dropped += 1;
+                if let Some(state) = self.session_mut(session) {
+                    state.inflight.remove(&packet_id);
                 }
             }
-        }
-        for packet in packets {
-            self.write(conn_id, &packet);
         }
     }
 
@@ -319,16 +352,25 @@ impl Engine {
                         | ReasonCode::ServerUnavailable
                         | ReasonCode::ServerBusy
                         | ReasonCode::BadAuthenticationMethod
+                        | ReasonCode::QosNotSupported
+                        | ReasonCode::RetainNotSupported
+                        | ReasonCode::UseAnotherServer
+                        | ReasonCode::ServerMoved
                 );
                 has_v3_code.then_some(code)
             };
             if let Some(code) = code {
+                let properties = if v5 {
+                    self.refusal_properties(reason, detail)
+                } else {
+                    Properties::new()
+                };
                 self.write(
                     conn_id,
                     &Packet::ConnAck(ConnAck {
                         session_present: false,
                         code,
-                        properties: Properties::new(),
+                        properties,
                     }),
                 );
             }
@@ -338,18 +380,26 @@ impl Engine {
             }
             self.close_connection(conn_id, false, false, now);
         } else {
-            self.disconnect_with(conn_id, reason);
+            self.disconnect_because(conn_id, reason, detail);
             self.close_connection(conn_id, true, false, now);
         }
     }
 
     /// Send a server DISCONNECT with `reason` to a v5 client; nothing for 3.1.1.
     pub(super) fn disconnect_with(&mut self, conn_id: ConnId, reason: ReasonCode) {
+        self.disconnect_because(conn_id, reason, reason.name());
+    }
+
+    /// `disconnect_with`, explained by a Reason String unless `detail` only
+    /// repeats the reason's name.
+    fn disconnect_because(&mut self, conn_id: ConnId, reason: ReasonCode, detail: &'static str) {
         let is_v5_connected = self
             .conn_mut(conn_id)
             .is_some_and(|c| c.version.is_v5() && c.session().is_some());
         if is_v5_connected {
-            self.write(conn_id, &Packet::Disconnect(ReasonOnly::new(reason)));
+            let mut disconnect = ReasonOnly::new(reason);
+            disconnect.properties = self.refusal_properties(reason, detail);
+            self.write(conn_id, &Packet::Disconnect(disconnect));
         }
     }
 

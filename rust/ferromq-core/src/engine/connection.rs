@@ -7,7 +7,9 @@ use bytes::BytesMut;
 
 use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Will};
 
+use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
+use super::quota::PublishQuota;
 
 #[derive(Debug)]
 pub enum ConnState {
@@ -46,6 +48,12 @@ pub struct Connection {
     pub client_max_packet: u32,
     /// Inbound topic aliases of a v5 client.
     pub topic_aliases: HashMap<u16, Utf8Bytes>,
+    /// Topic aliases the broker uses towards a v5 client.
+    pub aliases_out: OutboundAliases,
+    /// The v5 client's Request Problem Information (1 unless it sent 0).
+    pub request_problem_info: bool,
+    /// Inbound PUBLISH rate quota, when configured.
+    pub publish_quota: Option<PublishQuota>,
     /// The client's will, published unless it disconnects normally.
     pub will: Option<Will>,
     /// Session Expiry Interval the connection asked for (v5 DISCONNECT may change it).
@@ -74,6 +82,9 @@ impl Connection {
             send_window: 0,
             client_max_packet: u32::MAX,
             topic_aliases: HashMap::new(),
+            aliases_out: OutboundAliases::default(),
+            request_problem_info: true,
+            publish_quota: None,
             will: None,
             session_expiry_from_connect: 0,
             flush_queued: false,

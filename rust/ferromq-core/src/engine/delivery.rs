@@ -4,7 +4,10 @@
 //! A QoS 1/2 delivery is sent now only if the session is online, its connection
 //! writable, nothing is queued ahead of it (so order holds [MQTT-4.6.0-6]) and the
 //! window has room; QoS 0 needs no window and is sent whenever the connection is
-//! writable. Expired messages are dropped at send time [MQTT-3.3.2-5].
+//! writable. Expired messages are dropped at send time [MQTT-3.3.2-5]. A PUBLISH
+//! above the client's Maximum Packet Size is dropped for that client only and, for
+//! QoS 1/2, never enters the window: as if completed [MQTT-3.1.2-26]. Outbound
+//! topic aliases are applied as each PUBLISH is written (`alias_out`).
 
 use crate::codec::{Packet, Publish, QoS};
 
@@ -138,7 +141,7 @@ impl Engine {
 
     fn send_publish(&mut self, conn: ConnId, out: &Outgoing, packet_id: u16, now: u64) -> bool {
         let packet = self.publish_packet(conn, out, packet_id, false, now);
-        if self.write(conn, &packet) {
+        if self.write_publish(conn, packet, &out.message.topic) {
             self.stats.publish_sent += 1;
             true
         } else {

@@ -20,16 +20,20 @@
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
+mod alias_out;
+mod announce;
 mod auth;
 mod config;
 mod connect;
 mod connection;
 mod delivery;
+mod diagnostics;
 mod journal;
 mod message;
 mod persist;
 mod publish;
 mod queue;
+mod quota;
 mod session;
 mod shared;
 mod stats;
@@ -41,7 +45,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use config::{DropPolicy, EngineConfig};
+pub use config::{DropPolicy, EngineConfig, Features, Redirect};
 pub use journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
 pub use message::Message;
 pub use persist::RestoreReport;
@@ -163,6 +167,8 @@ pub struct Engine {
     /// Unix milliseconds minus engine milliseconds, for expiry times in the journal.
     wall_offset: i64,
     next_token: u64,
+    /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
+    alias_scratch: Vec<crate::codec::Property>,
 }
 
 impl Engine {
@@ -187,8 +193,9 @@ impl Engine {
             held_acks: std::collections::VecDeque::new(),
             persist_signalled: false,
             wall_offset: 0,
-            config,
             next_token: 1,
+            alias_scratch: Vec::new(),
+            config,
         }
     }
 
@@ -358,7 +365,8 @@ impl Engine {
     }
 
     /// Encode `packet` into the connection's output. False when the connection is
-    /// gone or the packet exceeds the client's Maximum Packet Size [MQTT-3.1.2-25].
+    /// gone or the packet exceeds the client's Maximum Packet Size [MQTT-3.1.2-25]
+    /// even without its Reason String and User Properties (`diagnostics`).
     fn write(&mut self, conn_id: ConnId, packet: &Packet) -> bool {
         let Some(conn) = self
             .conns
@@ -370,11 +378,8 @@ impl Engine {
         if conn.is_closed() {
             return false;
         }
-        let before = conn.out.len();
-        if packet.encode(conn.version, &mut conn.out).is_err()
-            || (conn.out.len() - before) as u64 > u64::from(conn.client_max_packet)
+        if !diagnostics::encode_fitting(packet, conn.version, &mut conn.out, conn.client_max_packet)
         {
-            conn.out.truncate(before);
             return false;
         }
         if !conn.flush_queued {

@@ -5,6 +5,8 @@
 //! PUBRECed again, never routed twice [MQTT-4.3.3-9]. v5 topic aliases are resolved
 //! per connection [MQTT-3.3.2-10..12]; a client with more unreleased QoS 2 messages
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
+//! Before any of that a PUBLISH passes the connection's rate quota (`quota`) and
+//! the limits the broker announced (`announce`).
 //!
 //! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
 //! QoS, every subscription identifier), then per delivery the QoS is lowered to the
@@ -15,6 +17,7 @@ use std::sync::Arc;
 
 use crate::codec::{Ack, Packet, Property, Publish, QoS, ReasonCode};
 
+use super::announce::PublishRefusal;
 use super::message::Message;
 use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
@@ -30,9 +33,39 @@ impl Engine {
         now: u64,
     ) {
         self.stats.publish_received += 1;
+        if !self.take_publish_token(conn_id, now) {
+            self.refuse_with(
+                conn_id,
+                ReasonCode::QuotaExceeded,
+                "PUBLISH rate above limits.max_publish_rate",
+                now,
+            );
+            return;
+        }
         if let Err(reason) = self.resolve_topic_alias(conn_id, &mut publish) {
             self.refuse(conn_id, reason, now);
             return;
+        }
+        match self.publish_refusal(&publish) {
+            Some(PublishRefusal::Reject(reason, detail)) if publish.qos != QoS::AtMostOnce => {
+                let mut ack = Ack::new(publish.packet_id);
+                ack.reason = reason;
+                ack.properties = self.ack_reason_string(conn_id, detail);
+                let packet = if publish.qos == QoS::AtLeastOnce {
+                    Packet::PubAck(ack)
+                } else {
+                    Packet::PubRec(ack)
+                };
+                self.write(conn_id, &packet);
+                return;
+            }
+            Some(
+                PublishRefusal::Reject(reason, detail) | PublishRefusal::Disconnect(reason, detail),
+            ) => {
+                self.refuse_with(conn_id, reason, detail, now);
+                return;
+            }
+            None => {}
         }
         let make_message = |publish: &Publish| {
             Arc::new(Message::from_publish(
@@ -76,6 +109,17 @@ impl Engine {
         }
     }
 
+    /// A token of the connection's PUBLISH quota, if it has one (`quota`).
+    fn take_publish_token(&mut self, conn_id: ConnId, now: u64) -> bool {
+        match self
+            .conn_mut(conn_id)
+            .and_then(|c| c.publish_quota.as_mut())
+        {
+            Some(quota) => quota.take(now),
+            None => true,
+        }
+    }
+
     /// PUBACK/PUBREC for a routed message: v5 says 0x10 when nobody subscribed.
     fn publish_ack(&mut self, conn_id: ConnId, packet_id: u16, delivered: usize) -> Ack {
         let mut ack = Ack::new(packet_id);
@@ -93,6 +137,8 @@ impl Engine {
         let Some(Property::TopicAlias(alias)) = publish.properties.get(TOPIC_ALIAS).cloned() else {
             return Ok(());
         };
+        // Above the announced maximum is 0x94 [MQTT-3.3.2-9]; an alias with no mapping
+        // yet is a Protocol Error (§3.3.2.3.4); the codec refuses alias 0 (0x82).
         if alias > self.config.max_topic_alias {
             return Err(ReasonCode::TopicAliasInvalid);
         }

@@ -1,15 +1,16 @@
 //! SUBSCRIBE and UNSUBSCRIBE, and retained messages sent on subscribe.
 //!
-//! Every filter is granted the QoS it asked for (the broker supports QoS 2); a
-//! filter the index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1. SUBACK goes out
+//! Every filter is granted the QoS it asked for up to the Maximum QoS; a filter the
+//! index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1, one using a feature the
+//! broker does not offer its reason code from `announce`. SUBACK goes out
 //! first, then the retained messages matching each granted filter, per Retain
 //! Handling (0 always, 1 only for a new subscription, 2 never) and never for shared
 //! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
 //! lowered to the subscription's.
 
 use crate::codec::{
-    Packet, Property, ProtocolVersion, QoS, ReasonCode, RetainHandling, SubAck, Subscribe,
-    UnsubAck, Unsubscribe,
+    Packet, Properties, Property, ProtocolVersion, QoS, ReasonCode, RetainHandling, SubAck,
+    Subscribe, UnsubAck, Unsubscribe,
 };
 use crate::topic::parse_shared_filter;
 
@@ -30,9 +31,25 @@ impl Engine {
             Some(Property::SubscriptionIdentifier(id)) => Some(*id),
             _ => None,
         };
+        if self.subscription_id_refused(subscription_id) {
+            self.refuse_with(
+                conn_id,
+                ReasonCode::SubscriptionIdentifiersNotSupported,
+                "Subscription Identifier Available is 0",
+                now,
+            );
+            return;
+        }
         let mut reasons = Vec::with_capacity(subscribe.filters.len());
         let mut retained_for = Vec::new();
+        let mut properties = Properties::new();
         for (filter, options) in &subscribe.filters {
+            if let Some(refusal) = self.filter_refusal(filter, v5) {
+                reasons.push(refusal);
+                properties = self.ack_reason_string(conn_id, refusal.name());
+                continue;
+            }
+            let options = &self.granted(*options);
             match self
                 .index
                 .subscribe(session, filter, *options, subscription_id)
@@ -67,7 +84,7 @@ impl Engine {
             conn_id,
             &Packet::SubAck(SubAck {
                 packet_id: subscribe.packet_id,
-                properties: Default::default(),
+                properties,
                 reasons,
             }),
         );
