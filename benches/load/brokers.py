@@ -101,13 +101,17 @@ class Ferromq(BrokerSpec):
 
     def command(self, port: int, workdir: Path) -> list[str]:
         conf = workdir / "ferromq.toml"
-        # The session queue's ceiling is 65,535 (Mosquitto's is raised to MAX_QUEUED).
+        # Queue plus in-flight window stay below 65,535 packet ids (Mosquitto's queue is
+        # raised to MAX_QUEUED). Like Mosquitto's "persistence false", nothing is stored:
+        # these scenarios compare brokers, the store benchmarks name their store.
         conf.write_text(
             "[[listeners]]\n"
             'host = "127.0.0.1"\n'
             f"port = {port}\n"
             "[session]\n"
-            f"queue_limit = {min(MAX_QUEUED, 65_535)}\n"
+            f"queue_limit = {min(MAX_QUEUED, 65_535 - 1024 - 1)}\n"
+            "[storage]\n"
+            'backend = "memory"\n'
             "[log]\n"
             'level = "warning"\n'
         )
