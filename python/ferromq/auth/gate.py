@@ -123,7 +123,14 @@ class AuthGate:
             self._engine.complete_auth(conn, state.token, NOT_AUTHORIZED, self._hub.now())
             return
         state.identity = outcome.identity
-        self._engine.complete_auth(conn, state.token, 0, self._hub.now(), outcome.data)
+        self._engine.complete_auth(
+            conn,
+            state.token,
+            0,
+            self._hub.now(),
+            outcome.data,
+            client_type=outcome.identity.client_type,
+        )
         log_event(
             logger,
             logging.INFO,

@@ -452,6 +452,9 @@ fn a_stalled_exchange_is_refused_at_the_connect_timeout() {
     let got = h.recv(&mut reauth);
     let (kind, disconnect) = reason_only(&got[0]);
     // The DISCONNECT also carries a Reason String (the client allows problem info).
-    assert_eq!((kind, disconnect.reason), ("disconnect", ReasonCode::NotAuthorized));
+    assert_eq!(
+        (kind, disconnect.reason),
+        ("disconnect", ReasonCode::NotAuthorized)
+    );
     assert!(h.is_closed(&reauth));
 }

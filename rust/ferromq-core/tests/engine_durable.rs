@@ -4,8 +4,8 @@
 mod support;
 
 use bytes::BytesMut;
-use ferromq_core::codec::{Ack, Packet, ProtocolVersion, QoS};
-use ferromq_core::engine::{EngineConfig, Record, RecordReader};
+use ferromq_core::codec::{Ack, Packet, ProtocolVersion, QoS, ReasonCode};
+use ferromq_core::engine::{ClientType, EngineConfig, Event, Record, RecordReader};
 use support::*;
 
 const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
@@ -269,4 +269,52 @@ fn a_clean_start_forgets_the_stored_session() {
     let (mut sub, connack) = h.connect(connect("sub", V311, false));
     assert!(matches!(connack, Packet::ConnAck(c) if !c.session_present));
     assert!(h.recv(&mut sub).is_empty());
+}
+
+#[test]
+fn the_client_type_authentication_gives_goes_with_the_stored_session() {
+    let mut h = Harness::new(EngineConfig {
+        authenticate: true,
+        application_client_prefixes: vec!["app-".into()],
+        ..durable_config()
+    });
+    let mut stored_types = Vec::new();
+    for (client_id, decided) in [
+        ("backend-1", Some(ClientType::Application)),
+        ("app-2", None),
+        ("sensor-3", None),
+    ] {
+        let client = h.open(V311);
+        h.send(
+            &client,
+            Packet::Connect(Box::new(connect(client_id, V311, false))),
+        );
+        let Some(Event::Authenticate { token, .. }) = h.auth_events.pop() else {
+            panic!("an Authenticate event");
+        };
+        if let Some(client_type) = decided {
+            h.engine.set_client_type(client.conn, token, client_type);
+        }
+        h.engine
+            .complete_auth(client.conn, token, ReasonCode::Success, None, h.now);
+        let (_, bytes) = h.engine.take_journal().unwrap();
+        for record in RecordReader::new(bytes).map(Result::unwrap) {
+            if let Record::Session {
+                client,
+                client_type,
+                ..
+            } = record
+            {
+                stored_types.push((client, client_type));
+            }
+        }
+    }
+    assert_eq!(
+        stored_types,
+        vec![
+            ("backend-1".to_owned(), ClientType::Application),
+            ("app-2".to_owned(), ClientType::Application),
+            ("sensor-3".to_owned(), ClientType::Device),
+        ]
+    );
 }

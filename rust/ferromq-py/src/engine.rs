@@ -6,7 +6,7 @@
 
 use ferromq_core::codec::{QoS, ReasonCode, Utf8Bytes};
 use ferromq_core::engine::{
-    DropPolicy, Engine as CoreEngine, EngineConfig, Event, Features, Redirect,
+    ClientType, DropPolicy, Engine as CoreEngine, EngineConfig, Event, Features, Redirect,
 };
 use ferromq_core::topic::ShareStrategy;
 use pyo3::exceptions::PyValueError;
@@ -172,7 +172,9 @@ impl Engine {
     /// Answer an ("authenticate" | "auth", conn, token, ...) event finally: reason
     /// code 0 accepts, with `data` as the final Authentication Data. Ignored when
     /// `token` is not the connection's (the socket it was for is gone).
-    #[pyo3(signature = (conn, token, reason_code, now, data = None))]
+    /// `client_type` ("device" or "application") is the accepted user's, for the
+    /// store its persistent session goes to.
+    #[pyo3(signature = (conn, token, reason_code, now, data = None, client_type = None))]
     fn complete_auth(
         &mut self,
         conn: u32,
@@ -180,10 +182,23 @@ impl Engine {
         reason_code: u8,
         now: u64,
         data: Option<&[u8]>,
+        client_type: Option<&str>,
     ) -> PyResult<()> {
         let reason = ReasonCode::from_u8(reason_code).ok_or_else(|| {
             PyValueError::new_err(format!("0x{reason_code:02X} is not a reason code"))
         })?;
+        if let Some(name) = client_type {
+            let client_type = match name {
+                "device" => ClientType::Device,
+                "application" => ClientType::Application,
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "client type must be \"device\" or \"application\", got {other:?}"
+                    )))
+                }
+            };
+            self.inner.set_client_type(conn, token, client_type);
+        }
         self.inner.complete_auth(conn, token, reason, data, now);
         Ok(())
     }

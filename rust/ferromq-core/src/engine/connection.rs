@@ -29,6 +29,9 @@ pub struct Connection {
     /// Unique per socket for the engine's life (ids are reused): events carry it and
     /// Python's answers must bring it back (`auth.rs`).
     pub token: u64,
+    /// DEVICE or APPLICATION as authentication decided; None leaves it to the
+    /// client-id prefixes in the config.
+    pub client_type: Option<super::journal::ClientType>,
     /// The Authentication Method from CONNECT; every AUTH must repeat it.
     pub auth_method: Option<Utf8Bytes>,
     /// An authentication exchange in progress (CONNECT or re-authentication).
@@ -71,6 +74,7 @@ impl Connection {
                 deadline: now + connect_timeout_ms,
             },
             token,
+            client_type: None,
             auth_method: None,
             auth: None,
             decoder: FrameDecoder::new(max_packet_size, None),

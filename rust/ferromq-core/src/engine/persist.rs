@@ -126,11 +126,27 @@ impl Engine {
         }
     }
 
+    /// Authentication decided the client's type (its user record says DEVICE or
+    /// APPLICATION); set before the answer that accepts it. Ignored for another token.
+    pub fn set_client_type(&mut self, conn_id: ConnId, token: u64, client_type: ClientType) {
+        if let Some(conn) = self.conn_mut(conn_id).filter(|c| c.token == token) {
+            conn.client_type = Some(client_type);
+        }
+    }
+
+    /// The type authentication gave the session's connection, else the one the
+    /// configured client-id prefixes give.
     fn client_type_of(&self, session: u32) -> ClientType {
-        let client_id = &self.sessions[session as usize]
+        let state = self.sessions[session as usize]
             .as_ref()
-            .expect("caller checked")
-            .client_id;
+            .expect("caller checked");
+        let decided = state
+            .conn
+            .and_then(|conn| self.conns.get(conn as usize)?.as_ref()?.client_type);
+        if let Some(client_type) = decided {
+            return client_type;
+        }
+        let client_id = &state.client_id;
         let application = self
             .config
             .application_client_prefixes
