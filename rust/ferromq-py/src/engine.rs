@@ -254,6 +254,11 @@ impl Engine {
             .map(|(batch, bytes)| (batch, PyBytes::new(py, &bytes)))
     }
 
+    /// Raise `persist` again once `records` are pending (0: never): a store's batch size.
+    fn set_journal_flush_records(&mut self, records: usize) {
+        self.inner.set_journal_flush_records(records);
+    }
+
     fn journal_pending(&self) -> usize {
         self.inner.journal_pending()
     }
@@ -274,9 +279,7 @@ impl Engine {
         data: &[u8],
         now: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let report = self
-            .inner
-            .restore(bytes::Bytes::copy_from_slice(data), now);
+        let report = self.inner.restore(bytes::Bytes::copy_from_slice(data), now);
         let d = PyDict::new(py);
         d.set_item("records", report.records)?;
         d.set_item("sessions", report.sessions)?;
