@@ -3,8 +3,9 @@
 The engine raises one ``persist`` event when records appear (not one per record), and a
 second one when a store's batch size is reached (``Engine.set_journal_flush_records``).
 The persister waits ``flush_interval`` after the first (0: the next loop turn), or
-less if the second comes, and writes everything pending as one batch; while a batch is being written new records accumulate and go out
-as the next batch the moment it returns (group commit). After each write it calls
+less if the second comes, and writes everything pending as one batch; while a batch is
+being written new records accumulate and go out as the next batch the moment it returns
+(group commit). After each write it calls
 ``Engine.journal_done(batch)``, which releases the PUBACK/PUBREC held for that batch,
 and flushes the IO hub so they leave this loop turn.
 

@@ -166,7 +166,8 @@ class RedisStore:
         replies = RedisReplies(count, keep=keep)
         try:
             connection = await self._connect()
-            await asyncio.wait_for(self._round_trip(connection, data, replies), self._command_timeout)
+            exchange = self._round_trip(connection, data, replies)
+            await asyncio.wait_for(exchange, self._command_timeout)
         except (RedisError, OSError, TimeoutError, ValueError) as exc:
             await self._drop_connection()
             why = str(exc) or type(exc).__name__
