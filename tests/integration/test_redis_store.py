@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,63 +19,15 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches" / "load"))
+from brokers import RedisServer  # one way to run redis-server, shared with the benches
+
 from tests.conftest import RunningBroker, free_port, start_broker
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_offline_seam import seed_002_scenario
 
 LOOPS = ["uvloop", "asyncio"]
 _prefixes = itertools.count()
-
-
-class RedisProcess:
-    """A redis-server of this test's own on a fixed port, so it can be stopped and
-    started again at the same address."""
-
-    def __init__(self, directory: Path, appendonly: bool = False) -> None:
-        self.directory = directory
-        self.port = free_port()
-        self.appendonly = appendonly
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        server = shutil.which("redis-server")
-        if server is None:
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
-        self.process = subprocess.Popen(
-            [
-                server,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.directory),
-                "--save",
-                "",
-                "--appendonly",
-                "yes" if self.appendonly else "no",
-                "--appendfsync",
-                "always",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for(self._answers, "redis-server answers PING")
-
-    def _answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-        self.process = None
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -89,8 +39,11 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) ->
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path, appendonly=True)
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    missing = RedisServer.missing()
+    if missing:
+        pytest.fail(missing)
+    server = RedisServer(tmp_path, appendonly=True)
     server.start()
     yield server
     server.stop()
@@ -129,7 +82,7 @@ def receive(broker: RunningBroker, client_id: str, count: int) -> list[paho.MQTT
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_seed_002_on_redis(redis_server: RedisProcess, tmp_path: Path, loop: str) -> None:
+def test_seed_002_on_redis(redis_server: RedisServer, tmp_path: Path, loop: str) -> None:
     broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
     try:
         seed_002_scenario(broker)
@@ -139,7 +92,7 @@ def test_seed_002_on_redis(redis_server: RedisProcess, tmp_path: Path, loop: str
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_kill_9_mid_stream_loses_no_acknowledged_message(
-    redis_server: RedisProcess, tmp_path: Path, loop: str
+    redis_server: RedisServer, tmp_path: Path, loop: str
 ) -> None:
     config = redis_config(redis_server.url)
     broker = start_broker(tmp_path, loop, config)
@@ -170,7 +123,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_message(
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_restart_keeps_sessions_subscriptions_and_retained(
-    redis_server: RedisProcess, tmp_path: Path, loop: str
+    redis_server: RedisServer, tmp_path: Path, loop: str
 ) -> None:
     config = redis_config(redis_server.url)
     broker = start_broker(tmp_path, loop, config)
@@ -201,7 +154,7 @@ def test_restart_keeps_sessions_subscriptions_and_retained(
 
 
 def test_redis_down_holds_acknowledgements_and_everything_goes_through_when_back(
-    redis_server: RedisProcess, tmp_path: Path
+    redis_server: RedisServer, tmp_path: Path
 ) -> None:
     broker = start_broker(tmp_path, "uvloop", redis_config(redis_server.url))
     try:
@@ -260,16 +213,14 @@ def test_a_password_never_reaches_the_log(tmp_path: Path) -> None:
 
 
 def test_scripts_flushed_from_redis_are_sent_again_with_eval(
-    redis_server: RedisProcess, tmp_path: Path
+    redis_server: RedisServer, tmp_path: Path
 ) -> None:
     broker = start_broker(tmp_path, "uvloop", redis_config(redis_server.url))
     try:
         persistent_subscriber(broker, "flushed", "flush/t")
         publisher, _ = paho_client(broker, "flush-pub", 5)
         publisher.publish("flush/t", b"before", qos=1).wait_for_publish(10)
-        with socket.create_connection(("127.0.0.1", redis_server.port)) as sock:
-            sock.sendall(b"SCRIPT FLUSH\r\n")
-            assert sock.recv(16).startswith(b"+OK")
+        assert redis_server.command("SCRIPT", "FLUSH") == b"+OK"
         publisher.publish("flush/t", b"after", qos=1).wait_for_publish(10)
         publisher.disconnect()
         publisher.loop_stop()
