@@ -12,8 +12,8 @@ redis-server (pinned to core 0, beside the generator, which uses ~20% of it). Th
 figure of merit is TBMQ's: messages in + out per CPU core used by the broker and
 Redis, measured as twice the messages delivered over the whole run divided by the
 broker's and redis-server's CPU seconds (from /proc). The sweep varies the Redis batch
-size (records that make a batch go out at once) and the flush interval (ms after the first record), like
-seed 000's Lettuce table. Writes ``redis_store.md`` and ``redis_store.json`` to
+size (records that make a batch go out at once) and the flush interval (ms after the
+first record), like seed 000's Lettuce table. Writes ``redis_store.md`` and ``redis_store.json`` to
 ``--out``.
 """
 
