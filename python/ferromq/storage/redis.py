@@ -164,6 +164,8 @@ class RedisStore:
     async def _exchange(self, data: bytes, count: int, *, keep: bool = False) -> RedisReplies:
         """Send one pipelined buffer and read its ``count`` replies."""
         replies = RedisReplies(count, keep=keep)
+        if count == 0:  # a batch whose deliveries all completed before it went out
+            return replies
         try:
             connection = await self._connect()
             exchange = self._round_trip(connection, data, replies)
@@ -171,6 +173,8 @@ class RedisStore:
         except (RedisError, OSError, TimeoutError, ValueError) as exc:
             await self._drop_connection()
             why = str(exc) or type(exc).__name__
+            if isinstance(exc, TimeoutError):
+                why = f"no reply within {self._command_timeout:g}s"
             raise ConnectionError(f"redis store at {self.where}: {why}") from None
         return replies
 

@@ -27,7 +27,8 @@
 //!   PUBREL: SETRANGE of the flag byte, which keeps the value's TTL, where TBMQ's SET
 //!   loses it) in journal order, then one trim to the per-client limit that deletes
 //!   the trimmed strings, and `last_packet_id`. Two Redis calls per message and per
-//!   acknowledgement.
+//!   acknowledgement; none for a message delivered and acknowledged before its batch
+//!   goes out (an online subscriber keeping up), whose save and removal cancel.
 //! - `remove_all` (session ended): every message string, the ZSET and the client's
 //!   other keys.
 //! - `fetch` (load): references in score order with their strings, dropping
@@ -250,6 +251,36 @@ impl RedisCodec {
         Ok(w.finish())
     }
 
+    /// `ops` without the deliveries that complete in the same batch: a message saved
+    /// and removed (PUBACK) before the batch goes out was never needed in Redis, so
+    /// neither call is sent. Safe because the engine reuses a packet id only after its
+    /// previous delivery's removal was journaled, which this keeps (it comes earlier).
+    /// A delivery whose PUBREC arrived keeps its save: the PUBREL state is stored.
+    fn net(ops: &[Op]) -> Vec<&Op> {
+        let mut saved: HashMap<u16, usize> = HashMap::new();
+        let mut dropped = vec![false; ops.len()];
+        for (index, op) in ops.iter().enumerate() {
+            match op {
+                Op::Save { packet_id, .. } => {
+                    saved.insert(*packet_id, index);
+                }
+                Op::Remove(packet_id) => {
+                    if let Some(save) = saved.remove(packet_id) {
+                        dropped[save] = true;
+                        dropped[index] = true;
+                    }
+                }
+                Op::Release(packet_id) => {
+                    saved.remove(packet_id);
+                }
+            }
+        }
+        ops.iter()
+            .zip(dropped)
+            .filter_map(|(op, dropped)| (!dropped).then_some(op))
+            .collect()
+    }
+
     fn op(
         &self,
         record: Record,
@@ -304,7 +335,11 @@ impl RedisCodec {
     }
 
     fn apply(&self, w: &mut CommandWriter, client: &str, ops: &[Op], eval: bool) {
-        let args: usize = ops.iter().map(Op::args).sum();
+        let ops = Self::net(ops);
+        if ops.is_empty() {
+            return;
+        }
+        let args: usize = ops.iter().map(|op| op.args()).sum();
         self.script(w, Script::Apply, 2, 1 + args, eval);
         self.key(w, client, b"_messages");
         self.key(w, client, b"_last_packet_id");
@@ -710,7 +745,7 @@ mod tests {
         j.subscribe("c", "a/#", 1, 9);
         j.enqueue("c", 65_535, 1, &m, QoS::AtLeastOnce, false, &[9], 0);
         j.enqueue("d", 1, 2, &m, QoS::ExactlyOnce, false, &[], 0);
-        j.ack("c", 1);
+        j.ack("c", 77); // stored by an earlier batch
         j.enqueue("c", 65_536, 2, &m, QoS::AtLeastOnce, false, &[9], 0);
         j.release("d", 2);
         j.session_end("e");
@@ -753,7 +788,7 @@ mod tests {
         );
         assert_eq!(
             apply_c[11..17],
-            ["A", "1", "S", "65536", "2", "600000"].map(String::from)[..]
+            ["A", "77", "S", "65536", "2", "600000"].map(String::from)[..]
         );
         assert_eq!(apply_c.len(), 18);
         // flag, qos, retain, one subscription id, then the Message record body.
@@ -768,6 +803,29 @@ mod tests {
             ["2", "p:{d}_messages", "p:{d}_last_packet_id"].map(String::from)[..]
         );
         assert_eq!(apply_d[11..], ["R", "2"].map(String::from)[..]);
+    }
+
+    #[test]
+    fn a_delivery_acknowledged_within_the_batch_never_reaches_redis() {
+        let m = message(7, None);
+        let mut j = Journal::new(true);
+        j.enqueue("c", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.enqueue("c", 2, 3, &m, QoS::ExactlyOnce, false, &[], 0);
+        j.enqueue("c", 3, 4, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.ack("c", 2);
+        j.release("c", 3);
+        j.ack("c", 9); // stored by an earlier batch
+        j.enqueue("d", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.ack("d", 2);
+        let (_, data) = j.take().unwrap();
+        let (bytes, count) = codec().batch(data, 0, false).unwrap();
+        assert_eq!(count, 1, "d has nothing left to store");
+        let ops: Vec<String> = text(&commands(&bytes)[0][6..])
+            .into_iter()
+            .filter(|a| a.len() == 1 && a.chars().all(|c| c.is_ascii_uppercase()))
+            .collect();
+        // Saves of 3 (PUBREC: kept) and 4, the PUBREL mark, the earlier batch's removal.
+        assert_eq!(ops, ["S", "S", "R", "A"]);
     }
 
     #[test]
