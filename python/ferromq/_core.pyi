@@ -15,6 +15,8 @@ __all__ = [
     "MalformedPacket",
     "PacketTooLarge",
     "ProtocolError",
+    "RedisCodec",
+    "RedisReplies",
     "RetainedIndex",
     "SubscriptionIndex",
     "TopicFilterInvalid",
@@ -163,8 +165,6 @@ class RetainedIndex:
     def shrink_to_fit(self) -> None: ...
     def stats(self) -> dict[str, int]: ...
     def __len__(self) -> int: ...
-
-REDIS_LOAD_REPLIES_PER_CLIENT: int
 
 @final
 class RedisCodec:

@@ -150,7 +150,7 @@ class RedisStore:
 
     async def _connect(self) -> AbstractConnection:
         if self._connection is None:
-            connection = await self._pool.get_connection()
+            connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
             await self._load_scripts(connection)
             self._connection = connection
         return self._connection

@@ -3,7 +3,7 @@
 //! contents back into journal records; `RedisReplies` reads the replies to a buffer
 //! in bulk. Called once per batch, never per message.
 
-use ferromq_core::store::redis::{RedisCodec as CoreCodec, LOAD_REPLIES_PER_CLIENT, SCRIPTS};
+use ferromq_core::store::redis::{RedisCodec as CoreCodec, SCRIPTS};
 use ferromq_core::store::resp::{Replies, Reply};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -12,7 +12,6 @@ use pyo3::types::PyBytes;
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RedisCodec>()?;
     m.add_class::<RedisReplies>()?;
-    m.add("REDIS_LOAD_REPLIES_PER_CLIENT", LOAD_REPLIES_PER_CLIENT)?;
     Ok(())
 }
 
@@ -155,8 +154,8 @@ impl RedisReplies {
         self.errors.iter().any(|(_, m)| m.starts_with("NOSCRIPT"))
     }
 
-    /// The first string reply's items, for a command whose reply is an array of
-    /// strings (SMEMBERS); None when the reply is not kept or not an array.
+    /// The string items of reply `index`, for a command whose reply is an array of
+    /// strings (SMEMBERS); None when replies are not kept or it is not an array.
     fn strings(&self, index: usize) -> Option<Vec<String>> {
         let reply = self.kept.get(index)?;
         let Reply::Array(Some(items)) = reply else {
