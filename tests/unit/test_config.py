@@ -19,6 +19,7 @@ from ferromq.config import (
     LimitsConfig,
     ListenerConfig,
     LogConfig,
+    RedisConfig,
     SessionConfig,
     SysConfig,
     load_config,
@@ -78,7 +79,8 @@ def test_defaults_without_file_or_environment() -> None:
 
 
 @pytest.mark.parametrize(
-    "section", [ListenerConfig(), LimitsConfig(), SessionConfig(), SysConfig(), LogConfig()]
+    "section",
+    [ListenerConfig(), LimitsConfig(), SessionConfig(), RedisConfig(), SysConfig(), LogConfig()],
 )
 def test_every_default_passes_its_own_validation(section: object) -> None:
     assert dataclasses.is_dataclass(section) and not isinstance(section, type)
@@ -282,6 +284,15 @@ def test_parse_duration_refuses(spelling: int | str) -> None:
         (
             "[[listeners]]\nmax_connections = -1\n",
             "listeners[0].max_connections: must be at least 0, got -1",
+        ),
+        (
+            # A message's Redis key holds its packet id: at most 65535 per client.
+            "[redis]\nmax_messages_per_client = 70000\n",
+            "redis.max_messages_per_client: must be between 1 and 65535, got 70000",
+        ),
+        (
+            '[storage]\nbackend = "postgres"\n',
+            'storage.backend: expected one of "embedded", "redis", "memory", got "postgres"',
         ),
     ],
 )

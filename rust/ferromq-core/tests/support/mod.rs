@@ -24,6 +24,8 @@ pub struct Harness {
     /// A store that confirms every journal batch at once, when set: the bytes it
     /// holds are what a restart reads back.
     pub store: Option<BytesMut>,
+    /// `Persist` events seen.
+    pub persists: usize,
 }
 
 pub struct Client {
@@ -43,6 +45,7 @@ impl Harness {
             closed: Vec::new(),
             rejected: Vec::new(),
             store: None,
+            persists: 0,
         }
     }
 
@@ -71,7 +74,8 @@ impl Harness {
                     reason,
                     detail,
                 } => self.rejected.push((conn, reason, detail)),
-                Event::Authenticate { .. } | Event::Persist => {}
+                Event::Persist => self.persists += 1,
+                Event::Authenticate { .. } => {}
             }
         }
     }
