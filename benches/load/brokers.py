@@ -257,6 +257,19 @@ class RedisServer:
             sock.sendall(" ".join(words).encode() + b"\r\n")
             return sock.recv(4096).split(b"\r\n", 1)[0]
 
+    def command_calls(self, command: str) -> int:
+        """How many times Redis ran ``command`` (INFO commandstats; scripts included)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(b"INFO commandstats\r\n")
+            data = b""
+            while b"\r\n" not in data or len(data) < int(data[1 : data.index(b"\r\n")]):
+                data += sock.recv(65536)
+        prefix = f"cmdstat_{command.lower()}:calls="
+        for line in data.decode().splitlines():
+            if line.startswith(prefix):
+                return int(line[len(prefix) :].split(",", 1)[0])
+        return 0
+
     def cpu_seconds(self) -> float:
         assert self.process is not None, "started"
         return cpu_seconds(self.process.pid)

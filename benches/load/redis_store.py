@@ -49,6 +49,9 @@ class Row:
     redis_cpu_s: float = 0.0
     per_core: float = 0.0
     broker_us_per_msg: float = 0.0
+    redis_us_per_msg: float = 0.0
+    #: Messages written to Redis (SET calls): the rest completed inside their batch.
+    stored_in_redis: int = 0
     delivery_mean_ms: float = 0.0
     delivery_p99_ms: float = 0.0
     ack_mean_ms: float = 0.0
@@ -69,6 +72,7 @@ def run(
         report = bench.run({**config, "port": broker.port, "progress": False})
         broker_cpu = broker.cpu_seconds() - broker_before
         redis_cpu = (redis.cpu_seconds() - redis_before) if redis else 0.0
+        stored = redis.command_calls("set") if redis else 0
     finally:
         broker.stop()
     received = report["delivery"]["received"]
@@ -77,6 +81,8 @@ def run(
     row.broker_cpu_s, row.redis_cpu_s = broker_cpu, redis_cpu
     row.per_core = 2 * received / (broker_cpu + redis_cpu)
     row.broker_us_per_msg = broker_cpu / received * 1e6
+    row.redis_us_per_msg = redis_cpu / received * 1e6
+    row.stored_in_redis = stored
     row.delivery_mean_ms = report["latency_ms"]["mean"]
     row.delivery_p99_ms = report["latency_ms"]["p99"]
     row.ack_mean_ms = report["ack_latency_ms"]["mean"]
@@ -119,16 +125,18 @@ def markdown(rows: list[Row], command: str, pairs: int) -> str:
         "with other work: one run each).",
         "",
         "| store | batch | flush ms | in+out msg/s | broker CPU s | redis CPU s "
-        "| in+out per core | broker µs/msg | deliver mean / p99 ms | PUBACK mean / p99 ms "
-        "| lost / dup |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| in+out per core | broker / redis µs per msg | stored in Redis "
+        "| deliver mean / p99 ms | PUBACK mean / p99 ms | lost / dup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         batch = str(r.batch) if r.batch else "-"
         flush = str(r.flush_ms) if r.store == "redis" else "-"
         lines.append(
             f"| {r.store} | {batch} | {flush} | {r.in_out_per_s:,.0f} | {r.broker_cpu_s:.1f} "
-            f"| {r.redis_cpu_s:.1f} | {r.per_core:,.0f} | {r.broker_us_per_msg:.1f} "
+            f"| {r.redis_cpu_s:.1f} | {r.per_core:,.0f} "
+            f"| {r.broker_us_per_msg:.1f} / {r.redis_us_per_msg:.1f} "
+            f"| {r.stored_in_redis / max(r.report['delivery']['received'], 1):.0%} "
             f"| {r.delivery_mean_ms:.2f} / {r.delivery_p99_ms:.2f} "
             f"| {r.ack_mean_ms:.2f} / {r.ack_p99_ms:.2f} | {r.lost} / {r.duplicates} |"
         )
