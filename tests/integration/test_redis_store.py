@@ -22,7 +22,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches" / "load"))
 from brokers import RedisServer  # one way to run redis-server, shared with the benches
 
+from ferromq import bench
 from tests.conftest import RunningBroker, free_port, start_broker
+from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_offline_seam import seed_002_scenario
 
@@ -226,5 +228,49 @@ def test_scripts_flushed_from_redis_are_sent_again_with_eval(
         publisher.loop_stop()
         assert "redis lost its scripts; batch sent again with EVAL" in broker.log()
         assert [m.payload for m in receive(broker, "flushed", 2)] == [b"before", b"after"]
+    finally:
+        broker.stop()
+
+
+def test_order_holds_past_the_packet_id_wrap_across_a_crash(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    config = redis_config(redis_server.url)
+    broker = start_broker(tmp_path, "uvloop", config)
+    # 66,000 QoS 1 deliveries to one persistent subscriber carry its delivery sequence
+    # past 65,535: its packet ids have wrapped, the Redis scores have not.
+    report = bench.run(
+        {
+            "scenario": "p2p",
+            "pairs": 1,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "persistent": True,
+            "count": 66_000,
+            "inflight": 1000,
+            "warmup": 0,
+            "client_id_prefix": "wrap",
+            "topic_prefix": "wrap",
+            "port": broker.port,
+            "progress": False,
+        }
+    )
+    assert report["delivery"]["received"] == 66_000
+    publisher, _ = paho_client(broker, "wrap-pub", 5)
+    for n in range(300):
+        publisher.publish("wrap/p2p/0", b"%d" % n, qos=1).wait_for_publish(10)
+    publisher.loop_stop()
+    kill(broker)
+
+    broker = start_broker(tmp_path, "uvloop", config)
+    try:
+        sub = RawClient(broker.host, broker.port, version=4)
+        assert sub.connect("wrap-s0", clean=False)["session_present"] is True
+        packets = [sub.recv(timeout=10) for _ in range(300)]
+        sub.close()
+        assert [p["payload"] for p in packets] == [b"%d" % n for n in range(300)]
+        ids = [p["packet_id"] for p in packets]
+        assert ids[0] < 1000, f"packet ids wrapped: {ids[0]}"
+        assert ids == list(range(ids[0], ids[0] + 300))
     finally:
         broker.stop()
