@@ -392,7 +392,8 @@ class StorageConfig:
     """Seconds between syncs with ``fsync = "interval"``."""
     flush_interval_ms: int = _setting(0, _Int(0, 1000))
     """Milliseconds the persister waits after the first record before writing a batch,
-    to gather more into it; 0 writes at once (batches still form while a write runs)."""
+    to gather more into it; 0 writes at once (batches still form while a write runs).
+    The Redis store uses ``redis.flush_interval_ms`` instead."""
     compact_after: int = _setting(64 * MiB, _size(0))
     """The embedded log is rewritten as a snapshot of the live state once it is this
     large; 0 never compacts."""

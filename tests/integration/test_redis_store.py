@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -114,7 +115,12 @@ def test_kill_9_mid_stream_loses_no_acknowledged_message(
         client, inbox = paho_client(broker, "crash-sub", 5, clean=False)
         received: list[int] = []
         while not acknowledged <= set(received):
-            received.append(int.from_bytes(inbox.get(timeout=30).payload, "big"))
+            try:
+                message = inbox.get(timeout=30)
+            except queue.Empty:
+                missing = sorted(acknowledged - set(received))
+                pytest.fail(f"{len(missing)} acknowledged messages lost, first {missing[:5]}")
+            received.append(int.from_bytes(message.payload, "big"))
         client.disconnect()
         client.loop_stop()
         assert received == sorted(received), "order kept across the restart"
