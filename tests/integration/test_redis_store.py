@@ -161,10 +161,11 @@ def test_restart_keeps_sessions_subscriptions_and_retained(
         broker.stop()
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_redis_down_holds_acknowledgements_and_everything_goes_through_when_back(
-    redis_server: RedisServer, tmp_path: Path
+    redis_server: RedisServer, tmp_path: Path, loop: str
 ) -> None:
-    broker = start_broker(tmp_path, "uvloop", redis_config(redis_server.url))
+    broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
     try:
         persistent_subscriber(broker, "patient", "down/t")
         publisher, _ = paho_client(broker, "down-pub", 5)
@@ -220,10 +221,11 @@ def test_a_password_never_reaches_the_log(tmp_path: Path) -> None:
     assert "s3cret" not in done.stderr and "user:***@127.0.0.1" in done.stderr
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_scripts_flushed_from_redis_are_sent_again_with_eval(
-    redis_server: RedisServer, tmp_path: Path
+    redis_server: RedisServer, tmp_path: Path, loop: str
 ) -> None:
-    broker = start_broker(tmp_path, "uvloop", redis_config(redis_server.url))
+    broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
     try:
         persistent_subscriber(broker, "flushed", "flush/t")
         publisher, _ = paho_client(broker, "flush-pub", 5)
@@ -238,11 +240,12 @@ def test_scripts_flushed_from_redis_are_sent_again_with_eval(
         broker.stop()
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_order_holds_past_the_packet_id_wrap_across_a_crash(
-    redis_server: RedisServer, tmp_path: Path
+    redis_server: RedisServer, tmp_path: Path, loop: str
 ) -> None:
     config = redis_config(redis_server.url)
-    broker = start_broker(tmp_path, "uvloop", config)
+    broker = start_broker(tmp_path, loop, config)
     # 66,000 QoS 1 deliveries to one persistent subscriber carry its delivery sequence
     # past 65,535: its packet ids have wrapped, the Redis scores have not.
     report = bench.run(
@@ -268,7 +271,7 @@ def test_order_holds_past_the_packet_id_wrap_across_a_crash(
     publisher.loop_stop()
     kill(broker)
 
-    broker = start_broker(tmp_path, "uvloop", config)
+    broker = start_broker(tmp_path, loop, config)
     try:
         sub = RawClient(broker.host, broker.port, version=4)
         assert sub.connect("wrap-s0", clean=False)["session_present"] is True
