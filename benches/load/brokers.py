@@ -88,10 +88,19 @@ class Amqtt(BrokerSpec):
         return [sys.executable, "-m", "amqtt.scripts.broker_script", "-c", str(conf)]
 
 
+# Like Mosquitto's "persistence false": the broker comparisons store nothing; the store
+# benchmarks (redis_store.py) name their store.
+NO_STORE = '[storage]\nbackend = "memory"\n'
+
+
 class Ferromq(BrokerSpec):
     name = "ferromq"
     protocols = frozenset({4, 5})
     _serve = (sys.executable, "-m", "ferromq", "serve")
+
+    def __init__(self, extra_config: str = NO_STORE) -> None:
+        #: TOML appended to the generated config (a ``[storage]`` choice, ``[redis]``).
+        self.extra_config = extra_config
 
     def missing(self) -> str | None:
         probe = subprocess.run([*self._serve, "--help"], capture_output=True, check=False)
@@ -101,19 +110,16 @@ class Ferromq(BrokerSpec):
 
     def command(self, port: int, workdir: Path) -> list[str]:
         conf = workdir / "ferromq.toml"
-        # Queue plus in-flight window stay below 65,535 packet ids (Mosquitto's queue is
-        # raised to MAX_QUEUED). Like Mosquitto's "persistence false", nothing is stored:
-        # these scenarios compare brokers, the store benchmarks name their store.
+        # Queue + in-flight window (1024 by default) share a session's 65,535 packet ids
+        # (config check); Mosquitto's queue is raised to MAX_QUEUED.
         conf.write_text(
             "[[listeners]]\n"
             'host = "127.0.0.1"\n'
             f"port = {port}\n"
             "[session]\n"
-            f"queue_limit = {min(MAX_QUEUED, 65_535 - 1024 - 1)}\n"
-            "[storage]\n"
-            'backend = "memory"\n'
+            f"queue_limit = {min(MAX_QUEUED, 64_000)}\n"
             "[log]\n"
-            'level = "warning"\n'
+            'level = "warning"\n' + self.extra_config
         )
         return [*self._serve, "--config", str(conf)]
 
@@ -136,6 +142,15 @@ def _accepts(port: int) -> bool:
         return False
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # Fields after the parenthesised command name; utime and stime are 14 and 15.
+    fields = stat.rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class RunningBroker:
     spec: BrokerSpec
@@ -145,11 +160,7 @@ class RunningBroker:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time the broker process has used so far."""
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
-        # Fields after the parenthesised command name; utime and stime are 14 and 15.
-        fields = stat.rsplit(")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.process.pid)
 
     def rss_bytes(self) -> int:
         """Resident set size of the broker process now."""
@@ -188,3 +199,88 @@ def start(
             raise RuntimeError(f"{spec.name} did not start: see {log}")
         time.sleep(0.05)
     return broker
+
+
+class RedisServer:
+    """A redis-server of its own on a fixed loopback port (so it can be stopped and
+    started again at the same address), no RDB snapshots; ``appendonly`` keeps its data
+    across a restart (AOF, fsync always). Used by the Redis store's tests and benches."""
+
+    def __init__(self, directory: Path, appendonly: bool = False, core: int | None = None) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.appendonly = appendonly
+        self.core = core
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def missing() -> str | None:
+        if shutil.which("redis-server") is None:
+            return "redis-server is not installed (apt-get install -y redis-server)"
+        return None
+
+    def start(self, timeout: float = 15.0) -> None:
+        command = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "always",
+        ]
+        if self.core is not None:
+            command = ["taskset", "-c", str(self.core), *command]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout
+        while not self._answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def command(self, *words: str) -> bytes:
+        """Send one inline command and return the first line of the reply."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(" ".join(words).encode() + b"\r\n")
+            return sock.recv(4096).split(b"\r\n", 1)[0]
+
+    def command_calls(self, command: str) -> int:
+        """How many times Redis ran ``command`` (INFO commandstats; scripts included)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(b"INFO commandstats\r\n")
+            data = b""
+            while b"\r\n" not in data or len(data) < int(data[1 : data.index(b"\r\n")]):
+                data += sock.recv(65536)
+        prefix = f"cmdstat_{command.lower()}:calls="
+        for line in data.decode().splitlines():
+            if line.startswith(prefix):
+                return int(line[len(prefix) :].split(",", 1)[0])
+        return 0
+
+    def cpu_seconds(self) -> float:
+        assert self.process is not None, "started"
+        return cpu_seconds(self.process.pid)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None

@@ -78,6 +78,18 @@ def store_from_config(config: Config) -> Store | None:
     storage = config.storage
     if storage.backend == "memory":
         return None
+    if storage.backend == "redis":
+        from ferromq.storage.redis import RedisStore
+
+        redis = config.redis
+        return RedisStore(
+            redis.url,
+            key_prefix=redis.key_prefix,
+            max_messages=redis.max_messages_per_client,
+            message_ttl=redis.message_ttl,
+            connect_timeout=redis.connect_timeout,
+            command_timeout=redis.command_timeout,
+        )
     return EmbeddedStore(
         Path(storage.path).resolve(),
         fsync=storage.fsync,
@@ -117,12 +129,11 @@ class Broker:
         store = store_from_config(self.config)
         if store is not None:
             await self._restore(store)
-            self._persister = Persister(
-                self.engine,
-                store,
-                hub.flush,
-                self.config.storage.flush_interval_ms / 1000,
-            )
+            flush_interval_ms = self.config.storage.flush_interval_ms
+            if self.config.storage.backend == "redis":
+                flush_interval_ms = self.config.redis.flush_interval_ms
+                self.engine.set_journal_flush_records(self.config.redis.batch_size)
+            self._persister = Persister(self.engine, store, hub.flush, flush_interval_ms / 1000)
             self._persister.start()
         if self._provider is not None:
             self.auth = AuthGate(self.engine, hub, self._provider)

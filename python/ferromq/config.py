@@ -58,6 +58,7 @@ __all__ = [
     "LogConfig",
     "Mqtt5Config",
     "RedirectConfig",
+    "RedisConfig",
     "SessionConfig",
     "StorageConfig",
     "SysConfig",
@@ -406,9 +407,10 @@ class StorageConfig:
     """``[storage]``: where persistent sessions and retained messages are kept
     (docs/architecture.md, "Durable store")."""
 
-    backend: str = _setting("embedded", _Choice(("embedded", "memory")))
-    """``embedded``: a write-ahead log under ``path``, no service to run; ``memory``:
-    nothing survives the process (no acknowledgement waits for a disk)."""
+    backend: str = _setting("embedded", _Choice(("embedded", "redis", "memory")))
+    """``embedded``: a write-ahead log under ``path``, no service to run; ``redis``: a
+    Redis server (``[redis]``), TBMQ's layout; ``memory``: nothing survives the process
+    (no acknowledgement waits for a disk)."""
     path: str = _setting("ferromq-data", _Text())
     """Directory of the embedded store, relative to the working directory unless
     absolute."""
@@ -420,7 +422,8 @@ class StorageConfig:
     """Seconds between syncs with ``fsync = "interval"``."""
     flush_interval_ms: int = _setting(0, _Int(0, 1000))
     """Milliseconds the persister waits after the first record before writing a batch,
-    to gather more into it; 0 writes at once (batches still form while a write runs)."""
+    to gather more into it; 0 writes at once (batches still form while a write runs).
+    The Redis store uses ``redis.flush_interval_ms`` instead."""
     compact_after: int = _setting(64 * MiB, _size(0))
     """The embedded log is rewritten as a snapshot of the live state once it is this
     large; 0 never compacts."""
@@ -477,6 +480,31 @@ class RedirectConfig:
 
 
 @dataclass(frozen=True)
+class RedisConfig:
+    """``[redis]``: the Redis store, used with ``storage.backend = "redis"``
+    (:mod:`ferromq.storage.redis`)."""
+
+    url: str = _setting("redis://127.0.0.1:6379/0", _Text())
+    """``redis://[user:password@]host:port/db`` (``rediss://`` for TLS)."""
+    key_prefix: str = _setting("ferromq:", _Text())
+    """Put before every key, outside the ``{client}`` hash tag."""
+    batch_size: int = _setting(500, _Int(1, 1_000_000))
+    """Journal records that make a batch go out at once instead of at the timer."""
+    flush_interval_ms: int = _setting(3, _Int(0, 1000))
+    """Milliseconds after the first record before a batch goes out (Lettuce-style:
+    by size or by time, whichever comes first)."""
+    message_ttl: int = _setting(7 * DAY, _duration(0))
+    """Lifetime of a stored message in Redis (shortened to its own expiry); 0 keeps it
+    until delivered."""
+    max_messages_per_client: int = _setting(10_000, _Int(1, 65535))
+    """Stored messages per client; the oldest beyond it are trimmed. At most 65535: a
+    message is keyed by its packet id."""
+    connect_timeout: int = _setting(5, _duration(1))
+    command_timeout: int = _setting(10, _duration(1))
+    """A batch Redis has not answered in this long counts as failed and is retried."""
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -519,6 +547,7 @@ class Config:
     storage: StorageConfig = field(default_factory=StorageConfig)
     mqtt5: Mqtt5Config = field(default_factory=Mqtt5Config)
     redirect: RedirectConfig = field(default_factory=RedirectConfig)
+    redis: RedisConfig = field(default_factory=RedisConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)

@@ -15,6 +15,11 @@ TOTAL = 2000
 
 
 def test_no_loss_no_duplicates_across_reconnect(broker: RunningBroker) -> None:
+    seed_002_scenario(broker)
+
+
+def seed_002_scenario(broker: RunningBroker) -> None:
+    """The scenario on any broker (the in-memory one here, each store elsewhere)."""
     sub = RawClient(broker.host, broker.port, version=4)
     sub.connect("seam-consumer", clean=False)
     sub.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "seam", "qos": 1}]})

@@ -21,6 +21,7 @@ from ferromq.config import (
     LogConfig,
     Mqtt5Config,
     RedirectConfig,
+    RedisConfig,
     SessionConfig,
     SysConfig,
     load_config,
@@ -100,6 +101,7 @@ def test_defaults_without_file_or_environment() -> None:
         SessionConfig(),
         Mqtt5Config(),
         RedirectConfig(),
+        RedisConfig(),
         SysConfig(),
         LogConfig(),
     ],
@@ -338,6 +340,15 @@ def test_parse_duration_refuses(spelling: int | str) -> None:
         (
             "[[listeners]]\nmax_connections = -1\n",
             "listeners[0].max_connections: must be at least 0, got -1",
+        ),
+        (
+            # A message's Redis key holds its packet id: at most 65535 per client.
+            "[redis]\nmax_messages_per_client = 70000\n",
+            "redis.max_messages_per_client: must be between 1 and 65535, got 70000",
+        ),
+        (
+            '[storage]\nbackend = "postgres"\n',
+            'storage.backend: expected one of "embedded", "redis", "memory", got "postgres"',
         ),
     ],
 )

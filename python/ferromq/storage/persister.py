@@ -1,9 +1,11 @@
 """The persister: moves the engine's journal into the store, batch by batch.
 
-The engine raises one ``persist`` event when records appear (not one per record). The
-persister then waits ``flush_interval`` (0: the next loop turn) and writes everything
-pending as one batch; while a batch is being written new records accumulate and go out
-as the next batch the moment it returns (group commit). After each write it calls
+The engine raises one ``persist`` event when records appear (not one per record), and a
+second one when a store's batch size is reached (``Engine.set_journal_flush_records``).
+The persister waits ``flush_interval`` after the first (0: the next loop turn), or
+less if the second comes, and writes everything pending as one batch; while a batch is
+being written new records accumulate and go out as the next batch the moment it returns
+(group commit). After each write it calls
 ``Engine.journal_done(batch)``, which releases the PUBACK/PUBREC held for that batch,
 and flushes the IO hub so they leave this loop turn.
 
@@ -62,7 +64,10 @@ class Persister:
             await self._wakeup.wait()
             self._wakeup.clear()
             if self._flush_interval:
-                await asyncio.sleep(self._flush_interval)
+                # A second kick means the batch is full: write it now.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), self._flush_interval)
+                self._wakeup.clear()
             await self._write_pending()
 
     async def _write_pending(self) -> None:

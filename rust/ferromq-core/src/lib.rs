@@ -8,8 +8,10 @@
 //! - [`codec`]: every packet of MQTT 3.1, 3.1.1 and 5.0, streaming decode and encode.
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
+//! - [`store`]: external stores' encodings (Redis), built from journal batches.
 
 pub mod codec;
 pub mod engine;
 pub mod retain;
+pub mod store;
 pub mod topic;

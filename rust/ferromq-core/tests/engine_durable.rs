@@ -318,3 +318,22 @@ fn the_client_type_authentication_gives_goes_with_the_stored_session() {
         ]
     );
 }
+
+#[test]
+fn persist_is_raised_again_when_a_batch_reaches_the_store_s_size() {
+    let mut h = Harness::new(durable_config()); // no store: records stay pending
+    h.engine.set_journal_flush_records(4);
+    offline_subscriber(&mut h, "sub", "t");
+    assert_eq!(h.persists, 1, "once for the session's records");
+    h.engine.take_journal();
+    let (publisher, _) = h.connect(connect("pub", V311, true));
+    h.send(&publisher, publish("t", b"1", QoS::AtLeastOnce, 1, false));
+    assert_eq!(h.persists, 2, "Message + Enqueue: a new batch starts");
+    h.send(&publisher, publish("t", b"2", QoS::AtLeastOnce, 2, false));
+    assert_eq!(h.persists, 3, "four records pending: the batch is full");
+    h.send(&publisher, publish("t", b"3", QoS::AtLeastOnce, 3, false));
+    assert_eq!(h.persists, 3, "once per batch, not per record");
+    h.engine.take_journal();
+    h.send(&publisher, publish("t", b"4", QoS::AtLeastOnce, 4, false));
+    assert_eq!(h.persists, 4, "the next batch is signalled again");
+}

@@ -349,6 +349,11 @@ impl Engine {
             .map(|(batch, bytes)| (batch, PyBytes::new(py, &bytes)))
     }
 
+    /// Raise `persist` again once `records` are pending (0: never): a store's batch size.
+    fn set_journal_flush_records(&mut self, records: usize) {
+        self.inner.set_journal_flush_records(records);
+    }
+
     fn journal_pending(&self) -> usize {
         self.inner.journal_pending()
     }

@@ -50,11 +50,11 @@ pub enum ClientType {
 }
 
 impl ClientType {
-    fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         self as u8
     }
 
-    fn from_code(code: u8) -> Result<ClientType, JournalError> {
+    pub(crate) fn from_code(code: u8) -> Result<ClientType, JournalError> {
         match code {
             0 => Ok(ClientType::Device),
             1 => Ok(ClientType::Application),
@@ -63,16 +63,16 @@ impl ClientType {
     }
 }
 
-const SESSION: u8 = 1;
-const SESSION_END: u8 = 2;
-const SUBSCRIBE: u8 = 3;
-const UNSUBSCRIBE: u8 = 4;
-const MESSAGE: u8 = 5;
-const ENQUEUE: u8 = 6;
-const ACK: u8 = 7;
-const RELEASE: u8 = 8;
-const INBOUND_QOS2: u8 = 9;
-const RETAIN: u8 = 10;
+pub(crate) const SESSION: u8 = 1;
+pub(crate) const SESSION_END: u8 = 2;
+pub(crate) const SUBSCRIBE: u8 = 3;
+pub(crate) const UNSUBSCRIBE: u8 = 4;
+pub(crate) const MESSAGE: u8 = 5;
+pub(crate) const ENQUEUE: u8 = 6;
+pub(crate) const ACK: u8 = 7;
+pub(crate) const RELEASE: u8 = 8;
+pub(crate) const INBOUND_QOS2: u8 = 9;
+pub(crate) const RETAIN: u8 = 10;
 
 /// A stored message as a record carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,10 +385,18 @@ impl RecordReader {
     }
 }
 
-impl Iterator for RecordReader {
-    type Item = Result<Record, JournalError>;
+impl RecordReader {
+    /// The next record undecoded, as its kind and body: for a store that keeps
+    /// bodies verbatim (the Redis store stores a Message body as it is).
+    pub fn next_raw(&mut self) -> Option<Result<(u8, Bytes), JournalError>> {
+        let frame = self.frame()?;
+        if let Ok((_, body)) = &frame {
+            self.pos += 5 + body.len();
+        }
+        Some(frame)
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    fn frame(&self) -> Option<Result<(u8, Bytes), JournalError>> {
         let rest = &self.data[self.pos..];
         if rest.is_empty() {
             return None;
@@ -401,7 +409,22 @@ impl Iterator for RecordReader {
         if rest.len() < 5 + len {
             return Some(Err(JournalError("record body cut short")));
         }
-        let body = self.data.slice(self.pos + 5..self.pos + 5 + len);
+        Some(Ok((
+            kind,
+            self.data.slice(self.pos + 5..self.pos + 5 + len),
+        )))
+    }
+}
+
+impl Iterator for RecordReader {
+    type Item = Result<Record, JournalError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (kind, body) = match self.frame()? {
+            Ok(frame) => frame,
+            Err(error) => return Some(Err(error)),
+        };
+        let len = body.len();
         let record = decode_record(kind, body);
         if record.is_ok() {
             self.pos += 5 + len;
@@ -410,7 +433,15 @@ impl Iterator for RecordReader {
     }
 }
 
-fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, JournalError> {
+/// A Message record body's id and expiry (unix ms) without decoding the rest.
+pub(crate) fn message_header(body: &[u8]) -> Result<(u64, Option<u64>), JournalError> {
+    let header = body.get(..18).ok_or(JournalError("message cut short"))?;
+    let id = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+    let expires_at = u64::from_le_bytes(header[10..18].try_into().expect("8 bytes"));
+    Ok((id, Some(expires_at).filter(|at| *at != 0)))
+}
+
+pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, JournalError> {
     let b = &mut body;
     let record = match kind {
         SESSION => Record::Session {

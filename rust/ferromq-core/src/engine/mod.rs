@@ -28,7 +28,7 @@ mod connect;
 mod connection;
 mod delivery;
 mod diagnostics;
-mod journal;
+pub(crate) mod journal;
 mod message;
 mod persist;
 mod publish;
@@ -164,6 +164,9 @@ pub struct Engine {
     /// PUBACK/PUBREC waiting for their journal batch, oldest first.
     held_acks: std::collections::VecDeque<persist::HeldAck>,
     persist_signalled: bool,
+    /// Pending records that raise `Persist` again (a store's batch size); 0 never.
+    journal_flush_records: usize,
+    persist_full_signalled: bool,
     /// Unix milliseconds minus engine milliseconds, for expiry times in the journal.
     wall_offset: i64,
     next_token: u64,
@@ -192,6 +195,8 @@ impl Engine {
             journal: Journal::new(config.journal),
             held_acks: std::collections::VecDeque::new(),
             persist_signalled: false,
+            journal_flush_records: 0,
+            persist_full_signalled: false,
             wall_offset: 0,
             next_token: 1,
             alias_scratch: Vec::new(),
@@ -335,8 +340,13 @@ impl Engine {
     }
 
     pub fn take_events(&mut self) -> Vec<Event> {
-        if self.journal.pending_records() > 0 && !self.persist_signalled {
+        let pending = self.journal.pending_records();
+        if pending > 0 && !self.persist_signalled {
             self.persist_signalled = true;
+            self.events.push(Event::Persist);
+        } else if self.journal_is_full(pending) {
+            // The batch reached the store's size: write it now, not at the timer.
+            self.persist_full_signalled = true;
             self.events.push(Event::Persist);
         }
         std::mem::take(&mut self.events)

@@ -57,7 +57,21 @@ impl Engine {
     /// The journal records since the last call, as numbered batch; None when empty.
     pub fn take_journal(&mut self) -> Option<(u64, Bytes)> {
         self.persist_signalled = false;
+        self.persist_full_signalled = false;
         self.journal.take()
+    }
+
+    /// Raise `Persist` a second time once `records` are pending (0: never), so a
+    /// store that waits a flush interval after the first record writes a full batch
+    /// at once (Lettuce-style: by size or by time, whichever comes first).
+    pub fn set_journal_flush_records(&mut self, records: usize) {
+        self.journal_flush_records = records;
+    }
+
+    pub(super) fn journal_is_full(&self, pending: usize) -> bool {
+        self.journal_flush_records > 0
+            && pending >= self.journal_flush_records
+            && !self.persist_full_signalled
     }
 
     pub fn journal_pending(&self) -> usize {

@@ -26,6 +26,8 @@ pub struct Harness {
     pub store: Option<BytesMut>,
     /// `Authenticate` and `Auth` events, for Python's part to answer.
     pub auth_events: Vec<Event>,
+    /// `Persist` events seen.
+    pub persists: usize,
 }
 
 pub struct Client {
@@ -46,6 +48,7 @@ impl Harness {
             rejected: Vec::new(),
             store: None,
             auth_events: Vec::new(),
+            persists: 0,
         }
     }
 
@@ -75,7 +78,7 @@ impl Harness {
                     detail,
                 } => self.rejected.push((conn, reason, detail)),
                 Event::Authenticate { .. } | Event::Auth { .. } => self.auth_events.push(event),
-                Event::Persist => {}
+                Event::Persist => self.persists += 1,
             }
         }
     }

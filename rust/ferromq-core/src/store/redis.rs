@@ -1,0 +1,998 @@
+//! The Redis store's compiled half: one journal batch in, one pipelined RESP buffer
+//! out; Redis replies in, journal records out at load. Python only moves the bytes
+//! (redis-py owns connections, authentication and the pool): no Python per message.
+//!
+//! ## Keys (seed 000's layout; `P` is the configured key prefix, `c` the client id)
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `P{c}_messages` | ZSET | member: packet id; score: the delivery sequence, which keeps growing past the packet id wrap, so ZRANGE is delivery order |
+//! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim |
+//! | `P{c}_last_packet_id` | STRING | the packet id of the newest stored delivery (TBMQ's key; the engine derives ids from the sequence) |
+//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application) |
+//! | `P{c}_subscriptions` | HASH | filter → `options u8, subscription id u32 LE` |
+//! | `P{c}_inbound_qos2` | SET | packet ids of inbound QoS 2 messages awaiting PUBREL |
+//! | `Pclients` | SET | every client with a stored session: what `load` reads |
+//! | `Pretained` | HASH | topic → the journal's Message record body |
+//!
+//! The client id is the hash tag, so a client's keys share one Redis Cluster slot and
+//! each script touches one slot. A client id holding `}` still works: Redis hashes
+//! from the first `{` to the first `}`, which lies inside the part every key of that
+//! client shares.
+//!
+//! ## Scripts (loaded by SHA at connect; a batch that meets NOSCRIPT is sent again with EVAL)
+//!
+//! - `apply`, one call per client per batch: the client's deliveries (save: SET with
+//!   PX + ZADD), completions (remove, PUBACK/PUBCOMP: ZREM + DEL) and PUBRECs (mark
+//!   PUBREL: SETRANGE of the flag byte, which keeps the value's TTL, where TBMQ's SET
+//!   loses it) in journal order, then one trim to the per-client limit that deletes
+//!   the trimmed strings, and `last_packet_id`. Two Redis calls per message and per
+//!   acknowledgement; none for a message delivered and acknowledged before its batch
+//!   goes out (an online subscriber keeping up), whose save and removal cancel.
+//! - `remove_all` (session ended): every message string, the ZSET and the client's
+//!   other keys.
+//! - `fetch` (load): references in score order with their strings, dropping
+//!   references whose string expired (TBMQ's lazy cleanup).
+//!
+//! Session, subscription, inbound QoS 2 and retained changes are plain commands.
+//! Order: Redis runs a connection's commands in the order sent, and every command
+//! naming a client is sent in journal order (a client's pending deliveries are
+//! flushed before any other record of that client), so the stored state is the
+//! journal's. Different clients' commands may interleave: they share no key.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use crate::codec::QoS;
+use crate::engine::journal::{
+    decode_record, message_header, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN,
+};
+use crate::engine::{ClientType, Journal, JournalError, Message, Record, RecordReader};
+
+use super::resp::{CommandWriter, Reply};
+
+pub const APPLY: &str = r#"-- ferromq apply: KEYS messages, last_packet_id; ARGV limit, then ops
+local zset = KEYS[1]
+local prefix = zset .. '_'
+local i, n, last = 2, #ARGV, nil
+while i <= n do
+  local op = ARGV[i]
+  if op == 'S' then
+    local key = prefix .. ARGV[i + 2]
+    if ARGV[i + 3] == '0' then
+      redis.call('SET', key, ARGV[i + 4])
+    else
+      redis.call('SET', key, ARGV[i + 4], 'PX', ARGV[i + 3])
+    end
+    redis.call('ZADD', zset, ARGV[i + 1], ARGV[i + 2])
+    last = ARGV[i + 2]
+    i = i + 5
+  elseif op == 'A' then
+    redis.call('ZREM', zset, ARGV[i + 1])
+    redis.call('DEL', prefix .. ARGV[i + 1])
+    i = i + 2
+  else
+    local key = prefix .. ARGV[i + 1]
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('SETRANGE', key, 0, '\1')
+    end
+    i = i + 2
+  end
+end
+if last then
+  redis.call('SET', KEYS[2], last)
+  local excess = redis.call('ZCARD', zset) - tonumber(ARGV[1])
+  if excess > 0 then
+    for _, id in ipairs(redis.call('ZRANGE', zset, 0, excess - 1)) do
+      redis.call('DEL', prefix .. id)
+    end
+    redis.call('ZREMRANGEBYRANK', zset, 0, excess - 1)
+  end
+end
+return 0
+"#;
+
+pub const REMOVE_ALL: &str = r#"-- ferromq remove_all: KEYS messages, last_packet_id, session, subscriptions, inbound_qos2
+local prefix = KEYS[1] .. '_'
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  redis.call('DEL', prefix .. id)
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return 0
+"#;
+
+pub const FETCH: &str = r#"-- ferromq fetch: KEYS messages; returns packet id, score, value per live reference
+local prefix = KEYS[1] .. '_'
+local out = {}
+local refs = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #refs, 2 do
+  local value = redis.call('GET', prefix .. refs[i])
+  if value then
+    out[#out + 1] = refs[i]
+    out[#out + 1] = refs[i + 1]
+    out[#out + 1] = value
+  else
+    redis.call('ZREM', KEYS[1], refs[i])
+  end
+end
+return out
+"#;
+
+/// The scripts by name, in the order of [`Script`].
+pub const SCRIPTS: [(&str, &str); 3] = [
+    ("apply", APPLY),
+    ("remove_all", REMOVE_ALL),
+    ("fetch", FETCH),
+];
+
+#[derive(Debug, Clone, Copy)]
+enum Script {
+    Apply = 0,
+    RemoveAll = 1,
+    Fetch = 2,
+}
+
+const RELEASED: u8 = 1;
+
+/// What one client's `apply` call carries.
+enum Op {
+    Save {
+        sequence: u64,
+        packet_id: u16,
+        ttl_ms: u64,
+        header: Vec<u8>,
+        body: Bytes,
+    },
+    Remove(u16),
+    Release(u16),
+}
+
+impl Op {
+    fn args(&self) -> usize {
+        match self {
+            Op::Save { .. } => 5,
+            Op::Remove(_) | Op::Release(_) => 2,
+        }
+    }
+}
+
+/// A load that cannot be read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError(pub String);
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Builds the commands for one Redis layout.
+#[derive(Debug, Clone)]
+pub struct RedisCodec {
+    prefix: Vec<u8>,
+    max_messages: u32,
+    /// TTL of a stored message string; 0 keeps it until removed (a message's own
+    /// expiry still applies).
+    message_ttl_ms: u64,
+    shas: [String; 3],
+}
+
+/// Replies to [`RedisCodec::load_commands`] per client.
+pub const LOAD_REPLIES_PER_CLIENT: usize = 4;
+
+impl RedisCodec {
+    pub fn new(prefix: &str, max_messages: u32, message_ttl_ms: u64) -> RedisCodec {
+        RedisCodec {
+            prefix: prefix.as_bytes().to_vec(),
+            max_messages,
+            message_ttl_ms,
+            shas: Default::default(),
+        }
+    }
+
+    /// The SHA1 Redis gave a script at SCRIPT LOAD (`name` from [`SCRIPTS`]).
+    pub fn set_sha(&mut self, name: &str, sha: &str) -> bool {
+        match SCRIPTS.iter().position(|(n, _)| *n == name) {
+            Some(index) => {
+                self.shas[index] = sha.to_owned();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One journal batch as one pipelined buffer: `(bytes, commands)`. `eval` sends
+    /// the scripts' source (after NOSCRIPT) instead of their SHA.
+    pub fn batch(
+        &self,
+        data: Bytes,
+        now_unix_ms: u64,
+        eval: bool,
+    ) -> Result<(Bytes, usize), JournalError> {
+        let mut w = CommandWriter::new();
+        let mut messages: HashMap<u64, Bytes> = HashMap::new();
+        let mut groups: HashMap<String, Vec<Op>> = HashMap::new();
+        let mut order: Vec<String> = Vec::new();
+        let mut reader = RecordReader::new(data);
+        while let Some(frame) = reader.next_raw() {
+            let (kind, body) = frame?;
+            match kind {
+                MESSAGE => {
+                    messages.insert(message_header(&body)?.0, body);
+                }
+                ENQUEUE | ACK | RELEASE => {
+                    let (client, op) =
+                        self.op(decode_record(kind, body)?, &messages, now_unix_ms)?;
+                    let ops = groups.entry(client).or_insert_with_key(|client| {
+                        order.push(client.clone());
+                        Vec::new()
+                    });
+                    ops.push(op);
+                }
+                RETAIN => self.retain(&mut w, decode_record(kind, body)?, &messages)?,
+                _ => {
+                    let record = decode_record(kind, body)?;
+                    let client = record_client(&record);
+                    if let Some(ops) = groups.remove(client) {
+                        self.apply(&mut w, client, &ops, eval);
+                    }
+                    self.session_command(&mut w, &record, eval);
+                }
+            }
+        }
+        for client in order {
+            if let Some(ops) = groups.remove(&client) {
+                self.apply(&mut w, &client, &ops, eval);
+            }
+        }
+        Ok(w.finish())
+    }
+
+    /// `ops` without the deliveries that complete in the same batch: a message saved
+    /// and removed (PUBACK) before the batch goes out was never needed in Redis, so
+    /// neither call is sent. Safe because the engine reuses a packet id only after its
+    /// previous delivery's removal was journaled, which this keeps (it comes earlier).
+    /// A delivery whose PUBREC arrived keeps its save: the PUBREL state is stored.
+    fn net(ops: &[Op]) -> Vec<&Op> {
+        let mut saved: HashMap<u16, usize> = HashMap::new();
+        let mut dropped = vec![false; ops.len()];
+        for (index, op) in ops.iter().enumerate() {
+            match op {
+                Op::Save { packet_id, .. } => {
+                    saved.insert(*packet_id, index);
+                }
+                Op::Remove(packet_id) => {
+                    if let Some(save) = saved.remove(packet_id) {
+                        dropped[save] = true;
+                        dropped[index] = true;
+                    }
+                }
+                Op::Release(packet_id) => {
+                    saved.remove(packet_id);
+                }
+            }
+        }
+        ops.iter()
+            .zip(dropped)
+            .filter_map(|(op, dropped)| (!dropped).then_some(op))
+            .collect()
+    }
+
+    fn op(
+        &self,
+        record: Record,
+        messages: &HashMap<u64, Bytes>,
+        now_unix_ms: u64,
+    ) -> Result<(String, Op), JournalError> {
+        Ok(match record {
+            Record::Enqueue {
+                client,
+                sequence,
+                packet_id,
+                message_id,
+                qos,
+                retain,
+                subscription_ids,
+            } => {
+                let body = messages
+                    .get(&message_id)
+                    .ok_or(JournalError("a delivery names a message not in its batch"))?
+                    .clone();
+                let expires_at = message_header(&body)?.1;
+                let mut header = Vec::with_capacity(4 + 4 * subscription_ids.len());
+                header.extend_from_slice(&[0, qos as u8, u8::from(retain)]);
+                header.push(subscription_ids.len() as u8);
+                for id in &subscription_ids {
+                    header.extend_from_slice(&id.to_le_bytes());
+                }
+                let op = Op::Save {
+                    sequence,
+                    packet_id,
+                    ttl_ms: self.ttl_ms(expires_at, now_unix_ms),
+                    header,
+                    body,
+                };
+                (client, op)
+            }
+            Record::Ack { client, packet_id } => (client, Op::Remove(packet_id)),
+            Record::Release { client, packet_id } => (client, Op::Release(packet_id)),
+            _ => unreachable!("called for deliveries only"),
+        })
+    }
+
+    /// The message string's TTL: the configured one, shortened to the message's own
+    /// expiry (at least 1 ms: an expired message is removed by Redis at once).
+    fn ttl_ms(&self, expires_at: Option<u64>, now_unix_ms: u64) -> u64 {
+        let own = expires_at.map(|at| at.saturating_sub(now_unix_ms).max(1));
+        match (own, self.message_ttl_ms) {
+            (Some(own), 0) => own,
+            (Some(own), ttl) => own.min(ttl),
+            (None, ttl) => ttl,
+        }
+    }
+
+    fn apply(&self, w: &mut CommandWriter, client: &str, ops: &[Op], eval: bool) {
+        let ops = Self::net(ops);
+        if ops.is_empty() {
+            return;
+        }
+        let args: usize = ops.iter().map(|op| op.args()).sum();
+        self.script(w, Script::Apply, 2, 1 + args, eval);
+        self.key(w, client, b"_messages");
+        self.key(w, client, b"_last_packet_id");
+        w.bulk_int(u64::from(self.max_messages));
+        for op in ops {
+            match op {
+                Op::Save {
+                    sequence,
+                    packet_id,
+                    ttl_ms,
+                    header,
+                    body,
+                } => {
+                    w.bulk(b"S");
+                    w.bulk_int(*sequence);
+                    w.bulk_int(u64::from(*packet_id));
+                    w.bulk_int(*ttl_ms);
+                    w.bulk_parts(&[header, body]);
+                }
+                Op::Remove(packet_id) => {
+                    w.bulk(b"A");
+                    w.bulk_int(u64::from(*packet_id));
+                }
+                Op::Release(packet_id) => {
+                    w.bulk(b"R");
+                    w.bulk_int(u64::from(*packet_id));
+                }
+            }
+        }
+    }
+
+    /// `EVALSHA sha numkeys` (or `EVAL source numkeys`); the caller writes the keys
+    /// and `args` more arguments.
+    fn script(&self, w: &mut CommandWriter, script: Script, keys: usize, args: usize, eval: bool) {
+        w.begin(3 + keys + args);
+        if eval {
+            w.bulk(b"EVAL");
+            w.bulk(SCRIPTS[script as usize].1.as_bytes());
+        } else {
+            w.bulk(b"EVALSHA");
+            w.bulk(self.shas[script as usize].as_bytes());
+        }
+        w.bulk_int(keys as u64);
+    }
+
+    fn key(&self, w: &mut CommandWriter, client: &str, suffix: &[u8]) {
+        w.bulk_parts(&[&self.prefix, b"{", client.as_bytes(), b"}", suffix]);
+    }
+
+    fn global(&self, w: &mut CommandWriter, name: &[u8]) {
+        w.bulk_parts(&[&self.prefix, name]);
+    }
+
+    fn session_command(&self, w: &mut CommandWriter, record: &Record, eval: bool) {
+        match record {
+            Record::Session {
+                client,
+                expiry_interval,
+                client_type,
+            } => {
+                w.begin(6);
+                w.bulk(b"HSET");
+                self.key(w, client, b"_session");
+                w.bulk(b"expiry");
+                w.bulk_int(u64::from(*expiry_interval));
+                w.bulk(b"type");
+                w.bulk_int(u64::from(client_type.code()));
+                w.begin(3);
+                w.bulk(b"SADD");
+                self.global(w, b"clients");
+                w.bulk(client.as_bytes());
+            }
+            Record::SessionEnd { client } => {
+                self.script(w, Script::RemoveAll, 5, 0, eval);
+                for suffix in CLIENT_KEYS {
+                    self.key(w, client, suffix);
+                }
+                w.begin(3);
+                w.bulk(b"SREM");
+                self.global(w, b"clients");
+                w.bulk(client.as_bytes());
+            }
+            Record::Subscribe {
+                client,
+                filter,
+                options,
+                subscription_id,
+            } => {
+                w.begin(4);
+                w.bulk(b"HSET");
+                self.key(w, client, b"_subscriptions");
+                w.bulk(filter.as_bytes());
+                w.bulk_parts(&[&[*options], &subscription_id.to_le_bytes()]);
+            }
+            Record::Unsubscribe { client, filter } => {
+                w.begin(3);
+                w.bulk(b"HDEL");
+                self.key(w, client, b"_subscriptions");
+                w.bulk(filter.as_bytes());
+            }
+            Record::InboundQos2 {
+                client,
+                packet_id,
+                held,
+            } => {
+                w.begin(3);
+                w.bulk(if *held { b"SADD" } else { b"SREM" });
+                self.key(w, client, b"_inbound_qos2");
+                w.bulk_int(u64::from(*packet_id));
+            }
+            _ => unreachable!("deliveries, messages and retained are handled apart"),
+        }
+    }
+
+    fn retain(
+        &self,
+        w: &mut CommandWriter,
+        record: Record,
+        messages: &HashMap<u64, Bytes>,
+    ) -> Result<(), JournalError> {
+        let Record::Retain { topic, message_id } = record else {
+            unreachable!("called for Retain only");
+        };
+        if message_id == 0 {
+            w.begin(3);
+            w.bulk(b"HDEL");
+            self.global(w, b"retained");
+            w.bulk(topic.as_bytes());
+        } else {
+            let body = messages.get(&message_id).ok_or(JournalError(
+                "a retained record names a message not in its batch",
+            ))?;
+            w.begin(4);
+            w.bulk(b"HSET");
+            self.global(w, b"retained");
+            w.bulk(topic.as_bytes());
+            w.bulk(body);
+        }
+        Ok(())
+    }
+
+    /// `SMEMBERS Pclients`: the clients [`Self::load_commands`] takes.
+    pub fn clients_command(&self) -> (Bytes, usize) {
+        let mut w = CommandWriter::new();
+        w.begin(2);
+        w.bulk(b"SMEMBERS");
+        self.global(&mut w, b"clients");
+        w.finish()
+    }
+
+    /// Per client: its session, subscriptions, inbound QoS 2 ids and stored
+    /// deliveries ([`LOAD_REPLIES_PER_CLIENT`] replies); then, with `retained`, the
+    /// retained messages (one reply).
+    pub fn load_commands(&self, clients: &[String], retained: bool, eval: bool) -> (Bytes, usize) {
+        let mut w = CommandWriter::new();
+        for client in clients {
+            w.begin(2);
+            w.bulk(b"HGETALL");
+            self.key(&mut w, client, b"_session");
+            w.begin(2);
+            w.bulk(b"HGETALL");
+            self.key(&mut w, client, b"_subscriptions");
+            w.begin(2);
+            w.bulk(b"SMEMBERS");
+            self.key(&mut w, client, b"_inbound_qos2");
+            self.script(&mut w, Script::Fetch, 1, 0, eval);
+            self.key(&mut w, client, b"_messages");
+        }
+        if retained {
+            w.begin(2);
+            w.bulk(b"HGETALL");
+            self.global(&mut w, b"retained");
+        }
+        w.finish()
+    }
+
+    /// The replies to [`Self::load_commands`] as journal records that
+    /// `Engine::restore` reads: Session, Subscribe, InboundQos2, Message + Enqueue
+    /// per stored delivery in score order (+ Release when PUBREC arrived), Retain.
+    pub fn load_records(&self, clients: &[String], replies: &[Reply]) -> Result<Bytes, LoadError> {
+        let retained = replies.len() == clients.len() * LOAD_REPLIES_PER_CLIENT + 1;
+        if !retained && replies.len() != clients.len() * LOAD_REPLIES_PER_CLIENT {
+            return Err(LoadError(format!(
+                "{} replies for {} clients",
+                replies.len(),
+                clients.len()
+            )));
+        }
+        if let Some(Reply::Error(error)) = replies.iter().find(|r| matches!(r, Reply::Error(_))) {
+            return Err(LoadError(error.clone()));
+        }
+        let mut out = Journal::new(true);
+        for (client, replies) in clients
+            .iter()
+            .zip(replies.chunks_exact(LOAD_REPLIES_PER_CLIENT))
+        {
+            load_client(&mut out, client, replies)
+                .map_err(|e| LoadError(format!("client {client:?}: {e}")))?;
+        }
+        if retained {
+            for pair in replies[replies.len() - 1].items().chunks_exact(2) {
+                let (Some(topic), Some(body)) = (pair[0].bytes(), pair[1].bytes()) else {
+                    continue;
+                };
+                let message = stored_message(body.clone())
+                    .map_err(|e| LoadError(format!("retained message: {e}")))?;
+                let topic = String::from_utf8_lossy(topic);
+                out.retain(&topic, Some(&message), 0);
+            }
+        }
+        Ok(out.take().map(|(_, bytes)| bytes).unwrap_or_default())
+    }
+}
+
+const CLIENT_KEYS: [&[u8]; 5] = [
+    b"_messages",
+    b"_last_packet_id",
+    b"_session",
+    b"_subscriptions",
+    b"_inbound_qos2",
+];
+
+fn record_client(record: &Record) -> &str {
+    match record {
+        Record::Session { client, .. }
+        | Record::SessionEnd { client }
+        | Record::Subscribe { client, .. }
+        | Record::Unsubscribe { client, .. }
+        | Record::Enqueue { client, .. }
+        | Record::Ack { client, .. }
+        | Record::Release { client, .. }
+        | Record::InboundQos2 { client, .. } => client,
+        Record::Message(_) | Record::Retain { .. } => "",
+    }
+}
+
+fn load_client(out: &mut Journal, client: &str, replies: &[Reply]) -> Result<(), JournalError> {
+    let [session, subscriptions, inbound, deliveries] = replies else {
+        unreachable!("chunks of LOAD_REPLIES_PER_CLIENT");
+    };
+    let mut expiry = None;
+    let mut client_type = ClientType::Device;
+    for pair in session.items().chunks_exact(2) {
+        let value = pair[1].bytes().map(|b| decimal(b)).transpose()?;
+        match pair[0].bytes().map(|b| &b[..]) {
+            Some(b"expiry") => expiry = value,
+            Some(b"type") => client_type = ClientType::from_code(value.unwrap_or(0) as u8)?,
+            _ => {}
+        }
+    }
+    let Some(expiry) = expiry else {
+        return Ok(()); // listed, but its session was removed
+    };
+    out.session(client, expiry as u32, client_type);
+    for pair in subscriptions.items().chunks_exact(2) {
+        let (Some(filter), Some(value)) = (pair[0].bytes(), pair[1].bytes()) else {
+            continue;
+        };
+        if value.len() != 5 {
+            return Err(JournalError("subscription value is not 5 bytes"));
+        }
+        let id = u32::from_le_bytes(value[1..5].try_into().expect("4 bytes"));
+        out.subscribe(client, &String::from_utf8_lossy(filter), value[0], id);
+    }
+    for id in inbound.items().iter().filter_map(Reply::bytes) {
+        out.inbound_qos2(client, decimal(id)? as u16, true);
+    }
+    for triple in deliveries.items().chunks_exact(3) {
+        let (Some(packet_id), Some(score), Some(value)) =
+            (triple[0].bytes(), triple[1].bytes(), triple[2].bytes())
+        else {
+            continue;
+        };
+        let packet_id = decimal(packet_id)? as u16;
+        let sequence = decimal(score)?;
+        let (flag, qos, retain, subscription_ids, body) = stored_delivery(value)?;
+        let message = stored_message(body)?;
+        out.enqueue(
+            client,
+            sequence,
+            packet_id,
+            &message,
+            qos,
+            retain,
+            &subscription_ids,
+            0,
+        );
+        if flag == RELEASED {
+            out.release(client, packet_id);
+        }
+    }
+    Ok(())
+}
+
+type Delivery = (u8, QoS, bool, Vec<u32>, Bytes);
+
+fn stored_delivery(value: &Bytes) -> Result<Delivery, JournalError> {
+    let short = JournalError("stored delivery cut short");
+    let header = value.get(..4).ok_or(short)?;
+    let count = usize::from(header[3]);
+    let ids = value.get(4..4 + 4 * count).ok_or(short)?;
+    let qos = QoS::from_u8(header[1]).ok_or(JournalError("bad QoS"))?;
+    let subscription_ids = ids
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    Ok((
+        header[0],
+        qos,
+        header[2] != 0,
+        subscription_ids,
+        value.slice(4 + 4 * count..),
+    ))
+}
+
+/// A Message record body as a message the journal writes again (expiry stays in
+/// unix ms: written with a wall offset of 0).
+fn stored_message(body: Bytes) -> Result<Message, JournalError> {
+    let Record::Message(stored) = decode_record(MESSAGE, body)? else {
+        unreachable!("a MESSAGE body decodes to a Message");
+    };
+    Ok(Message {
+        id: stored.id,
+        topic: stored
+            .topic
+            .try_into()
+            .map_err(|_| JournalError("topic not UTF-8"))?,
+        payload: stored.payload,
+        qos: stored.qos,
+        retain: stored.retain,
+        properties: stored.properties,
+        publisher: None,
+        expires_at: stored.expires_at,
+        journal_batch: Default::default(),
+    })
+}
+
+fn decimal(text: &[u8]) -> Result<u64, JournalError> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or(JournalError("not a decimal number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{Properties, Property};
+    use crate::engine::{EngineConfig, RecordReader};
+    use crate::store::resp::Replies;
+    use crate::topic::ShareStrategy;
+
+    fn message(id: u64, expiry_interval: Option<u32>) -> Message {
+        let props = Properties(
+            expiry_interval
+                .map(Property::MessageExpiryInterval)
+                .into_iter()
+                .collect(),
+        );
+        let mut m = Message::from_publish("a/b", b"hi", QoS::AtLeastOnce, false, &props, None, 0);
+        m.id = id;
+        m
+    }
+
+    fn codec() -> RedisCodec {
+        let mut codec = RedisCodec::new("p:", 10_000, 600_000);
+        assert!(codec.set_sha("apply", "sha-apply"));
+        assert!(codec.set_sha("remove_all", "sha-remove-all"));
+        assert!(codec.set_sha("fetch", "sha-fetch"));
+        codec
+    }
+
+    /// The commands in a pipelined buffer, each as its arguments (a command is a
+    /// RESP array, so the reply reader reads it back).
+    fn commands(bytes: &[u8]) -> Vec<Vec<Bytes>> {
+        let mut replies = Replies::new();
+        replies.feed(bytes);
+        let mut out = Vec::new();
+        while let Some(reply) = replies.next_reply().unwrap() {
+            out.push(
+                reply
+                    .items()
+                    .iter()
+                    .map(|a| a.bytes().unwrap().clone())
+                    .collect(),
+            );
+        }
+        assert_eq!(replies.buffered(), 0);
+        out
+    }
+
+    fn text(args: &[Bytes]) -> Vec<String> {
+        args.iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn one_apply_per_client_in_journal_order_and_session_records_as_commands() {
+        let m = message(7, None);
+        let mut j = Journal::new(true);
+        j.session("c", 60, ClientType::Device);
+        j.subscribe("c", "a/#", 1, 9);
+        j.enqueue("c", 65_535, 1, &m, QoS::AtLeastOnce, false, &[9], 0);
+        j.enqueue("d", 1, 2, &m, QoS::ExactlyOnce, false, &[], 0);
+        j.ack("c", 77); // stored by an earlier batch
+        j.enqueue("c", 65_536, 2, &m, QoS::AtLeastOnce, false, &[9], 0);
+        j.release("d", 2);
+        j.session_end("e");
+        j.retain("t", Some(&m), 0);
+        let (_, data) = j.take().unwrap();
+        let (bytes, count) = codec().batch(data, 0, false).unwrap();
+        let cmds = commands(&bytes);
+        assert_eq!(cmds.len(), count);
+        let heads: Vec<String> = cmds.iter().map(|c| text(&c[..2]).join(" ")).collect();
+        assert_eq!(
+            heads,
+            [
+                "HSET p:{c}_session",
+                "SADD p:clients",
+                "HSET p:{c}_subscriptions",
+                "EVALSHA sha-remove-all",
+                "SREM p:clients",
+                "HSET p:retained",
+                "EVALSHA sha-apply",
+                "EVALSHA sha-apply",
+            ]
+        );
+        assert_eq!(text(&cmds[0][2..]), ["expiry", "60", "type", "0"]);
+        assert_eq!(&cmds[2][3][..], &[1, 9, 0, 0, 0]);
+        let apply_c = text(&cmds[6]);
+        let value = cmds[6][10].clone();
+        assert_eq!(
+            apply_c[2..10],
+            [
+                "2",
+                "p:{c}_messages",
+                "p:{c}_last_packet_id",
+                "10000",
+                "S",
+                "65535",
+                "1",
+                "600000"
+            ]
+            .map(String::from)[..]
+        );
+        assert_eq!(
+            apply_c[11..17],
+            ["A", "77", "S", "65536", "2", "600000"].map(String::from)[..]
+        );
+        assert_eq!(apply_c.len(), 18);
+        // flag, qos, retain, one subscription id, then the Message record body.
+        assert_eq!(&value[..8], &[0, 1, 0, 1, 9, 0, 0, 0]);
+        assert_eq!(
+            stored_message(value.slice(8..)).unwrap().topic.as_str(),
+            "a/b"
+        );
+        let apply_d = text(&cmds[7]);
+        assert_eq!(
+            apply_d[2..5],
+            ["2", "p:{d}_messages", "p:{d}_last_packet_id"].map(String::from)[..]
+        );
+        assert_eq!(apply_d[11..], ["R", "2"].map(String::from)[..]);
+    }
+
+    #[test]
+    fn a_delivery_acknowledged_within_the_batch_never_reaches_redis() {
+        let m = message(7, None);
+        let mut j = Journal::new(true);
+        j.enqueue("c", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.enqueue("c", 2, 3, &m, QoS::ExactlyOnce, false, &[], 0);
+        j.enqueue("c", 3, 4, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.ack("c", 2);
+        j.release("c", 3);
+        j.ack("c", 9); // stored by an earlier batch
+        j.enqueue("d", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.ack("d", 2);
+        let (_, data) = j.take().unwrap();
+        let (bytes, count) = codec().batch(data, 0, false).unwrap();
+        assert_eq!(count, 1, "d has nothing left to store");
+        let ops: Vec<String> = text(&commands(&bytes)[0][6..])
+            .into_iter()
+            .filter(|a| a.len() == 1 && a.chars().all(|c| c.is_ascii_uppercase()))
+            .collect();
+        // Saves of 3 (PUBREC: kept) and 4, the PUBREL mark, the earlier batch's removal.
+        assert_eq!(ops, ["S", "S", "R", "A"]);
+    }
+
+    #[test]
+    fn a_client_s_deliveries_go_out_before_its_next_session_record() {
+        let m = message(1, None);
+        let mut j = Journal::new(true);
+        j.enqueue("c", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.session_end("c");
+        j.session("c", 5, ClientType::Device);
+        let (_, data) = j.take().unwrap();
+        let (bytes, _) = codec().batch(data, 0, true).unwrap();
+        let heads: Vec<String> = commands(&bytes)
+            .iter()
+            .map(|c| String::from_utf8_lossy(&c[0]).into_owned())
+            .collect();
+        assert_eq!(heads, ["EVAL", "EVAL", "SREM", "HSET", "SADD"]);
+        let first = commands(&bytes)[0][1].clone();
+        assert_eq!(&first[..], APPLY.as_bytes(), "EVAL carries the source");
+    }
+
+    #[test]
+    fn the_ttl_is_the_configured_one_or_the_message_s_own_expiry_if_sooner() {
+        let codec = codec();
+        assert_eq!(codec.ttl_ms(None, 1_000), 600_000);
+        assert_eq!(codec.ttl_ms(Some(11_000), 1_000), 10_000);
+        assert_eq!(codec.ttl_ms(Some(10_000_000), 1_000), 600_000);
+        assert_eq!(codec.ttl_ms(Some(500), 1_000), 1, "already expired");
+        assert_eq!(RedisCodec::new("", 1, 0).ttl_ms(None, 0), 0, "no TTL");
+    }
+
+    #[test]
+    fn a_delivery_without_its_message_is_refused() {
+        let m = message(3, None);
+        let mut j = Journal::new(true);
+        j.enqueue("c", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
+        let (_, data) = j.take().unwrap();
+        // Drop the Message record (the first one) from the batch.
+        let mut reader = RecordReader::new(data.clone());
+        let (_, body) = reader.next_raw().unwrap().unwrap();
+        let rest = data.slice(5 + body.len()..);
+        assert!(codec().batch(rest, 0, false).is_err());
+    }
+
+    fn bulk(b: &[u8]) -> Reply {
+        Reply::Bulk(Some(Bytes::copy_from_slice(b)))
+    }
+
+    fn array(items: Vec<Reply>) -> Reply {
+        Reply::Array(Some(items))
+    }
+
+    #[test]
+    fn load_rebuilds_sessions_deliveries_in_score_order_past_the_wrap_and_retained() {
+        let codec = codec();
+        let m = message(7, Some(3600));
+        let mut j = Journal::new(true);
+        j.enqueue("c", 65_535, 1, &m, QoS::AtLeastOnce, false, &[], 0);
+        j.enqueue("c", 65_536, 2, &m, QoS::ExactlyOnce, false, &[4], 0);
+        let (_, data) = j.take().unwrap();
+        let (bytes, _) = codec.batch(data, 0, false).unwrap();
+        let apply = &commands(&bytes)[0];
+        let first = apply[10].clone();
+        let mut second = apply[15].to_vec();
+        second[0] = RELEASED; // PUBREC arrived: the script set the flag byte
+        let (_, count) = codec.load_commands(&["c".into(), "gone".into()], true, false);
+        assert_eq!(count, 2 * LOAD_REPLIES_PER_CLIENT + 1);
+        let replies = vec![
+            array(vec![
+                bulk(b"expiry"),
+                bulk(b"60"),
+                bulk(b"type"),
+                bulk(b"1"),
+            ]),
+            array(vec![bulk(b"a/#"), bulk(&[1, 4, 0, 0, 0])]),
+            array(vec![bulk(b"12")]),
+            // fetch: packet id, score, value, in score order: 65535 (id 1) before 65536 (id 2)
+            array(vec![
+                bulk(b"1"),
+                bulk(b"65535"),
+                Reply::Bulk(Some(first)),
+                bulk(b"2"),
+                bulk(b"65536"),
+                bulk(&second),
+            ]),
+            // "gone": listed in clients but its session hash was removed
+            array(vec![]),
+            array(vec![]),
+            array(vec![]),
+            array(vec![]),
+            array(vec![bulk(b"r/t"), bulk(&apply[10][4..])]),
+        ];
+        let records = codec
+            .load_records(&["c".into(), "gone".into()], &replies)
+            .unwrap();
+        let decoded: Vec<Record> = RecordReader::new(records.clone())
+            .map(Result::unwrap)
+            .collect();
+        let kinds: Vec<&str> = decoded
+            .iter()
+            .map(|r| match r {
+                Record::Session { .. } => "session",
+                Record::Subscribe { .. } => "subscribe",
+                Record::InboundQos2 { .. } => "inbound",
+                Record::Message(_) => "message",
+                Record::Enqueue { .. } => "enqueue",
+                Record::Release { .. } => "release",
+                Record::Retain { .. } => "retain",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "session",
+                "subscribe",
+                "inbound",
+                "message",
+                "enqueue",
+                "message",
+                "enqueue",
+                "release",
+                "message",
+                "retain"
+            ]
+        );
+        assert!(matches!(
+            &decoded[0],
+            Record::Session {
+                expiry_interval: 60,
+                client_type: ClientType::Application,
+                ..
+            }
+        ));
+        assert!(matches!(
+            &decoded[6],
+            Record::Enqueue { sequence: 65_536, packet_id: 2, qos: QoS::ExactlyOnce, subscription_ids, .. }
+                if subscription_ids == &[4]
+        ));
+        let Record::Message(stored) = &decoded[3] else {
+            unreachable!()
+        };
+        assert_eq!(stored.expires_at, m.expires_at, "expiry kept in unix ms");
+
+        let mut engine = crate::engine::Engine::new(
+            EngineConfig {
+                journal: true,
+                ..EngineConfig::default()
+            },
+            ShareStrategy::RoundRobin,
+        );
+        let report = engine.restore(records, 0);
+        assert_eq!(report.error, None);
+        assert_eq!(
+            (report.sessions, report.messages, report.retained),
+            (1, 2, 1)
+        );
+    }
+
+    #[test]
+    fn a_redis_error_in_a_load_reply_fails_the_load() {
+        let replies = vec![
+            array(vec![]),
+            array(vec![]),
+            array(vec![]),
+            Reply::Error("NOSCRIPT No matching script".into()),
+        ];
+        let error = codec().load_records(&["c".into()], &replies).unwrap_err();
+        assert!(error.0.contains("NOSCRIPT"));
+    }
+}

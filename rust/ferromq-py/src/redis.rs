@@ -1,0 +1,172 @@
+//! The Redis store's compiled half as Python sees it (`ferromq.storage.redis`):
+//! `RedisCodec` turns a journal batch into one pipelined RESP buffer and Redis's
+//! contents back into journal records; `RedisReplies` reads the replies to a buffer
+//! in bulk. Called once per batch, never per message.
+
+use ferromq_core::store::redis::{RedisCodec as CoreCodec, SCRIPTS};
+use ferromq_core::store::resp::{Replies, Reply};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RedisCodec>()?;
+    m.add_class::<RedisReplies>()?;
+    Ok(())
+}
+
+#[pyclass(module = "ferromq._core")]
+pub(crate) struct RedisCodec {
+    inner: CoreCodec,
+}
+
+#[pymethods]
+impl RedisCodec {
+    #[new]
+    #[pyo3(signature = (*, key_prefix, max_messages, message_ttl_ms))]
+    fn new(key_prefix: &str, max_messages: u32, message_ttl_ms: u64) -> RedisCodec {
+        RedisCodec {
+            inner: CoreCodec::new(key_prefix, max_messages, message_ttl_ms),
+        }
+    }
+
+    /// `(name, source)` of each Lua script, for SCRIPT LOAD.
+    #[staticmethod]
+    fn scripts() -> Vec<(&'static str, &'static str)> {
+        SCRIPTS.to_vec()
+    }
+
+    /// The SHA1 SCRIPT LOAD returned for script `name`.
+    fn set_sha(&mut self, name: &str, sha: &str) -> PyResult<()> {
+        if self.inner.set_sha(name, sha) {
+            Ok(())
+        } else {
+            Err(PyValueError::new_err(format!("unknown script {name:?}")))
+        }
+    }
+
+    /// One journal batch as `(resp_bytes, commands)`; `eval` sends script sources.
+    fn batch<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        now_unix_ms: u64,
+        eval: bool,
+    ) -> PyResult<(Bound<'py, PyBytes>, usize)> {
+        let (bytes, count) = self
+            .inner
+            .batch(bytes::Bytes::copy_from_slice(data), now_unix_ms, eval)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((PyBytes::new(py, &bytes), count))
+    }
+
+    /// `SMEMBERS` of the client registry, as `(resp_bytes, 1)`.
+    fn clients_command<'py>(&self, py: Python<'py>) -> (Bound<'py, PyBytes>, usize) {
+        let (bytes, count) = self.inner.clients_command();
+        (PyBytes::new(py, &bytes), count)
+    }
+
+    /// The commands that read `clients` (and with `retained`, the retained messages).
+    fn load_commands<'py>(
+        &self,
+        py: Python<'py>,
+        clients: Vec<String>,
+        retained: bool,
+        eval: bool,
+    ) -> (Bound<'py, PyBytes>, usize) {
+        let (bytes, count) = self.inner.load_commands(&clients, retained, eval);
+        (PyBytes::new(py, &bytes), count)
+    }
+
+    /// The replies to `load_commands` as journal records for `Engine.restore`.
+    fn load_records<'py>(
+        &self,
+        py: Python<'py>,
+        clients: Vec<String>,
+        replies: &RedisReplies,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let records = self
+            .inner
+            .load_records(&clients, &replies.kept)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(PyBytes::new(py, &records))
+    }
+}
+
+/// The replies to one pipelined buffer, read from chunks as they arrive.
+#[pyclass(module = "ferromq._core")]
+pub(crate) struct RedisReplies {
+    reader: Replies,
+    expected: usize,
+    read: usize,
+    keep: bool,
+    kept: Vec<Reply>,
+    errors: Vec<(usize, String)>,
+}
+
+#[pymethods]
+impl RedisReplies {
+    /// Expect `expected` replies; `keep` holds them for `RedisCodec.load_records`
+    /// (a write batch only counts them and notes errors).
+    #[new]
+    #[pyo3(signature = (expected, *, keep = false))]
+    fn new(expected: usize, keep: bool) -> RedisReplies {
+        RedisReplies {
+            reader: Replies::new(),
+            expected,
+            read: 0,
+            keep,
+            kept: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Take a chunk; True once every expected reply is in. Bytes that are not RESP
+    /// raise ValueError.
+    fn feed(&mut self, data: &[u8]) -> PyResult<bool> {
+        self.reader.feed(data);
+        while self.read < self.expected {
+            let reply = self
+                .reader
+                .next_reply()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let Some(reply) = reply else {
+                break;
+            };
+            if let Reply::Error(message) = &reply {
+                self.errors.push((self.read, message.clone()));
+            }
+            if self.keep {
+                self.kept.push(reply);
+            }
+            self.read += 1;
+        }
+        Ok(self.read == self.expected)
+    }
+
+    /// `(index, message)` of every error reply.
+    fn errors(&self) -> Vec<(usize, String)> {
+        self.errors.clone()
+    }
+
+    /// True when a script call met NOSCRIPT (Redis lost its script cache).
+    fn noscript(&self) -> bool {
+        self.errors.iter().any(|(_, m)| m.starts_with("NOSCRIPT"))
+    }
+
+    /// The string items of reply `index`, for a command whose reply is an array of
+    /// strings (SMEMBERS); None when replies are not kept or it is not an array.
+    fn strings(&self, index: usize) -> Option<Vec<String>> {
+        let reply = self.kept.get(index)?;
+        let Reply::Array(Some(items)) = reply else {
+            return None;
+        };
+        Some(
+            items
+                .iter()
+                .filter_map(Reply::bytes)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .collect(),
+        )
+    }
+}
