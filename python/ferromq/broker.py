@@ -63,11 +63,34 @@ def store_from_config(config: Config) -> Store | None:
     storage = config.storage
     if storage.backend == "memory":
         return None
-    return EmbeddedStore(
+    primary = EmbeddedStore(
         Path(storage.path).resolve(),
         fsync=storage.fsync,
         fsync_interval=storage.fsync_interval,
         compact_after=storage.compact_after,
+    )
+    if storage.application_store == "kafka":
+        return application_split(primary, config)
+    return primary
+
+
+def application_split(primary: Store, config: Config) -> Store:
+    """APPLICATION clients' queues in Kafka, the rest in ``primary``."""
+    # Imported here: aiokafka is the optional ``kafka`` extra.
+    from ferromq.storage.kafka import KafkaStore
+    from ferromq.storage.split import SplitStore
+
+    kafka = config.kafka
+    return SplitStore(
+        primary,
+        KafkaStore(
+            kafka.bootstrap_servers,
+            topic_prefix=kafka.topic_prefix,
+            partitions=kafka.partitions,
+            replication_factor=kafka.replication_factor,
+            acks=kafka.acks,
+            request_timeout=kafka.request_timeout,
+        ),
     )
 
 

@@ -12,6 +12,7 @@ mod buffer;
 mod codec;
 mod engine;
 mod errors;
+mod split;
 mod topic;
 
 #[pymodule]
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bench::register(m)?;
     engine::register(m)?;
     topic::register(m)?;
+    split::register(m)?;
     Ok(())
 }

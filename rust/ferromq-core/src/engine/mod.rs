@@ -29,6 +29,7 @@ mod publish;
 mod queue;
 mod session;
 mod shared;
+mod split;
 mod stats;
 mod subscribe;
 mod timers;
@@ -42,6 +43,7 @@ pub use config::{DropPolicy, EngineConfig};
 pub use journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
 pub use message::Message;
 pub use persist::RestoreReport;
+pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::Stats;
 
 use crate::codec::{Packet, QoS};

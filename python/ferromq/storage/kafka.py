@@ -1,0 +1,296 @@
+"""The Kafka store for APPLICATION clients (seed 000): a topic per persistent
+application client, its consumer group's committed offset the session cursor.
+
+Layout: client ``c`` has the topic :func:`topic_name` (``<prefix><c>`` when ``c`` is
+already a valid topic name) and the consumer group ``<prefix>cursor.<c>``. Every delivery
+journaled for it is one record, produced to partition 0 (one ordered queue per client;
+extra partitions, if configured, stay empty) with key ``c``, a ``packet_id`` header, and as
+value the journal's Message and Enqueue records (sequence, packet id, QoS, ...), so
+``Engine.restore`` reads the values back as they are.
+
+- ``write(ops, produced)``: the operations the splitter (``ferromq._core.JournalSplitter``)
+  took out of one journal batch. All of the batch's records are sent at once and awaited
+  together (acks=all by default, idempotent producer), then acknowledgements move each
+  client's cursor: the commit goes to the offset after the longest acknowledged prefix,
+  since acks arrive out of order. ``produced`` keeps the offsets of records already stored,
+  so a retried batch does not produce them twice. A session's end drops its records
+  (DeleteRecords) and commits the cursor at the end of the log, so a new session starts
+  empty; the topic stays for the next session.
+- ``load(clients)``: per application session the primary store knows, the records from its
+  committed offset to the end of the log, as journal bytes.
+- Errors: anything Kafka raises while writing becomes ``ConnectionError`` naming the
+  bootstrap servers and the reason (the persister retries with backoff and holds the
+  acknowledgements); at start-up an unreachable cluster is ``StoreUnavailable``.
+
+Unlike the device path, this is Python per delivery (aiokafka produces record by record):
+application clients are few and each takes a stream (TBMQ's consumer per client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.errors import KafkaError
+
+from ferromq.log import log_event
+from ferromq.storage import StoreUnavailable
+
+if TYPE_CHECKING:
+    from ferromq._core import ApplicationOp
+
+__all__ = ["KafkaStore", "topic_name"]
+
+logger = logging.getLogger("ferromq.storage")
+
+MAX_TOPIC: Final = 249
+_NOT_TOPIC_CHAR: Final = re.compile(r"[^a-zA-Z0-9._-]")
+_TOPIC_ALREADY_EXISTS: Final = 36
+_PACKET_ID: Final = "packet_id"
+PARTITION: Final = 0
+
+
+def topic_name(prefix: str, client: str) -> str:
+    """``prefix + client`` in Kafka's topic alphabet ([a-zA-Z0-9._-], at most 249
+    characters); when that changed or cut the name, a hash of the client id ends it so
+    two clients never share a topic."""
+    name = prefix + _NOT_TOPIC_CHAR.sub("_", client)
+    if name == prefix + client and len(name) <= MAX_TOPIC:
+        return name
+    digest = hashlib.sha256(client.encode()).hexdigest()[:16]
+    return f"{name[: MAX_TOPIC - len(digest) - 1]}.{digest}"
+
+
+@dataclass
+class _Cursor:
+    """One application client's topic, consumer (for reads and commits) and the
+    offsets between the committed cursor and the log end."""
+
+    topic: TopicPartition
+    consumer: AIOKafkaConsumer
+    committed: int
+    end: int
+    unacked: list[int] = field(default_factory=list)  # heap of offsets
+    packet_of: dict[int, int] = field(default_factory=dict)  # offset -> packet id
+    offset_of: dict[int, int] = field(default_factory=dict)  # packet id -> offset
+    dropped: bool = False  # the session ended: drop what the log holds
+
+    def stored(self, offset: int, packet_id: int) -> None:
+        if offset in self.packet_of:
+            return  # a retried batch: already known
+        superseded = self.offset_of.get(packet_id)
+        if superseded is not None:
+            # The same delivery stored twice (a produce retried after a lost reply):
+            # the older copy needs no ack.
+            self.packet_of.pop(superseded, None)
+        self.packet_of[offset] = packet_id
+        self.offset_of[packet_id] = offset
+        heapq.heappush(self.unacked, offset)
+        self.end = max(self.end, offset + 1)
+
+    def acked(self, packet_id: int) -> None:
+        offset = self.offset_of.pop(packet_id, None)
+        if offset is not None:
+            del self.packet_of[offset]
+
+    def ended(self) -> None:
+        self.unacked.clear()
+        self.packet_of.clear()
+        self.offset_of.clear()
+        self.dropped = True
+
+    def target(self) -> int:
+        """The offset after the longest acknowledged prefix."""
+        while self.unacked and self.unacked[0] not in self.packet_of:
+            heapq.heappop(self.unacked)
+        return self.unacked[0] if self.unacked else self.end
+
+
+class KafkaStore:
+    name = "kafka"
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic_prefix: str = "ferromq.app.",
+        partitions: int = 1,
+        replication_factor: int = 1,
+        acks: str = "all",
+        request_timeout: float = 10.0,
+    ) -> None:
+        self.bootstrap = bootstrap_servers
+        self.prefix = topic_prefix
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self._timeout_ms = int(request_timeout * 1000)
+        acks_value: int | str = acks if acks == "all" else int(acks)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap_servers,
+            acks=acks_value,
+            enable_idempotence=acks == "all",
+            request_timeout_ms=self._timeout_ms,
+            linger_ms=0,
+        )
+        self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap_servers, request_timeout_ms=self._timeout_ms
+        )
+        self._cursors: dict[str, _Cursor] = {}
+
+    def _failed(self, doing: str, exc: BaseException) -> ConnectionError:
+        reason = str(exc) or type(exc).__name__
+        return ConnectionError(f"kafka at {self.bootstrap}: {doing}: {reason}")
+
+    async def start(self) -> None:
+        try:
+            await self._admin.start()
+            await self._producer.start()
+        except (KafkaError, OSError) as exc:
+            await self.close()
+            raise StoreUnavailable(
+                f"kafka store at {self.bootstrap}: unreachable: {exc or type(exc).__name__}"
+            ) from None
+
+    async def load(self, clients: list[str]) -> bytes:
+        """The stored deliveries after each client's cursor, as journal bytes."""
+        try:
+            existing = set(await self._admin.list_topics())
+            parts: list[bytes] = []
+            for client in clients:
+                if topic_name(self.prefix, client) in existing:
+                    parts += await self._read_after_cursor(client)
+            return b"".join(parts)
+        except KafkaError as exc:
+            raise StoreUnavailable(str(self._failed("load", exc))) from None
+
+    async def _read_after_cursor(self, client: str) -> list[bytes]:
+        cursor = await self._cursor(client)
+        tp, consumer = cursor.topic, cursor.consumer
+        start = max(cursor.committed, (await consumer.beginning_offsets([tp]))[tp])
+        consumer.seek(tp, start)
+        values: list[bytes] = []
+        while await consumer.position(tp) < cursor.end:
+            batches = await consumer.getmany(tp, timeout_ms=self._timeout_ms)
+            for record in batches.get(tp, []):
+                if record.value is None:
+                    continue
+                headers = dict(record.headers)
+                cursor.stored(record.offset, int.from_bytes(headers[_PACKET_ID], "big"))
+                values.append(record.value)
+        return values
+
+    async def _cursor(self, client: str) -> _Cursor:
+        """The client's cursor, creating its topic and consumer on first need."""
+        cursor = self._cursors.get(client)
+        if cursor is not None:
+            return cursor
+        name = topic_name(self.prefix, client)
+        response = await self._admin.create_topics(
+            [NewTopic(name, self.partitions, self.replication_factor)]
+        )
+        for _topic, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        tp = TopicPartition(name, PARTITION)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=f"{self.prefix}cursor.{client}",
+            enable_auto_commit=False,
+            request_timeout_ms=self._timeout_ms,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            committed = await consumer.committed(tp) or 0
+        except BaseException:
+            await consumer.stop()
+            raise
+        # A cursor past the log end belongs to an older topic of the same name.
+        cursor = _Cursor(tp, consumer, committed if committed <= end else 0, end)
+        self._cursors[client] = cursor
+        return cursor
+
+    async def write(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
+        """Store one batch's operations; ``produced`` (index → record metadata) keeps
+        what is stored across retries of the same batch."""
+        try:
+            await self._produce(ops, produced)
+            await self._commit(self._account(ops, produced))
+        except KafkaError as exc:
+            raise self._failed("write", exc) from None
+
+    async def _produce(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
+        pending: list[tuple[int, asyncio.Future[Any]]] = []
+        for index, (op, client, packet_id, value) in enumerate(ops):
+            if op != "enqueue" or index in produced:
+                continue
+            cursor = await self._cursor(client)
+            future = await self._producer.send(
+                cursor.topic.topic,
+                value,
+                key=client.encode(),
+                partition=PARTITION,
+                headers=[(_PACKET_ID, packet_id.to_bytes(2, "big"))],
+            )
+            pending.append((index, future))
+        results = await asyncio.gather(*(f for _, f in pending), return_exceptions=True)
+        failure: BaseException | None = None
+        for (index, _), result in zip(pending, results, strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or result
+            else:
+                produced[index] = result
+        if failure is not None:
+            raise failure
+
+    def _account(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> set[str]:
+        """Apply the batch to the cursors in journal order; the clients touched."""
+        touched: set[str] = set()
+        for index, (op, client, packet_id, _) in enumerate(ops):
+            cursor = self._cursors.get(client)
+            if cursor is None:
+                continue  # an ack or end for a client with nothing stored here
+            touched.add(client)
+            if op == "enqueue":
+                cursor.stored(produced[index].offset, packet_id)
+            elif op == "ack":
+                cursor.acked(packet_id)
+            else:
+                cursor.ended()
+        return touched
+
+    async def _commit(self, clients: set[str]) -> None:
+        commits = []
+        for client in clients:
+            cursor = self._cursors[client]
+            target = cursor.target()
+            if cursor.dropped and target > 0:
+                cursor.dropped = False
+                await self._admin.delete_records(
+                    {cursor.topic: RecordsToDelete(target)}, timeout_ms=self._timeout_ms
+                )
+            if target > cursor.committed:
+                commits.append(self._commit_one(cursor, target))
+        await asyncio.gather(*commits)
+
+    @staticmethod
+    async def _commit_one(cursor: _Cursor, target: int) -> None:
+        await cursor.consumer.commit({cursor.topic: target})
+        cursor.committed = max(cursor.committed, target)
+
+    async def close(self) -> None:
+        for cursor in self._cursors.values():
+            try:
+                await cursor.consumer.stop()
+            except KafkaError as exc:
+                log_event(logger, logging.WARNING, "kafka consumer stop failed", error=str(exc))
+        self._cursors.clear()
+        await self._producer.stop()
+        await self._admin.close()
