@@ -30,6 +30,9 @@ APP = "app-"
 
 def kafka_config(bootstrap: str, prefix: str) -> str:
     return f"""
+[session]
+queue_limit = 20000
+
 [storage]
 application_client_prefixes = ["{APP}"]
 application_store = "kafka"
