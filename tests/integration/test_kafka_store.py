@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import threading
 import uuid
@@ -23,6 +24,7 @@ from tests.conftest import RunningBroker, ferromq_command, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client
 from tests.integration.test_offline_seam import seed_002
+from tests import services
 from tests.services import free_port
 
 APP = "app-"
@@ -203,6 +205,52 @@ def test_unreachable_kafka_at_start_up_exits_3_naming_it(tmp_path: Path) -> None
     )
     assert result.returncode == 3, result.stderr
     assert f"kafka store at {address}" in result.stderr
+
+
+def wait_for_log(broker: RunningBroker, *parts: str) -> None:
+    """Until one line of the broker's log holds every part (a minute at most)."""
+    for _ in range(600):
+        if any(all(p in line for p in parts) for line in broker.log().splitlines()):
+            return
+        threading.Event().wait(0.1)
+    raise AssertionError(f"no log line with {parts}:\n{broker.log()[-3000:]}")
+
+
+def test_kafka_down_holds_the_puback_until_it_returns(tmp_path: Path, loop: str) -> None:
+    # A private Kafka: this test freezes it (SIGSTOP), as a hung or unreachable
+    # cluster looks to the broker.
+    kafka = services.start_kafka(tmp_path)
+    config = kafka_config(kafka.bootstrap, unique_prefix()) + "request_timeout = 2\n"
+    broker = start_broker(tmp_path, loop, config)
+    try:
+        sub = RawClient(broker.host, broker.port, version=4)
+        sub.connect(f"{APP}patient", clean=False)
+        sub.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "t", "qos": 1}]})
+        assert sub.recv()["type"] == "suback"
+        sub.close()
+        pub = RawClient(broker.host, broker.port, version=4)
+        pub.connect("publisher")
+        pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 1, "payload": b"0"})
+        assert pub.recv(timeout=30)["type"] == "puback"
+
+        os.kill(kafka.pid, signal.SIGSTOP)
+        try:
+            pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 2, "payload": b"1"})
+            wait_for_log(broker, "store write failed", f"kafka at {kafka.bootstrap}")
+            with pytest.raises(TimeoutError):
+                pub.recv(timeout=0.2)  # no PUBACK while the store cannot take it
+        finally:
+            os.kill(kafka.pid, signal.SIGCONT)
+        puback = pub.recv(timeout=60)
+        assert (puback["type"], puback["packet_id"]) == ("puback", 2)
+
+        sub = RawClient(broker.host, broker.port, version=4)
+        assert sub.connect(f"{APP}patient", clean=False)["session_present"] is True
+        payloads = [sub.recv(timeout=10)["payload"] for _ in range(2)]
+        assert payloads == [b"0", b"1"]
+    finally:
+        broker.stop()
+        kafka.stop()
 
 
 def test_topic_names_are_kafka_names_and_distinct() -> None:

@@ -144,7 +144,10 @@ class KafkaStore:
         self._cursors: dict[str, _Cursor] = {}
 
     def _failed(self, doing: str, exc: BaseException) -> ConnectionError:
-        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, asyncio.TimeoutError):
+            reason = f"no answer within {self._timeout_ms / 1000:g}s"
+        else:
+            reason = str(exc) or type(exc).__name__
         return ConnectionError(f"kafka at {self.bootstrap}: {doing}: {reason}")
 
     async def start(self) -> None:
@@ -221,10 +224,15 @@ class KafkaStore:
         """Store one batch's operations; ``produced`` (index → record metadata) keeps
         what is stored across retries of the same batch."""
         try:
-            await self._produce(ops, produced)
-            await self._commit(self._account(ops, produced))
-        except KafkaError as exc:
+            # aiokafka retries some requests (metadata, commits) without end while the
+            # cluster is away; the store gives up after the request timeout.
+            await asyncio.wait_for(self._write(ops, produced), self._timeout_ms / 1000)
+        except (KafkaError, asyncio.TimeoutError) as exc:
             raise self._failed("write", exc) from None
+
+    async def _write(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
+        await self._produce(ops, produced)
+        await self._commit(self._account(ops, produced))
 
     async def _produce(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
         pending: list[tuple[int, asyncio.Future[Any]]] = []
