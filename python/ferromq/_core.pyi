@@ -12,6 +12,7 @@ __all__ = [
     "Engine",
     "FrameBatch",
     "FrameDecoder",
+    "JournalSplitter",
     "MalformedPacket",
     "PacketTooLarge",
     "ProtocolError",
@@ -125,12 +126,12 @@ class Engine:
 
 # ("enqueue", client, packet id, Message + Enqueue record bytes) | ("ack", client,
 # packet id, None) | ("end", client, 0, None)
-ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
+_ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
 
 @final
 class JournalSplitter:
     def __new__(cls) -> JournalSplitter: ...
-    def split(self, data: bytes) -> tuple[bytes, list[ApplicationOp]]: ...
+    def split(self, data: bytes) -> tuple[bytes, list[_ApplicationOp]]: ...
     def observe(self, data: bytes) -> None: ...
     def application_clients(self) -> list[str]: ...
     @staticmethod

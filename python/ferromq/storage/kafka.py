@@ -34,7 +34,7 @@ import heapq
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, TypeAlias
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
@@ -43,10 +43,11 @@ from aiokafka.errors import KafkaError
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 
-if TYPE_CHECKING:
-    from ferromq._core import ApplicationOp
+__all__ = ["ApplicationOp", "KafkaStore", "topic_name"]
 
-__all__ = ["KafkaStore", "topic_name"]
+# What ``JournalSplitter.split`` hands over per record: ("enqueue", client, packet id,
+# record bytes), ("ack", client, packet id, None) or ("end", client, 0, None).
+ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
 
 logger = logging.getLogger("ferromq.storage")
 

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ferromq._core import JournalSplitter
 from ferromq.storage import Store
-from ferromq.storage.kafka import KafkaStore
-
-if TYPE_CHECKING:
-    from ferromq._core import ApplicationOp
+from ferromq.storage.kafka import ApplicationOp, KafkaStore
 
 __all__ = ["SplitStore"]
 

@@ -351,7 +351,14 @@ mod tests {
         assert_eq!((client.as_str(), *packet_id), ("app", 2));
         let value = records(value.clone());
         assert!(matches!(&value[0], Record::Message(m) if m.id == 2 && m.topic == "app"));
-        assert!(matches!(&value[1], Record::Enqueue { packet_id: 2, message_id: 2, .. }));
+        assert!(matches!(
+            &value[1],
+            Record::Enqueue {
+                packet_id: 2,
+                message_id: 2,
+                ..
+            }
+        ));
         assert_eq!(
             out.application[2],
             ApplicationOp::Ack {
@@ -387,7 +394,10 @@ mod tests {
         );
         assert!(matches!(
             &out.application[..],
-            [ApplicationOp::Enqueue { .. }, ApplicationOp::Ack { packet_id: 7, .. }]
+            [
+                ApplicationOp::Enqueue { .. },
+                ApplicationOp::Ack { packet_id: 7, .. }
+            ]
         ));
 
         // Its PUBCOMP goes to both; the session end ends the application side.
@@ -414,7 +424,11 @@ mod tests {
         j.retain("t", Some(&m), 0);
         let (_, snapshot) = j.take().unwrap();
         let primary = records(JournalSplit::primary_part(&snapshot).unwrap());
-        assert_eq!(primary.len(), 3, "session, message (for the retain), retain");
+        assert_eq!(
+            primary.len(),
+            3,
+            "session, message (for the retain), retain"
+        );
         assert!(matches!(&primary[2], Record::Retain { message_id: 4, .. }));
     }
 
