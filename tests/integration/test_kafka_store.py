@@ -206,6 +206,46 @@ def test_unreachable_kafka_at_start_up_exits_3_naming_it(tmp_path: Path) -> None
     assert f"kafka store at {address}" in result.stderr
 
 
+def test_a_session_end_drops_its_kafka_queue(
+    kafka_bootstrap: str, tmp_path: Path, loop: str
+) -> None:
+    config = kafka_config(kafka_bootstrap, unique_prefix())
+    env = {"FERROMQ_STORAGE__PATH": str(tmp_path / "store")}
+    broker = start_broker(tmp_path, loop, config, env)
+    client_id = f"{APP}ending"
+
+    def join(clean: bool) -> None:
+        sub = RawClient(broker.host, broker.port, version=4)
+        sub.connect(client_id, clean=clean)
+        sub.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "end", "qos": 1}]})
+        assert sub.recv()["type"] == "suback"
+        sub.close()
+
+    def publish(payload: bytes) -> None:
+        pub = RawClient(broker.host, broker.port, version=4)
+        pub.connect("end-publisher")
+        pub.send({"type": "publish", "topic": "end", "qos": 1, "packet_id": 1, "payload": payload})
+        assert pub.recv(timeout=30)["type"] == "puback"
+        pub.close()
+
+    try:
+        join(clean=False)
+        for n in range(5):
+            publish(b"old %d" % n)
+        join(clean=True)  # ends the session and its queue [MQTT-3.1.2-6]
+        join(clean=False)
+        publish(b"new")
+        broker.stop()
+        broker = start_broker(tmp_path, loop, config, env)
+        publish(b"after restart")
+        sub = RawClient(broker.host, broker.port, version=4)
+        assert sub.connect(client_id, clean=False)["session_present"] is True
+        payloads = [sub.recv(timeout=10)["payload"] for _ in range(2)]
+        assert payloads == [b"new", b"after restart"]
+    finally:
+        broker.stop()
+
+
 def wait_for_log(broker: RunningBroker, *parts: str) -> None:
     """Until one line of the broker's log holds every part (a minute at most)."""
     for _ in range(600):
