@@ -143,6 +143,8 @@ class KafkaStore:
             bootstrap_servers=bootstrap_servers, request_timeout_ms=self._timeout_ms
         )
         self._cursors: dict[str, _Cursor] = {}
+        # aiokafka logs group-coordinator chatter at INFO for every client's consumer.
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
     def _failed(self, doing: str, exc: BaseException) -> ConnectionError:
         if isinstance(exc, asyncio.TimeoutError):
