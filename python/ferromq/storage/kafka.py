@@ -11,11 +11,13 @@ value the journal's Message and Enqueue records (sequence, packet id, QoS, ...),
 - ``write(ops, produced)``: the operations the splitter (``ferromq._core.JournalSplitter``)
   took out of one journal batch. All of the batch's records are sent at once and awaited
   together (acks=all by default, idempotent producer), then acknowledgements move each
-  client's cursor: the commit goes to the offset after the longest acknowledged prefix,
-  since acks arrive out of order. ``produced`` keeps the offsets of records already stored,
-  so a retried batch does not produce them twice. A session's end drops its records
-  (DeleteRecords) and commits the cursor at the end of the log, so a new session starts
-  empty; the topic stays for the next session.
+  client's cursor to the offset after the longest acknowledged prefix (acks arrive out of
+  order). Cursors are committed in the background, one round at a time, so a busy client
+  is committed once per round trip, not per batch; a crash may repeat what was acknowledged
+  since the last round (at least once), never skip. ``produced`` keeps the offsets of
+  records already stored, so a retried batch does not produce them twice. A session's end
+  drops its records (DeleteRecords) and commits the cursor at the end of the log before
+  the batch counts, so a new session starts empty; the topic stays for the next session.
 - ``load(clients)``: per application session the primary store knows, the records from its
   committed offset to the end of the log, as journal bytes.
 - Errors: anything Kafka raises while writing becomes ``ConnectionError`` naming the
@@ -29,6 +31,7 @@ application clients are few and each takes a stream (TBMQ's consumer per client)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import heapq
 import logging
@@ -56,6 +59,7 @@ _NOT_TOPIC_CHAR: Final = re.compile(r"[^a-zA-Z0-9._-]")
 _TOPIC_ALREADY_EXISTS: Final = 36
 _PACKET_ID: Final = "packet_id"
 PARTITION: Final = 0
+COMMIT_RETRY: Final = 1.0
 
 
 def topic_name(prefix: str, client: str) -> str:
@@ -143,6 +147,9 @@ class KafkaStore:
             bootstrap_servers=bootstrap_servers, request_timeout_ms=self._timeout_ms
         )
         self._cursors: dict[str, _Cursor] = {}
+        self._uncommitted: set[str] = set()
+        self._commit_wanted = asyncio.Event()
+        self._committer: asyncio.Task[None] | None = None
         # aiokafka logs group-coordinator chatter at INFO for every client's consumer.
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
@@ -157,6 +164,7 @@ class KafkaStore:
         try:
             await self._admin.start()
             await self._producer.start()
+            self._committer = asyncio.create_task(self._commit_forever())
         except (KafkaError, OSError) as exc:
             await self.close()
             raise StoreUnavailable(
@@ -235,7 +243,13 @@ class KafkaStore:
 
     async def _write(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
         await self._produce(ops, produced)
-        await self._commit(self._account(ops, produced))
+        touched = self._account(ops, produced)
+        # A session end is stored before the batch counts (a restart must not bring
+        # its records back); cursor moves from acks go out in the background.
+        ended = {client for client in touched if self._cursors[client].dropped}
+        await self._commit(ended)
+        self._uncommitted |= touched - ended
+        self._commit_wanted.set()
 
     async def _produce(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
         pending: list[tuple[int, asyncio.Future[Any]]] = []
@@ -291,12 +305,45 @@ class KafkaStore:
                 commits.append(self._commit_one(cursor, target))
         await asyncio.gather(*commits)
 
+    async def _commit_forever(self) -> None:
+        """Commit cursor moves, one round at a time: while a round runs, acks gather for
+        the next, so a client's cursor is committed at most once per round trip."""
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            clients, self._uncommitted = self._uncommitted, set()
+            try:
+                await asyncio.wait_for(self._commit(clients), self._timeout_ms / 1000)
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "kafka cursor commit failed; retrying",
+                    error=str(self._failed("commit", exc)),
+                )
+                self._uncommitted |= clients
+                await asyncio.sleep(COMMIT_RETRY)
+                self._commit_wanted.set()
+
     @staticmethod
     async def _commit_one(cursor: _Cursor, target: int) -> None:
         await cursor.consumer.commit({cursor.topic: target})
         cursor.committed = max(cursor.committed, target)
 
     async def close(self) -> None:
+        if self._committer is not None:
+            self._committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._committer
+            try:
+                await asyncio.wait_for(self._commit(set(self._cursors)), self._timeout_ms / 1000)
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "kafka cursors not committed at close; acknowledged deliveries may repeat",
+                    error=str(self._failed("commit", exc)),
+                )
         for cursor in self._cursors.values():
             try:
                 await cursor.consumer.stop()
