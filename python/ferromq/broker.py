@@ -27,7 +27,7 @@ from ferromq._core import Engine
 from ferromq._protocol import IOHub, MqttProtocol, ReadArena
 from ferromq.config import Config
 from ferromq.log import log_event
-from ferromq.storage import Store
+from ferromq.storage import Store, StoreUnavailable
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister
 from ferromq.sys_topics import sys_messages
@@ -77,8 +77,13 @@ def store_from_config(config: Config) -> Store | None:
 def application_split(primary: Store, config: Config) -> Store:
     """APPLICATION clients' queues in Kafka, the rest in ``primary``."""
     # Imported here: aiokafka is the optional ``kafka`` extra.
-    from ferromq.storage.kafka import KafkaStore
-    from ferromq.storage.split import SplitStore
+    try:
+        from ferromq.storage.kafka import KafkaStore
+        from ferromq.storage.split import SplitStore
+    except ImportError as exc:
+        raise StoreUnavailable(
+            f'storage.application_store = "kafka" needs aiokafka ({exc}); install ferromq[kafka]'
+        ) from None
 
     kafka = config.kafka
     return SplitStore(
