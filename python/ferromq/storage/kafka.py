@@ -36,7 +36,7 @@ import hashlib
 import heapq
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -46,7 +46,7 @@ from aiokafka.errors import KafkaError
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 
-__all__ = ["ApplicationOp", "KafkaStore", "topic_name"]
+__all__ = ["AckedPrefix", "ApplicationOp", "KafkaStore", "topic_name"]
 
 # What ``JournalSplitter.split`` hands over per record: ("enqueue", client, packet id,
 # record bytes), ("ack", client, packet id, None) or ("end", client, 0, None).
@@ -73,49 +73,56 @@ def topic_name(prefix: str, client: str) -> str:
     return f"{name[: MAX_TOPIC - len(digest) - 1]}.{digest}"
 
 
+class AckedPrefix:
+    """A client's stored deliveries not yet acknowledged, by offset; the cursor is the
+    first of them (or the log end when there is none)."""
+
+    def __init__(self, end: int = 0) -> None:
+        self.end = end
+        self._unacked: list[int] = []  # heap of offsets, lazily cleaned
+        self._packet_of: dict[int, int] = {}  # offset -> packet id
+        self._offset_of: dict[int, int] = {}  # packet id -> offset
+
+    def stored(self, offset: int, packet_id: int) -> None:
+        if offset in self._packet_of:
+            return  # a retried batch: already known
+        superseded = self._offset_of.get(packet_id)
+        if superseded is not None:
+            # The same delivery stored twice (a produce retried after a lost reply), or
+            # a packet id reused before the cursor caught up: the older needs no ack.
+            self._packet_of.pop(superseded, None)
+        self._packet_of[offset] = packet_id
+        self._offset_of[packet_id] = offset
+        heapq.heappush(self._unacked, offset)
+        self.end = max(self.end, offset + 1)
+
+    def acked(self, packet_id: int) -> None:
+        offset = self._offset_of.pop(packet_id, None)
+        if offset is not None:
+            del self._packet_of[offset]
+
+    def clear(self) -> None:
+        self._unacked.clear()
+        self._packet_of.clear()
+        self._offset_of.clear()
+
+    def cursor(self) -> int:
+        """The offset after the longest acknowledged prefix."""
+        while self._unacked and self._unacked[0] not in self._packet_of:
+            heapq.heappop(self._unacked)
+        return self._unacked[0] if self._unacked else self.end
+
+
 @dataclass
 class _Cursor:
-    """One application client's topic, consumer (for reads and commits) and the
-    offsets between the committed cursor and the log end."""
+    """One application client's topic, consumer (for reads and commits) and
+    acknowledgement state."""
 
     topic: TopicPartition
     consumer: AIOKafkaConsumer
     committed: int
-    end: int
-    unacked: list[int] = field(default_factory=list)  # heap of offsets
-    packet_of: dict[int, int] = field(default_factory=dict)  # offset -> packet id
-    offset_of: dict[int, int] = field(default_factory=dict)  # packet id -> offset
+    pending: AckedPrefix
     dropped: bool = False  # the session ended: drop what the log holds
-
-    def stored(self, offset: int, packet_id: int) -> None:
-        if offset in self.packet_of:
-            return  # a retried batch: already known
-        superseded = self.offset_of.get(packet_id)
-        if superseded is not None:
-            # The same delivery stored twice (a produce retried after a lost reply):
-            # the older copy needs no ack.
-            self.packet_of.pop(superseded, None)
-        self.packet_of[offset] = packet_id
-        self.offset_of[packet_id] = offset
-        heapq.heappush(self.unacked, offset)
-        self.end = max(self.end, offset + 1)
-
-    def acked(self, packet_id: int) -> None:
-        offset = self.offset_of.pop(packet_id, None)
-        if offset is not None:
-            del self.packet_of[offset]
-
-    def ended(self) -> None:
-        self.unacked.clear()
-        self.packet_of.clear()
-        self.offset_of.clear()
-        self.dropped = True
-
-    def target(self) -> int:
-        """The offset after the longest acknowledged prefix."""
-        while self.unacked and self.unacked[0] not in self.packet_of:
-            heapq.heappop(self.unacked)
-        return self.unacked[0] if self.unacked else self.end
 
 
 class KafkaStore:
@@ -189,13 +196,13 @@ class KafkaStore:
         start = max(cursor.committed, (await consumer.beginning_offsets([tp]))[tp])
         consumer.seek(tp, start)
         values: list[bytes] = []
-        while await consumer.position(tp) < cursor.end:
+        while await consumer.position(tp) < cursor.pending.end:
             batches = await consumer.getmany(tp, timeout_ms=self._timeout_ms)
             for record in batches.get(tp, []):
                 if record.value is None:
                     continue
                 headers = dict(record.headers)
-                cursor.stored(record.offset, int.from_bytes(headers[_PACKET_ID], "big"))
+                cursor.pending.stored(record.offset, int.from_bytes(headers[_PACKET_ID], "big"))
                 values.append(record.value)
         return values
 
@@ -227,7 +234,7 @@ class KafkaStore:
             await consumer.stop()
             raise
         # A cursor past the log end belongs to an older topic of the same name.
-        cursor = _Cursor(tp, consumer, committed if committed <= end else 0, end)
+        cursor = _Cursor(tp, consumer, committed if committed <= end else 0, AckedPrefix(end))
         self._cursors[client] = cursor
         return cursor
 
@@ -284,18 +291,19 @@ class KafkaStore:
                 continue  # an ack or end for a client with nothing stored here
             touched.add(client)
             if op == "enqueue":
-                cursor.stored(produced[index].offset, packet_id)
+                cursor.pending.stored(produced[index].offset, packet_id)
             elif op == "ack":
-                cursor.acked(packet_id)
+                cursor.pending.acked(packet_id)
             else:
-                cursor.ended()
+                cursor.pending.clear()
+                cursor.dropped = True
         return touched
 
     async def _commit(self, clients: set[str]) -> None:
         commits = []
         for client in clients:
             cursor = self._cursors[client]
-            target = cursor.target()
+            target = cursor.pending.cursor()
             if cursor.dropped and target > 0:
                 cursor.dropped = False
                 await self._admin.delete_records(
