@@ -197,8 +197,15 @@ class KafkaStore:
         consumer.seek(tp, start)
         values: list[bytes] = []
         while await consumer.position(tp) < cursor.pending.end:
-            batches = await consumer.getmany(tp, timeout_ms=self._timeout_ms)
-            for record in batches.get(tp, []):
+            records = (await consumer.getmany(tp, timeout_ms=self._timeout_ms)).get(tp)
+            if not records:
+                position = await consumer.position(tp)
+                raise StoreUnavailable(
+                    f"kafka store at {self.bootstrap}: load: {tp.topic} gave no records "
+                    f"at offset {position} of {cursor.pending.end} within "
+                    f"{self._timeout_ms / 1000:g}s"
+                )
+            for record in records:
                 if record.value is None:
                     continue
                 headers = dict(record.headers)
