@@ -9,7 +9,8 @@ value the journal's Message and Enqueue records (sequence, packet id, QoS, ...),
 ``Engine.restore`` reads the values back as they are.
 
 - ``write(ops, produced)``: the operations the splitter (``ferromq._core.JournalSplitter``)
-  took out of one journal batch. All of the batch's records are sent at once and awaited
+  took out of one journal batch. All of the batch's records are sent at once (one Kafka
+  batch per client, so one future to wait for, not one per record) and awaited
   together (acks=all by default, idempotent producer), then acknowledgements move each
   client's cursor to the offset after the longest acknowledged prefix (acks arrive out of
   order). Cursors are committed in the background, one round at a time, so a busy client
@@ -60,6 +61,7 @@ _TOPIC_ALREADY_EXISTS: Final = 36
 _PACKET_ID: Final = "packet_id"
 PARTITION: Final = 0
 COMMIT_RETRY: Final = 1.0
+MAX_BATCH: Final = 512 * 1024  # bytes of one client's records per produce request
 
 
 def topic_name(prefix: str, client: str) -> str:
@@ -149,6 +151,7 @@ class KafkaStore:
             enable_idempotence=acks == "all",
             request_timeout_ms=self._timeout_ms,
             linger_ms=0,
+            max_batch_size=MAX_BATCH,
         )
         self._admin = AIOKafkaAdminClient(
             bootstrap_servers=bootstrap_servers, request_timeout_ms=self._timeout_ms
@@ -245,8 +248,8 @@ class KafkaStore:
         self._cursors[client] = cursor
         return cursor
 
-    async def write(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
-        """Store one batch's operations; ``produced`` (index → record metadata) keeps
+    async def write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
+        """Store one batch's operations; ``produced`` (op index → offset) keeps
         what is stored across retries of the same batch."""
         try:
             # aiokafka retries some requests (metadata, commits) without end while the
@@ -255,7 +258,7 @@ class KafkaStore:
         except (KafkaError, asyncio.TimeoutError) as exc:
             raise self._failed("write", exc) from None
 
-    async def _write(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
+    async def _write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
         await self._produce(ops, produced)
         touched = self._account(ops, produced)
         # A session end is stored before the batch counts (a restart must not bring
@@ -265,31 +268,47 @@ class KafkaStore:
         self._uncommitted |= touched - ended
         self._commit_wanted.set()
 
-    async def _produce(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> None:
-        pending: list[tuple[int, asyncio.Future[Any]]] = []
-        for index, (op, client, packet_id, value) in enumerate(ops):
-            if op != "enqueue" or index in produced:
-                continue
+    async def _produce(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
+        """Send the batch's deliveries not yet stored, as one Kafka batch per client (a
+        record each, one future per batch), and wait for them all."""
+        by_client: dict[str, list[int]] = {}
+        for index, (op, client, _, _) in enumerate(ops):
+            if op == "enqueue" and index not in produced:
+                by_client.setdefault(client, []).append(index)
+        sent: list[tuple[list[int], asyncio.Future[Any]]] = []
+        for client, indices in by_client.items():
             cursor = await self._cursor(client)
-            future = await self._producer.send(
-                cursor.topic.topic,
-                value,
-                key=client.encode(),
-                partition=PARTITION,
-                headers=[(_PACKET_ID, packet_id.to_bytes(2, "big"))],
-            )
-            pending.append((index, future))
-        results = await asyncio.gather(*(f for _, f in pending), return_exceptions=True)
+            key = client.encode()
+            batch = self._producer.create_batch()
+            members: list[int] = []
+            for index in indices:
+                _, _, packet_id, value = ops[index]
+                headers = [(_PACKET_ID, packet_id.to_bytes(2, "big"))]
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    sent.append((members, await self._send(batch, cursor)))
+                    batch, members = self._producer.create_batch(), []
+                    batch.append(key=key, value=value, timestamp=None, headers=headers)
+                members.append(index)
+            sent.append((members, await self._send(batch, cursor)))
+        results = await asyncio.gather(*(f for _, f in sent), return_exceptions=True)
         failure: BaseException | None = None
-        for (index, _), result in zip(pending, results, strict=True):
+        for (members, _), result in zip(sent, results, strict=True):
             if isinstance(result, BaseException):
                 failure = failure or result
             else:
-                produced[index] = result
+                # A batch's records take consecutive offsets from its base offset.
+                for position, index in enumerate(members):
+                    produced[index] = result.offset + position
         if failure is not None:
             raise failure
 
-    def _account(self, ops: list[ApplicationOp], produced: dict[int, Any]) -> set[str]:
+    async def _send(self, batch: Any, cursor: _Cursor) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = await self._producer.send_batch(
+            batch, cursor.topic.topic, partition=PARTITION
+        )
+        return future
+
+    def _account(self, ops: list[ApplicationOp], produced: dict[int, int]) -> set[str]:
         """Apply the batch to the cursors in journal order; the clients touched."""
         touched: set[str] = set()
         for index, (op, client, packet_id, _) in enumerate(ops):
@@ -298,7 +317,7 @@ class KafkaStore:
                 continue  # an ack or end for a client with nothing stored here
             touched.add(client)
             if op == "enqueue":
-                cursor.pending.stored(produced[index].offset, packet_id)
+                cursor.pending.stored(produced[index], packet_id)
             elif op == "ack":
                 cursor.pending.acked(packet_id)
             else:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
 
 from ferromq._core import JournalSplitter
 from ferromq.storage import Store
@@ -32,7 +31,7 @@ class _Batch:
     data: bytes
     primary: bytes | None  # None once stored
     ops: list[ApplicationOp] | None  # None once stored
-    produced: dict[int, Any] = field(default_factory=dict)
+    produced: dict[int, int] = field(default_factory=dict)  # op index -> offset
 
 
 class SplitStore:
