@@ -301,8 +301,12 @@ def start_kafka(directory: Path) -> KafkaServer:
 
 
 def _kafka_cluster_id() -> str:
-    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # Kafka's Uuid text form: 16 random bytes, URL-safe base64 without padding; one that
+    # starts with "-" would read as an option to StorageTool (1 start in 64 failed).
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _kafka_properties(data: Path, port: int, controller_port: int) -> str:

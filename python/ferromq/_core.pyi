@@ -12,6 +12,7 @@ __all__ = [
     "Engine",
     "FrameBatch",
     "FrameDecoder",
+    "JournalSplitter",
     "MalformedPacket",
     "PacketTooLarge",
     "ProtocolError",
@@ -146,6 +147,19 @@ class Engine:
     def restore(self, data: bytes, now: int) -> dict[str, Any]: ...
     def shutdown(self, now: int) -> None: ...
     def stats(self) -> dict[str, int]: ...
+
+# ("enqueue", client, packet id, Message + Enqueue record bytes) | ("ack", client,
+# packet id, None) | ("end", client, 0, None)
+_ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
+
+@final
+class JournalSplitter:
+    def __new__(cls) -> JournalSplitter: ...
+    def split(self, data: bytes) -> tuple[bytes, list[_ApplicationOp]]: ...
+    def observe(self, data: bytes) -> None: ...
+    def application_clients(self) -> list[str]: ...
+    @staticmethod
+    def primary_part(snapshot: bytes) -> bytes: ...
 
 _MatchLists: TypeAlias = tuple[list[int], list[int], list[int], list[int], list[int], list[int]]
 

@@ -29,7 +29,7 @@ from ferromq._protocol import IOHub, MqttProtocol, ReadArena
 from ferromq.auth import AuthGate, provider_from_config
 from ferromq.config import Config
 from ferromq.log import log_event
-from ferromq.storage import Store
+from ferromq.storage import Store, StoreUnavailable
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister
 from ferromq.sys_topics import sys_messages
@@ -78,11 +78,12 @@ def store_from_config(config: Config) -> Store | None:
     storage = config.storage
     if storage.backend == "memory":
         return None
+    primary: Store
     if storage.backend == "redis":
         from ferromq.storage.redis import RedisStore
 
         redis = config.redis
-        return RedisStore(
+        primary = RedisStore(
             redis.url,
             key_prefix=redis.key_prefix,
             max_messages=redis.max_messages_per_client,
@@ -90,11 +91,40 @@ def store_from_config(config: Config) -> Store | None:
             connect_timeout=redis.connect_timeout,
             command_timeout=redis.command_timeout,
         )
-    return EmbeddedStore(
-        Path(storage.path).resolve(),
-        fsync=storage.fsync,
-        fsync_interval=storage.fsync_interval,
-        compact_after=storage.compact_after,
+    else:
+        primary = EmbeddedStore(
+            Path(storage.path).resolve(),
+            fsync=storage.fsync,
+            fsync_interval=storage.fsync_interval,
+            compact_after=storage.compact_after,
+        )
+    if storage.application_store == "kafka":
+        return application_split(primary, config)
+    return primary
+
+
+def application_split(primary: Store, config: Config) -> Store:
+    """APPLICATION clients' queues in Kafka, the rest in ``primary``."""
+    # Imported here: aiokafka is the optional ``kafka`` extra.
+    try:
+        from ferromq.storage.kafka import KafkaStore
+        from ferromq.storage.split import SplitStore
+    except ImportError as exc:
+        raise StoreUnavailable(
+            f'storage.application_store = "kafka" needs aiokafka ({exc}); install ferromq[kafka]'
+        ) from None
+
+    kafka = config.kafka
+    return SplitStore(
+        primary,
+        KafkaStore(
+            kafka.bootstrap_servers,
+            topic_prefix=kafka.topic_prefix,
+            partitions=kafka.partitions,
+            replication_factor=kafka.replication_factor,
+            acks=kafka.acks,
+            request_timeout=kafka.request_timeout,
+        ),
     )
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "AuthConfig",
     "Config",
     "ConfigError",
+    "KafkaConfig",
     "LimitsConfig",
     "ListenerConfig",
     "LogConfig",
@@ -430,6 +431,30 @@ class StorageConfig:
     application_client_prefixes: tuple[str, ...] = _setting((), _TextList())
     """Client ids starting with one of these are APPLICATION clients, the rest DEVICE
     clients (TBMQ's split; an environment override takes a comma-separated list)."""
+    application_store: str = _setting("primary", _Choice(("primary", "kafka")))
+    """Where APPLICATION clients' queued and in-flight messages go: ``primary``, the
+    store above, or ``kafka``, a topic per client (``[kafka]``); their sessions and
+    subscriptions stay in the primary store either way."""
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """``[kafka]``: the Kafka cluster of ``storage.application_store = "kafka"``."""
+
+    bootstrap_servers: str = _setting("127.0.0.1:9092", _Text())
+    """Comma-separated ``host:port`` list."""
+    topic_prefix: str = _setting("ferromq.app.", _Text())
+    """Each application client's topic is this prefix and its sanitised client id; its
+    cursor is the consumer group ``<prefix>cursor.<client id>``."""
+    partitions: int = _setting(1, _Int(1, 10000))
+    """Partitions of a new topic; a client's records all go to partition 0 (one
+    ordered queue)."""
+    replication_factor: int = _setting(1, _Int(1, 32767))
+    acks: str = _setting("all", _Choice(("all", "1", "0")))
+    """Producer acks: ``all`` (with the idempotent producer) loses nothing a broker of the
+    ISR had; ``1`` and ``0`` trade that for latency."""
+    request_timeout: int = _setting(10, _duration(1, 3600))
+    """Seconds a Kafka request may take before the write fails and is retried."""
 
 
 @dataclass(frozen=True)
@@ -548,6 +573,7 @@ class Config:
     mqtt5: Mqtt5Config = field(default_factory=Mqtt5Config)
     redirect: RedirectConfig = field(default_factory=RedirectConfig)
     redis: RedisConfig = field(default_factory=RedisConfig)
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -710,7 +736,20 @@ def _check(config: Config) -> Config:
             f"session.default_session_expiry_v311: {session.default_session_expiry_v311} "
             f"(0 = never) exceeds session.max_session_expiry ({cap}); lower it or raise the cap"
         )
+    if config.storage.application_store == "kafka" and config.storage.backend == "memory":
+        raise ConfigError(
+            'storage.application_store: "kafka" needs a durable primary store '
+            '(storage.backend = "memory" keeps no sessions to restore)'
+        )
+    if _KAFKA_TOPIC_CHARS.fullmatch(config.kafka.topic_prefix) is None:
+        raise ConfigError(
+            f"kafka.topic_prefix: {_quote(config.kafka.topic_prefix)} must be at most 100 of "
+            "the characters Kafka allows in topic names: a-z A-Z 0-9 . _ -"
+        )
     return config
+
+
+_KAFKA_TOPIC_CHARS: Final = re.compile(r"[a-zA-Z0-9._-]{0,100}")
 
 
 def load_config(path: Path | None, environ: Mapping[str, str]) -> Config:

@@ -15,22 +15,23 @@ TOTAL = 2000
 
 
 def test_no_loss_no_duplicates_across_reconnect(broker: RunningBroker) -> None:
-    seed_002_scenario(broker)
+    seed_002(broker, "seam-consumer")
 
 
-def seed_002_scenario(broker: RunningBroker) -> None:
-    """The scenario on any broker (the in-memory one here, each store elsewhere)."""
+def seed_002(broker: RunningBroker, consumer_id: str, topic: str = "seam") -> None:
+    """The scenario with the persistent subscriber ``consumer_id``; asserts that every
+    message arrives in order and only DUP-flagged ones twice."""
     sub = RawClient(broker.host, broker.port, version=4)
-    sub.connect("seam-consumer", clean=False)
-    sub.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "seam", "qos": 1}]})
+    sub.connect(consumer_id, clean=False)
+    sub.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 1}]})
     assert sub.recv()["type"] == "suback"
 
-    producer, _ = paho_client(broker, "seam-producer", 4)
+    producer, _ = paho_client(broker, f"{consumer_id}-producer", 4)
     sent = threading.Semaphore(0)
 
     def produce() -> None:
         for n in range(TOTAL):
-            producer.publish("seam", n.to_bytes(4, "big"), qos=1).wait_for_publish(10)
+            producer.publish(topic, n.to_bytes(4, "big"), qos=1).wait_for_publish(10)
             sent.release()
 
     thread = threading.Thread(target=produce)
@@ -51,7 +52,7 @@ def seed_002_scenario(broker: RunningBroker) -> None:
     for _ in range(1000):
         sent.acquire(timeout=30)
     sub = RawClient(broker.host, broker.port, version=4)
-    assert sub.connect("seam-consumer", clean=False)["session_present"] is True
+    assert sub.connect(consumer_id, clean=False)["session_present"] is True
     consume(sub, TOTAL)
     thread.join(30)
 

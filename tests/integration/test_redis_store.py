@@ -27,7 +27,7 @@ from ferromq import bench
 from tests.conftest import RunningBroker, free_port, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client, subscribe
-from tests.integration.test_offline_seam import seed_002_scenario
+from tests.integration.test_offline_seam import seed_002
 
 LOOPS = ["uvloop", "asyncio"]
 _prefixes = itertools.count()
@@ -88,7 +88,7 @@ def receive(broker: RunningBroker, client_id: str, count: int) -> list[paho.MQTT
 def test_seed_002_on_redis(redis_server: RedisServer, tmp_path: Path, loop: str) -> None:
     broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
     try:
-        seed_002_scenario(broker)
+        seed_002(broker, "seam-consumer")
     finally:
         broker.stop()
 

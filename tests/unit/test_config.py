@@ -16,6 +16,7 @@ from ferromq.codec import MAX_PACKET_SIZE
 from ferromq.config import (
     Config,
     ConfigError,
+    KafkaConfig,
     LimitsConfig,
     ListenerConfig,
     LogConfig,
@@ -680,3 +681,40 @@ def test_auth_is_off_by_default_and_loads_from_file_and_environment(tmp_path: Pa
 )
 def test_bad_auth_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     assert message in error_of(tmp_path, text)
+
+
+def test_application_queues_in_kafka(tmp_path: Path) -> None:
+    config = load_text(
+        tmp_path,
+        '[storage]\napplication_store = "kafka"\n'
+        '[kafka]\nbootstrap_servers = "k1:9092,k2:9092"\nacks = "1"\nrequest_timeout = "30s"\n',
+    )
+    assert config.storage.application_store == "kafka"
+    assert config.kafka == KafkaConfig(
+        bootstrap_servers="k1:9092,k2:9092", acks="1", request_timeout=30
+    )
+    assert Config().storage.application_store == "primary"
+    assert KafkaConfig().acks == "all" and KafkaConfig().partitions == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[storage]\nbackend = "memory"\napplication_store = "kafka"\n',
+            'storage.application_store: "kafka" needs a durable primary store '
+            '(storage.backend = "memory" keeps no sessions to restore)',
+        ),
+        (
+            '[kafka]\ntopic_prefix = "app/"\n',
+            'kafka.topic_prefix: "app/" must be at most 100 of the characters Kafka allows '
+            "in topic names: a-z A-Z 0-9 . _ -",
+        ),
+        (
+            "[kafka]\npartitions = 0\n",
+            "config file {path}: kafka.partitions: must be between 1 and 10000, got 0",
+        ),
+    ],
+)
+def test_kafka_settings_are_checked(tmp_path: Path, text: str, message: str) -> None:
+    assert error_of(tmp_path, text) == message.format(path=tmp_path / "ferromq.toml")

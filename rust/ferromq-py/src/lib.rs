@@ -13,6 +13,7 @@ mod codec;
 mod engine;
 mod errors;
 mod redis;
+mod split;
 mod topic;
 
 #[pymodule]
@@ -24,5 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     engine::register(m)?;
     topic::register(m)?;
     redis::register(m)?;
+    split::register(m)?;
     Ok(())
 }

@@ -36,6 +36,7 @@ mod queue;
 mod quota;
 mod session;
 mod shared;
+mod split;
 mod stats;
 mod subscribe;
 mod timers;
@@ -49,6 +50,7 @@ pub use config::{DropPolicy, EngineConfig, Features, Redirect};
 pub use journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
 pub use message::Message;
 pub use persist::RestoreReport;
+pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::Stats;
 
 use crate::codec::{Packet, QoS};

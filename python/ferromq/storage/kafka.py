@@ -1,0 +1,388 @@
+"""The Kafka store for APPLICATION clients (seed 000): a topic per persistent
+application client, its consumer group's committed offset the session cursor.
+
+Layout: client ``c`` has the topic :func:`topic_name` (``<prefix><c>`` when ``c`` is
+already a valid topic name) and the consumer group ``<prefix>cursor.<c>``. Every delivery
+journaled for it is one record, produced to partition 0 (one ordered queue per client;
+extra partitions, if configured, stay empty) with key ``c``, a ``packet_id`` header, and as
+value the journal's Message and Enqueue records (sequence, packet id, QoS, ...), so
+``Engine.restore`` reads the values back as they are.
+
+- ``write(ops, produced)``: the operations the splitter (``ferromq._core.JournalSplitter``)
+  took out of one journal batch. All of the batch's records are sent at once (one Kafka
+  batch per client, so one future to wait for, not one per record) and awaited
+  together (acks=all by default, idempotent producer), then acknowledgements move each
+  client's cursor to the offset after the longest acknowledged prefix (acks arrive out of
+  order). Cursors are committed in the background, one round at a time, so a busy client
+  is committed once per round trip, not per batch; a crash may repeat what was acknowledged
+  since the last round (at least once), never skip. ``produced`` keeps the offsets of
+  records already stored, so a retried batch does not produce them twice. A session's end
+  drops its records (DeleteRecords) and commits the cursor at the end of the log before
+  the batch counts, so a new session starts empty; the topic stays for the next session.
+- ``load(clients)``: per application session the primary store knows, the records from its
+  committed offset to the end of the log, as journal bytes.
+- Errors: anything Kafka raises while writing becomes ``ConnectionError`` naming the
+  bootstrap servers and the reason (the persister retries with backoff and holds the
+  acknowledgements); at start-up an unreachable cluster is ``StoreUnavailable``.
+
+Unlike the device path, this is Python per delivery (aiokafka produces record by record):
+application clients are few and each takes a stream (TBMQ's consumer per client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import heapq
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.errors import KafkaError
+
+from ferromq.log import log_event
+from ferromq.storage import StoreUnavailable
+
+__all__ = ["AckedPrefix", "ApplicationOp", "KafkaStore", "topic_name"]
+
+# What ``JournalSplitter.split`` hands over per record: ("enqueue", client, packet id,
+# record bytes), ("ack", client, packet id, None) or ("end", client, 0, None).
+ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
+
+logger = logging.getLogger("ferromq.storage")
+
+MAX_TOPIC: Final = 249
+_NOT_TOPIC_CHAR: Final = re.compile(r"[^a-zA-Z0-9._-]")
+_TOPIC_ALREADY_EXISTS: Final = 36
+_PACKET_ID: Final = "packet_id"
+PARTITION: Final = 0
+COMMIT_RETRY: Final = 1.0
+MAX_BATCH: Final = 512 * 1024  # bytes of one client's records per produce request
+
+
+def topic_name(prefix: str, client: str) -> str:
+    """``prefix + client`` in Kafka's topic alphabet ([a-zA-Z0-9._-], at most 249
+    characters); when that changed or cut the name, a hash of the client id ends it so
+    two clients never share a topic."""
+    name = prefix + _NOT_TOPIC_CHAR.sub("_", client)
+    if name == prefix + client and len(name) <= MAX_TOPIC:
+        return name
+    digest = hashlib.sha256(client.encode()).hexdigest()[:16]
+    return f"{name[: MAX_TOPIC - len(digest) - 1]}.{digest}"
+
+
+class AckedPrefix:
+    """A client's stored deliveries not yet acknowledged, by offset; the cursor is the
+    first of them (or the log end when there is none)."""
+
+    def __init__(self, end: int = 0) -> None:
+        self.end = end
+        self._unacked: list[int] = []  # heap of offsets, lazily cleaned
+        self._packet_of: dict[int, int] = {}  # offset -> packet id
+        self._offset_of: dict[int, int] = {}  # packet id -> offset
+
+    def stored(self, offset: int, packet_id: int) -> None:
+        if offset in self._packet_of:
+            return  # a retried batch: already known
+        superseded = self._offset_of.get(packet_id)
+        if superseded is not None:
+            # The same delivery stored twice (a produce retried after a lost reply), or
+            # a packet id reused before the cursor caught up: the older needs no ack.
+            self._packet_of.pop(superseded, None)
+        self._packet_of[offset] = packet_id
+        self._offset_of[packet_id] = offset
+        heapq.heappush(self._unacked, offset)
+        self.end = max(self.end, offset + 1)
+
+    def acked(self, packet_id: int) -> None:
+        offset = self._offset_of.pop(packet_id, None)
+        if offset is not None:
+            del self._packet_of[offset]
+
+    def clear(self) -> None:
+        self._unacked.clear()
+        self._packet_of.clear()
+        self._offset_of.clear()
+
+    def cursor(self) -> int:
+        """The offset after the longest acknowledged prefix."""
+        while self._unacked and self._unacked[0] not in self._packet_of:
+            heapq.heappop(self._unacked)
+        return self._unacked[0] if self._unacked else self.end
+
+
+@dataclass
+class _Cursor:
+    """One application client's topic, consumer (for reads and commits) and
+    acknowledgement state."""
+
+    topic: TopicPartition
+    consumer: AIOKafkaConsumer
+    committed: int
+    pending: AckedPrefix
+    dropped: bool = False  # the session ended: drop what the log holds
+
+
+class KafkaStore:
+    name = "kafka"
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic_prefix: str = "ferromq.app.",
+        partitions: int = 1,
+        replication_factor: int = 1,
+        acks: str = "all",
+        request_timeout: float = 10.0,
+    ) -> None:
+        self.bootstrap = bootstrap_servers
+        self.prefix = topic_prefix
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self._timeout_ms = int(request_timeout * 1000)
+        acks_value: int | str = acks if acks == "all" else int(acks)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap_servers,
+            acks=acks_value,
+            enable_idempotence=acks == "all",
+            request_timeout_ms=self._timeout_ms,
+            linger_ms=0,
+            max_batch_size=MAX_BATCH,
+        )
+        self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap_servers, request_timeout_ms=self._timeout_ms
+        )
+        self._cursors: dict[str, _Cursor] = {}
+        self._uncommitted: set[str] = set()
+        self._commit_wanted = asyncio.Event()
+        self._committer: asyncio.Task[None] | None = None
+        # aiokafka logs group-coordinator chatter at INFO for every client's consumer.
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+    def _failed(self, doing: str, exc: BaseException) -> ConnectionError:
+        if isinstance(exc, asyncio.TimeoutError):
+            reason = f"no answer within {self._timeout_ms / 1000:g}s"
+        else:
+            reason = str(exc) or type(exc).__name__
+        return ConnectionError(f"kafka at {self.bootstrap}: {doing}: {reason}")
+
+    async def start(self) -> None:
+        try:
+            await self._admin.start()
+            await self._producer.start()
+            self._committer = asyncio.create_task(self._commit_forever())
+        except (KafkaError, OSError) as exc:
+            await self.close()
+            raise StoreUnavailable(
+                f"kafka store at {self.bootstrap}: unreachable: {exc or type(exc).__name__}"
+            ) from None
+
+    async def load(self, clients: list[str]) -> bytes:
+        """The stored deliveries after each client's cursor, as journal bytes."""
+        try:
+            existing = set(await self._admin.list_topics())
+            parts: list[bytes] = []
+            for client in clients:
+                if topic_name(self.prefix, client) in existing:
+                    parts += await self._read_after_cursor(client)
+            return b"".join(parts)
+        except KafkaError as exc:
+            raise StoreUnavailable(str(self._failed("load", exc))) from None
+
+    async def _read_after_cursor(self, client: str) -> list[bytes]:
+        cursor = await self._cursor(client)
+        tp, consumer = cursor.topic, cursor.consumer
+        start = max(cursor.committed, (await consumer.beginning_offsets([tp]))[tp])
+        consumer.seek(tp, start)
+        values: list[bytes] = []
+        while await consumer.position(tp) < cursor.pending.end:
+            records = (await consumer.getmany(tp, timeout_ms=self._timeout_ms)).get(tp)
+            if not records:
+                position = await consumer.position(tp)
+                raise StoreUnavailable(
+                    f"kafka store at {self.bootstrap}: load: {tp.topic} gave no records "
+                    f"at offset {position} of {cursor.pending.end} within "
+                    f"{self._timeout_ms / 1000:g}s"
+                )
+            for record in records:
+                if record.value is None:
+                    continue
+                headers = dict(record.headers)
+                cursor.pending.stored(record.offset, int.from_bytes(headers[_PACKET_ID], "big"))
+                values.append(record.value)
+        return values
+
+    async def _cursor(self, client: str) -> _Cursor:
+        """The client's cursor, creating its topic and consumer on first need."""
+        cursor = self._cursors.get(client)
+        if cursor is not None:
+            return cursor
+        name = topic_name(self.prefix, client)
+        response = await self._admin.create_topics(
+            [NewTopic(name, self.partitions, self.replication_factor)]
+        )
+        for _topic, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        tp = TopicPartition(name, PARTITION)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=f"{self.prefix}cursor.{client}",
+            enable_auto_commit=False,
+            request_timeout_ms=self._timeout_ms,
+        )
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            committed = await consumer.committed(tp) or 0
+        except BaseException:
+            await consumer.stop()
+            raise
+        # A cursor past the log end belongs to an older topic of the same name.
+        cursor = _Cursor(tp, consumer, committed if committed <= end else 0, AckedPrefix(end))
+        self._cursors[client] = cursor
+        return cursor
+
+    async def write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
+        """Store one batch's operations; ``produced`` (op index → offset) keeps
+        what is stored across retries of the same batch."""
+        try:
+            # aiokafka retries some requests (metadata, commits) without end while the
+            # cluster is away; the store gives up after the request timeout.
+            await asyncio.wait_for(self._write(ops, produced), self._timeout_ms / 1000)
+        except (KafkaError, asyncio.TimeoutError) as exc:
+            raise self._failed("write", exc) from None
+
+    async def _write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
+        await self._produce(ops, produced)
+        touched = self._account(ops, produced)
+        # A session end is stored before the batch counts (a restart must not bring
+        # its records back); cursor moves from acks go out in the background.
+        ended = {client for client in touched if self._cursors[client].dropped}
+        await self._commit(ended)
+        self._uncommitted |= touched - ended
+        self._commit_wanted.set()
+
+    async def _produce(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
+        """Send the batch's deliveries not yet stored, as one Kafka batch per client (a
+        record each, one future per batch), and wait for them all."""
+        by_client: dict[str, list[int]] = {}
+        for index, (op, client, _, _) in enumerate(ops):
+            if op == "enqueue" and index not in produced:
+                by_client.setdefault(client, []).append(index)
+        sent: list[tuple[list[int], asyncio.Future[Any]]] = []
+        for client, indices in by_client.items():
+            cursor = await self._cursor(client)
+            key = client.encode()
+            batch = self._producer.create_batch()
+            members: list[int] = []
+            for index in indices:
+                _, _, packet_id, value = ops[index]
+                headers = [(_PACKET_ID, packet_id.to_bytes(2, "big"))]
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    sent.append((members, await self._send(batch, cursor)))
+                    batch, members = self._producer.create_batch(), []
+                    batch.append(key=key, value=value, timestamp=None, headers=headers)
+                members.append(index)
+            sent.append((members, await self._send(batch, cursor)))
+        results = await asyncio.gather(*(f for _, f in sent), return_exceptions=True)
+        failure: BaseException | None = None
+        for (members, _), result in zip(sent, results, strict=True):
+            if isinstance(result, BaseException):
+                failure = failure or result
+            else:
+                # A batch's records take consecutive offsets from its base offset.
+                for position, index in enumerate(members):
+                    produced[index] = result.offset + position
+        if failure is not None:
+            raise failure
+
+    async def _send(self, batch: Any, cursor: _Cursor) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = await self._producer.send_batch(
+            batch, cursor.topic.topic, partition=PARTITION
+        )
+        return future
+
+    def _account(self, ops: list[ApplicationOp], produced: dict[int, int]) -> set[str]:
+        """Apply the batch to the cursors in journal order; the clients touched."""
+        touched: set[str] = set()
+        for index, (op, client, packet_id, _) in enumerate(ops):
+            cursor = self._cursors.get(client)
+            if cursor is None:
+                continue  # an ack or end for a client with nothing stored here
+            touched.add(client)
+            if op == "enqueue":
+                cursor.pending.stored(produced[index], packet_id)
+            elif op == "ack":
+                cursor.pending.acked(packet_id)
+            else:
+                cursor.pending.clear()
+                cursor.dropped = True
+        return touched
+
+    async def _commit(self, clients: set[str]) -> None:
+        commits = []
+        for client in clients:
+            cursor = self._cursors[client]
+            target = cursor.pending.cursor()
+            if cursor.dropped and target > 0:
+                cursor.dropped = False
+                await self._admin.delete_records(
+                    {cursor.topic: RecordsToDelete(target)}, timeout_ms=self._timeout_ms
+                )
+            if target > cursor.committed:
+                commits.append(self._commit_one(cursor, target))
+        await asyncio.gather(*commits)
+
+    async def _commit_forever(self) -> None:
+        """Commit cursor moves, one round at a time: while a round runs, acks gather for
+        the next, so a client's cursor is committed at most once per round trip."""
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            clients, self._uncommitted = self._uncommitted, set()
+            try:
+                await asyncio.wait_for(self._commit(clients), self._timeout_ms / 1000)
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "kafka cursor commit failed; retrying",
+                    error=str(self._failed("commit", exc)),
+                )
+                self._uncommitted |= clients
+                await asyncio.sleep(COMMIT_RETRY)
+                self._commit_wanted.set()
+
+    @staticmethod
+    async def _commit_one(cursor: _Cursor, target: int) -> None:
+        await cursor.consumer.commit({cursor.topic: target})
+        cursor.committed = max(cursor.committed, target)
+
+    async def close(self) -> None:
+        if self._committer is not None:
+            self._committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._committer
+            try:
+                await asyncio.wait_for(self._commit(set(self._cursors)), self._timeout_ms / 1000)
+            except (KafkaError, asyncio.TimeoutError) as exc:
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "kafka cursors not committed at close; acknowledged deliveries may repeat",
+                    error=str(self._failed("commit", exc)),
+                )
+        for cursor in self._cursors.values():
+            try:
+                await cursor.consumer.stop()
+            except KafkaError as exc:
+                log_event(logger, logging.WARNING, "kafka consumer stop failed", error=str(exc))
+        self._cursors.clear()
+        await self._producer.stop()
+        await self._admin.close()
