@@ -151,7 +151,12 @@ class RedisStore:
     async def _connect(self) -> AbstractConnection:
         if self._connection is None:
             connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            await self._load_scripts(connection)
+            try:
+                await self._load_scripts(connection)
+            except BaseException:
+                await connection.disconnect()
+                await self._pool.release(connection)
+                raise
             self._connection = connection
         return self._connection
 
