@@ -210,6 +210,20 @@ def test_unreachable_redis_at_start_exits_naming_the_url(tmp_path: Path) -> None
     assert f"redis store at {url}" in done.stderr
 
 
+def test_a_url_that_is_not_redis_exits_naming_the_setting(tmp_path: Path) -> None:
+    config = tmp_path / "ferromq.toml"
+    config.write_text(redis_config("http://127.0.0.1:6379/0"))
+    done = subprocess.run(
+        [sys.executable, "-m", "ferromq", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "redis.url 'http://127.0.0.1:6379/0'" in done.stderr
+
+
 def test_a_password_never_reaches_the_log(tmp_path: Path) -> None:
     url = f"redis://user:s3cret@127.0.0.1:{free_port()}/0"
     config = tmp_path / "ferromq.toml"
