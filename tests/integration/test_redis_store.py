@@ -30,6 +30,7 @@ from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_offline_seam import seed_002
 
 LOOPS = ["uvloop", "asyncio"]
+Starter = Callable[[str, str], RunningBroker]
 _prefixes = itertools.count()
 
 
@@ -50,6 +51,21 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Starter]:
+    """Start brokers (loop, config) that are all stopped when the test ends, however it
+    ends."""
+    brokers: list[RunningBroker] = []
+
+    def start(loop: str, config: str) -> RunningBroker:
+        brokers.append(start_broker(tmp_path, loop, config))
+        return brokers[-1]
+
+    yield start
+    for broker in brokers:
+        broker.stop()
 
 
 def redis_config(url: str) -> str:
@@ -85,56 +101,50 @@ def receive(broker: RunningBroker, client_id: str, count: int) -> list[paho.MQTT
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_seed_002_on_redis(redis_server: RedisServer, tmp_path: Path, loop: str) -> None:
-    broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
-    try:
-        seed_002(broker, "seam-consumer")
-    finally:
-        broker.stop()
+def test_seed_002_on_redis(redis_server: RedisServer, started: Starter, loop: str) -> None:
+    seed_002(started(loop, redis_config(redis_server.url)), "seam-consumer")
 
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_kill_9_mid_stream_loses_no_acknowledged_message(
-    redis_server: RedisServer, tmp_path: Path, loop: str
+    redis_server: RedisServer, started: Starter, loop: str
 ) -> None:
     config = redis_config(redis_server.url)
-    broker = start_broker(tmp_path, loop, config)
+    broker = started(loop, config)
     persistent_subscriber(broker, "crash-sub", "crash/t")
     publisher, _ = paho_client(broker, "crash-pub", 5)
     sent = [publisher.publish("crash/t", n.to_bytes(4, "big"), qos=1) for n in range(3000)]
     wait_for(lambda: sum(info.is_published() for info in sent) >= 1000, "1,000 PUBACKs")
     kill(broker)
     acknowledged = {n for n, info in enumerate(sent) if info.is_published()}
+    publisher.disconnect()
     publisher.loop_stop()
     assert 1000 <= len(acknowledged) < 3000, "killed mid-stream"
 
-    broker = start_broker(tmp_path, loop, config)
-    try:
-        # Everything the broker stored comes back in order: at least every
-        # acknowledged message (a stored one may not have had its PUBACK yet).
-        client, inbox = paho_client(broker, "crash-sub", 5, clean=False)
-        received: list[int] = []
-        while not acknowledged <= set(received):
-            try:
-                message = inbox.get(timeout=30)
-            except queue.Empty:
-                missing = sorted(acknowledged - set(received))
-                pytest.fail(f"{len(missing)} acknowledged messages lost, first {missing[:5]}")
-            received.append(int.from_bytes(message.payload, "big"))
-        client.disconnect()
-        client.loop_stop()
-        assert received == sorted(received), "order kept across the restart"
-        assert "store restored store=redis sessions=" in broker.log()
-    finally:
-        broker.stop()
+    broker = started(loop, config)
+    # Everything the broker stored comes back in order: at least every
+    # acknowledged message (a stored one may not have had its PUBACK yet).
+    client, inbox = paho_client(broker, "crash-sub", 5, clean=False)
+    received: list[int] = []
+    while not acknowledged <= set(received):
+        try:
+            message = inbox.get(timeout=30)
+        except queue.Empty:
+            missing = sorted(acknowledged - set(received))
+            pytest.fail(f"{len(missing)} acknowledged messages lost, first {missing[:5]}")
+        received.append(int.from_bytes(message.payload, "big"))
+    client.disconnect()
+    client.loop_stop()
+    assert received == sorted(received), "order kept across the restart"
+    assert "store restored store=redis sessions=" in broker.log()
 
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_restart_keeps_sessions_subscriptions_and_retained(
-    redis_server: RedisServer, tmp_path: Path, loop: str
+    redis_server: RedisServer, started: Starter, loop: str
 ) -> None:
     config = redis_config(redis_server.url)
-    broker = start_broker(tmp_path, loop, config)
+    broker = started(loop, config)
     persistent_subscriber(broker, "keeper", "keep/#")
     publisher, _ = paho_client(broker, "retainer", 5)
     publisher.publish("status/door", b"open", qos=1, retain=True).wait_for_publish(10)
@@ -143,52 +153,46 @@ def test_restart_keeps_sessions_subscriptions_and_retained(
     publisher.loop_stop()
     assert broker.stop() == 0
 
-    broker = start_broker(tmp_path, loop, config)
-    try:
-        client, inbox = paho_client(broker, "keeper", 5, clean=False)
-        assert inbox.get(timeout=10).payload == b"while away"
-        # The subscription came back with the session: no new SUBSCRIBE.
-        publisher, _ = paho_client(broker, "after-restart", 5)
-        publisher.publish("keep/live", b"new", qos=1).wait_for_publish(10)
-        assert inbox.get(timeout=10).payload == b"new"
-        subscribe(client, "status/#", 1)
-        retained = inbox.get(timeout=10)
-        assert (retained.topic, retained.payload, retained.retain) == ("status/door", b"open", True)
-        for c in (client, publisher):
-            c.disconnect()
-            c.loop_stop()
-    finally:
-        broker.stop()
+    broker = started(loop, config)
+    client, inbox = paho_client(broker, "keeper", 5, clean=False)
+    assert inbox.get(timeout=10).payload == b"while away"
+    # The subscription came back with the session: no new SUBSCRIBE.
+    publisher, _ = paho_client(broker, "after-restart", 5)
+    publisher.publish("keep/live", b"new", qos=1).wait_for_publish(10)
+    assert inbox.get(timeout=10).payload == b"new"
+    subscribe(client, "status/#", 1)
+    retained = inbox.get(timeout=10)
+    assert (retained.topic, retained.payload, retained.retain) == ("status/door", b"open", True)
+    for c in (client, publisher):
+        c.disconnect()
+        c.loop_stop()
 
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_redis_down_holds_acknowledgements_and_everything_goes_through_when_back(
-    redis_server: RedisServer, tmp_path: Path, loop: str
+    redis_server: RedisServer, started: Starter, loop: str
 ) -> None:
-    broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
-    try:
-        persistent_subscriber(broker, "patient", "down/t")
-        publisher, _ = paho_client(broker, "down-pub", 5)
-        before = [publisher.publish("down/t", b"%d" % n, qos=1) for n in range(10)]
-        for info in before:
-            info.wait_for_publish(10)
+    broker = started(loop, redis_config(redis_server.url))
+    persistent_subscriber(broker, "patient", "down/t")
+    publisher, _ = paho_client(broker, "down-pub", 5)
+    before = [publisher.publish("down/t", b"%d" % n, qos=1) for n in range(10)]
+    for info in before:
+        info.wait_for_publish(10)
 
-        redis_server.stop()
-        during = [publisher.publish("down/t", b"%d" % n, qos=1) for n in range(10, 20)]
-        wait_for(lambda: "store write failed" in broker.log(), "the broker reports the failure")
-        assert not any(info.is_published() for info in during), "acknowledged while Redis is down"
-        failure = next(line for line in broker.log().splitlines() if "store write failed" in line)
-        assert f"127.0.0.1:{redis_server.port}" in failure, failure
+    redis_server.stop()
+    during = [publisher.publish("down/t", b"%d" % n, qos=1) for n in range(10, 20)]
+    wait_for(lambda: "store write failed" in broker.log(), "the broker reports the failure")
+    assert not any(info.is_published() for info in during), "acknowledged while Redis is down"
+    failure = next(line for line in broker.log().splitlines() if "store write failed" in line)
+    assert f"127.0.0.1:{redis_server.port}" in failure, failure
 
-        redis_server.start()  # a new process: its script cache is empty (NOSCRIPT)
-        for info in during:
-            info.wait_for_publish(30)
-        publisher.disconnect()
-        publisher.loop_stop()
-        payloads = [m.payload for m in receive(broker, "patient", 20)]
-        assert payloads == [b"%d" % n for n in range(20)]
-    finally:
-        broker.stop()
+    redis_server.start()  # a new process: the store reconnects and loads its scripts
+    for info in during:
+        info.wait_for_publish(30)
+    publisher.disconnect()
+    publisher.loop_stop()
+    payloads = [m.payload for m in receive(broker, "patient", 20)]
+    assert payloads == [b"%d" % n for n in range(20)]
 
 
 def test_unreachable_redis_at_start_exits_naming_the_url(tmp_path: Path) -> None:
@@ -204,6 +208,20 @@ def test_unreachable_redis_at_start_exits_naming_the_url(tmp_path: Path) -> None
     )
     assert done.returncode == 3, done.stderr
     assert f"redis store at {url}" in done.stderr
+
+
+def test_a_url_that_is_not_redis_exits_naming_the_setting(tmp_path: Path) -> None:
+    config = tmp_path / "ferromq.toml"
+    config.write_text(redis_config("http://127.0.0.1:6379/0"))
+    done = subprocess.run(
+        [sys.executable, "-m", "ferromq", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "redis.url 'http://127.0.0.1:6379/0'" in done.stderr
 
 
 def test_a_password_never_reaches_the_log(tmp_path: Path) -> None:
@@ -223,29 +241,26 @@ def test_a_password_never_reaches_the_log(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_scripts_flushed_from_redis_are_sent_again_with_eval(
-    redis_server: RedisServer, tmp_path: Path, loop: str
+    redis_server: RedisServer, started: Starter, loop: str
 ) -> None:
-    broker = start_broker(tmp_path, loop, redis_config(redis_server.url))
-    try:
-        persistent_subscriber(broker, "flushed", "flush/t")
-        publisher, _ = paho_client(broker, "flush-pub", 5)
-        publisher.publish("flush/t", b"before", qos=1).wait_for_publish(10)
-        assert redis_server.command("SCRIPT", "FLUSH") == b"+OK"
-        publisher.publish("flush/t", b"after", qos=1).wait_for_publish(10)
-        publisher.disconnect()
-        publisher.loop_stop()
-        assert "redis lost its scripts; batch sent again with EVAL" in broker.log()
-        assert [m.payload for m in receive(broker, "flushed", 2)] == [b"before", b"after"]
-    finally:
-        broker.stop()
+    broker = started(loop, redis_config(redis_server.url))
+    persistent_subscriber(broker, "flushed", "flush/t")
+    publisher, _ = paho_client(broker, "flush-pub", 5)
+    publisher.publish("flush/t", b"before", qos=1).wait_for_publish(10)
+    assert redis_server.command("SCRIPT", "FLUSH") == b"+OK"
+    publisher.publish("flush/t", b"after", qos=1).wait_for_publish(10)
+    publisher.disconnect()
+    publisher.loop_stop()
+    assert "redis lost its scripts; batch sent again with EVAL" in broker.log()
+    assert [m.payload for m in receive(broker, "flushed", 2)] == [b"before", b"after"]
 
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_order_holds_past_the_packet_id_wrap_across_a_crash(
-    redis_server: RedisServer, tmp_path: Path, loop: str
+    redis_server: RedisServer, started: Starter, loop: str
 ) -> None:
     config = redis_config(redis_server.url)
-    broker = start_broker(tmp_path, loop, config)
+    broker = started(loop, config)
     # 66,000 QoS 1 deliveries to one persistent subscriber carry its delivery sequence
     # past 65,535: its packet ids have wrapped, the Redis scores have not.
     report = bench.run(
@@ -271,15 +286,28 @@ def test_order_holds_past_the_packet_id_wrap_across_a_crash(
     publisher.loop_stop()
     kill(broker)
 
-    broker = start_broker(tmp_path, loop, config)
-    try:
-        sub = RawClient(broker.host, broker.port, version=4)
-        assert sub.connect("wrap-s0", clean=False)["session_present"] is True
-        packets = [sub.recv(timeout=10) for _ in range(300)]
-        sub.close()
-        assert [p["payload"] for p in packets] == [b"%d" % n for n in range(300)]
-        ids = [p["packet_id"] for p in packets]
-        assert ids[0] < 1000, f"packet ids wrapped: {ids[0]}"
-        assert ids == list(range(ids[0], ids[0] + 300))
-    finally:
-        broker.stop()
+    broker = started(loop, config)
+    sub = RawClient(broker.host, broker.port, version=4)
+    assert sub.connect("wrap-s0", clean=False)["session_present"] is True
+    packets = [sub.recv(timeout=10) for _ in range(300)]
+    sub.close()
+    assert [p["payload"] for p in packets] == [b"%d" % n for n in range(300)]
+    ids = [p["packet_id"] for p in packets]
+    assert ids[0] < 1000, f"packet ids wrapped: {ids[0]}"
+    assert ids == list(range(ids[0], ids[0] + 300))
+
+
+def test_a_broker_stopped_while_redis_is_down_still_exits(
+    redis_server: RedisServer, started: Starter
+) -> None:
+    broker = started("uvloop", redis_config(redis_server.url))
+    persistent_subscriber(broker, "stranded", "stranded/t")
+    publisher, _ = paho_client(broker, "stranded-pub", 5)
+    redis_server.stop()
+    unacknowledged = publisher.publish("stranded/t", b"x", qos=1)
+    wait_for(lambda: "store write failed" in broker.log(), "the broker reports the failure")
+    publisher.disconnect()
+    publisher.loop_stop()
+    assert broker.stop(timeout=60) == 0
+    assert not unacknowledged.is_published()
+    assert "store unavailable at shutdown" in broker.log()

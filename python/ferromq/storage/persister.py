@@ -11,7 +11,9 @@ and flushes the IO hub so they leave this loop turn.
 
 A failed write is not confirmed, so nothing waiting for it is acknowledged; the batch
 is retried with backoff until the store takes it, and the log says which store failed
-and why. Batches are never reordered or skipped.
+and why. Batches are never reordered or skipped. At shutdown the retries stop after
+``STOP_RETRIES_FOR`` seconds, so a broker whose store is down still exits: what was
+not stored was never acknowledged, and the log says how much was left.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ logger = logging.getLogger("ferromq.storage")
 
 RETRY_FIRST = 0.05
 RETRY_MAX = 5.0
+STOP_RETRIES_FOR = 10.0
 
 
 class Persister:
@@ -51,6 +54,8 @@ class Persister:
         # write, so ``stop`` writes it before anything taken after it.
         self._unwritten: tuple[int, bytes] | None = None
         self.batches_written = 0
+        # Set by ``stop``: the loop time after which a failed write is not retried.
+        self._give_up_at: float | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -93,6 +98,8 @@ class Persister:
                 await self.store.write(data)
                 return
             except (OSError, ConnectionError, TimeoutError) as exc:
+                if self._give_up_at is not None and self._loop_time() >= self._give_up_at:
+                    raise
                 log_event(
                     logger,
                     logging.ERROR,
@@ -113,11 +120,29 @@ class Persister:
             logger, logging.INFO, "store compacted", store=self.store.name, bytes=len(snapshot)
         )
 
+    @staticmethod
+    def _loop_time() -> float:
+        return asyncio.get_running_loop().time()
+
     async def stop(self) -> None:
-        """Write what is pending, then close the store."""
+        """Write what is pending (retrying for ``STOP_RETRIES_FOR`` at most), then close
+        the store."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._write_pending()
+        self._give_up_at = self._loop_time() + STOP_RETRIES_FOR
+        try:
+            await self._write_pending()
+        except (OSError, ConnectionError, TimeoutError) as exc:
+            unwritten = len(self._unwritten[1]) if self._unwritten else 0
+            log_event(
+                logger,
+                logging.ERROR,
+                "store unavailable at shutdown; unstored changes dropped, none was acknowledged",
+                store=self.store.name,
+                error=str(exc) or type(exc).__name__,
+                batch_bytes=unwritten,
+                pending_records=self.engine.journal_pending(),
+            )
         await self.store.close()

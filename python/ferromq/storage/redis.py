@@ -82,12 +82,15 @@ class RedisStore:
             key_prefix=key_prefix, max_messages=max_messages, message_ttl_ms=message_ttl * 1000
         )
         # RESP2: the protocol the compiled reply reader speaks (redis-py 8 asks for RESP3).
-        self._pool = ConnectionPool.from_url(
-            url,
-            protocol=2,
-            socket_connect_timeout=connect_timeout,
-            socket_timeout=command_timeout,
-        )
+        try:
+            self._pool = ConnectionPool.from_url(
+                url,
+                protocol=2,
+                socket_connect_timeout=connect_timeout,
+                socket_timeout=command_timeout,
+            )
+        except ValueError as exc:
+            raise StoreUnavailable(f"redis store: redis.url {self.where!r}: {exc}") from None
         self._command_timeout = command_timeout
         self._connection: AbstractConnection | None = None
 
@@ -127,7 +130,7 @@ class RedisStore:
                 store=self.name,
                 server=self.where,
             )
-            await self._load_scripts(await self._connect())
+            await self._drop_connection()  # the next connection loads them again
             data, count = self._codec.batch(batch, now, True)
             replies = await self._exchange(data, count)
         errors = replies.errors()
@@ -151,7 +154,12 @@ class RedisStore:
     async def _connect(self) -> AbstractConnection:
         if self._connection is None:
             connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            await self._load_scripts(connection)
+            try:
+                await self._load_scripts(connection)
+            except BaseException:
+                await connection.disconnect()
+                await self._pool.release(connection)
+                raise
             self._connection = connection
         return self._connection
 
