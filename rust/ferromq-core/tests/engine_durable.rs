@@ -337,3 +337,42 @@ fn persist_is_raised_again_when_a_batch_reaches_the_store_s_size() {
     h.send(&publisher, publish("t", b"4", QoS::AtLeastOnce, 4, false));
     assert_eq!(h.persists, 4, "the next batch is signalled again");
 }
+
+#[test]
+fn a_shared_group_queue_is_stored_and_comes_back_after_a_restart() {
+    let mut h = durable_harness();
+    offline_subscriber(&mut h, "member-a", "$share/workers/jobs");
+    offline_subscriber(&mut h, "member-b", "$share/workers/jobs");
+    let (mut publisher, _) = h.connect(connect("pub", V311, true));
+    // No member online: the group holds the messages. Its PUBACKs wait for the store.
+    let mut unstored = Harness::new(durable_config());
+    offline_subscriber(&mut unstored, "member-a", "$share/workers/jobs");
+    let (mut quiet, _) = unstored.connect(connect("pub", V311, true));
+    while let Some((batch, _)) = unstored.engine.take_journal() {
+        unstored.engine.journal_done(batch); // the session is stored: nothing waits
+    }
+    unstored.send(&quiet, publish("jobs", b"j", QoS::AtLeastOnce, 1, false));
+    assert!(
+        unstored.recv(&mut quiet).is_empty(),
+        "the group's message is held until stored"
+    );
+    for i in 0..3u16 {
+        h.send(
+            &publisher,
+            publish("jobs", &[i as u8], QoS::AtLeastOnce, i + 1, false),
+        );
+    }
+    assert_eq!(h.recv(&mut publisher).len(), 3);
+
+    let mut h = restart(&h);
+    let (mut member, _) = h.connect(connect("member-b", V311, false));
+    let got = h.recv(&mut member);
+    assert_eq!(payloads(&got), vec![vec![0], vec![1], vec![2]]);
+    for p in publishes(&got) {
+        h.send(&member, puback(p.packet_id));
+    }
+    // Handed to a member and acknowledged: a second restart has nothing left to give.
+    let mut h = restart(&h);
+    let (mut other, _) = h.connect(connect("member-a", V311, false));
+    assert!(h.recv(&mut other).is_empty());
+}

@@ -25,6 +25,7 @@ use crate::codec::{Packet, QoS};
 use super::journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
 use super::message::{next_message_id, Message};
 use super::session::{Awaiting, Session};
+use super::shared::group_of_journal_name;
 use super::{ConnId, Engine, Outgoing};
 
 /// An acknowledgement waiting for its journal batch.
@@ -280,6 +281,7 @@ impl Engine {
                 snapshot_delivery(&mut out, client, o, self.wall_offset);
             }
         }
+        self.snapshot_group_queues(&mut out);
         for message in self.retained_messages.values() {
             out.retain(&message.topic, Some(message), self.wall_offset);
         }
@@ -307,9 +309,23 @@ impl Engine {
         }
         report.valid_len = reader.valid_len();
         report.messages = restoring.values().map(|r| r.deliveries.len()).sum();
-        report.sessions = restoring.len();
-        for (client, restored) in restoring {
+        let (group_queues, sessions): (Vec<_>, Vec<_>) = restoring
+            .into_iter()
+            .partition(|(client, _)| group_of_journal_name(client).is_some());
+        report.sessions = sessions.len();
+        for (client, restored) in sessions {
             self.install(client, restored, now);
+        }
+        // After the sessions: a group is found through its members' subscriptions.
+        for (client, restored) in group_queues {
+            let filter = group_of_journal_name(&client)
+                .expect("partitioned")
+                .to_owned();
+            let deliveries = restored.deliveries.into_values().filter_map(|r| match r {
+                Restored::Deliver(out) => Some(out),
+                Restored::AwaitPubComp(_) => None,
+            });
+            self.restore_group_queue(&filter, client, deliveries);
         }
         report.retained = self.retained_messages.len();
         report

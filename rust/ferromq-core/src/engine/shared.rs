@@ -28,6 +28,13 @@
 //!   reason code of 0x80 or more has ended that flow: it is not sent to anyone else
 //!   [MQTT-4.8.2-6].
 //!
+//! - **Durability.** With a store, a group's queue is journaled like a persistent
+//!   session whose client id is a NUL followed by the group's `$share/` filter (a
+//!   NUL is never in a real client id [MQTT-1.5.4-2]): a QoS 1/2 message held for
+//!   the group is stored before its publisher's PUBACK, removed when it is handed to
+//!   a member (whose own session journals it), and `restore` puts it back in the
+//!   group's queue (`restore_group_queue`).
+//!
 //! A group's queue is dropped (counted) when the group ends: its last member
 //! unsubscribed or its session ended. Deliveries of an ended group still with a
 //! member stay with it like any other. Retained messages are never sent on a shared
@@ -52,6 +59,18 @@ use super::{Engine, Outgoing};
 #[derive(Debug, Default)]
 pub(super) struct GroupQueues {
     queues: HashMap<GroupRef, DeliveryQueue>,
+    /// Groups whose queue the journal holds: its journal name and next sequence.
+    journaled: HashMap<GroupRef, (Box<str>, u64)>,
+}
+
+/// The journal's client id for `group`'s queue.
+pub(super) fn group_journal_name(share_filter: &str) -> String {
+    format!("\0{share_filter}")
+}
+
+/// The `$share/` filter of a group queue's journal client id; None for a real client.
+pub(super) fn group_of_journal_name(client: &str) -> Option<&str> {
+    client.strip_prefix('\0')
 }
 
 impl GroupQueues {
@@ -122,15 +141,25 @@ impl Engine {
         }
         let limit = usize::from(self.config.queue_limit);
         let policy = self.config.drop_policy;
+        let mut out = held(message, group);
+        if out.qos != QoS::AtMostOnce {
+            self.number_for_journal(group, &mut out);
+        }
+        let record = out.clone();
         let queue = self.group_queues.queues.entry(group).or_default();
-        let pushed = queue.push(held(message, group), limit, policy);
+        let pushed = queue.push(out, limit, policy);
         if queue.is_empty() {
             self.group_queues.queues.remove(&group);
         }
         match pushed {
-            Pushed::Queued => true,
-            Pushed::QueuedDropping(_) => {
+            Pushed::Queued => {
+                self.journal_group_delivery(group, &record);
+                true
+            }
+            Pushed::QueuedDropping(dropped) => {
                 self.stats.publish_dropped += 1;
+                self.journal_group_removed(group, &dropped);
+                self.journal_group_delivery(group, &record);
                 true
             }
             Pushed::Refused => {
@@ -138,6 +167,109 @@ impl Engine {
                 false
             }
         }
+    }
+
+    /// Give a QoS 1/2 message held for `group` its place in the group's journaled
+    /// queue (a sequence and the packet id the store keys it by).
+    fn number_for_journal(&mut self, group: GroupRef, out: &mut Outgoing) {
+        if !self.journal.is_enabled() {
+            return;
+        }
+        let (_, next) = match self.group_queues.journaled.entry(group) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let Some(filter) = self.index.shared_group_filter(group.id) else {
+                    return;
+                };
+                let name = group_journal_name(&filter);
+                self.journal
+                    .session(&name, u32::MAX, super::journal::ClientType::Device);
+                entry.insert((name.into_boxed_str(), 0))
+            }
+        };
+        out.sequence = *next;
+        out.packet_id = super::session::packet_id_of(*next);
+        *next += 1;
+    }
+
+    fn journal_group_delivery(&mut self, group: GroupRef, out: &Outgoing) {
+        if out.qos == QoS::AtMostOnce {
+            return;
+        }
+        if let Some((name, _)) = self.group_queues.journaled.get(&group) {
+            self.journal.enqueue(
+                name,
+                out.sequence,
+                out.packet_id,
+                &out.message,
+                out.qos,
+                false,
+                &[],
+                self.wall_offset,
+            );
+        }
+    }
+
+    fn journal_group_removed(&mut self, group: GroupRef, out: &Outgoing) {
+        if out.qos == QoS::AtMostOnce {
+            return;
+        }
+        if let Some((name, _)) = self.group_queues.journaled.get(&group) {
+            self.journal.ack(name, out.packet_id);
+        }
+    }
+
+    /// Every journaled group queue as records, for a snapshot.
+    pub(super) fn snapshot_group_queues(&self, out: &mut super::journal::Journal) {
+        for (group, (name, _)) in &self.group_queues.journaled {
+            out.session(name, u32::MAX, super::journal::ClientType::Device);
+            let queued = self.group_queues.queues.get(group);
+            for o in queued
+                .into_iter()
+                .flat_map(DeliveryQueue::iter)
+                .filter(|o| o.qos != QoS::AtMostOnce)
+            {
+                out.enqueue(
+                    name,
+                    o.sequence,
+                    o.packet_id,
+                    &o.message,
+                    o.qos,
+                    false,
+                    &[],
+                    self.wall_offset,
+                );
+            }
+        }
+    }
+
+    /// Put a restored group queue back (`share_filter` names the group); its
+    /// messages were restored in sequence order. A group no longer subscribed by
+    /// anyone has lost its queue (counted as dropped).
+    pub(super) fn restore_group_queue(
+        &mut self,
+        share_filter: &str,
+        journal_name: String,
+        deliveries: impl Iterator<Item = Outgoing>,
+    ) {
+        let Some(group) = self.index.find_shared_group(share_filter) else {
+            self.stats.publish_dropped += deliveries.count() as u64;
+            self.journal.session_end(&journal_name);
+            return;
+        };
+        let mut next = 0;
+        let queue = self.group_queues.queues.entry(group).or_default();
+        for mut out in deliveries {
+            next = next.max(out.sequence + 1);
+            out.group = Some(group);
+            queue.push(out, usize::MAX, super::DropPolicy::DropOldest);
+        }
+        if queue.is_empty() {
+            self.group_queues.queues.remove(&group);
+        }
+        self.group_queues
+            .journaled
+            .insert(group, (journal_name.into_boxed_str(), next));
     }
 
     /// Drain the queues of the groups `session` belongs to (its window may have
@@ -187,7 +319,9 @@ impl Engine {
                 return;
             };
             let queue = self.group_queues.queues.get_mut(&group);
-            queue.and_then(DeliveryQueue::pop);
+            if let Some(taken) = queue.and_then(DeliveryQueue::pop) {
+                self.journal_group_removed(group, &taken);
+            }
             if self
                 .group_queues
                 .queues
@@ -271,7 +405,7 @@ impl Engine {
 
     /// Drop (counted) the queues of groups that ended.
     pub(super) fn forget_removed_groups(&mut self) {
-        if self.group_queues.queues.is_empty() {
+        if self.group_queues.queues.is_empty() && self.group_queues.journaled.is_empty() {
             return;
         }
         let index = &self.index;
@@ -280,6 +414,14 @@ impl Engine {
             let live = index.is_group_live(group);
             if !live {
                 stats.publish_dropped += queue.len() as u64;
+            }
+            live
+        });
+        let journal = &mut self.journal;
+        self.group_queues.journaled.retain(|&group, (name, _)| {
+            let live = index.is_group_live(group);
+            if !live {
+                journal.session_end(name);
             }
             live
         });

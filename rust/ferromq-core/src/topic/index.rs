@@ -591,6 +591,14 @@ impl SubscriptionIndex {
 
     /// `$share/{group}/{filter}` of a live group id (as reported in
     /// `MatchResult::unserved_groups`), None for an unknown id.
+    /// The live group a `$share/{group}/{filter}` string names: a scan over the
+    /// groups, for rare lookups (a restore), not for routing.
+    pub fn find_shared_group(&self, share_filter: &str) -> Option<GroupRef> {
+        (0..self.groups.iter().count() as u32)
+            .filter(|&id| self.shared_group_filter(id).as_deref() == Some(share_filter))
+            .find_map(|id| self.group_ref(id))
+    }
+
     pub fn shared_group_filter(&self, group: u32) -> Option<String> {
         let state = self.groups.try_get(group)?;
         if state.name.is_empty() {
