@@ -28,17 +28,9 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::{Bytes, BytesMut};
 
-use super::journal::JournalError;
-
-const SESSION: u8 = 1;
-const SESSION_END: u8 = 2;
-const MESSAGE: u8 = 5;
-const ENQUEUE: u8 = 6;
-const ACK: u8 = 7;
-const RELEASE: u8 = 8;
-const RETAIN: u8 = 10;
-
-const APPLICATION: u8 = 1;
+use super::journal::{
+    ClientType, JournalError, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN, SESSION, SESSION_END,
+};
 
 /// What the application store must do, in journal order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +170,7 @@ impl JournalSplit {
         Ok(match kind {
             SESSION => {
                 let client_type = *rest.get(4).ok_or(JournalError("field cut short"))?;
-                if client_type == APPLICATION {
+                if client_type == ClientType::Application.code() {
                     self.application.insert(client.to_owned());
                     Route::Primary
                 } else if is_application {
