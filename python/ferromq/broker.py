@@ -10,6 +10,9 @@ Durability: before listening, the configured store's journal is read back into t
 engine (sessions, subscriptions, queued and in-flight messages, retained messages);
 while running, a :class:`~ferromq.storage.persister.Persister` writes the engine's
 journal batches to the store and releases the acknowledgements waiting for them.
+With the Kafka application store, shared groups of application clients are served by
+Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
+``stream_member`` and ``stream_done`` events.
 
 Shutdown (SIGTERM/SIGINT in ``ferromq serve``): stop accepting, tell v5 clients
 DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what
@@ -22,7 +25,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferromq._core import Engine
 from ferromq._protocol import IOHub, MqttProtocol, ReadArena
@@ -33,6 +36,9 @@ from ferromq.storage import Store, StoreUnavailable
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister
 from ferromq.sys_topics import sys_messages
+
+if TYPE_CHECKING:
+    from ferromq.storage.kafka_shared import StreamedGroups
 
 logger = logging.getLogger("ferromq.broker")
 
@@ -58,6 +64,7 @@ def engine_from_config(config: Config) -> Engine:
         write_high_water=limits.write_buffer_high_water,
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
+        stream_application_groups=config.storage.application_store == "kafka",
         authenticate=config.auth.users_file is not None,
         max_publish_rate=limits.max_publish_rate,
         maximum_qos=mqtt5.maximum_qos,
@@ -124,7 +131,23 @@ def application_split(primary: Store, config: Config) -> Store:
             replication_factor=kafka.replication_factor,
             acks=kafka.acks,
             request_timeout=kafka.request_timeout,
+            shared_partitions=kafka.shared_partitions,
         ),
+    )
+
+
+def streamed_groups(
+    engine: Engine, store: Store, hub: IOHub, config: Config
+) -> StreamedGroups | None:
+    """The consumers of shared groups the engine streams through the Kafka store."""
+    if config.storage.application_store != "kafka":
+        return None
+    from ferromq.storage.kafka_shared import StreamedGroups
+    from ferromq.storage.split import SplitStore
+
+    assert isinstance(store, SplitStore), "application_split made it"
+    return StreamedGroups(
+        engine, store.application, hub.flush, hub.now, config.kafka.shared_prefetch
     )
 
 
@@ -136,6 +159,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
+        self._streams: StreamedGroups | None = None
         self._provider = provider_from_config(config.auth)
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
@@ -165,6 +189,7 @@ class Broker:
                 self.engine.set_journal_flush_records(self.config.redis.batch_size)
             self._persister = Persister(self.engine, store, hub.flush, flush_interval_ms / 1000)
             self._persister.start()
+            self._streams = streamed_groups(self.engine, store, hub, self.config)
         if self._provider is not None:
             self.auth = AuthGate(self.engine, hub, self._provider)
         for listener in self.config.listeners:
@@ -226,6 +251,8 @@ class Broker:
         self.engine.shutdown(hub.now())
         hub.flush()
         hub.close_all()
+        if self._streams is not None:
+            await self._streams.close()
         if self._persister is not None:
             await self._persister.stop()
         for server in self._servers:
@@ -237,6 +264,14 @@ class Broker:
         if kind == "persist":
             if self._persister is not None:
                 self._persister.kick()
+            return
+        if kind in ("stream_member", "stream_done"):
+            # Only with the Kafka application store, whose groups the engine streams.
+            assert self._streams is not None
+            if kind == "stream_done":
+                self._streams.on_done()
+            else:
+                self._streams.on_member(*event[1:])
             return
         conn = event[1]
         if kind == "rejected":

@@ -455,6 +455,13 @@ class KafkaConfig:
     ISR had; ``1`` and ``0`` trade that for latency."""
     request_timeout: int = _setting(10, _duration(1, 3600))
     """Seconds a Kafka request may take before the write fails and is retried."""
+    shared_partitions: int = _setting(4, _Int(1, 10000))
+    """Partitions of a shared group's topic (``<prefix>share.<group>.<filter>``): a
+    shared group an application client subscribes to is served through a Kafka consumer
+    group, so at most this many of its members receive at once."""
+    shared_prefetch: int = _setting(64, _Int(1, 65535))
+    """Messages of a shared group's topic handed to one member and not yet acknowledged
+    by it; the member's consumer polls for more as they are."""
 
 
 @dataclass(frozen=True)

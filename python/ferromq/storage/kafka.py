@@ -21,6 +21,12 @@ value the journal's Message and Enqueue records (sequence, packet id, QoS, ...),
   the batch counts, so a new session starts empty; the topic stays for the next session.
 - ``load(clients)``: per application session the primary store knows, the records from its
   committed offset to the end of the log, as journal bytes.
+- Streamed shared groups (engine/stream.rs): the journal names a group's stream like a
+  client, a NUL then its ``$share/`` filter. Its records go to the group's topic
+  (:func:`shared_topic_name`, ``kafka.shared_partitions``
+  partitions, spread by the group's sequence) and have no cursor here: the members'
+  consumers (:mod:`ferromq.storage.kafka_shared`) read and commit them. The group's end
+  deletes its records.
 - Errors: anything Kafka raises while writing becomes ``ConnectionError`` naming the
   bootstrap servers and the reason (the persister retries with backoff and holds the
   acknowledgements); at start-up an unreachable cluster is ``StoreUnavailable``.
@@ -47,7 +53,14 @@ from aiokafka.errors import KafkaError
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 
-__all__ = ["AckedPrefix", "ApplicationOp", "KafkaStore", "topic_name"]
+__all__ = [
+    "AckedPrefix",
+    "ApplicationOp",
+    "KafkaStore",
+    "is_stream",
+    "shared_topic_name",
+    "topic_name",
+]
 
 # What ``JournalSplitter.split`` hands over per record: ("enqueue", client, packet id,
 # record bytes), ("ack", client, packet id, None) or ("end", client, 0, None).
@@ -73,6 +86,18 @@ def topic_name(prefix: str, client: str) -> str:
         return name
     digest = hashlib.sha256(client.encode()).hexdigest()[:16]
     return f"{name[: MAX_TOPIC - len(digest) - 1]}.{digest}"
+
+
+def shared_topic_name(prefix: str, share_filter: str) -> str:
+    """The topic of a streamed shared group: ``<prefix>share.`` and its
+    ``{group}/{filter}`` in Kafka's alphabet."""
+    return topic_name(prefix + "share.", share_filter.removeprefix("$share/"))
+
+
+def is_stream(client: str) -> bool:
+    """A streamed shared group's journal name (a NUL, never in a client id), not a
+    client."""
+    return client.startswith("\0")
 
 
 class AckedPrefix:
@@ -138,10 +163,12 @@ class KafkaStore:
         replication_factor: int = 1,
         acks: str = "all",
         request_timeout: float = 10.0,
+        shared_partitions: int = 4,
     ) -> None:
         self.bootstrap = bootstrap_servers
         self.prefix = topic_prefix
         self.partitions = partitions
+        self.shared_partitions = shared_partitions
         self.replication_factor = replication_factor
         self._timeout_ms = int(request_timeout * 1000)
         acks_value: int | str = acks if acks == "all" else int(acks)
@@ -157,6 +184,7 @@ class KafkaStore:
             bootstrap_servers=bootstrap_servers, request_timeout_ms=self._timeout_ms
         )
         self._cursors: dict[str, _Cursor] = {}
+        self._topics: set[str] = set()  # known to exist
         self._uncommitted: set[str] = set()
         self._commit_wanted = asyncio.Event()
         self._committer: asyncio.Task[None] | None = None
@@ -187,6 +215,8 @@ class KafkaStore:
             existing = set(await self._admin.list_topics())
             parts: list[bytes] = []
             for client in clients:
+                if is_stream(client):
+                    continue  # its members' consumers read it
                 if topic_name(self.prefix, client) in existing:
                     parts += await self._read_after_cursor(client)
             return b"".join(parts)
@@ -222,12 +252,7 @@ class KafkaStore:
         if cursor is not None:
             return cursor
         name = topic_name(self.prefix, client)
-        response = await self._admin.create_topics(
-            [NewTopic(name, self.partitions, self.replication_factor)]
-        )
-        for _topic, code, *rest in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        await self.ensure_topic(name, self.partitions)
         tp = TopicPartition(name, PARTITION)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -248,6 +273,18 @@ class KafkaStore:
         self._cursors[client] = cursor
         return cursor
 
+    async def ensure_topic(self, name: str, partitions: int) -> None:
+        """Create topic ``name`` unless it exists."""
+        if name in self._topics:
+            return
+        response = await self._admin.create_topics(
+            [NewTopic(name, partitions, self.replication_factor)]
+        )
+        for _topic, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        self._topics.add(name)
+
     async def write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
         """Store one batch's operations; ``produced`` (op index → offset) keeps
         what is stored across retries of the same batch."""
@@ -260,6 +297,9 @@ class KafkaStore:
 
     async def _write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
         await self._produce(ops, produced)
+        for op, client, _, _ in ops:
+            if op == "end" and is_stream(client):
+                await self._drop_stream(client)
         touched = self._account(ops, produced)
         # A session end is stored before the batch counts (a restart must not bring
         # its records back); cursor moves from acks go out in the background.
@@ -269,27 +309,27 @@ class KafkaStore:
         self._commit_wanted.set()
 
     async def _produce(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
-        """Send the batch's deliveries not yet stored, as one Kafka batch per client (a
-        record each, one future per batch), and wait for them all."""
-        by_client: dict[str, list[int]] = {}
-        for index, (op, client, _, _) in enumerate(ops):
+        """Send the batch's deliveries not yet stored, as one Kafka batch per topic
+        partition (a record each, one future per batch), and wait for them all."""
+        by_partition: dict[TopicPartition, list[int]] = {}
+        for index, (op, client, packet_id, _) in enumerate(ops):
             if op == "enqueue" and index not in produced:
-                by_client.setdefault(client, []).append(index)
+                tp = await self._partition_for(client, packet_id)
+                by_partition.setdefault(tp, []).append(index)
         sent: list[tuple[list[int], asyncio.Future[Any]]] = []
-        for client, indices in by_client.items():
-            cursor = await self._cursor(client)
-            key = client.encode()
+        for tp, indices in by_partition.items():
             batch = self._producer.create_batch()
             members: list[int] = []
             for index in indices:
-                _, _, packet_id, value = ops[index]
+                _, client, packet_id, value = ops[index]
+                key = client.encode()
                 headers = [(_PACKET_ID, packet_id.to_bytes(2, "big"))]
                 if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
-                    sent.append((members, await self._send(batch, cursor)))
+                    sent.append((members, await self._send(batch, tp)))
                     batch, members = self._producer.create_batch(), []
                     batch.append(key=key, value=value, timestamp=None, headers=headers)
                 members.append(index)
-            sent.append((members, await self._send(batch, cursor)))
+            sent.append((members, await self._send(batch, tp)))
         results = await asyncio.gather(*(f for _, f in sent), return_exceptions=True)
         failure: BaseException | None = None
         for (members, _), result in zip(sent, results, strict=True):
@@ -302,11 +342,32 @@ class KafkaStore:
         if failure is not None:
             raise failure
 
-    async def _send(self, batch: Any, cursor: _Cursor) -> asyncio.Future[Any]:
+    async def _partition_for(self, client: str, sequence_id: int) -> TopicPartition:
+        """Where a delivery goes: the client's partition 0, or a streamed group's
+        partitions in turn (by the packet id the group's sequence gave it)."""
+        if not is_stream(client):
+            return (await self._cursor(client)).topic
+        name = shared_topic_name(self.prefix, client[1:])
+        await self.ensure_topic(name, self.shared_partitions)
+        return TopicPartition(name, sequence_id % self.shared_partitions)
+
+    async def _send(self, batch: Any, tp: TopicPartition) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = await self._producer.send_batch(
-            batch, cursor.topic.topic, partition=PARTITION
+            batch, tp.topic, partition=tp.partition
         )
         return future
+
+    async def _drop_stream(self, stream: str) -> None:
+        """A streamed group ended: its records go, as the engine drops a group's
+        queue; a later group of the same name starts empty."""
+        name = shared_topic_name(self.prefix, stream[1:])
+        if name not in self._topics:
+            return
+        partitions = self._producer.client.cluster.partitions_for_topic(name) or set()
+        await self._admin.delete_records(
+            {TopicPartition(name, p): RecordsToDelete(-1) for p in partitions},
+            timeout_ms=self._timeout_ms,
+        )
 
     def _account(self, ops: list[ApplicationOp], produced: dict[int, int]) -> set[str]:
         """Apply the batch to the cursors in journal order; the clients touched."""

@@ -72,6 +72,7 @@ impl Engine {
         share_strategy = "round_robin",
         journal = false,
         application_client_prefixes = Vec::new(),
+        stream_application_groups = false,
         maximum_qos = 2,
         retain_available = true,
         wildcard_subscription_available = true,
@@ -104,6 +105,7 @@ impl Engine {
         share_strategy: &str,
         journal: bool,
         application_client_prefixes: Vec<String>,
+        stream_application_groups: bool,
         maximum_qos: u8,
         retain_available: bool,
         wildcard_subscription_available: bool,
@@ -153,6 +155,7 @@ impl Engine {
             write_high_water,
             journal,
             application_client_prefixes,
+            stream_application_groups,
             features,
         };
         Ok(Engine {
@@ -321,6 +324,20 @@ impl Engine {
                     ],
                 )?,
                 Event::Persist => PyTuple::new(py, ["persist"])?,
+                Event::StreamMember {
+                    client,
+                    share_filter,
+                    online,
+                } => PyTuple::new(
+                    py,
+                    [
+                        "stream_member".into_pyobject(py)?.into_any(),
+                        client.into_pyobject(py)?.into_any(),
+                        share_filter.into_pyobject(py)?.into_any(),
+                        online.into_pyobject(py)?.to_owned().into_any(),
+                    ],
+                )?,
+                Event::StreamDone => PyTuple::new(py, ["stream_done"])?,
             };
             list.append(item)?;
         }
@@ -360,6 +377,30 @@ impl Engine {
 
     fn journal_done(&mut self, batch: u64) {
         self.inner.journal_done(batch);
+    }
+
+    /// Hand `client` one record of `share_filter`'s streamed group under `token`;
+    /// False when it is not online for that group (engine/stream.rs).
+    fn deliver_streamed(
+        &mut self,
+        client: &str,
+        share_filter: &str,
+        record: &[u8],
+        token: u64,
+        now: u64,
+    ) -> bool {
+        self.inner.deliver_streamed(
+            client,
+            share_filter,
+            bytes::Bytes::copy_from_slice(record),
+            token,
+            now,
+        )
+    }
+
+    /// Tokens of streamed deliveries done with since the last call.
+    fn take_stream_done(&mut self) -> Vec<u64> {
+        self.inner.take_stream_done()
     }
 
     fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {

@@ -51,6 +51,9 @@ pub struct EngineConfig {
     /// Client identifiers starting with one of these are APPLICATION clients; the
     /// rest are DEVICE clients (seed 000).
     pub application_client_prefixes: Vec<String>,
+    /// Serve shared groups of APPLICATION clients through the application store's
+    /// consumer groups (engine/stream.rs): on when that store is Kafka.
+    pub stream_application_groups: bool,
     /// What the broker offers and announces in CONNACK (see `announce`).
     pub features: Features,
 }
@@ -74,6 +77,7 @@ impl Default for EngineConfig {
             write_high_water: 1024 * 1024,
             journal: false,
             application_client_prefixes: Vec::new(),
+            stream_application_groups: false,
             features: Features::default(),
         }
     }

@@ -134,6 +134,7 @@ impl Engine {
         }
         self.journal_session(session, expiry);
         self.index.set_client_online(session, true);
+        self.stream_member_presence(session, true);
 
         let max_inflight = self.config.max_inflight;
         let aliases_out = match connect.properties.get(TOPIC_ALIAS_MAXIMUM) {
@@ -428,6 +429,7 @@ impl Engine {
         };
         self.stats.clients_connected -= 1;
         self.index.set_client_online(session, false);
+        self.stream_member_presence(session, false);
         let Some(state) = self.session_mut(session) else {
             return;
         };

@@ -38,6 +38,7 @@ mod session;
 mod shared;
 mod split;
 mod stats;
+mod stream;
 mod subscribe;
 mod timers;
 
@@ -80,6 +81,9 @@ pub struct Outgoing {
     /// The shared group it came through: such a delivery goes back to the group
     /// when its member's connection ends unacknowledged (see `shared`).
     pub group: Option<GroupRef>,
+    /// A streamed group's delivery: its consumer's token, reported when done with
+    /// and never journaled (see `stream`).
+    pub stream_token: Option<u64>,
 }
 
 impl Outgoing {
@@ -98,6 +102,7 @@ impl Outgoing {
             packet_id: 0,
             restored: false,
             group: None,
+            stream_token: None,
         }
     }
 }
@@ -141,6 +146,16 @@ pub enum Event {
     /// The journal has records: take them (`take_journal`) and store them. Sent
     /// once per batch, not per record.
     Persist,
+    /// A member of a streamed shared group came online for it or stopped
+    /// (engine/stream.rs): start or stop its consumer.
+    StreamMember {
+        client: String,
+        share_filter: String,
+        online: bool,
+    },
+    /// Streamed deliveries were done with: take their tokens (`take_stream_done`).
+    /// Sent once until taken.
+    StreamDone,
 }
 
 pub struct Engine {
@@ -157,6 +172,8 @@ pub struct Engine {
     next_retained_id: u64,
     /// Messages of shared groups waiting for a member that can take them.
     group_queues: shared::GroupQueues,
+    /// Shared groups served through the application store's consumer groups.
+    streamed: stream::StreamedGroups,
     /// Connections with output waiting for `take_output`, each once.
     dirty: Vec<ConnId>,
     events: Vec<Event>,
@@ -190,6 +207,7 @@ impl Engine {
             retained_messages: HashMap::new(),
             next_retained_id: 1,
             group_queues: shared::GroupQueues::default(),
+            streamed: stream::StreamedGroups::default(),
             dirty: Vec::new(),
             events: Vec::new(),
             stats: Stats::default(),
@@ -276,7 +294,10 @@ impl Engine {
                 *conn != conn_id
             }
             // Still worth logging after the socket is gone; it acts on nothing.
-            Event::Rejected { .. } | Event::Persist => true,
+            Event::Rejected { .. }
+            | Event::Persist
+            | Event::StreamMember { .. }
+            | Event::StreamDone => true,
         });
         self.held_acks.retain(|held| held.conn != conn_id);
         if let Some(slot) = self.conns.get_mut(conn_id as usize) {

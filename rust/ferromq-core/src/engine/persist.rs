@@ -151,7 +151,7 @@ impl Engine {
 
     /// The type authentication gave the session's connection, else the one the
     /// configured client-id prefixes give.
-    fn client_type_of(&self, session: u32) -> ClientType {
+    pub(super) fn client_type_of(&self, session: u32) -> ClientType {
         let state = self.sessions[session as usize]
             .as_ref()
             .expect("caller checked");
@@ -205,6 +205,9 @@ impl Engine {
 
     /// A QoS 1/2 delivery was sent or queued.
     pub(super) fn journal_delivery(&mut self, session: u32, out: &Outgoing) {
+        if out.stream_token.is_some() {
+            return; // its group's topic holds it
+        }
         let wall_offset = self.wall_offset;
         if let Some((journal, state)) = self.journaled(session) {
             journal.enqueue(
@@ -222,7 +225,9 @@ impl Engine {
 
     /// A delivery left the session without completing (dropped, expired, too large).
     pub(super) fn journal_removed(&mut self, session: u32, out: &Outgoing) {
-        if out.qos != QoS::AtMostOnce {
+        if let Some(token) = out.stream_token {
+            self.stream_done(token);
+        } else if out.qos != QoS::AtMostOnce {
             self.journal_ack(session, out.packet_id);
         }
     }
@@ -327,6 +332,7 @@ impl Engine {
             });
             self.restore_group_queue(&filter, client, deliveries);
         }
+        self.restore_streamed_groups();
         report.retained = self.retained_messages.len();
         report
     }
@@ -438,7 +444,7 @@ impl Engine {
         }
     }
 
-    fn message_from_store(&self, stored: StoredMessage) -> JournalMessage {
+    pub(super) fn message_from_store(&self, stored: StoredMessage) -> JournalMessage {
         let expires_at = stored
             .expires_at
             .map(|at| (at as i64 - self.wall_offset).max(0) as u64);
@@ -529,9 +535,9 @@ fn snapshot_delivery(out: &mut Journal, client: &str, o: &Outgoing, wall_offset:
     );
 }
 
-struct JournalMessage {
+pub(super) struct JournalMessage {
     id_in_journal: u64,
-    message: Arc<Message>,
+    pub(super) message: Arc<Message>,
 }
 
 enum Restored {

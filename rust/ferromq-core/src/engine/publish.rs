@@ -222,9 +222,21 @@ impl Engine {
             state.inflight.get(&packet_id).map(|e| &e.awaiting),
             Some(Awaiting::PubAck(_))
         ) {
-            state.inflight.remove(&packet_id);
-            self.journal_ack(session, packet_id);
+            if let Some(entry) = state.inflight.remove(&packet_id) {
+                self.delivery_completed(session, packet_id, &entry.awaiting);
+            }
             self.drain_queue(session, now);
+        }
+    }
+
+    /// A delivery's flow ended at the client (PUBACK, refused PUBREC): journal it,
+    /// or report a streamed one done.
+    fn delivery_completed(&mut self, session: u32, packet_id: u16, awaiting: &Awaiting) {
+        match awaiting {
+            Awaiting::PubAck(out) | Awaiting::PubRec(out) if out.stream_token.is_some() => {
+                self.journal_removed(session, out);
+            }
+            _ => self.journal_ack(session, packet_id),
         }
     }
 
@@ -244,13 +256,21 @@ impl Engine {
         }
         if ack.reason.is_error() {
             // The receiver refused it: the flow ends here [MQTT-4.3.3-4 (v5)].
-            state.inflight.remove(&ack.packet_id);
-            self.journal_ack(session, ack.packet_id);
+            if let Some(entry) = state.inflight.remove(&ack.packet_id) {
+                self.delivery_completed(session, ack.packet_id, &entry.awaiting);
+            }
             self.drain_queue(session, now);
             return;
         }
-        if let Some(entry) = state.inflight.get_mut(&ack.packet_id) {
-            entry.awaiting = Awaiting::PubComp;
+        let received = state
+            .inflight
+            .get_mut(&ack.packet_id)
+            .map(|entry| std::mem::replace(&mut entry.awaiting, Awaiting::PubComp));
+        if let Some(Awaiting::PubRec(out)) = &received {
+            if let Some(token) = out.stream_token {
+                // The member holds it now; only PUBREL/PUBCOMP remain, kept below.
+                self.stream_done(token);
+            }
         }
         self.journal_release(session, ack.packet_id);
         self.write(conn_id, &Packet::PubRel(Ack::new(ack.packet_id)));

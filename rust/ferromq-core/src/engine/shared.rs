@@ -60,7 +60,7 @@ use super::{Engine, Outgoing};
 pub(super) struct GroupQueues {
     queues: HashMap<GroupRef, DeliveryQueue>,
     /// Groups whose queue the journal holds: its journal name and next sequence.
-    journaled: HashMap<GroupRef, (Box<str>, u64)>,
+    pub(super) journaled: HashMap<GroupRef, (Box<str>, u64)>,
 }
 
 /// The journal's client id for `group`'s queue.
@@ -115,6 +115,9 @@ impl Engine {
         let Some(group) = self.index.group_ref(group) else {
             return self.deliver(session, out, now);
         };
+        if out.message.qos != QoS::AtMostOnce && self.streamed.contains(group) {
+            return self.stream_message(group, &out.message, now);
+        }
         if self.group_queues.queues.contains_key(&group) {
             let queued = self.hold_for_group(group, out.message, now);
             self.drain_group(group, now);
@@ -127,6 +130,9 @@ impl Engine {
     /// Route found no online member of group id `group`: hold the message.
     pub(super) fn queue_for_group(&mut self, group: u32, message: &Arc<Message>, now: u64) -> bool {
         match self.index.group_ref(group) {
+            Some(group) if message.qos != QoS::AtMostOnce && self.streamed.contains(group) => {
+                self.stream_message(group, message, now)
+            }
             Some(group) => self.hold_for_group(group, message.clone(), now),
             None => false,
         }
@@ -373,6 +379,19 @@ impl Engine {
             }
         }
         released.extend(state.queue.take_where(releasable));
+        // Streamed deliveries not done with go back to their topic (engine/stream.rs).
+        let streamed: Vec<u16> = state
+            .inflight
+            .iter()
+            .filter(|(_, entry)| {
+                matches!(&entry.awaiting, Awaiting::PubAck(o) | Awaiting::PubRec(o) if o.stream_token.is_some())
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for packet_id in streamed {
+            state.inflight.remove(&packet_id);
+        }
+        state.queue.take_where(|out| out.stream_token.is_some());
         self.stats.shared_released += released.len() as u64;
         for out in released {
             // The member's stored copy goes; the next holder journals its own.
@@ -405,6 +424,7 @@ impl Engine {
 
     /// Drop (counted) the queues of groups that ended.
     pub(super) fn forget_removed_groups(&mut self) {
+        self.forget_removed_streams();
         if self.group_queues.queues.is_empty() && self.group_queues.journaled.is_empty() {
             return;
         }

@@ -67,6 +67,9 @@ impl Engine {
                         QoS::ExactlyOnce => ReasonCode::GrantedQos2,
                     });
                     let shared = matches!(parse_shared_filter(filter), Ok(Some(_)));
+                    if shared {
+                        self.stream_subscribed(session, filter);
+                    }
                     let send_retained = match options.retain_handling {
                         RetainHandling::SendAtSubscribe => true,
                         RetainHandling::SendAtSubscribeIfNew => is_new,
@@ -117,6 +120,7 @@ impl Engine {
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let mut reasons = Vec::new();
         for filter in &unsubscribe.filters {
+            self.stream_unsubscribing(session, filter);
             let existed = self.index.unsubscribe(session, filter);
             self.journal_unsubscribe(session, filter);
             if v5 {

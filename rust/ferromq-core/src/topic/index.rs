@@ -554,6 +554,14 @@ impl SubscriptionIndex {
             .is_some_and(|g| g.members.find(Sub::key(0, client)).is_some())
     }
 
+    /// `client`'s membership of `group`, with its subscription's options.
+    pub fn member(&self, group: GroupRef, client: u32) -> Option<Member> {
+        self.live_group(group)?
+            .members
+            .find(Sub::key(0, client))
+            .map(|sub| Member::from(*sub))
+    }
+
     /// The client ids of `group`'s members (none once the group is gone).
     pub fn members(&self, group: GroupRef) -> impl Iterator<Item = u32> + '_ {
         self.live_group(group)

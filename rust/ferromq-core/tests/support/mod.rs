@@ -28,6 +28,10 @@ pub struct Harness {
     pub auth_events: Vec<Event>,
     /// `Persist` events seen.
     pub persists: usize,
+    /// `StreamMember` events as (client, share filter, online).
+    pub stream_members: Vec<(String, String, bool)>,
+    /// Tokens of streamed deliveries done with, taken on `StreamDone`.
+    pub stream_done: Vec<u64>,
 }
 
 pub struct Client {
@@ -49,6 +53,8 @@ impl Harness {
             store: None,
             auth_events: Vec::new(),
             persists: 0,
+            stream_members: Vec::new(),
+            stream_done: Vec::new(),
         }
     }
 
@@ -79,6 +85,12 @@ impl Harness {
                 } => self.rejected.push((conn, reason, detail)),
                 Event::Authenticate { .. } | Event::Auth { .. } => self.auth_events.push(event),
                 Event::Persist => self.persists += 1,
+                Event::StreamMember {
+                    client,
+                    share_filter,
+                    online,
+                } => self.stream_members.push((client, share_filter, online)),
+                Event::StreamDone => self.stream_done.extend(self.engine.take_stream_done()),
             }
         }
     }

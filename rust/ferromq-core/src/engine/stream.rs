@@ -1,0 +1,274 @@
+//! Streamed shared groups: a shared group of APPLICATION clients served through a
+//! Kafka consumer group (seed 000; TBMQ's application shared subscriptions), when
+//! the application store is Kafka (`EngineConfig::stream_application_groups`).
+//!
+//! A group becomes streamed when an APPLICATION client subscribes to it (or one's
+//! restored session holds it). From then on:
+//!
+//! - **In**: a QoS 1/2 message for the group is not given to a member. It is
+//!   journaled once to the group's pseudo-session (`shared::group_journal_name`),
+//!   journaled as an application session, so the journal split sends it to the
+//!   Kafka store, which produces it to the group's topic. The publisher's
+//!   PUBACK/PUBREC waits for that batch like any other. The engine keeps nothing of
+//!   it in memory. QoS 0 messages go through the engine's group as before.
+//! - **Out**: Python runs one Kafka consumer per online member, all in the group's
+//!   consumer group, so Kafka shares the topic's partitions among the members and
+//!   moves them when members come and go. Each record is handed to the member with
+//!   [`Engine::deliver_streamed`] and a token. The delivery is never journaled
+//!   (the topic is its durable copy). When it is done with (PUBACK; PUBREC, after
+//!   which the member holds it; or dropped by expiry or queue policy), its token is
+//!   reported (`Event::StreamDone`, then `take_stream_done`) and the consumer
+//!   commits the acknowledged prefix of its partition.
+//! - **Members**: `Event::StreamMember` tells Python when a member of a streamed
+//!   group comes online for it (SUBSCRIBE, or CONNECT resuming a session that holds
+//!   the subscription) and when it stops (UNSUBSCRIBE, connection end), so it
+//!   starts and stops that member's consumer.
+//! - **A member leaving**: its streamed deliveries not yet done leave its session
+//!   unreported. Its consumer leaves the group without committing past them, and the
+//!   member that gets the partition receives them again. A QoS 2 message without
+//!   its PUBREC goes the same way: unlike the engine's groups
+//!   [MQTT-4.8.2-4], the topic, not the member, holds it.
+//!
+//! Cost: a streamed group's message costs one journal record, not one per member;
+//! each delivery out crosses into Python once (the consumer), as the Kafka store's
+//! per-client path does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::codec::QoS;
+use crate::topic::GroupRef;
+
+use super::journal::{ClientType, Record, RecordReader};
+use super::message::Message;
+use super::shared::group_journal_name;
+use super::{Engine, Event, Outgoing};
+
+#[derive(Debug, Default)]
+pub(super) struct StreamedGroups {
+    /// Streamed groups and their `$share/{group}/{filter}`.
+    groups: HashMap<GroupRef, Box<str>>,
+    /// Tokens of streamed deliveries done with, for Python.
+    done: Vec<u64>,
+    done_signalled: bool,
+}
+
+impl StreamedGroups {
+    pub(super) fn contains(&self, group: GroupRef) -> bool {
+        !self.groups.is_empty() && self.groups.contains_key(&group)
+    }
+}
+
+impl Engine {
+    /// `session` subscribed to `share_filter`. An APPLICATION client makes its group
+    /// streamed; every online member of a streamed group is reported online (one
+    /// group, one way of delivering: a device member gets a consumer too).
+    pub(super) fn stream_subscribed(&mut self, session: u32, share_filter: &str) {
+        if !self.config.stream_application_groups {
+            return;
+        }
+        let Some(group) = self.index.find_shared_group(share_filter) else {
+            return;
+        };
+        if self.streamed.contains(group) {
+            self.stream_member_event(session, share_filter, true);
+            return;
+        }
+        if self.client_type_of(session) != ClientType::Application {
+            return;
+        }
+        self.streamed.groups.insert(group, share_filter.into());
+        if let Some((name, _)) = self.group_queues.journaled.get(&group) {
+            // A group queue journaled before: its stream is the application store's now.
+            self.journal
+                .session(name, u32::MAX, ClientType::Application);
+        }
+        let online: Vec<u32> = self
+            .index
+            .members(group)
+            .filter(|&member| self.index.is_client_online(member))
+            .collect();
+        for member in online {
+            self.stream_member_event(member, share_filter, true);
+        }
+    }
+
+    /// `session` unsubscribed from `share_filter` (before the index forgets it).
+    pub(super) fn stream_unsubscribing(&mut self, session: u32, share_filter: &str) {
+        let streamed = self
+            .index
+            .find_shared_group(share_filter)
+            .is_some_and(|group| {
+                self.streamed.contains(group) && self.index.is_member(group, session)
+            });
+        if streamed {
+            self.stream_member_event(session, share_filter, false);
+        }
+    }
+
+    /// `session`'s connection started (`online`) or ended: report each streamed
+    /// group it is a member of.
+    pub(super) fn stream_member_presence(&mut self, session: u32, online: bool) {
+        if self.streamed.groups.is_empty() {
+            return;
+        }
+        let filters: Vec<Box<str>> = self
+            .streamed
+            .groups
+            .iter()
+            .filter(|(group, _)| self.index.is_member(**group, session))
+            .map(|(_, filter)| filter.clone())
+            .collect();
+        for filter in filters {
+            self.stream_member_event(session, &filter, online);
+        }
+    }
+
+    fn stream_member_event(&mut self, session: u32, share_filter: &str, online: bool) {
+        if let Some(state) = self.sessions[session as usize].as_ref() {
+            self.events.push(Event::StreamMember {
+                client: state.client_id.to_string(),
+                share_filter: share_filter.to_owned(),
+                online,
+            });
+        }
+    }
+
+    /// Route's QoS 1/2 message for a streamed `group`: journal it to the group's
+    /// stream. True when stored (not dropped as expired).
+    pub(super) fn stream_message(
+        &mut self,
+        group: GroupRef,
+        message: &Arc<Message>,
+        now: u64,
+    ) -> bool {
+        if message.is_expired(now) || !self.journal.is_enabled() {
+            self.stats.publish_dropped += 1;
+            return false;
+        }
+        let Some(filter) = self.streamed.groups.get(&group) else {
+            return false;
+        };
+        let journaled = &mut self.group_queues.journaled;
+        let (name, next) = journaled.entry(group).or_insert_with(|| {
+            let name = group_journal_name(filter);
+            self.journal
+                .session(&name, u32::MAX, ClientType::Application);
+            (name.into_boxed_str(), 0)
+        });
+        let sequence = *next;
+        *next += 1;
+        let packet_id = super::session::packet_id_of(sequence);
+        self.journal.enqueue(
+            name,
+            sequence,
+            packet_id,
+            message,
+            message.qos,
+            false,
+            &[],
+            self.wall_offset,
+        );
+        true
+    }
+
+    /// Hand one record of a streamed group's topic (a journal Message record then
+    /// its Enqueue record, as the Kafka store produced it) to `client`, a member of
+    /// `share_filter`'s group, under `token`. False when that member is not online
+    /// for the group (nothing was delivered; the record stays uncommitted).
+    pub fn deliver_streamed(
+        &mut self,
+        client: &str,
+        share_filter: &str,
+        record: Bytes,
+        token: u64,
+        now: u64,
+    ) -> bool {
+        let Some(&session) = self.by_client_id.get(client) else {
+            return false;
+        };
+        let member = self
+            .index
+            .find_shared_group(share_filter)
+            .filter(|_| self.index.is_client_online(session))
+            .and_then(|group| self.index.member(group, session));
+        let Some(member) = member else {
+            return false;
+        };
+        let Some(message) = self.streamed_message(record) else {
+            // Not a record this broker wrote: nothing to deliver, nothing to keep.
+            self.stream_done(token);
+            return true;
+        };
+        let qos = message.qos.min(member.qos);
+        let retain = message.retain && member.retain_as_published;
+        let ids = (member.subscription_id != 0)
+            .then_some(member.subscription_id)
+            .into_iter()
+            .collect();
+        let mut out = Outgoing::new(message, qos, retain, ids);
+        out.stream_token = Some(token);
+        let sent = self.deliver(session, out, now);
+        if !sent || qos == QoS::AtMostOnce {
+            self.stream_done(token);
+        }
+        true
+    }
+
+    fn streamed_message(&self, record: Bytes) -> Option<Arc<Message>> {
+        let mut reader = RecordReader::new(record);
+        match reader.next()?.ok()? {
+            Record::Message(stored) => Some(self.message_from_store(stored).message),
+            _ => None,
+        }
+    }
+
+    /// The streamed delivery under `token` is done with.
+    pub(super) fn stream_done(&mut self, token: u64) {
+        self.streamed.done.push(token);
+        if !self.streamed.done_signalled {
+            self.streamed.done_signalled = true;
+            self.events.push(Event::StreamDone);
+        }
+    }
+
+    /// Tokens of streamed deliveries done with since the last call.
+    pub fn take_stream_done(&mut self) -> Vec<u64> {
+        self.streamed.done_signalled = false;
+        std::mem::take(&mut self.streamed.done)
+    }
+
+    /// After a restore: the groups its APPLICATION sessions share are streamed.
+    pub(super) fn restore_streamed_groups(&mut self) {
+        if !self.config.stream_application_groups {
+            return;
+        }
+        let mut shared: Vec<Box<str>> = Vec::new();
+        for state in self.sessions.iter().flatten() {
+            if state.client_type == ClientType::Application {
+                shared.extend(
+                    state
+                        .subscriptions
+                        .keys()
+                        .filter(|f| f.starts_with("$share/"))
+                        .cloned(),
+                );
+            }
+        }
+        for filter in shared {
+            if let Some(group) = self.index.find_shared_group(&filter) {
+                self.streamed.groups.insert(group, filter);
+            }
+        }
+    }
+
+    /// Drop streamed groups that ended (their last member left).
+    pub(super) fn forget_removed_streams(&mut self) {
+        let index = &self.index;
+        self.streamed
+            .groups
+            .retain(|&group, _| index.is_group_live(group));
+    }
+}
