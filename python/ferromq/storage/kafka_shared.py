@@ -76,11 +76,12 @@ class StreamedGroups:
 
     def on_member(self, client: str, share_filter: str, online: bool) -> None:
         key = (client, share_filter)
-        current = self._members.pop(key, None)
-        if current is not None:
-            self._stop(current)
         if online:
-            self._members[key] = MemberConsumer(self, client, share_filter)
+            # A repeated SUBSCRIBE keeps the consumer (and its deliveries) it has.
+            if key not in self._members:
+                self._members[key] = MemberConsumer(self, client, share_filter)
+        elif (consumer := self._members.pop(key, None)) is not None:
+            self._stop(consumer)
 
     def deliver(self, consumer: MemberConsumer, record: bytes) -> int | None:
         """Hand one record to ``consumer``'s member: its token, or None when the
