@@ -82,6 +82,12 @@ def start_broker(
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
+def loop(request: pytest.FixtureRequest) -> str:
+    """The event loop a test's own brokers run on (``start_broker``)."""
+    return str(request.param)
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
 def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     running = start_broker(tmp_path, request.param)
     yield running

@@ -37,8 +37,9 @@ import brokers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.services
 
-from ferromq import bench  # noqa: E402
-from tests import services  # noqa: E402
+from tests import services
+
+from ferromq import bench
 
 BROKER_CORE = 1
 APP = "app"

@@ -21,7 +21,6 @@ from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_kafka_store import (
     APP,
     kafka_config,
-    loop,  # noqa: F401  (the uvloop/asyncio parameter)
     unique_prefix,
 )
 
@@ -38,9 +37,7 @@ def join(broker: RunningBroker, client_id: str, *, subscribe: bool = True) -> Ra
     member = RawClient(broker.host, broker.port, version=4)
     member.connect(client_id, clean=False)
     if subscribe:
-        member.send(
-            {"type": "subscribe", "packet_id": 1, "filters": [{"filter": GROUP, "qos": 1}]}
-        )
+        member.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": GROUP, "qos": 1}]})
         assert member.recv()["type"] == "suback"
     return member
 

@@ -77,11 +77,6 @@ def kafka_topics(bootstrap: str, prefix: str) -> dict[str, tuple[int, int | None
     return asyncio.run(read())
 
 
-@pytest.fixture(params=["uvloop", "asyncio"])
-def loop(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def test_seed_002_for_an_application_client_on_kafka(
     kafka_bootstrap: str, tmp_path: Path, loop: str
 ) -> None:
