@@ -185,6 +185,7 @@ class KafkaStore:
         )
         self._cursors: dict[str, _Cursor] = {}
         self._topics: set[str] = set()  # known to exist
+        self._stream_partitions: dict[str, list[TopicPartition]] = {}
         self._uncommitted: set[str] = set()
         self._commit_wanted = asyncio.Event()
         self._committer: asyncio.Task[None] | None = None
@@ -347,9 +348,13 @@ class KafkaStore:
         partitions in turn (by the packet id the group's sequence gave it)."""
         if not is_stream(client):
             return (await self._cursor(client)).topic
-        name = shared_topic_name(self.prefix, client[1:])
-        await self.ensure_topic(name, self.shared_partitions)
-        return TopicPartition(name, sequence_id % self.shared_partitions)
+        partitions = self._stream_partitions.get(client)
+        if partitions is None:
+            name = shared_topic_name(self.prefix, client[1:])
+            await self.ensure_topic(name, self.shared_partitions)
+            partitions = [TopicPartition(name, p) for p in range(self.shared_partitions)]
+            self._stream_partitions[client] = partitions
+        return partitions[sequence_id % len(partitions)]
 
     async def _send(self, batch: Any, tp: TopicPartition) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = await self._producer.send_batch(

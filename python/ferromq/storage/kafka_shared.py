@@ -16,8 +16,9 @@ delivers those records:
   most ``kafka.shared_prefetch`` of them outstanding per member;
 - the engine reports tokens done with (PUBACK, PUBREC, or dropped by expiry or queue
   policy) through ``stream_done``; each partition's cursor is the offset after its
-  longest done prefix (:class:`~ferromq.storage.kafka.AckedPrefix`), committed after
-  each poll;
+  longest done prefix (:class:`~ferromq.storage.kafka.AckedPrefix`), committed at
+  most every ``COMMIT_INTERVAL`` while it delivers, and when it stops or loses the
+  partition;
 - a member that goes offline commits its done prefix and leaves the group; what it had
   not finished is received again by the member Kafka gives the partition (at least
   once: a message done after a gap in its partition can come again). A partition taken
@@ -33,6 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -50,6 +52,7 @@ __all__ = ["MemberConsumer", "StreamedGroups"]
 logger = logging.getLogger("ferromq.storage")
 
 POLL_MS: Final = 200
+COMMIT_INTERVAL: Final = 0.1  # seconds between a member's cursor commits
 RETRY_SECONDS: Final = 1.0
 
 
@@ -127,6 +130,7 @@ class MemberConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._committed: dict[TopicPartition, int] = {}
         self._outstanding: dict[int, TopicPartition] = {}
         self._room = asyncio.Event()
+        self._last_commit = 0.0
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -179,7 +183,9 @@ class MemberConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             if batches:
                 groups.flush()
                 groups.on_done()  # QoS 0 and dropped deliveries are done at once
-            await self._commit(set(self._partitions))
+            if time.monotonic() - self._last_commit >= COMMIT_INTERVAL:
+                self._last_commit = time.monotonic()
+                await self._commit(set(self._partitions))
 
     def done(self, token: int) -> None:
         tp = self._outstanding.pop(token, None)
