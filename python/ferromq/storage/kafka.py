@@ -24,7 +24,8 @@ value the journal's Message and Enqueue records (sequence, packet id, QoS, ...),
 - Streamed shared groups (engine/stream.rs): the journal names a group's stream like a
   client, a NUL then its ``$share/`` filter. Its records go to the group's topic
   (:func:`shared_topic_name`, ``kafka.shared_partitions``
-  partitions, spread by the group's sequence) and have no cursor here: the members'
+  partitions, chosen by the packet id the engine gives a stream's record as its key:
+  the topic under the ``hash_topic`` share strategy, else the group's sequence) and have no cursor here: the members'
   consumers (:mod:`ferromq.storage.kafka_shared`) read and commit them. The group's end
   deletes its records.
 - Errors: anything Kafka raises while writing becomes ``ConnectionError`` naming the
@@ -344,8 +345,8 @@ class KafkaStore:
             raise failure
 
     async def _partition_for(self, client: str, sequence_id: int) -> TopicPartition:
-        """Where a delivery goes: the client's partition 0, or a streamed group's
-        partitions in turn (by the packet id the group's sequence gave it)."""
+        """Where a delivery goes: the client's partition 0, or the streamed group's
+        partition its key (the packet id engine/stream.rs gave it) picks."""
         if not is_stream(client):
             return (await self._cursor(client)).topic
         partitions = self._stream_partitions.get(client)

@@ -6,25 +6,41 @@ mod support;
 use bytes::{Bytes, BytesMut};
 use ferromq_core::codec::{Ack, Packet, ProtocolVersion, QoS};
 use ferromq_core::engine::{ApplicationOp, EngineConfig, JournalSplit};
+use ferromq_core::topic::ShareStrategy;
 use support::*;
 
 const V5: ProtocolVersion = ProtocolVersion::V5;
 const GROUP: &str = "$share/workers/jobs/#";
 
 fn streaming_harness() -> Harness {
-    let mut h = Harness::new(EngineConfig {
-        journal: true,
-        application_client_prefixes: vec!["app-".into()],
-        stream_application_groups: true,
-        ..EngineConfig::default()
-    });
+    streaming_harness_with(ShareStrategy::RoundRobin)
+}
+
+fn streaming_harness_with(strategy: ShareStrategy) -> Harness {
+    let mut h = Harness::with_strategy(
+        EngineConfig {
+            journal: true,
+            application_client_prefixes: vec!["app-".into()],
+            stream_application_groups: true,
+            ..EngineConfig::default()
+        },
+        strategy,
+    );
     h.store = Some(BytesMut::new());
     h
 }
 
-/// What the journal split sends to the application store for `client`, as
-/// (packet id, value) per stored delivery.
+/// What the journal split sends to the application store for `client`: the value
+/// of each stored delivery.
 fn application_enqueues(h: &Harness, client: &str) -> Vec<Bytes> {
+    stream_records(h, client)
+        .into_iter()
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// (packet id: the partition key for a stream, value) per stored delivery.
+fn stream_records(h: &Harness, client: &str) -> Vec<(u16, Bytes)> {
     let stored = h.store.clone().unwrap().freeze();
     let split = JournalSplit::new().split(&stored).unwrap();
     split
@@ -32,8 +48,10 @@ fn application_enqueues(h: &Harness, client: &str) -> Vec<Bytes> {
         .into_iter()
         .filter_map(|op| match op {
             ApplicationOp::Enqueue {
-                client: c, value, ..
-            } if c == client => Some(value),
+                client: c,
+                packet_id,
+                value,
+            } if c == client => Some((packet_id, value)),
             _ => None,
         })
         .collect()
@@ -209,4 +227,28 @@ fn payloads_of(packets: &[Packet]) -> Vec<Vec<u8>> {
         .iter()
         .map(|p| p.payload.to_vec())
         .collect()
+}
+
+#[test]
+fn a_stream_s_partition_key_follows_the_topic_under_hash_topic_else_the_sequence() {
+    let keys = |strategy| {
+        let mut h = streaming_harness_with(strategy);
+        let _member = member(&mut h, "app-a", QoS::AtLeastOnce);
+        let (publisher, _) = h.connect(connect("pub", V5, true));
+        for (id, topic) in [(1, "jobs/a"), (2, "jobs/b"), (3, "jobs/a"), (4, "jobs/a")] {
+            h.send(
+                &publisher,
+                publish(topic, b"m", QoS::AtLeastOnce, id, false),
+            );
+        }
+        stream_records(&h, &format!("\0{GROUP}"))
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect::<Vec<u16>>()
+    };
+    let by_topic = keys(ShareStrategy::HashTopic);
+    assert_eq!(by_topic[0], by_topic[2]);
+    assert_eq!(by_topic[0], by_topic[3]);
+    assert_ne!(by_topic[0], by_topic[1]);
+    assert_eq!(keys(ShareStrategy::RoundRobin), vec![1, 2, 3, 4]);
 }

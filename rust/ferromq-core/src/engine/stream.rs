@@ -8,7 +8,9 @@
 //! - **In**: a QoS 1/2 message for the group is not given to a member. It is
 //!   journaled once to the group's pseudo-session (`shared::group_journal_name`),
 //!   journaled as an application session, so the journal split sends it to the
-//!   Kafka store, which produces it to the group's topic. The publisher's
+//!   Kafka store, which produces it to the group's topic: spread over its
+//!   partitions by the group's sequence, or by the topic under the `hash_topic`
+//!   share strategy so a topic's messages keep their order. The publisher's
 //!   PUBACK/PUBREC waits for that batch like any other. The engine keeps nothing of
 //!   it in memory. QoS 0 messages go through the engine's group as before.
 //! - **Out**: Python runs one Kafka consumer per online member, all in the group's
@@ -39,7 +41,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::QoS;
-use crate::topic::GroupRef;
+use crate::topic::{topic_hash, GroupRef, ShareStrategy};
 
 use super::journal::{ClientType, Record, RecordReader};
 use super::message::Message;
@@ -160,7 +162,14 @@ impl Engine {
         });
         let sequence = *next;
         *next += 1;
-        let packet_id = super::session::packet_id_of(sequence);
+        // The stream's packet id is only its partition key (nothing acknowledges it):
+        // by the topic under `hash_topic`, so a topic's messages keep their order in
+        // one partition; else by the sequence, spreading them over every partition.
+        let packet_id = if self.index.strategy() == ShareStrategy::HashTopic {
+            (topic_hash(&message.topic) % 65_535) as u16 + 1
+        } else {
+            super::session::packet_id_of(sequence)
+        };
         self.journal.enqueue(
             name,
             sequence,

@@ -24,6 +24,7 @@ pub use index::{
     Delivery, IndexError, IndexStats, MatchResult, SubscriptionIndex, DELIVERY_RETAIN_AS_PUBLISHED,
     DELIVERY_SHARED,
 };
+pub(crate) use shared::topic_hash;
 pub use shared::{GroupRef, Member, ShareStrategy};
 
 pub use validate::{

@@ -44,8 +44,12 @@ pub struct Client {
 
 impl Harness {
     pub fn new(config: EngineConfig) -> Harness {
+        Harness::with_strategy(config, ShareStrategy::RoundRobin)
+    }
+
+    pub fn with_strategy(config: EngineConfig, strategy: ShareStrategy) -> Harness {
         Harness {
-            engine: Engine::new(config, ShareStrategy::RoundRobin),
+            engine: Engine::new(config, strategy),
             now: 1_000,
             inbox: HashMap::new(),
             closed: Vec::new(),
