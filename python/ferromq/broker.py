@@ -62,6 +62,7 @@ def engine_from_config(config: Config) -> Engine:
         persistent_session_expiry=session.default_session_expiry_v311 or NEVER_EXPIRES,
         max_client_id_length=limits.max_client_id_length,
         write_high_water=limits.write_buffer_high_water,
+        share_strategy=session.share_strategy,
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         stream_application_groups=config.storage.application_store == "kafka",

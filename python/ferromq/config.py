@@ -394,6 +394,14 @@ class SessionConfig:
     queue_qos0_offline: bool = _setting(False, _Bool())
     """Queue QoS 0 messages for disconnected persistent sessions (off: they are dropped,
     as most brokers do)."""
+    share_strategy: str = _setting(
+        "round_robin", _Choice(("round_robin", "random", "hash_client", "hash_topic", "sticky"))
+    )
+    """How a shared group (``$share/{group}/{filter}``) picks the member for a message:
+    in turn, at random, by a hash of the publisher's client id or of the topic (so one
+    publisher's or one topic's messages keep their order at one member), or ``sticky``
+    (the last member while it can take more). A group streamed through Kafka spreads its
+    messages over its partitions in turn, or by topic under ``hash_topic``."""
     max_session_expiry: int = _setting(0, _duration(0, 0xFFFF_FFFF))
     """Cap on a v5 client's Session Expiry Interval (sent back in CONNACK when lowered);
     0 means no cap, so a client asking for 0xFFFFFFFF keeps its session forever."""

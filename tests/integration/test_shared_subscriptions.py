@@ -102,6 +102,30 @@ def test_a_refused_qos1_delivery_is_not_offered_to_another_member(broker: Runnin
     fence(publisher, other, "fence")
 
 
+@pytest.mark.parametrize("loop", ["uvloop"])
+def test_hash_topic_keeps_each_topic_at_one_member(tmp_path: Path, loop: str) -> None:
+    broker = start_broker(tmp_path, loop, '[session]\nshare_strategy = "hash_topic"\n')
+    try:
+        members = [connected(broker, f"hash-{i}", 5) for i in range(2)]
+        for member in members:
+            assert subscribe(member, ("$share/h/sensors/+", 1), "fence") == [1, 0]
+        publisher = connected(broker, "hash-pub", 5)
+        topics = [f"sensors/{n}" for n in range(8)]
+        for round_ in range(5):
+            for topic in topics:
+                publish(publisher, topic, b"%d" % round_, qos=1)
+        publish(publisher, "fence", b"end")
+        seen_at: dict[str, set[int]] = {}
+        for index, member in enumerate(members):
+            while (packet := recv_publish(member))["topic"] != "fence":
+                seen_at.setdefault(packet["topic"], set()).add(index)
+    finally:
+        broker.stop()
+    assert sorted(seen_at) == topics
+    assert all(len(at) == 1 for at in seen_at.values()), "a topic stays at one member"
+    assert {i for at in seen_at.values() for i in at} == {0, 1}, "topics spread over both"
+
+
 # The churn test. Sessions are persistent, so the group lives on while every member
 # is away, and the queue limit is above the message count: a drop could only be a
 # loss this test is about.

@@ -146,6 +146,7 @@ def test_full_file(tmp_path: Path) -> None:
         [session]
         drop_policy = "REFUSE_NEWEST"
         queue_qos0_offline = true
+        share_strategy = "hash_topic"
         max_session_expiry = "30d"
         default_session_expiry_v311 = "1d"
 
@@ -179,6 +180,7 @@ def test_full_file(tmp_path: Path) -> None:
     assert config.limits.receive_maximum == 1024  # untouched keys keep their defaults
     assert config.session.drop_policy == "refuse_newest"
     assert config.session.queue_qos0_offline is True
+    assert config.session.share_strategy == "hash_topic"
     assert config.session.max_session_expiry == 30 * 86400
     assert config.session.default_session_expiry_v311 == 86400
     assert config.mqtt5.maximum_qos == 1

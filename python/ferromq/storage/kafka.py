@@ -23,10 +23,10 @@ value the journal's Message and Enqueue records (sequence, packet id, QoS, ...),
   committed offset to the end of the log, as journal bytes.
 - Streamed shared groups (engine/stream.rs): the journal names a group's stream like a
   client, a NUL then its ``$share/`` filter. Its records go to the group's topic
-  (:func:`shared_topic_name`, ``kafka.shared_partitions``
-  partitions, chosen by the packet id the engine gives a stream's record as its key:
-  the topic under the ``hash_topic`` share strategy, else the group's sequence) and have no cursor here: the members'
-  consumers (:mod:`ferromq.storage.kafka_shared`) read and commit them. The group's end
+  (:func:`shared_topic_name`, ``kafka.shared_partitions`` partitions, chosen by the
+  packet id the engine gives a stream's record as its key: the topic under the
+  ``hash_topic`` share strategy, else the group's sequence) and have no cursor here: the
+  members' consumers (:mod:`ferromq.storage.kafka_shared`) read and commit them. The group's end
   deletes its records.
 - Errors: anything Kafka raises while writing becomes ``ConnectionError`` naming the
   bootstrap servers and the reason (the persister retries with backoff and holds the
