@@ -5,6 +5,11 @@ under the directory it is given, and is ready only when it answers a real reques
 
 - Redis: Debian's `redis-server`, no RDB snapshots and no AOF unless asked for
   (`appendonly=True`), ready when it answers PING.
+- Redis Cluster: N `redis-server --cluster-enabled yes` nodes (no RDB, no AOF; each
+  node's cluster config under the directory), joined by `redis-cli --cluster create`
+  (Debian's redis-tools) with no replicas; ready when every node's CLUSTER INFO says
+  cluster_state:ok. A node can be stopped and started again on its port, keeping its
+  cluster identity (its data is gone: no persistence).
 - Kafka: one KRaft node (broker and controller in one JVM, PLAINTEXT) run on the
   machine's Java from Maven Central artifacts. `scripts/kafka/pom.xml` is resolved once per
   version with `mvn dependency:copy-dependencies` into ~/.cache/ferromq/kafka-<version>/libs
@@ -17,7 +22,8 @@ grace period. A missing prerequisite raises `ServiceUnavailable` naming it and h
 install it; the pytest fixtures turn that into a failure, never a skip.
 
 Two faces:
-- importable: `start_redis(dir) -> RedisServer` (`.url`, `.stop()`) and
+- importable: `start_redis(dir) -> RedisServer` (`.url`, `.stop()`),
+  `start_redis_cluster(dir, nodes=3) -> RedisCluster` (`.url` names the first node) and
   `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`), used by the session fixtures
   in tests/conftest.py and by benches;
 - a CLI for scripts/test.sh, whose services outlive the command that started them:
@@ -115,6 +121,56 @@ class RedisServer(Service):
     @property
     def url(self) -> str:
         return self.address
+
+
+@dataclass
+class RedisClusterNode(Service):
+    argv: list[str]
+    workdir: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def start(self) -> None:
+        """Start (again) on the same port with the same cluster config file."""
+        self.pid = _spawn(self.argv, self.workdir, self.log_path)
+        _wait_ready(self, lambda: _redis_answers_ping(self.port), READY_TIMEOUT)
+
+
+@dataclass
+class RedisCluster:
+    nodes: list[RedisClusterNode]
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.nodes[0].address}/0"
+
+    @property
+    def address(self) -> str:
+        return self.url
+
+    def cluster_ok(self) -> bool:
+        """Every running node says cluster_state:ok."""
+        return all(
+            b"cluster_state:ok" in _redis_inline(node.port, b"CLUSTER INFO")
+            for node in self.nodes
+            if node.running()
+        )
+
+    def wait_ok(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.cluster_ok():
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(
+                    f"redis cluster not ok after {timeout:.0f} s; "
+                    + "; ".join(f"{n.address}: {n.log_tail(5)}" for n in self.nodes)
+                )
+            time.sleep(0.1)
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        for node in self.nodes:
+            node.stop(grace)
 
 
 @dataclass
@@ -221,6 +277,58 @@ def start_redis(directory: Path, *, appendonly: bool = False) -> RedisServer:
     server = RedisServer("redis", pid, f"redis://127.0.0.1:{port}/0", log_path)
     _wait_ready(server, lambda: _redis_answers_ping(port), READY_TIMEOUT)
     return server
+
+
+def start_redis_cluster(directory: Path, nodes: int = 3) -> RedisCluster:
+    """Start `nodes` cluster-enabled redis-servers under directory/redis-cluster and join
+    them into one cluster, the slots split evenly, no replicas."""
+    binary = _require("redis-server", "apt-get install redis-server")
+    cli = _require("redis-cli", "apt-get install redis-tools")
+    workdir = directory / "redis-cluster"
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = RedisCluster([])
+    try:
+        for port in free_ports(nodes):
+            argv = [
+                binary,
+                "--bind", "127.0.0.1",
+                "--port", str(port),
+                "--dir", str(workdir),
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", str(workdir / f"nodes-{port}.conf"),
+                "--save", "",
+                "--appendonly", "no",
+                "--daemonize", "no",
+                "--logfile", "",
+            ]  # fmt: skip
+            log_path = workdir / f"redis-{port}.log"
+            node = RedisClusterNode("redis", 0, f"127.0.0.1:{port}", log_path, argv, workdir)
+            node.start()
+            cluster.nodes.append(node)
+        create = [
+            cli, "--cluster", "create", *(node.address for node in cluster.nodes),
+            "--cluster-replicas", "0", "--cluster-yes",
+        ]  # fmt: skip
+        created = subprocess.run(create, capture_output=True, text=True, check=False)
+        if created.returncode != 0:
+            raise ServiceUnavailable(
+                f"{' '.join(create)} failed:\n{created.stdout}{created.stderr}"
+            )
+        cluster.wait_ok()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _redis_inline(port: int, command: bytes) -> bytes:
+    """The reply to one inline command ("" when the server does not answer)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            sock.sendall(command + b"\r\n")
+            return sock.recv(65536)
+    except OSError:
+        return b""
 
 
 def _accepts(host: str, port: int) -> bool:
