@@ -201,6 +201,21 @@ def start(
     return broker
 
 
+def redis_command_calls(port: int, command: str) -> int:
+    """How many times the Redis on ``port`` ran ``command`` (INFO commandstats; scripts
+    included)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"INFO commandstats\r\n")
+        data = b""
+        while b"\r\n" not in data or len(data) < int(data[1 : data.index(b"\r\n")]):
+            data += sock.recv(65536)
+    prefix = f"cmdstat_{command.lower()}:calls="
+    for line in data.decode().splitlines():
+        if line.startswith(prefix):
+            return int(line[len(prefix) :].split(",", 1)[0])
+    return 0
+
+
 class RedisServer:
     """A redis-server of its own on a fixed loopback port (so it can be stopped and
     started again at the same address), no RDB snapshots; ``appendonly`` keeps its data
@@ -263,17 +278,7 @@ class RedisServer:
             return sock.recv(4096).split(b"\r\n", 1)[0]
 
     def command_calls(self, command: str) -> int:
-        """How many times Redis ran ``command`` (INFO commandstats; scripts included)."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
-            sock.sendall(b"INFO commandstats\r\n")
-            data = b""
-            while b"\r\n" not in data or len(data) < int(data[1 : data.index(b"\r\n")]):
-                data += sock.recv(65536)
-        prefix = f"cmdstat_{command.lower()}:calls="
-        for line in data.decode().splitlines():
-            if line.startswith(prefix):
-                return int(line[len(prefix) :].split(",", 1)[0])
-        return 0
+        return redis_command_calls(self.port, command)
 
     def cpu_seconds(self) -> float:
         assert self.process is not None, "started"
