@@ -176,14 +176,19 @@ class RedisStore:
             *(nodes[node].exchange(data, count, keep=keep) for node, data, count in buffers),
             return_exceptions=True,
         )
-        failures = [r for r in results if isinstance(r, BaseException)]
-        for failure in failures:
-            if not isinstance(failure, ConnectionError):
-                raise failure
-        if failures:
+        replies = [
+            (node, r)
+            for (node, _, _), r in zip(buffers, results, strict=True)
+            if isinstance(r, RedisReplies)
+        ]
+        if len(replies) < len(buffers):
+            failures = [r for r in results if isinstance(r, BaseException)]
+            for failure in failures:
+                if not isinstance(failure, ConnectionError):
+                    raise failure
             note = await self._nodes.refresh()
             raise ConnectionError("; ".join(map(str, failures)) + note)
-        return [(node, r) for (node, _, _), r in zip(buffers, results, strict=True)]  # type: ignore[misc]
+        return replies
 
     def wants_compaction(self) -> bool:
         return False

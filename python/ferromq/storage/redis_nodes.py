@@ -169,7 +169,9 @@ class Cluster:
         self._codec = codec
         self._timeouts = (connect_timeout, command_timeout)
         self._seed = self._node(settings.get("host", "localhost"), settings.get("port", 6379))
-        self._known: dict[str, Node] = {}
+        # Every node met so far by address, the seed included: a node that returns to
+        # the map keeps its pool.
+        self._known = {self._seed.where: self._seed}
         self.nodes: list[Node] = []
 
     def _node(self, host: str, port: int) -> Node:
@@ -237,7 +239,7 @@ class Cluster:
         self._known.update((node.where, node) for node in nodes)
 
     async def close(self) -> None:
-        for node in {*self._known.values(), self._seed}:
+        for node in self._known.values():
             await node.close()
 
 
