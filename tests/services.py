@@ -22,8 +22,10 @@ grace period. A missing prerequisite raises `ServiceUnavailable` naming it and h
 install it; the pytest fixtures turn that into a failure, never a skip.
 
 Two faces:
-- importable: `start_redis(dir) -> RedisServer` (`.url`, `.stop()`),
-  `start_redis_cluster(dir, nodes=3) -> RedisCluster` (`.url` names the first node) and
+- importable: `start_redis(dir) -> RedisServer` (`.url`, `.port`, `.stop()`, `.start()`
+  again on the same port, `.command()`), `start_redis_cluster(dir, nodes=3) ->
+  RedisCluster` (`.nodes`, each a RedisServer; `.url` names the first) — the tests'
+  and the benches' one way to run Redis — and
   `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`), used by the session fixtures
   in tests/conftest.py and by benches;
 - a CLI for scripts/test.sh, whose services outlive the command that started them:
@@ -118,33 +120,51 @@ class Service:
 
 @dataclass
 class RedisServer(Service):
-    @property
-    def url(self) -> str:
-        return self.address
+    """A redis-server that can be stopped and started again on its port with the same
+    files (an AOF replays; a cluster node keeps its identity)."""
 
-
-@dataclass
-class RedisClusterNode(Service):
+    port: int
     argv: list[str]
     workdir: Path
 
     @property
-    def port(self) -> int:
-        return int(self.address.rsplit(":", 1)[1])
+    def url(self) -> str:
+        return self.address
+
+    @property
+    def host_port(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        """Start (again) on the same port with the same cluster config file."""
         self.pid = _spawn(self.argv, self.workdir, self.log_path)
         _wait_ready(self, lambda: _redis_answers_ping(self.port), READY_TIMEOUT)
+
+    def command(self, *words: str) -> bytes:
+        """Send one inline command and return the first line of the reply."""
+        return _redis_inline(self.port, " ".join(words).encode()).split(b"\r\n", 1)[0]
+
+    def command_calls(self, command: str) -> int:
+        """How many times this server ran ``command`` (INFO commandstats; scripts
+        included)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(b"INFO commandstats\r\n")
+            data = b""
+            while b"\r\n" not in data or len(data) < int(data[1 : data.index(b"\r\n")]):
+                data += sock.recv(65536)
+        prefix = f"cmdstat_{command.lower()}:calls="
+        for line in data.decode().splitlines():
+            if line.startswith(prefix):
+                return int(line[len(prefix) :].split(",", 1)[0])
+        return 0
 
 
 @dataclass
 class RedisCluster:
-    nodes: list[RedisClusterNode]
+    nodes: list[RedisServer]
 
     @property
     def url(self) -> str:
-        return f"redis://{self.nodes[0].address}/0"
+        return self.nodes[0].url
 
     @property
     def address(self) -> str:
@@ -164,7 +184,7 @@ class RedisCluster:
             if time.monotonic() > deadline:
                 raise ServiceUnavailable(
                     f"redis cluster not ok after {timeout:.0f} s; "
-                    + "; ".join(f"{n.address}: {n.log_tail(5)}" for n in self.nodes)
+                    + "; ".join(f"{n.host_port}: {n.log_tail(5)}" for n in self.nodes)
                 )
             time.sleep(0.1)
 
@@ -255,58 +275,60 @@ def _wait_ready(service: Service, ready: Callable[[], bool], timeout: float) -> 
 # ---- Redis ------------------------------------------------------------------------------
 
 
-def start_redis(directory: Path, *, appendonly: bool = False) -> RedisServer:
-    """Start redis-server with its files under directory/redis (an AOF only if asked)."""
+def _redis_server(
+    workdir: Path, log_name: str, options: list[str], core: int | None
+) -> RedisServer:
+    """A started redis-server on a free port with its files in workdir, RDB snapshots
+    off, pinned to ``core`` if given (benches)."""
     binary = _require("redis-server", "apt-get install redis-server")
-    workdir = directory / "redis"
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    log_path = workdir / "redis.log"
     argv = [
         binary,
         "--bind", "127.0.0.1",
         "--port", str(port),
         "--dir", str(workdir),
         "--save", "",
-        "--appendonly", "yes" if appendonly else "no",
-        "--appendfsync", "always",
         "--daemonize", "no",
         "--logfile", "",
+        *options,
     ]  # fmt: skip
-    pid = _spawn(argv, workdir, log_path)
-    server = RedisServer("redis", pid, f"redis://127.0.0.1:{port}/0", log_path)
-    _wait_ready(server, lambda: _redis_answers_ping(port), READY_TIMEOUT)
+    if core is not None:
+        argv = ["taskset", "-c", str(core), *argv]
+    url = f"redis://127.0.0.1:{port}/0"
+    server = RedisServer("redis", 0, url, workdir / log_name, port, argv, workdir)
+    server.start()
     return server
 
 
-def start_redis_cluster(directory: Path, nodes: int = 3) -> RedisCluster:
+def start_redis(
+    directory: Path, *, appendonly: bool = False, core: int | None = None
+) -> RedisServer:
+    """Start redis-server with its files under directory/redis (an AOF, fsync always,
+    only if asked)."""
+    aof = ["--appendonly", "yes" if appendonly else "no", "--appendfsync", "always"]
+    return _redis_server(directory / "redis", "redis.log", aof, core)
+
+
+def start_redis_cluster(directory: Path, nodes: int = 3, core: int | None = None) -> RedisCluster:
     """Start `nodes` cluster-enabled redis-servers under directory/redis-cluster and join
     them into one cluster, the slots split evenly, no replicas."""
-    binary = _require("redis-server", "apt-get install redis-server")
+    _require("redis-server", "apt-get install redis-server")
     cli = _require("redis-cli", "apt-get install redis-tools")
     workdir = directory / "redis-cluster"
-    workdir.mkdir(parents=True, exist_ok=True)
     cluster = RedisCluster([])
     try:
-        for port in free_ports(nodes):
-            argv = [
-                binary,
-                "--bind", "127.0.0.1",
-                "--port", str(port),
-                "--dir", str(workdir),
+        for n in range(nodes):
+            options = [
                 "--cluster-enabled", "yes",
-                "--cluster-config-file", str(workdir / f"nodes-{port}.conf"),
-                "--save", "",
+                "--cluster-config-file", f"nodes-{n}.conf",
+                # The bus port defaults to port + 10000: out of range above 55535.
+                "--cluster-port", str(free_port()),
                 "--appendonly", "no",
-                "--daemonize", "no",
-                "--logfile", "",
             ]  # fmt: skip
-            log_path = workdir / f"redis-{port}.log"
-            node = RedisClusterNode("redis", 0, f"127.0.0.1:{port}", log_path, argv, workdir)
-            node.start()
-            cluster.nodes.append(node)
+            cluster.nodes.append(_redis_server(workdir, f"redis-{n}.log", options, core))
         create = [
-            cli, "--cluster", "create", *(node.address for node in cluster.nodes),
+            cli, "--cluster", "create", *(node.host_port for node in cluster.nodes),
             "--cluster-replicas", "0", "--cluster-yes",
         ]  # fmt: skip
         created = subprocess.run(create, capture_output=True, text=True, check=False)

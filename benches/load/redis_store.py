@@ -38,35 +38,16 @@ import brokers
 from ferromq import bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.services import RedisCluster, start_redis_cluster  # from the repo root
+from tests.services import (  # from the repo root
+    RedisServer,
+    ServiceUnavailable,
+    start_redis,
+    start_redis_cluster,
+)
 
 GENERATOR_CORE = 0
 BROKER_CORE = 1
 REDIS_CORE = 0
-
-
-class ClusterRedis:
-    """A 3-node Redis Cluster as :func:`run` measures a Redis: its URL, and CPU time and
-    command calls summed over the nodes."""
-
-    def __init__(self, work: Path) -> None:
-        self.cluster: RedisCluster = start_redis_cluster(work)
-        self.url = self.cluster.url
-        if hasattr(os, "sched_setaffinity"):
-            for node in self.cluster.nodes:
-                os.sched_setaffinity(node.pid, {REDIS_CORE})
-
-    def cpu_seconds(self) -> float:
-        return sum(brokers.cpu_seconds(node.pid) for node in self.cluster.nodes)
-
-    def command_calls(self, command: str) -> int:
-        return sum(brokers.redis_command_calls(n.port, command) for n in self.cluster.nodes)
-
-    def stop(self) -> None:
-        self.cluster.stop()
-
-
-Redis = brokers.RedisServer | ClusterRedis
 
 
 @dataclass
@@ -91,16 +72,21 @@ class Row:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def run(config: dict[str, Any], store_toml: str, work: Path, redis: Redis | None) -> Row:
+def run(config: dict[str, Any], store_toml: str, work: Path, redis: list[RedisServer]) -> Row:
+    """One measured run; ``redis``: the servers whose CPU counts with the broker's."""
     spec = brokers.Ferromq(store_toml)
     broker = brokers.start(spec, work, core=BROKER_CORE)
+
+    def redis_cpu_seconds() -> float:
+        return sum(brokers.cpu_seconds(server.pid) for server in redis)
+
     try:
         broker_before = broker.cpu_seconds()
-        redis_before = redis.cpu_seconds() if redis else 0.0
+        redis_before = redis_cpu_seconds()
         report = bench.run({**config, "port": broker.port, "progress": False})
         broker_cpu = broker.cpu_seconds() - broker_before
-        redis_cpu = (redis.cpu_seconds() - redis_before) if redis else 0.0
-        stored = redis.command_calls("set") if redis else 0
+        redis_cpu = redis_cpu_seconds() - redis_before
+        stored = sum(server.command_calls("set") for server in redis)
     finally:
         broker.stop()
     received = report["delivery"]["received"]
@@ -123,21 +109,20 @@ def run(config: dict[str, Any], store_toml: str, work: Path, redis: Redis | None
 def redis_run(config: dict[str, Any], batch: int, flush_ms: int, tmp: Path, cluster: bool) -> Row:
     work = tmp / f"redis-{batch}-{flush_ms}"
     work.mkdir()
-    redis: Redis
     if cluster:
-        redis = ClusterRedis(work)
+        servers = start_redis_cluster(work, core=REDIS_CORE).nodes
     else:
-        redis = brokers.RedisServer(work, core=REDIS_CORE)
-        redis.start()
+        servers = [start_redis(work, core=REDIS_CORE)]
     try:
         store = (
-            f'[storage]\nbackend = "redis"\n[redis]\nurl = "{redis.url}"\n'
+            f'[storage]\nbackend = "redis"\n[redis]\nurl = "{servers[0].url}"\n'
             f"batch_size = {batch}\nflush_interval_ms = {flush_ms}\n"
             f"cluster = {str(cluster).lower()}\n"
         )
-        row = run(config, store, work, redis)
+        row = run(config, store, work, servers)
     finally:
-        redis.stop()
+        for server in servers:
+            server.stop()
     row.store = "redis cluster (3 nodes)" if cluster else "redis"
     row.batch, row.flush_ms = batch, flush_ms
     return row
@@ -147,7 +132,7 @@ def embedded_run(config: dict[str, Any], tmp: Path) -> Row:
     work = tmp / "embedded"
     work.mkdir()
     store = f'[storage]\nbackend = "embedded"\npath = "{work / "store"}"\nfsync = "batch"\n'
-    row = run(config, store, work, None)
+    row = run(config, store, work, [])
     row.store = "embedded (fsync batch)"
     return row
 
@@ -189,9 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results-redis")
     args = parser.parse_args(argv)
-    missing = brokers.RedisServer.missing()
-    if missing:
-        parser.error(missing)
     command = "python benches/load/redis_store.py " + shlex.join(argv or sys.argv[1:])
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {GENERATOR_CORE})
@@ -209,7 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="ferromq-redis-") as tmp:
         for batch, flush_ms in itertools.product(args.batch, args.flush):
-            rows.append(redis_run(config, batch, flush_ms, Path(tmp), args.cluster))
+            try:
+                rows.append(redis_run(config, batch, flush_ms, Path(tmp), args.cluster))
+            except ServiceUnavailable as error:  # redis-server or redis-cli missing
+                parser.error(str(error))
             print(markdown(rows[-1:], command, args.pairs).splitlines()[-1], flush=True)
         if not args.no_embedded:
             rows.append(embedded_run(config, Path(tmp)))

@@ -31,14 +31,14 @@ from tests.integration.test_redis_store import (
     receive,
     redis_config,
 )
-from tests.services import RedisCluster, RedisClusterNode
+from tests.services import RedisCluster, RedisServer
 
 
-def client(node: RedisClusterNode) -> redis.Redis:
+def client(node: RedisServer) -> redis.Redis:
     return redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=10)
 
 
-def serving(cluster: RedisCluster, key: str) -> RedisClusterNode:
+def serving(cluster: RedisCluster, key: str) -> RedisServer:
     """The node that serves ``key``'s slot now."""
     slot = client(cluster.nodes[0]).cluster("KEYSLOT", key)
     for first, last, primary, *_ in client(cluster.nodes[0]).execute_command("CLUSTER SLOTS"):
@@ -47,7 +47,7 @@ def serving(cluster: RedisCluster, key: str) -> RedisClusterNode:
     raise AssertionError(f"no node serves slot {slot}")
 
 
-def keys_on(node: RedisClusterNode, pattern: str) -> list[bytes]:
+def keys_on(node: RedisServer, pattern: str) -> list[bytes]:
     return list(client(node).scan_iter(match=pattern, count=1000))
 
 
@@ -86,7 +86,7 @@ def test_clients_spread_over_every_node_each_on_one_and_all_come_back(
     publisher.loop_stop()
 
     for node in redis_cluster.nodes:
-        assert keys_on(node, f"{prefix}*"), f"{node.address} holds none of the keys"
+        assert keys_on(node, f"{prefix}*"), f"{node.host_port} holds none of the keys"
     for client_id in clients[:10]:
         holding = [n for n in redis_cluster.nodes if keys_on(n, f"{prefix}{{{client_id}}}*")]
         assert holding == [serving(redis_cluster, f"{prefix}{{{client_id}}}")], client_id
@@ -101,7 +101,7 @@ def test_clients_spread_over_every_node_each_on_one_and_all_come_back(
         assert [m.payload for m in receive(broker, client_id, 1)] == [client_id.encode()]
 
 
-def move_slot(cluster: RedisCluster, slot: int, source: RedisClusterNode) -> RedisClusterNode:
+def move_slot(cluster: RedisCluster, slot: int, source: RedisServer) -> RedisServer:
     """Move ``slot`` from ``source`` to another node the way `redis-cli --cluster
     reshard` does: IMPORTING / MIGRATING, MIGRATE of its keys, then SETSLOT NODE on
     every node. Returns the new owner."""
@@ -161,7 +161,7 @@ def test_a_node_down_holds_acknowledgements_naming_it_and_the_broker_carries_on(
         node.start()
         redis_cluster.wait_ok()
 
-    outage_holds_acknowledgements(broker, "patient", node.stop, start, node.address)
+    outage_holds_acknowledgements(broker, "patient", node.stop, start, node.host_port)
 
 
 def test_cluster_mode_against_a_server_that_is_no_cluster_node_exits_naming_the_url(

@@ -20,14 +20,12 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches" / "load"))
-from brokers import RedisServer  # one way to run redis-server, shared with the benches
-
 from ferromq import bench
 from tests.conftest import RunningBroker, Starter, free_port
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_offline_seam import seed_002
+from tests.services import RedisServer, ServiceUnavailable, start_redis
 
 LOOPS = ["uvloop", "asyncio"]
 _prefixes = itertools.count()
@@ -43,11 +41,10 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) ->
 
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    missing = RedisServer.missing()
-    if missing:
-        pytest.fail(missing)
-    server = RedisServer(tmp_path, appendonly=True)
-    server.start()
+    try:
+        server = start_redis(tmp_path, appendonly=True)
+    except ServiceUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
     yield server
     server.stop()
 
