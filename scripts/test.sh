@@ -32,6 +32,7 @@ command -v mosquitto >/dev/null || need_apt+=(mosquitto)
 command -v mosquitto_pub >/dev/null || need_apt+=(mosquitto-clients)
 command -v taskset >/dev/null || need_apt+=(util-linux)
 command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v redis-cli >/dev/null || need_apt+=(redis-tools)  # the cluster tests' --cluster create
 command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 if ((${#need_apt[@]})); then

@@ -1,7 +1,8 @@
 """Shared fixtures: a real `ferromq serve` process on a free loopback port, run once
 under uvloop and once under stdlib asyncio (STYLE.md: every integration test runs
-under both loops); session-wide real Redis and Kafka (`redis_url`, `kafka_bootstrap`,
-started by tests/services.py)."""
+under both loops); `started` for tests that start (and restart) brokers themselves;
+session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
+`kafka_bootstrap`, started by tests/services.py)."""
 
 from __future__ import annotations
 
@@ -94,6 +95,24 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBr
     running.stop()
 
 
+Starter = Callable[[str, str], RunningBroker]
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Starter]:
+    """Start brokers (loop, config) that are all stopped when the test ends, however it
+    ends."""
+    brokers: list[RunningBroker] = []
+
+    def start(loop: str, config: str) -> RunningBroker:
+        brokers.append(start_broker(tmp_path, loop, config))
+        return brokers[-1]
+
+    yield start
+    for running in brokers:
+        running.stop()
+
+
 def _session_service(
     env_var: str,
     start: Callable[[Path], services.Service],
@@ -120,6 +139,17 @@ def _session_service(
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """redis://host:port/0 of a real redis-server (tests/services.py)."""
     yield from _session_service(services.REDIS_ENV, services.start_redis, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.RedisCluster]:
+    """A real 3-node Redis Cluster (tests/services.py), started on first use."""
+    try:
+        cluster = services.start_redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    except services.ServiceUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

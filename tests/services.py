@@ -5,6 +5,11 @@ under the directory it is given, and is ready only when it answers a real reques
 
 - Redis: Debian's `redis-server`, no RDB snapshots and no AOF unless asked for
   (`appendonly=True`), ready when it answers PING.
+- Redis Cluster: N `redis-server --cluster-enabled yes` nodes (no RDB, no AOF; each
+  node's cluster config under the directory), joined by `redis-cli --cluster create`
+  (Debian's redis-tools) with no replicas; ready when every node's CLUSTER INFO says
+  cluster_state:ok. A node can be stopped and started again on its port, keeping its
+  cluster identity (its data is gone: no persistence).
 - Kafka: one KRaft node (broker and controller in one JVM, PLAINTEXT) run on the
   machine's Java from Maven Central artifacts. `scripts/kafka/pom.xml` is resolved once per
   version with `mvn dependency:copy-dependencies` into ~/.cache/ferromq/kafka-<version>/libs
@@ -17,7 +22,10 @@ grace period. A missing prerequisite raises `ServiceUnavailable` naming it and h
 install it; the pytest fixtures turn that into a failure, never a skip.
 
 Two faces:
-- importable: `start_redis(dir) -> RedisServer` (`.url`, `.stop()`) and
+- importable: `start_redis(dir) -> RedisServer` (`.url`, `.port`, `.stop()`, `.start()`
+  again on the same port, `.command()`), `start_redis_cluster(dir, nodes=3) ->
+  RedisCluster` (`.nodes`, each a RedisServer; `.url` names the first) — the tests'
+  and the benches' one way to run Redis — and
   `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`), used by the session fixtures
   in tests/conftest.py and by benches;
 - a CLI for scripts/test.sh, whose services outlive the command that started them:
@@ -112,9 +120,77 @@ class Service:
 
 @dataclass
 class RedisServer(Service):
+    """A redis-server that can be stopped and started again on its port with the same
+    files (an AOF replays; a cluster node keeps its identity)."""
+
+    port: int
+    argv: list[str]
+    workdir: Path
+
     @property
     def url(self) -> str:
         return self.address
+
+    @property
+    def host_port(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.pid = _spawn(self.argv, self.workdir, self.log_path)
+        _wait_ready(self, lambda: _redis_answers_ping(self.port), READY_TIMEOUT)
+
+    def command(self, *words: str) -> bytes:
+        """Send one inline command and return the first line of the reply."""
+        return _redis_inline(self.port, " ".join(words).encode()).split(b"\r\n", 1)[0]
+
+    def command_calls(self, command: str) -> int:
+        """How many times this server ran ``command`` (INFO commandstats; scripts
+        included)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(b"INFO commandstats\r\n")
+            data = b""
+            while b"\r\n" not in data or len(data) < int(data[1 : data.index(b"\r\n")]):
+                data += sock.recv(65536)
+        prefix = f"cmdstat_{command.lower()}:calls="
+        for line in data.decode().splitlines():
+            if line.startswith(prefix):
+                return int(line[len(prefix) :].split(",", 1)[0])
+        return 0
+
+
+@dataclass
+class RedisCluster:
+    nodes: list[RedisServer]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    @property
+    def address(self) -> str:
+        return self.url
+
+    def cluster_ok(self) -> bool:
+        """Every running node says cluster_state:ok."""
+        return all(
+            b"cluster_state:ok" in _redis_inline(node.port, b"CLUSTER INFO")
+            for node in self.nodes
+            if node.running()
+        )
+
+    def wait_ok(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.cluster_ok():
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(
+                    f"redis cluster not ok after {timeout:.0f} s; "
+                    + "; ".join(f"{n.host_port}: {n.log_tail(5)}" for n in self.nodes)
+                )
+            time.sleep(0.1)
+
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        for node in self.nodes:
+            node.stop(grace)
 
 
 @dataclass
@@ -199,28 +275,82 @@ def _wait_ready(service: Service, ready: Callable[[], bool], timeout: float) -> 
 # ---- Redis ------------------------------------------------------------------------------
 
 
-def start_redis(directory: Path, *, appendonly: bool = False) -> RedisServer:
-    """Start redis-server with its files under directory/redis (an AOF only if asked)."""
+def _redis_server(
+    workdir: Path, log_name: str, options: list[str], core: int | None
+) -> RedisServer:
+    """A started redis-server on a free port with its files in workdir, RDB snapshots
+    off, pinned to ``core`` if given (benches)."""
     binary = _require("redis-server", "apt-get install redis-server")
-    workdir = directory / "redis"
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    log_path = workdir / "redis.log"
     argv = [
         binary,
         "--bind", "127.0.0.1",
         "--port", str(port),
         "--dir", str(workdir),
         "--save", "",
-        "--appendonly", "yes" if appendonly else "no",
-        "--appendfsync", "always",
         "--daemonize", "no",
         "--logfile", "",
+        *options,
     ]  # fmt: skip
-    pid = _spawn(argv, workdir, log_path)
-    server = RedisServer("redis", pid, f"redis://127.0.0.1:{port}/0", log_path)
-    _wait_ready(server, lambda: _redis_answers_ping(port), READY_TIMEOUT)
+    if core is not None:
+        argv = ["taskset", "-c", str(core), *argv]
+    url = f"redis://127.0.0.1:{port}/0"
+    server = RedisServer("redis", 0, url, workdir / log_name, port, argv, workdir)
+    server.start()
     return server
+
+
+def start_redis(
+    directory: Path, *, appendonly: bool = False, core: int | None = None
+) -> RedisServer:
+    """Start redis-server with its files under directory/redis (an AOF, fsync always,
+    only if asked)."""
+    aof = ["--appendonly", "yes" if appendonly else "no", "--appendfsync", "always"]
+    return _redis_server(directory / "redis", "redis.log", aof, core)
+
+
+def start_redis_cluster(directory: Path, nodes: int = 3, core: int | None = None) -> RedisCluster:
+    """Start `nodes` cluster-enabled redis-servers under directory/redis-cluster and join
+    them into one cluster, the slots split evenly, no replicas."""
+    _require("redis-server", "apt-get install redis-server")
+    cli = _require("redis-cli", "apt-get install redis-tools")
+    workdir = directory / "redis-cluster"
+    cluster = RedisCluster([])
+    try:
+        for n in range(nodes):
+            options = [
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", f"nodes-{n}.conf",
+                # The bus port defaults to port + 10000: out of range above 55535.
+                "--cluster-port", str(free_port()),
+                "--appendonly", "no",
+            ]  # fmt: skip
+            cluster.nodes.append(_redis_server(workdir, f"redis-{n}.log", options, core))
+        create = [
+            cli, "--cluster", "create", *(node.host_port for node in cluster.nodes),
+            "--cluster-replicas", "0", "--cluster-yes",
+        ]  # fmt: skip
+        created = subprocess.run(create, capture_output=True, text=True, check=False)
+        if created.returncode != 0:
+            raise ServiceUnavailable(
+                f"{' '.join(create)} failed:\n{created.stdout}{created.stderr}"
+            )
+        cluster.wait_ok()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _redis_inline(port: int, command: bytes) -> bytes:
+    """The reply to one inline command ("" when the server does not answer)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            sock.sendall(command + b"\r\n")
+            return sock.recv(65536)
+    except OSError:
+        return b""
 
 
 def _accepts(host: str, port: int) -> bool:

@@ -2,6 +2,7 @@
 
     python benches/load/redis_store.py                       # sweep + embedded, ~3 minutes
     python benches/load/redis_store.py --batch 500 --flush 3 --no-embedded
+    python benches/load/redis_store.py --cluster --batch 500 --flush 3 --no-embedded
 
 N publisher/subscriber pairs on their own topics, QoS 1 both ways, 62-byte payload,
 persistent subscriber sessions (TBMQ's P2P test, seed 000). Every delivery is stored
@@ -13,8 +14,10 @@ figure of merit is TBMQ's: messages in + out per CPU core used by the broker and
 Redis, measured as twice the messages delivered over the whole run divided by the
 broker's and redis-server's CPU seconds (from /proc). The sweep varies the Redis batch
 size (records that make a batch go out at once) and the flush interval (ms after the
-first record), like seed 000's Lettuce table. Writes ``redis_store.md`` and ``redis_store.json`` to
-``--out``.
+first record), like seed 000's Lettuce table. ``--cluster`` runs the Redis rows on a
+3-node Redis Cluster (tests/services.py, every node pinned to core 0) with
+``redis.cluster = true``; the figure counts the CPU of all three redis-servers. Writes
+``redis_store.md`` and ``redis_store.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ from typing import Any
 import brokers
 
 from ferromq import bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.services import (  # from the repo root
+    RedisServer,
+    ServiceUnavailable,
+    start_redis,
+    start_redis_cluster,
+)
 
 GENERATOR_CORE = 0
 BROKER_CORE = 1
@@ -61,18 +72,21 @@ class Row:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def run(
-    config: dict[str, Any], store_toml: str, work: Path, redis: brokers.RedisServer | None
-) -> Row:
+def run(config: dict[str, Any], store_toml: str, work: Path, redis: list[RedisServer]) -> Row:
+    """One measured run; ``redis``: the servers whose CPU counts with the broker's."""
     spec = brokers.Ferromq(store_toml)
     broker = brokers.start(spec, work, core=BROKER_CORE)
+
+    def redis_cpu_seconds() -> float:
+        return sum(brokers.cpu_seconds(server.pid) for server in redis)
+
     try:
         broker_before = broker.cpu_seconds()
-        redis_before = redis.cpu_seconds() if redis else 0.0
+        redis_before = redis_cpu_seconds()
         report = bench.run({**config, "port": broker.port, "progress": False})
         broker_cpu = broker.cpu_seconds() - broker_before
-        redis_cpu = (redis.cpu_seconds() - redis_before) if redis else 0.0
-        stored = redis.command_calls("set") if redis else 0
+        redis_cpu = redis_cpu_seconds() - redis_before
+        stored = sum(server.command_calls("set") for server in redis)
     finally:
         broker.stop()
     received = report["delivery"]["received"]
@@ -92,20 +106,25 @@ def run(
     return row
 
 
-def redis_run(config: dict[str, Any], batch: int, flush_ms: int, tmp: Path) -> Row:
+def redis_run(config: dict[str, Any], batch: int, flush_ms: int, tmp: Path, cluster: bool) -> Row:
     work = tmp / f"redis-{batch}-{flush_ms}"
     work.mkdir()
-    redis = brokers.RedisServer(work, core=REDIS_CORE)
-    redis.start()
+    if cluster:
+        servers = start_redis_cluster(work, core=REDIS_CORE).nodes
+    else:
+        servers = [start_redis(work, core=REDIS_CORE)]
     try:
         store = (
-            f'[storage]\nbackend = "redis"\n[redis]\nurl = "{redis.url}"\n'
+            f'[storage]\nbackend = "redis"\n[redis]\nurl = "{servers[0].url}"\n'
             f"batch_size = {batch}\nflush_interval_ms = {flush_ms}\n"
+            f"cluster = {str(cluster).lower()}\n"
         )
-        row = run(config, store, work, redis)
+        row = run(config, store, work, servers)
     finally:
-        redis.stop()
-    row.store, row.batch, row.flush_ms = "redis", batch, flush_ms
+        for server in servers:
+            server.stop()
+    row.store = "redis cluster (3 nodes)" if cluster else "redis"
+    row.batch, row.flush_ms = batch, flush_ms
     return row
 
 
@@ -113,7 +132,7 @@ def embedded_run(config: dict[str, Any], tmp: Path) -> Row:
     work = tmp / "embedded"
     work.mkdir()
     store = f'[storage]\nbackend = "embedded"\npath = "{work / "store"}"\nfsync = "batch"\n'
-    row = run(config, store, work, None)
+    row = run(config, store, work, [])
     row.store = "embedded (fsync batch)"
     return row
 
@@ -121,7 +140,7 @@ def embedded_run(config: dict[str, Any], tmp: Path) -> Row:
 def markdown(rows: list[Row], command: str, pairs: int) -> str:
     lines = [
         f"`{command}` — {pairs} pairs, QoS 1, 62-byte payload, persistent subscribers; "
-        "broker on core 1, redis-server and generator on core 0 (2-core machine shared "
+        "broker on core 1, redis-server(s) and generator on core 0 (2-core machine shared "
         "with other work: one run each).",
         "",
         "| store | batch | flush ms | in+out msg/s | broker CPU s | redis CPU s "
@@ -131,7 +150,7 @@ def markdown(rows: list[Row], command: str, pairs: int) -> str:
     ]
     for r in rows:
         batch = str(r.batch) if r.batch else "-"
-        flush = str(r.flush_ms) if r.store == "redis" else "-"
+        flush = str(r.flush_ms) if r.store.startswith("redis") else "-"
         lines.append(
             f"| {r.store} | {batch} | {flush} | {r.in_out_per_s:,.0f} | {r.broker_cpu_s:.1f} "
             f"| {r.redis_cpu_s:.1f} | {r.per_core:,.0f} "
@@ -150,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, nargs="*", default=[150, 300, 500])
     parser.add_argument("--flush", type=int, nargs="*", default=[1, 3, 5], help="ms")
     parser.add_argument("--no-embedded", action="store_true")
+    parser.add_argument(
+        "--cluster", action="store_true", help="Redis rows on a 3-node Redis Cluster"
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results-redis")
     args = parser.parse_args(argv)
-    missing = brokers.RedisServer.missing()
-    if missing:
-        parser.error(missing)
     command = "python benches/load/redis_store.py " + shlex.join(argv or sys.argv[1:])
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {GENERATOR_CORE})
@@ -172,7 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="ferromq-redis-") as tmp:
         for batch, flush_ms in itertools.product(args.batch, args.flush):
-            rows.append(redis_run(config, batch, flush_ms, Path(tmp)))
+            try:
+                rows.append(redis_run(config, batch, flush_ms, Path(tmp), args.cluster))
+            except ServiceUnavailable as error:  # redis-server or redis-cli missing
+                parser.error(str(error))
             print(markdown(rows[-1:], command, args.pairs).splitlines()[-1], flush=True)
         if not args.no_embedded:
             rows.append(embedded_run(config, Path(tmp)))

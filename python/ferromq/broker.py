@@ -98,6 +98,7 @@ def store_from_config(config: Config) -> Store | None:
             message_ttl=redis.message_ttl,
             connect_timeout=redis.connect_timeout,
             command_timeout=redis.command_timeout,
+            cluster=redis.cluster,
         )
     else:
         primary = EmbeddedStore(

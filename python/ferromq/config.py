@@ -526,6 +526,10 @@ class RedisConfig:
 
     url: str = _setting("redis://127.0.0.1:6379/0", _Text())
     """``redis://[user:password@]host:port/db`` (``rediss://`` for TLS)."""
+    cluster: bool = _setting(False, _Bool())
+    """A Redis Cluster: ``url`` names any one node (database 0), the store reads the slot
+    map from it and writes each client's keys to the primary serving their slot, with
+    the URL's user, password, TLS and timeouts."""
     key_prefix: str = _setting("ferromq:", _Text())
     """Put before every key, outside the ``{client}`` hash tag."""
     batch_size: int = _setting(500, _Int(1, 1_000_000))

@@ -350,6 +350,10 @@ def test_parse_duration_refuses(spelling: int | str) -> None:
             "redis.max_messages_per_client: must be between 1 and 65535, got 70000",
         ),
         (
+            '[redis]\ncluster = "yes"\n',
+            'redis.cluster: expected a boolean (true or false), got string "yes"',
+        ),
+        (
             '[storage]\nbackend = "postgres"\n',
             'storage.backend: expected one of "embedded", "redis", "memory", got "postgres"',
         ),
@@ -616,6 +620,16 @@ def test_check_config_prints_effective_toml(tmp_path: Path) -> None:
     assert 'level = "debug"\n' in result.stdout
     path.write_text(result.stdout, encoding="utf-8")
     assert load_config(path, {}).limits.max_packet_size == 2097152
+
+
+def test_check_config_lists_redis_cluster(tmp_path: Path) -> None:
+    path = tmp_path / "ferromq.toml"
+    path.write_text('[redis]\nurl = "redis://10.0.0.7:7000/0"\ncluster = true\n')
+    result = run_cli("check-config", "--config", str(path), env=clean_env())
+    assert result.returncode == 0, result.stderr
+    assert "cluster = true\n" in result.stdout
+    assert load_config(None, {}).redis.cluster is False, "one server by default"
+    assert load_text(tmp_path, "", {"FERROMQ_REDIS__CLUSTER": "true"}).redis.cluster is True
 
 
 def test_check_config_json_without_file() -> None:

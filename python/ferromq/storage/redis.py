@@ -1,31 +1,36 @@
 """The Redis store: persistent sessions in Redis, TBMQ's layout (seed 000), for DEVICE
-clients at scale.
+clients at scale, on one server or on a Redis Cluster (``redis.cluster``).
 
 The work is split by what each side is good at:
 
 - Compiled code (``ferromq._core.RedisCodec``, ``rust/ferromq-core/src/store/redis.rs``,
-  whose header documents every key and script) turns one journal batch into ONE RESP
-  buffer of commands, one Lua ``apply`` call per client, and reads the replies back in
-  bulk (``RedisReplies``: counts them, collects errors, spots NOSCRIPT). At load it
-  turns Redis's contents back into journal records for ``Engine.restore``.
+  whose header documents every key and script) turns one journal batch into one RESP
+  buffer of commands per Redis node (one Lua ``apply`` call per client; on a cluster
+  each command goes to the node serving its key's hash slot), and reads the replies
+  back in bulk (``RedisReplies``: counts them, collects errors, spots NOSCRIPT). At load
+  it turns Redis's contents back into journal records for ``Engine.restore``, merging
+  the nodes' replies back into command order.
 - redis-py (asyncio, with hiredis) does what a client library is for: the URL, the
-  connection, AUTH and SELECT, the pool. A batch is written on a connection from the
-  pool with ``send_packed_command`` and its replies are read from that connection's
-  stream in chunks and fed to ``RedisReplies``; no Python runs per message or per reply.
+  connections, AUTH and SELECT, TLS, the cluster slot map (:mod:`.redis_nodes`). Each
+  node's buffer is written with ``send_packed_command`` and its replies are read from
+  that connection's stream in chunks and fed to ``RedisReplies``; the nodes of a
+  cluster are written at once. No Python runs per message or per reply.
 
 Batches (Lettuce-style, as TBMQ ran its 1M msg/s test): the persister writes when
 ``redis.batch_size`` records are pending or ``redis.flush_interval_ms`` after the first,
 whichever comes first, one batch in flight at a time.
 
-Scripts are loaded with SCRIPT LOAD when a connection is made; a batch that meets
-NOSCRIPT (Redis restarted or flushed its script cache) is sent again whole with EVAL,
-which is safe because every command in a batch sets state rather than adding to it,
-and the scripts are loaded again for the next batches.
+Scripts are loaded with SCRIPT LOAD when a connection is made; a node whose buffer
+meets NOSCRIPT (Redis restarted or flushed its script cache) gets that buffer again
+whole with EVAL, which is safe because every command in a batch sets state rather than
+adding to it, and the scripts are loaded again for the next batches.
 
-Failures: a batch Redis did not take raises ``ConnectionError`` naming the server and
-the reason; the persister keeps its acknowledgements back and retries with backoff
-(each retry reconnects), so nothing acknowledged is lost and the broker carries on
-when Redis returns. Redis unreachable at start-up is ``StoreUnavailable``.
+Failures: a batch Redis did not take raises ``ConnectionError`` naming the server
+(host:port on a cluster) and the reason; on a cluster, a node failing or answering
+MOVED / ASK / CLUSTERDOWN / TRYAGAIN also makes the store read the slot map again. The
+persister keeps its acknowledgements back and retries the whole batch with backoff
+(each retry reconnects), so nothing acknowledged is lost and the broker carries on when
+Redis returns. Redis unreachable at start-up is ``StoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -36,21 +41,23 @@ import time
 from typing import Final
 from urllib.parse import urlsplit
 
-from redis import RedisError
-from redis.asyncio import ConnectionPool
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import parse_url
 
 from ferromq._core import RedisCodec, RedisReplies
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
+from ferromq.storage.redis_nodes import Cluster, SingleServer
 
 __all__ = ["RedisStore"]
 
 logger = logging.getLogger("ferromq.storage")
 
-READ_CHUNK: Final = 256 * 1024
 # Clients read back per round trip at start-up.
 LOAD_CHUNK: Final = 1000
+# Replies that mean the slot map changed or the cluster is not serving right now.
+CLUSTER_REDIRECTS: Final = ("MOVED", "ASK", "CLUSTERDOWN", "TRYAGAIN")
+
+Buffers = list[tuple[int, bytes, int]]
 
 
 def redacted(url: str) -> str:
@@ -76,33 +83,39 @@ class RedisStore:
         message_ttl: int,
         connect_timeout: float,
         command_timeout: float,
+        cluster: bool = False,
     ) -> None:
         self.where = redacted(url)
         self._codec = RedisCodec(
             key_prefix=key_prefix, max_messages=max_messages, message_ttl_ms=message_ttl * 1000
         )
-        # RESP2: the protocol the compiled reply reader speaks (redis-py 8 asks for RESP3).
         try:
-            self._pool = ConnectionPool.from_url(
-                url,
-                protocol=2,
-                socket_connect_timeout=connect_timeout,
-                socket_timeout=command_timeout,
-            )
+            settings = dict(parse_url(url))
         except ValueError as exc:
             raise StoreUnavailable(f"redis store: redis.url {self.where!r}: {exc}") from None
-        self._command_timeout = command_timeout
-        self._connection: AbstractConnection | None = None
+        if cluster and ("path" in settings or settings.get("db", 0) != 0):
+            raise StoreUnavailable(
+                f"redis store: redis.url {self.where!r}: a Redis Cluster is reached over "
+                "TCP and has database 0 only (redis.cluster = true)"
+            )
+        if cluster and ("{" in key_prefix or "}" in key_prefix):
+            raise StoreUnavailable(
+                f"redis store: redis.key_prefix {key_prefix!r} holds a brace, which would "
+                "change the hash tag that keeps a client's keys in one cluster slot"
+            )
+        transport = Cluster if cluster else SingleServer
+        self._nodes = transport(self.where, settings, self._codec, connect_timeout, command_timeout)
 
     async def load(self) -> bytes:
         try:
+            await self._nodes.start()
             clients = await self._clients()
             parts = []
             for start in range(0, max(len(clients), 1), LOAD_CHUNK):
                 chunk = clients[start : start + LOAD_CHUNK]
                 last = start + LOAD_CHUNK >= len(clients)
-                data, count = self._codec.load_commands(chunk, last, False)
-                replies = await self._exchange(data, count, keep=True)
+                buffers = self._codec.load_commands(chunk, last, False)
+                replies = await self._send(buffers, keep=True)
                 parts.append(self._codec.load_records(chunk, replies))
         except ConnectionError as exc:
             raise StoreUnavailable(str(exc)) from None
@@ -111,8 +124,8 @@ class RedisStore:
         return b"".join(parts)
 
     async def _clients(self) -> list[str]:
-        data, count = self._codec.clients_command()
-        replies = await self._exchange(data, count, keep=True)
+        node, data, count = self._codec.clients_command()
+        [(_, replies)] = await self._send([(node, data, count)], keep=True)
         return replies.strings(0) or []
 
     def loaded(self, valid_len: int) -> None:
@@ -120,26 +133,62 @@ class RedisStore:
 
     async def write(self, batch: bytes) -> None:
         now = int(time.time() * 1000)
-        data, count = self._codec.batch(batch, now, False)
-        replies = await self._exchange(data, count)
-        if replies.noscript():
+        sent = await self._send(self._codec.batch(batch, now, False))
+        lost = [node for node, replies in sent if replies.noscript()]
+        if lost:
+            nodes = self._nodes.nodes
             log_event(
                 logger,
                 logging.WARNING,
                 "redis lost its scripts; batch sent again with EVAL",
                 store=self.name,
-                server=self.where,
+                server=",".join(nodes[node].where for node in lost),
             )
-            await self._drop_connection()  # the next connection loads them again
-            data, count = self._codec.batch(batch, now, True)
-            replies = await self._exchange(data, count)
+            for node in lost:
+                await nodes[node].drop()  # the next connection loads them again
+            again = [b for b in self._codec.batch(batch, now, True) if b[0] in lost]
+            sent = [s for s in sent if s[0] not in lost] + await self._send(again)
+        for node, replies in sent:
+            await self._check(node, replies)
+
+    async def _check(self, node: int, replies: RedisReplies) -> None:
         errors = replies.errors()
-        if errors:
-            index, message = errors[0]
-            raise ConnectionError(
-                f"redis store at {self.where}: {len(errors)} of {count} commands failed, "
-                f"first (#{index}): {message}"
-            )
+        if not errors:
+            return
+        index, message = errors[0]
+        why = f"{len(errors)} commands failed, first (#{index}): {message}"
+        if message.startswith(CLUSTER_REDIRECTS):
+            why += await self._nodes.refresh() or "; slot map read again"
+        raise ConnectionError(f"redis store at {self._nodes.nodes[node].where}: {why}")
+
+    async def _send(
+        self, buffers: Buffers, *, keep: bool = False
+    ) -> list[tuple[int, RedisReplies]]:
+        """Each node's buffer to its node, all at once; its replies by node."""
+        nodes = self._nodes.nodes
+        if len(buffers) == 1:  # a single server, or a batch that touches one node
+            [(node, data, count)] = buffers
+            try:
+                return [(node, await nodes[node].exchange(data, count, keep=keep))]
+            except ConnectionError as exc:
+                raise ConnectionError(f"{exc}{await self._nodes.refresh()}") from None
+        results = await asyncio.gather(
+            *(nodes[node].exchange(data, count, keep=keep) for node, data, count in buffers),
+            return_exceptions=True,
+        )
+        replies = [
+            (node, r)
+            for (node, _, _), r in zip(buffers, results, strict=True)
+            if isinstance(r, RedisReplies)
+        ]
+        if len(replies) < len(buffers):
+            failures = [r for r in results if isinstance(r, BaseException)]
+            for failure in failures:
+                if not isinstance(failure, ConnectionError):
+                    raise failure
+            note = await self._nodes.refresh()
+            raise ConnectionError("; ".join(map(str, failures)) + note)
+        return replies
 
     def wants_compaction(self) -> bool:
         return False
@@ -148,59 +197,4 @@ class RedisStore:
         """Redis holds the live state itself; there is no log to compact."""
 
     async def close(self) -> None:
-        self._connection = None
-        await self._pool.disconnect()
-
-    async def _connect(self) -> AbstractConnection:
-        if self._connection is None:
-            connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            try:
-                await self._load_scripts(connection)
-            except BaseException:
-                await connection.disconnect()
-                await self._pool.release(connection)
-                raise
-            self._connection = connection
-        return self._connection
-
-    async def _load_scripts(self, connection: AbstractConnection) -> None:
-        for name, source in RedisCodec.scripts():
-            await connection.send_command("SCRIPT", "LOAD", source)
-            sha = await connection.read_response()
-            self._codec.set_sha(name, sha.decode() if isinstance(sha, bytes) else str(sha))
-
-    async def _exchange(self, data: bytes, count: int, *, keep: bool = False) -> RedisReplies:
-        """Send one pipelined buffer and read its ``count`` replies."""
-        replies = RedisReplies(count, keep=keep)
-        if count == 0:  # a batch whose deliveries all completed before it went out
-            return replies
-        try:
-            connection = await self._connect()
-            exchange = self._round_trip(connection, data, replies)
-            await asyncio.wait_for(exchange, self._command_timeout)
-        except (RedisError, OSError, TimeoutError, ValueError) as exc:
-            await self._drop_connection()
-            why = str(exc) or type(exc).__name__
-            if isinstance(exc, TimeoutError):
-                why = f"no reply within {self._command_timeout:g}s"
-            raise ConnectionError(f"redis store at {self.where}: {why}") from None
-        return replies
-
-    @staticmethod
-    async def _round_trip(
-        connection: AbstractConnection, data: bytes, replies: RedisReplies
-    ) -> None:
-        await connection.send_packed_command(data, check_health=False)
-        # The connection's stream, read raw: redis-py parses a reply per call, the
-        # compiled reader takes the whole pipeline's replies in a few chunks.
-        stream = connection._reader
-        assert stream is not None, "connected above"
-        while not replies.feed(await stream.read(READ_CHUNK)):
-            if stream.at_eof():
-                raise ConnectionError("connection closed by the server")
-
-    async def _drop_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await connection.disconnect()
-            await self._pool.release(connection)
+        await self._nodes.close()

@@ -1,18 +1,38 @@
 //! The Redis store's compiled half as Python sees it (`ferromq.storage.redis`):
-//! `RedisCodec` turns a journal batch into one pipelined RESP buffer and Redis's
-//! contents back into journal records; `RedisReplies` reads the replies to a buffer
-//! in bulk. Called once per batch, never per message.
+//! `RedisCodec` turns a journal batch into one pipelined RESP buffer per node
+//! (`[(node, bytes, commands)]`, one entry on a single server) and Redis's contents
+//! back into journal records; `RedisReplies` reads the replies to a buffer in bulk.
+//! Called once per batch, never per message.
 
 use ferromq_core::store::redis::{RedisCodec as CoreCodec, SCRIPTS};
 use ferromq_core::store::resp::{Replies, Reply};
+use ferromq_core::store::slots;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+/// `(node, resp_bytes, commands)` per node with commands.
+type Buffers<'py> = Vec<(u16, Bound<'py, PyBytes>, usize)>;
+
+fn buffers(py: Python<'_>, routed: Vec<(u16, bytes::Bytes, usize)>) -> Buffers<'_> {
+    routed
+        .into_iter()
+        .map(|(node, bytes, count)| (node, PyBytes::new(py, &bytes), count))
+        .collect()
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RedisCodec>()?;
     m.add_class::<RedisReplies>()?;
+    m.add_function(wrap_pyfunction!(key_hash_slot, m)?)?;
     Ok(())
+}
+
+/// The Redis Cluster hash slot of `key`, as `CLUSTER KEYSLOT` computes it (the one
+/// the codec routes by).
+#[pyfunction]
+fn key_hash_slot(key: &[u8]) -> u16 {
+    slots::key_hash_slot(key)
 }
 
 #[pyclass(module = "ferromq._core")]
@@ -45,49 +65,62 @@ impl RedisCodec {
         }
     }
 
-    /// One journal batch as `(resp_bytes, commands)`; `eval` sends script sources.
+    /// Route over a Redis Cluster: `(first slot, last slot, node)` ranges (from
+    /// CLUSTER SLOTS) that cover every slot; ValueError names a slot left without a
+    /// node.
+    fn set_slots(&mut self, ranges: Vec<(u16, u16, u16)>) -> PyResult<()> {
+        self.inner.set_slots(&ranges).map_err(PyValueError::new_err)
+    }
+
+    /// One journal batch as `[(node, resp_bytes, commands)]`; `eval` sends script
+    /// sources.
     fn batch<'py>(
         &self,
         py: Python<'py>,
         data: &[u8],
         now_unix_ms: u64,
         eval: bool,
-    ) -> PyResult<(Bound<'py, PyBytes>, usize)> {
-        let (bytes, count) = self
+    ) -> PyResult<Buffers<'py>> {
+        let routed = self
             .inner
             .batch(bytes::Bytes::copy_from_slice(data), now_unix_ms, eval)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok((PyBytes::new(py, &bytes), count))
+        Ok(buffers(py, routed))
     }
 
-    /// `SMEMBERS` of the client registry, as `(resp_bytes, 1)`.
-    fn clients_command<'py>(&self, py: Python<'py>) -> (Bound<'py, PyBytes>, usize) {
-        let (bytes, count) = self.inner.clients_command();
-        (PyBytes::new(py, &bytes), count)
+    /// `SMEMBERS` of the client registry, as `(node, resp_bytes, 1)`.
+    fn clients_command<'py>(&self, py: Python<'py>) -> (u16, Bound<'py, PyBytes>, usize) {
+        let (node, bytes, count) = self.inner.clients_command();
+        (node, PyBytes::new(py, &bytes), count)
     }
 
-    /// The commands that read `clients` (and with `retained`, the retained messages).
+    /// The commands that read `clients` (and with `retained`, the retained
+    /// messages), as `[(node, resp_bytes, commands)]`.
     fn load_commands<'py>(
         &self,
         py: Python<'py>,
         clients: Vec<String>,
         retained: bool,
         eval: bool,
-    ) -> (Bound<'py, PyBytes>, usize) {
-        let (bytes, count) = self.inner.load_commands(&clients, retained, eval);
-        (PyBytes::new(py, &bytes), count)
+    ) -> Buffers<'py> {
+        buffers(py, self.inner.load_commands(&clients, retained, eval))
     }
 
-    /// The replies to `load_commands` as journal records for `Engine.restore`.
+    /// The replies to `load_commands`, `[(node, RedisReplies)]` in any order, as
+    /// journal records for `Engine.restore` (merged back into command order here).
     fn load_records<'py>(
         &self,
         py: Python<'py>,
         clients: Vec<String>,
-        replies: &RedisReplies,
+        replies: Vec<(u16, PyRef<'py, RedisReplies>)>,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let kept: Vec<(u16, &[Reply])> = replies
+            .iter()
+            .map(|(node, r)| (*node, &r.kept[..]))
+            .collect();
         let records = self
             .inner
-            .load_records(&clients, &replies.kept)
+            .load_records(&clients, &kept)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyBytes::new(py, &records))
     }

@@ -5,7 +5,9 @@
 //! - [`resp`]: the Redis protocol, commands written into one buffer and replies read
 //!   back in bulk.
 //! - [`redis`]: the Redis layout (TBMQ's, seed 000), its Lua scripts, a journal batch
-//!   as one pipelined buffer, and Redis's contents back as journal records.
+//!   as one pipelined buffer per node, and Redis's contents back as journal records.
+//! - [`slots`]: Redis Cluster hash slots and the slot → node table.
 
 pub mod redis;
 pub mod resp;
+pub mod slots;

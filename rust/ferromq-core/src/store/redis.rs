@@ -1,6 +1,7 @@
 //! The Redis store's compiled half: one journal batch in, one pipelined RESP buffer
-//! out; Redis replies in, journal records out at load. Python only moves the bytes
-//! (redis-py owns connections, authentication and the pool): no Python per message.
+//! per Redis node out (one in all on a single server); Redis replies in, journal
+//! records out at load. Python only moves the bytes (redis-py owns connections,
+//! authentication, the pool and the cluster slot map): no Python per message.
 //!
 //! ## Keys (seed 000's layout; `P` is the configured key prefix, `c` the client id)
 //!
@@ -18,7 +19,8 @@
 //! The client id is the hash tag, so a client's keys share one Redis Cluster slot and
 //! each script touches one slot. A client id holding `}` still works: Redis hashes
 //! from the first `{` to the first `}`, which lies inside the part every key of that
-//! client shares.
+//! client shares. One that is empty or starts with `}` would make an empty tag (Redis
+//! then hashes the whole key): its tag opens with `{\0}` instead (`P{\0}}c}_messages`).
 //!
 //! ## Scripts (loaded by SHA at connect; a batch that meets NOSCRIPT is sent again with EVAL)
 //!
@@ -39,6 +41,16 @@
 //! naming a client is sent in journal order (a client's pending deliveries are
 //! flushed before any other record of that client), so the stored state is the
 //! journal's. Different clients' commands may interleave: they share no key.
+//!
+//! ## Redis Cluster ([`RedisCodec::set_slots`])
+//!
+//! Each command goes to the buffer of the node serving its first key's slot
+//! ([`super::slots`]); the Python store sends the buffers to their nodes at once.
+//! Per-key order still holds: a key maps to one node, and each node's buffer keeps
+//! journal order. Across nodes there is no order, and none is needed: a client's
+//! keys are on one node, and `Pclients` / `Pretained` are single keys. At load the
+//! per-node replies are merged back into command order here, by routing each command
+//! again.
 
 use std::collections::HashMap;
 
@@ -51,6 +63,7 @@ use crate::engine::journal::{
 use crate::engine::{ClientType, Journal, JournalError, Message, Record, RecordReader};
 
 use super::resp::{CommandWriter, Reply};
+use super::slots::{Outbox, SlotMap};
 
 pub const APPLY: &str = r#"-- ferromq apply: KEYS messages, last_packet_id; ARGV limit, then ops
 local zset = KEYS[1]
@@ -178,6 +191,8 @@ pub struct RedisCodec {
     /// expiry still applies).
     message_ttl_ms: u64,
     shas: [String; 3],
+    /// Redis Cluster: the node serving each slot; None: one server (node 0).
+    slots: Option<SlotMap>,
 }
 
 /// Replies to [`RedisCodec::load_commands`] per client.
@@ -190,7 +205,32 @@ impl RedisCodec {
             max_messages,
             message_ttl_ms,
             shas: Default::default(),
+            slots: None,
         }
+    }
+
+    /// Route commands over a Redis Cluster from now on: `(first slot, last slot,
+    /// node index)` ranges covering every slot (see [`SlotMap::new`]).
+    pub fn set_slots(&mut self, ranges: &[(u16, u16, u16)]) -> Result<(), String> {
+        self.slots = Some(SlotMap::new(ranges)?);
+        Ok(())
+    }
+
+    fn outbox(&self) -> Outbox {
+        Outbox::new(self.slots.as_ref().map_or(1, SlotMap::nodes))
+    }
+
+    /// The node serving a key written as `parts` (0 on a single server).
+    fn node(&self, parts: &[&[u8]]) -> u16 {
+        self.slots.as_ref().map_or(0, |map| map.key_node(parts))
+    }
+
+    fn client_node(&self, client: &str, suffix: &[u8]) -> u16 {
+        self.node(&self.key_parts(client, suffix))
+    }
+
+    fn global_node(&self, name: &[u8]) -> u16 {
+        self.node(&[&self.prefix, name])
     }
 
     /// The SHA1 Redis gave a script at SCRIPT LOAD (`name` from [`SCRIPTS`]).
@@ -204,15 +244,16 @@ impl RedisCodec {
         }
     }
 
-    /// One journal batch as one pipelined buffer: `(bytes, commands)`. `eval` sends
-    /// the scripts' source (after NOSCRIPT) instead of their SHA.
+    /// One journal batch as one pipelined buffer per node: `(node, bytes,
+    /// commands)` for each node that has commands. `eval` sends the scripts' source
+    /// (after NOSCRIPT) instead of their SHA.
     pub fn batch(
         &self,
         data: Bytes,
         now_unix_ms: u64,
         eval: bool,
-    ) -> Result<(Bytes, usize), JournalError> {
-        let mut w = CommandWriter::new();
+    ) -> Result<Vec<(u16, Bytes, usize)>, JournalError> {
+        let mut w = self.outbox();
         let mut messages: HashMap<u64, Bytes> = HashMap::new();
         let mut groups: HashMap<String, Vec<Op>> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
@@ -334,11 +375,12 @@ impl RedisCodec {
         }
     }
 
-    fn apply(&self, w: &mut CommandWriter, client: &str, ops: &[Op], eval: bool) {
+    fn apply(&self, out: &mut Outbox, client: &str, ops: &[Op], eval: bool) {
         let ops = Self::net(ops);
         if ops.is_empty() {
             return;
         }
+        let w = out.to(self.client_node(client, b"_messages"));
         let args: usize = ops.iter().map(|op| op.args()).sum();
         self.script(w, Script::Apply, 2, 1 + args, eval);
         self.key(w, client, b"_messages");
@@ -386,14 +428,29 @@ impl RedisCodec {
     }
 
     fn key(&self, w: &mut CommandWriter, client: &str, suffix: &[u8]) {
-        w.bulk_parts(&[&self.prefix, b"{", client.as_bytes(), b"}", suffix]);
+        w.bulk_parts(&self.key_parts(client, suffix));
+    }
+
+    /// `P{c}<suffix>`; the tag opens with `{\0}` instead of `{` for a client id that
+    /// is empty or starts with `}`, whose tag would otherwise be empty (Redis then
+    /// hashes the whole key and the client's keys would not share a slot). MQTT client
+    /// ids hold no U+0000 [MQTT-1.5.4-2], so that key names no other client.
+    fn key_parts<'a>(&'a self, client: &'a str, suffix: &'a [u8]) -> [&'a [u8]; 5] {
+        let open: &[u8] = if client.is_empty() || client.starts_with('}') {
+            b"{\0}"
+        } else {
+            b"{"
+        };
+        [&self.prefix, open, client.as_bytes(), b"}", suffix]
     }
 
     fn global(&self, w: &mut CommandWriter, name: &[u8]) {
         w.bulk_parts(&[&self.prefix, name]);
     }
 
-    fn session_command(&self, w: &mut CommandWriter, record: &Record, eval: bool) {
+    fn session_command(&self, out: &mut Outbox, record: &Record, eval: bool) {
+        let client = record_client(record);
+        let w = out.to(self.client_node(client, session_key(record)));
         match record {
             Record::Session {
                 client,
@@ -407,6 +464,7 @@ impl RedisCodec {
                 w.bulk_int(u64::from(*expiry_interval));
                 w.bulk(b"type");
                 w.bulk_int(u64::from(client_type.code()));
+                let w = out.to(self.global_node(b"clients"));
                 w.begin(3);
                 w.bulk(b"SADD");
                 self.global(w, b"clients");
@@ -417,6 +475,7 @@ impl RedisCodec {
                 for suffix in CLIENT_KEYS {
                     self.key(w, client, suffix);
                 }
+                let w = out.to(self.global_node(b"clients"));
                 w.begin(3);
                 w.bulk(b"SREM");
                 self.global(w, b"clients");
@@ -456,13 +515,14 @@ impl RedisCodec {
 
     fn retain(
         &self,
-        w: &mut CommandWriter,
+        out: &mut Outbox,
         record: Record,
         messages: &HashMap<u64, Bytes>,
     ) -> Result<(), JournalError> {
         let Record::Retain { topic, message_id } = record else {
             unreachable!("called for Retain only");
         };
+        let w = out.to(self.global_node(b"retained"));
         if message_id == 0 {
             w.begin(3);
             w.bulk(b"HDEL");
@@ -481,53 +541,99 @@ impl RedisCodec {
         Ok(())
     }
 
-    /// `SMEMBERS Pclients`: the clients [`Self::load_commands`] takes.
-    pub fn clients_command(&self) -> (Bytes, usize) {
+    /// `(node, SMEMBERS Pclients, 1)`: the clients [`Self::load_commands`] takes.
+    pub fn clients_command(&self) -> (u16, Bytes, usize) {
         let mut w = CommandWriter::new();
         w.begin(2);
         w.bulk(b"SMEMBERS");
         self.global(&mut w, b"clients");
-        w.finish()
+        let (bytes, count) = w.finish();
+        (self.global_node(b"clients"), bytes, count)
     }
 
     /// Per client: its session, subscriptions, inbound QoS 2 ids and stored
-    /// deliveries ([`LOAD_REPLIES_PER_CLIENT`] replies); then, with `retained`, the
-    /// retained messages (one reply).
-    pub fn load_commands(&self, clients: &[String], retained: bool, eval: bool) -> (Bytes, usize) {
-        let mut w = CommandWriter::new();
+    /// deliveries ([`LOAD_REPLIES_PER_CLIENT`] replies, keys in [`LOAD_KEYS`]);
+    /// then, with `retained`, the retained messages (one reply). One buffer per
+    /// node, as [`Self::batch`].
+    pub fn load_commands(
+        &self,
+        clients: &[String],
+        retained: bool,
+        eval: bool,
+    ) -> Vec<(u16, Bytes, usize)> {
+        let mut out = self.outbox();
         for client in clients {
-            w.begin(2);
-            w.bulk(b"HGETALL");
-            self.key(&mut w, client, b"_session");
-            w.begin(2);
-            w.bulk(b"HGETALL");
-            self.key(&mut w, client, b"_subscriptions");
-            w.begin(2);
-            w.bulk(b"SMEMBERS");
-            self.key(&mut w, client, b"_inbound_qos2");
-            self.script(&mut w, Script::Fetch, 1, 0, eval);
-            self.key(&mut w, client, b"_messages");
+            for suffix in LOAD_KEYS {
+                let w = out.to(self.client_node(client, suffix));
+                if suffix == b"_messages" {
+                    self.script(w, Script::Fetch, 1, 0, eval);
+                } else {
+                    w.begin(2);
+                    w.bulk(if suffix == b"_inbound_qos2" {
+                        b"SMEMBERS"
+                    } else {
+                        b"HGETALL"
+                    });
+                }
+                self.key(w, client, suffix);
+            }
         }
         if retained {
+            let w = out.to(self.global_node(b"retained"));
             w.begin(2);
             w.bulk(b"HGETALL");
-            self.global(&mut w, b"retained");
+            self.global(w, b"retained");
         }
-        w.finish()
+        out.finish()
     }
 
-    /// The replies to [`Self::load_commands`] as journal records that
-    /// `Engine::restore` reads: Session, Subscribe, InboundQos2, Message + Enqueue
-    /// per stored delivery in score order (+ Release when PUBREC arrived), Retain.
-    pub fn load_records(&self, clients: &[String], replies: &[Reply]) -> Result<Bytes, LoadError> {
-        let retained = replies.len() == clients.len() * LOAD_REPLIES_PER_CLIENT + 1;
-        if !retained && replies.len() != clients.len() * LOAD_REPLIES_PER_CLIENT {
+    /// The replies to [`Self::load_commands`], `(node, that node's replies in
+    /// order)`, merged back into command order: command `i` went to the node its
+    /// key routes to, so it is that node's next reply.
+    fn merge<'r>(
+        &self,
+        clients: &[String],
+        replies: &'r [(u16, &'r [Reply])],
+    ) -> Result<Vec<&'r Reply>, LoadError> {
+        let total: usize = replies.iter().map(|(_, r)| r.len()).sum();
+        let retained = total == clients.len() * LOAD_REPLIES_PER_CLIENT + 1;
+        if !retained && total != clients.len() * LOAD_REPLIES_PER_CLIENT {
             return Err(LoadError(format!(
-                "{} replies for {} clients",
-                replies.len(),
+                "{total} replies for {} clients",
                 clients.len()
             )));
         }
+        let mut queues: HashMap<u16, std::slice::Iter<'r, Reply>> =
+            replies.iter().map(|(node, r)| (*node, r.iter())).collect();
+        let mut take = |node: u16| {
+            queues
+                .get_mut(&node)
+                .and_then(Iterator::next)
+                .ok_or_else(|| LoadError(format!("too few replies from node {node}")))
+        };
+        let mut ordered = Vec::with_capacity(total);
+        for client in clients {
+            for suffix in LOAD_KEYS {
+                ordered.push(take(self.client_node(client, suffix))?);
+            }
+        }
+        if retained {
+            ordered.push(take(self.global_node(b"retained"))?);
+        }
+        Ok(ordered)
+    }
+
+    /// The replies to [`Self::load_commands`] (`(node, replies)` per node) as
+    /// journal records that `Engine::restore` reads: Session, Subscribe,
+    /// InboundQos2, Message + Enqueue per stored delivery in score order (+ Release
+    /// when PUBREC arrived), Retain.
+    pub fn load_records(
+        &self,
+        clients: &[String],
+        replies: &[(u16, &[Reply])],
+    ) -> Result<Bytes, LoadError> {
+        let replies = self.merge(clients, replies)?;
+        let retained = replies.len() > clients.len() * LOAD_REPLIES_PER_CLIENT;
         if let Some(Reply::Error(error)) = replies.iter().find(|r| matches!(r, Reply::Error(_))) {
             return Err(LoadError(error.clone()));
         }
@@ -554,6 +660,24 @@ impl RedisCodec {
     }
 }
 
+/// The keys [`RedisCodec::load_commands`] reads per client, in reply order.
+const LOAD_KEYS: [&[u8]; LOAD_REPLIES_PER_CLIENT] = [
+    b"_session",
+    b"_subscriptions",
+    b"_inbound_qos2",
+    b"_messages",
+];
+
+/// The key a session record's command names first.
+fn session_key(record: &Record) -> &'static [u8] {
+    match record {
+        Record::SessionEnd { .. } => b"_messages",
+        Record::Subscribe { .. } | Record::Unsubscribe { .. } => b"_subscriptions",
+        Record::InboundQos2 { .. } => b"_inbound_qos2",
+        _ => b"_session",
+    }
+}
+
 const CLIENT_KEYS: [&[u8]; 5] = [
     b"_messages",
     b"_last_packet_id",
@@ -576,7 +700,7 @@ fn record_client(record: &Record) -> &str {
     }
 }
 
-fn load_client(out: &mut Journal, client: &str, replies: &[Reply]) -> Result<(), JournalError> {
+fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<(), JournalError> {
     let [session, subscriptions, inbound, deliveries] = replies else {
         unreachable!("chunks of LOAD_REPLIES_PER_CLIENT");
     };
@@ -704,6 +828,14 @@ mod tests {
         m
     }
 
+    /// The one buffer of a single server.
+    fn one(buffers: Vec<(u16, Bytes, usize)>) -> (Bytes, usize) {
+        let [(0, bytes, count)] = &buffers[..] else {
+            panic!("one buffer for node 0: {buffers:?}");
+        };
+        (bytes.clone(), *count)
+    }
+
     fn codec() -> RedisCodec {
         let mut codec = RedisCodec::new("p:", 10_000, 600_000);
         assert!(codec.set_sha("apply", "sha-apply"));
@@ -751,7 +883,7 @@ mod tests {
         j.session_end("e");
         j.retain("t", Some(&m), 0);
         let (_, data) = j.take().unwrap();
-        let (bytes, count) = codec().batch(data, 0, false).unwrap();
+        let (bytes, count) = one(codec().batch(data, 0, false).unwrap());
         let cmds = commands(&bytes);
         assert_eq!(cmds.len(), count);
         let heads: Vec<String> = cmds.iter().map(|c| text(&c[..2]).join(" ")).collect();
@@ -818,7 +950,7 @@ mod tests {
         j.enqueue("d", 1, 2, &m, QoS::AtLeastOnce, false, &[], 0);
         j.ack("d", 2);
         let (_, data) = j.take().unwrap();
-        let (bytes, count) = codec().batch(data, 0, false).unwrap();
+        let (bytes, count) = one(codec().batch(data, 0, false).unwrap());
         assert_eq!(count, 1, "d has nothing left to store");
         let ops: Vec<String> = text(&commands(&bytes)[0][6..])
             .into_iter()
@@ -836,7 +968,7 @@ mod tests {
         j.session_end("c");
         j.session("c", 5, ClientType::Device);
         let (_, data) = j.take().unwrap();
-        let (bytes, _) = codec().batch(data, 0, true).unwrap();
+        let (bytes, _) = one(codec().batch(data, 0, true).unwrap());
         let heads: Vec<String> = commands(&bytes)
             .iter()
             .map(|c| String::from_utf8_lossy(&c[0]).into_owned())
@@ -885,12 +1017,12 @@ mod tests {
         j.enqueue("c", 65_535, 1, &m, QoS::AtLeastOnce, false, &[], 0);
         j.enqueue("c", 65_536, 2, &m, QoS::ExactlyOnce, false, &[4], 0);
         let (_, data) = j.take().unwrap();
-        let (bytes, _) = codec.batch(data, 0, false).unwrap();
+        let (bytes, _) = one(codec.batch(data, 0, false).unwrap());
         let apply = &commands(&bytes)[0];
         let first = apply[10].clone();
         let mut second = apply[15].to_vec();
         second[0] = RELEASED; // PUBREC arrived: the script set the flag byte
-        let (_, count) = codec.load_commands(&["c".into(), "gone".into()], true, false);
+        let (_, count) = one(codec.load_commands(&["c".into(), "gone".into()], true, false));
         assert_eq!(count, 2 * LOAD_REPLIES_PER_CLIENT + 1);
         let replies = vec![
             array(vec![
@@ -918,7 +1050,7 @@ mod tests {
             array(vec![bulk(b"r/t"), bulk(&apply[10][4..])]),
         ];
         let records = codec
-            .load_records(&["c".into(), "gone".into()], &replies)
+            .load_records(&["c".into(), "gone".into()], &[(0, &replies)])
             .unwrap();
         let decoded: Vec<Record> = RecordReader::new(records.clone())
             .map(Result::unwrap)
@@ -984,6 +1116,161 @@ mod tests {
         );
     }
 
+    /// A codec on a three-node cluster (slots split as `redis-cli --cluster create`
+    /// splits them) and the node of each test client's keys.
+    fn cluster_codec() -> RedisCodec {
+        let mut codec = codec();
+        codec
+            .set_slots(&[(0, 5460, 0), (5461, 10922, 1), (10923, 16383, 2)])
+            .unwrap();
+        codec
+    }
+
+    fn node_of(key: &str) -> u16 {
+        match crate::store::slots::key_hash_slot(key.as_bytes()) {
+            0..=5460 => 0,
+            5461..=10922 => 1,
+            _ => 2,
+        }
+    }
+
+    #[test]
+    fn on_a_cluster_each_command_goes_to_the_node_of_its_first_key_in_journal_order() {
+        let m = message(7, None);
+        // Clients spread over the nodes.
+        let clients: Vec<String> = (0..12).map(|n| format!("client-{n}")).collect();
+        let mut j = Journal::new(true);
+        for (n, client) in clients.iter().enumerate() {
+            j.session(client, 60, ClientType::Device);
+            j.subscribe(client, "a/#", 1, 0);
+            j.enqueue(client, n as u64, 1, &m, QoS::AtLeastOnce, false, &[], 0);
+        }
+        j.retain("t", Some(&m), 0);
+        let (_, data) = j.take().unwrap();
+        let buffers = cluster_codec().batch(data, 0, false).unwrap();
+        assert_eq!(buffers.len(), 3, "every node has keys");
+        let mut seen = 0;
+        for (node, bytes, count) in &buffers {
+            let cmds = commands(bytes);
+            assert_eq!(cmds.len(), *count);
+            seen += count;
+            let keys: Vec<String> = cmds
+                .iter()
+                .map(|c| {
+                    let at = if c[0].starts_with(b"EVAL") { 3 } else { 1 };
+                    String::from_utf8_lossy(&c[at]).into_owned()
+                })
+                .collect();
+            for key in &keys {
+                assert_eq!(node_of(key), *node, "{key} routed to node {node}");
+            }
+            // A node's buffer keeps journal order: each client's session before its
+            // subscription before its deliveries.
+            for client in &clients {
+                let at = |suffix: &str| {
+                    keys.iter()
+                        .position(|k| *k == format!("p:{{{client}}}{suffix}"))
+                };
+                if let (Some(session), Some(subscription), Some(messages)) =
+                    (at("_session"), at("_subscriptions"), at("_messages"))
+                {
+                    assert!(session < subscription && subscription < messages);
+                }
+            }
+        }
+        // HSET + SADD + HSET + apply per client, and the retained HSET.
+        assert_eq!(seen, clients.len() * 4 + 1);
+    }
+
+    #[test]
+    fn every_key_of_a_client_shares_a_slot_even_when_its_id_starts_with_a_brace() {
+        let codec = codec();
+        for client in ["}x", "", "a}b", "{c}"] {
+            let slots: Vec<u16> = CLIENT_KEYS
+                .iter()
+                .map(|suffix| {
+                    crate::store::slots::key_hash_slot(&codec.key_parts(client, suffix).concat())
+                })
+                .collect();
+            assert!(
+                slots.windows(2).all(|w| w[0] == w[1]),
+                "{client:?}: {slots:?}"
+            );
+        }
+        assert_ne!(
+            codec.key_parts("}x", b"_messages").concat(),
+            codec.key_parts("{}x", b"_messages").concat()
+        );
+    }
+
+    #[test]
+    fn load_merges_the_nodes_replies_back_into_command_order() {
+        let codec = cluster_codec();
+        // One client per node, listed in an order that is not node order.
+        let mut by_node: HashMap<u16, String> = HashMap::new();
+        for n in 0.. {
+            let client = format!("load-{n}");
+            by_node
+                .entry(node_of(&format!("p:{{{client}}}_session")))
+                .or_insert(client);
+            if by_node.len() == 3 {
+                break;
+            }
+        }
+        let clients = vec![
+            by_node[&2].clone(),
+            by_node[&0].clone(),
+            by_node[&1].clone(),
+        ];
+        let buffers = codec.load_commands(&clients, true, false);
+        let retained_node = node_of("p:retained");
+        // Each node answers its own commands: session expiry = 10 * node.
+        let replies: Vec<(u16, Vec<Reply>)> = buffers
+            .iter()
+            .map(|(node, _, count)| {
+                let mut replies = Vec::new();
+                for _ in 0..LOAD_REPLIES_PER_CLIENT.min(*count) {
+                    replies.push(array(vec![]));
+                }
+                replies[0] = array(vec![
+                    bulk(b"expiry"),
+                    bulk(format!("{}", 10 * node).as_bytes()),
+                ]);
+                if *node == retained_node {
+                    replies.push(array(vec![]));
+                }
+                (*node, replies)
+            })
+            .collect();
+        let borrowed: Vec<(u16, &[Reply])> = replies.iter().map(|(n, r)| (*n, &r[..])).collect();
+        let records = codec.load_records(&clients, &borrowed).unwrap();
+        let sessions: Vec<(String, u32)> = RecordReader::new(records)
+            .map(Result::unwrap)
+            .filter_map(|r| match r {
+                Record::Session {
+                    client,
+                    expiry_interval,
+                    ..
+                } => Some((client, expiry_interval)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            sessions,
+            [
+                (clients[0].clone(), 20),
+                (clients[1].clone(), 0),
+                (clients[2].clone(), 10)
+            ]
+        );
+        // A node that answered too few is an error, not a shifted load.
+        let short: Vec<(u16, &[Reply])> = borrowed
+            .iter()
+            .map(|(n, r)| (*n, if *n == 1 { &r[1..] } else { *r }))
+            .collect();
+        assert!(codec.load_records(&clients, &short).is_err());
+    }
+
     #[test]
     fn a_redis_error_in_a_load_reply_fails_the_load() {
         let replies = vec![
@@ -992,7 +1279,9 @@ mod tests {
             array(vec![]),
             Reply::Error("NOSCRIPT No matching script".into()),
         ];
-        let error = codec().load_records(&["c".into()], &replies).unwrap_err();
+        let error = codec()
+            .load_records(&["c".into()], &[(0, &replies)])
+            .unwrap_err();
         assert!(error.0.contains("NOSCRIPT"));
     }
 }
