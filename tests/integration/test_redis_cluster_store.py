@@ -164,21 +164,41 @@ def test_a_node_down_holds_acknowledgements_naming_it_and_the_broker_carries_on(
     outage_holds_acknowledgements(broker, "patient", node.stop, start, node.host_port)
 
 
-def test_cluster_mode_against_a_server_that_is_no_cluster_node_exits_naming_the_url(
-    redis_url: str, tmp_path: Path
-) -> None:
+def serve_exit(tmp_path: Path, config_text: str) -> subprocess.CompletedProcess[str]:
+    """Run `ferromq serve` on ``config_text`` until it exits."""
     config = tmp_path / "ferromq.toml"
-    config.write_text(redis_config(redis_url, cluster=True))
-    done = subprocess.run(
+    config.write_text(config_text)
+    return subprocess.run(
         [sys.executable, "-m", "ferromq", "serve", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}"},
     )
+
+
+def test_cluster_mode_against_a_server_that_is_no_cluster_node_exits_naming_the_url(
+    redis_url: str, tmp_path: Path
+) -> None:
+    done = serve_exit(tmp_path, redis_config(redis_url, cluster=True))
     assert done.returncode == 3, done.stderr
     assert f"redis store at {redis_url}: redis.cluster = true but" in done.stderr
     assert "is not a cluster node" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("/0", "/2"), "a Redis Cluster is reached over TCP and has database 0 only"),
+        (('key_prefix = "', 'key_prefix = "{app}'), "redis.key_prefix '{app}"),
+    ],
+)
+def test_cluster_settings_a_cluster_cannot_honour_exit_naming_them(
+    redis_cluster: RedisCluster, tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
+    done = serve_exit(tmp_path, redis_config(redis_cluster.url, cluster=True).replace(*edit))
+    assert done.returncode == 3, done.stderr
+    assert message in done.stderr
 
 
 def test_one_client_s_keys_stay_on_one_node_whatever_its_id(

@@ -156,10 +156,12 @@ class RedisStore:
         if not errors:
             return
         index, message = errors[0]
+        # Named before a refresh renumbers the nodes.
+        where = self._nodes.nodes[node].where
         why = f"{len(errors)} commands failed, first (#{index}): {message}"
         if message.startswith(CLUSTER_REDIRECTS):
             why += await self._nodes.refresh() or "; slot map read again"
-        raise ConnectionError(f"redis store at {self._nodes.nodes[node].where}: {why}")
+        raise ConnectionError(f"redis store at {where}: {why}")
 
     async def _send(
         self, buffers: Buffers, *, keep: bool = False

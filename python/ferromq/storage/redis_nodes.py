@@ -203,7 +203,7 @@ class Cluster:
                 if "cluster support disabled" in str(exc):
                     raise ConnectionError(
                         f"redis store at {self._where}: redis.cluster = true but "
-                        f"{candidate.where} is not a cluster node ({exc})"
+                        f"{candidate.where} is not a cluster node (cluster support disabled)"
                     ) from None
                 failure = exc
                 continue
