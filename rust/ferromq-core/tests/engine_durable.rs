@@ -40,13 +40,6 @@ fn offline_subscriber(h: &mut Harness, id: &str, filter: &str) {
     h.send(&sub, disconnect());
 }
 
-fn payloads(packets: &[Packet]) -> Vec<Vec<u8>> {
-    publishes(packets)
-        .iter()
-        .map(|p| p.payload.to_vec())
-        .collect()
-}
-
 #[test]
 fn puback_waits_until_the_store_has_the_message() {
     let mut h = Harness::new(durable_config());

@@ -91,15 +91,21 @@ fn held(message: Arc<Message>, group: GroupRef) -> Outgoing {
 
 /// The delivery of `message` to the chosen `member` of `group`.
 fn for_member(message: Arc<Message>, group: GroupRef, member: Member) -> Outgoing {
+    let mut out = member_delivery(message, member);
+    out.group = Some(group);
+    out
+}
+
+/// `message` as `member`'s subscription options deliver it: its QoS capped, Retain
+/// As Published, the subscription identifier.
+pub(super) fn member_delivery(message: Arc<Message>, member: Member) -> Outgoing {
     let qos = message.qos.min(member.qos);
     let retain = message.retain && member.retain_as_published;
     let ids = (member.subscription_id != 0)
         .then_some(member.subscription_id)
         .into_iter()
         .collect();
-    let mut out = Outgoing::new(message, qos, retain, ids);
-    out.group = Some(group);
-    out
+    Outgoing::new(message, qos, retain, ids)
 }
 
 impl Engine {

@@ -45,8 +45,8 @@ use crate::topic::{topic_hash, GroupRef, ShareStrategy};
 
 use super::journal::{ClientType, Record, RecordReader};
 use super::message::Message;
-use super::shared::group_journal_name;
-use super::{Engine, Event, Outgoing};
+use super::shared::{group_journal_name, member_delivery};
+use super::{Engine, Event};
 
 #[derive(Debug, Default)]
 pub(super) struct StreamedGroups {
@@ -211,14 +211,9 @@ impl Engine {
             self.stream_done(token);
             return true;
         };
-        let qos = message.qos.min(member.qos);
-        let retain = message.retain && member.retain_as_published;
-        let ids = (member.subscription_id != 0)
-            .then_some(member.subscription_id)
-            .into_iter()
-            .collect();
-        let mut out = Outgoing::new(message, qos, retain, ids);
+        let mut out = member_delivery(message, member);
         out.stream_token = Some(token);
+        let qos = out.qos;
         let sent = self.deliver(session, out, now);
         if !sent || qos == QoS::AtMostOnce {
             self.stream_done(token);

@@ -233,6 +233,14 @@ pub fn disconnect() -> Packet {
     Packet::Disconnect(ReasonOnly::new(ReasonCode::Success))
 }
 
+/// The payloads of the PUBLISH packets among `packets`, in order.
+pub fn payloads(packets: &[Packet]) -> Vec<Vec<u8>> {
+    publishes(packets)
+        .iter()
+        .map(|p| p.payload.to_vec())
+        .collect()
+}
+
 pub fn publishes(packets: &[Packet]) -> Vec<&Publish> {
     packets
         .iter()
