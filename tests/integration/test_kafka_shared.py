@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from ferromq.storage.kafka import shared_topic_name
 from tests.conftest import RunningBroker, start_broker
@@ -52,6 +53,8 @@ def group_members(bootstrap: str, prefix: str) -> int:
             [response] = await admin.describe_consumer_groups(
                 [f"{prefix}share.{GROUP.removeprefix('$share/')}"]
             )
+        except GroupCoordinatorNotAvailableError:
+            return 0  # a fresh Kafka still creating its offsets topic
         finally:
             await admin.close()
         [(error, _, state, *_rest, members)] = response.groups
