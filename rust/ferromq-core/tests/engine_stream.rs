@@ -218,3 +218,27 @@ fn device_groups_and_qos0_messages_stay_with_the_engine() {
     assert_eq!(payloads(&h.recv(&mut app)), vec![b"q0".to_vec()]);
     assert_eq!(application_enqueues(&h, &format!("\0{GROUP}")).len(), 1);
 }
+
+#[test]
+fn a_stream_s_partition_key_follows_the_topic_under_hash_topic_else_the_sequence() {
+    let keys = |strategy| {
+        let mut h = streaming_harness_with(strategy);
+        let _member = member(&mut h, "app-a", QoS::AtLeastOnce);
+        let (publisher, _) = h.connect(connect("pub", V5, true));
+        for (id, topic) in [(1, "jobs/a"), (2, "jobs/b"), (3, "jobs/a"), (4, "jobs/a")] {
+            h.send(
+                &publisher,
+                publish(topic, b"m", QoS::AtLeastOnce, id, false),
+            );
+        }
+        stream_records(&h, &format!("\0{GROUP}"))
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect::<Vec<u16>>()
+    };
+    let by_topic = keys(ShareStrategy::HashTopic);
+    assert_eq!(by_topic[0], by_topic[2]);
+    assert_eq!(by_topic[0], by_topic[3]);
+    assert_ne!(by_topic[0], by_topic[1]);
+    assert_eq!(keys(ShareStrategy::RoundRobin), vec![1, 2, 3, 4]);
+}
