@@ -50,8 +50,10 @@ use super::{Engine, Event};
 
 #[derive(Debug, Default)]
 pub(super) struct StreamedGroups {
-    /// Streamed groups and their `$share/{group}/{filter}`.
+    /// Streamed groups and their `$share/{group}/{filter}`, both ways: by group for
+    /// routing, by filter for Python's calls (the index only scans for a filter).
     groups: HashMap<GroupRef, Box<str>>,
+    by_filter: HashMap<Box<str>, GroupRef>,
     /// Tokens of streamed deliveries done with, for Python.
     done: Vec<u64>,
     done_signalled: bool,
@@ -60,6 +62,16 @@ pub(super) struct StreamedGroups {
 impl StreamedGroups {
     pub(super) fn contains(&self, group: GroupRef) -> bool {
         !self.groups.is_empty() && self.groups.contains_key(&group)
+    }
+
+    /// The streamed group `share_filter` names, if it is one.
+    fn group_of(&self, share_filter: &str) -> Option<GroupRef> {
+        self.by_filter.get(share_filter).copied()
+    }
+
+    fn insert(&mut self, group: GroupRef, share_filter: &str) {
+        self.groups.insert(group, share_filter.into());
+        self.by_filter.insert(share_filter.into(), group);
     }
 }
 
@@ -71,17 +83,18 @@ impl Engine {
         if !self.config.stream_application_groups {
             return;
         }
-        let Some(group) = self.index.find_shared_group(share_filter) else {
-            return;
-        };
-        if self.streamed.contains(group) {
+        let streamed = self.streamed.group_of(share_filter);
+        if streamed.is_some_and(|group| self.index.is_group_live(group)) {
             self.stream_member_event(session, share_filter, true);
             return;
         }
         if self.client_type_of(session) != ClientType::Application {
             return;
         }
-        self.streamed.groups.insert(group, share_filter.into());
+        let Some(group) = self.index.find_shared_group(share_filter) else {
+            return;
+        };
+        self.streamed.insert(group, share_filter);
         if let Some((name, _)) = self.group_queues.journaled.get(&group) {
             // A group queue journaled before: its stream is the application store's now.
             self.journal
@@ -99,13 +112,11 @@ impl Engine {
 
     /// `session` unsubscribed from `share_filter` (before the index forgets it).
     pub(super) fn stream_unsubscribing(&mut self, session: u32, share_filter: &str) {
-        let streamed = self
-            .index
-            .find_shared_group(share_filter)
-            .is_some_and(|group| {
-                self.streamed.contains(group) && self.index.is_member(group, session)
-            });
-        if streamed {
+        let member = self
+            .streamed
+            .group_of(share_filter)
+            .is_some_and(|group| self.index.is_member(group, session));
+        if member {
             self.stream_member_event(session, share_filter, false);
         }
     }
@@ -199,8 +210,8 @@ impl Engine {
             return false;
         };
         let member = self
-            .index
-            .find_shared_group(share_filter)
+            .streamed
+            .group_of(share_filter)
             .filter(|_| self.index.is_client_online(session))
             .and_then(|group| self.index.member(group, session));
         let Some(member) = member else {
@@ -263,7 +274,7 @@ impl Engine {
         }
         for filter in shared {
             if let Some(group) = self.index.find_shared_group(&filter) {
-                self.streamed.groups.insert(group, filter);
+                self.streamed.insert(group, &filter);
             }
         }
     }
@@ -271,8 +282,12 @@ impl Engine {
     /// Drop streamed groups that ended (their last member left).
     pub(super) fn forget_removed_streams(&mut self) {
         let index = &self.index;
-        self.streamed
+        let streamed = &mut self.streamed;
+        streamed
             .groups
             .retain(|&group, _| index.is_group_live(group));
+        streamed
+            .by_filter
+            .retain(|_, group| index.is_group_live(*group));
     }
 }
