@@ -22,6 +22,7 @@ from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_kafka_store import (
     APP,
     kafka_config,
+    publish_counting,
     unique_prefix,
 )
 
@@ -89,29 +90,10 @@ def topic_records(bootstrap: str, prefix: str) -> int:
     return asyncio.run(count())
 
 
-def publish_numbered(broker: RunningBroker, numbers: range, acked: list[int]) -> None:
-    """QoS 1 PUBLISHes of ``numbers`` to jobs/<n>; ``acked`` gets each PUBACKed one,
-    until done or the broker goes away."""
-    publisher = RawClient(broker.host, broker.port, version=4)
-    publisher.connect(f"pub-{numbers.start}", clean=True)
-    try:
-        for n in numbers:
-            packet_id = n % 65535 + 1
-            publisher.send(
-                {
-                    "type": "publish",
-                    "topic": f"jobs/{n}",
-                    "payload": str(n).encode(),
-                    "qos": 1,
-                    "packet_id": packet_id,
-                }
-            )
-            ack = publisher.recv(timeout=20)
-            assert ack == {**ack, "type": "puback", "packet_id": packet_id}
-            acked.append(n)
-    except (OSError, ConnectionError, TimeoutError):
-        return  # the broker was killed
-    publisher.close()
+def publish_jobs(broker: RunningBroker, count: int, acked: list[int]) -> None:
+    """``count`` numbered QoS 1 messages to the group's topic; ``acked`` gets each
+    PUBACKed number, until done or the broker goes away."""
+    publish_counting(broker, count, 0, acked, topic="jobs/numbered")
 
 
 def read_acknowledging(
@@ -131,7 +113,7 @@ def read_acknowledging(
             continue
         last_read = time.monotonic()
         assert packet["type"] == "publish", packet
-        number = int(packet["payload"])
+        number = int.from_bytes(packet["payload"], "big")
         got.append(number)
         seen.add(number)
         member.send({"type": "puback", "packet_id": packet["packet_id"]})
@@ -146,7 +128,7 @@ def test_the_group_s_messages_are_stored_once_and_shared_by_partition(
         members = [join(broker, f"{APP}worker-{i}") for i in range(2)]
         wait_for_members(kafka_bootstrap, prefix, 2)
         acked: list[int] = []
-        publish_numbered(broker, range(400), acked)
+        publish_jobs(broker, 400, acked)
         assert len(acked) == 400
         got: list[list[int]] = [[], []]
         seen: set[int] = set()
@@ -178,7 +160,7 @@ def test_a_group_with_no_member_online_keeps_its_messages_across_kill_9(
     join(broker, f"{APP}away").close()  # subscribed, then offline
 
     acked: list[int] = []
-    publisher = threading.Thread(target=publish_numbered, args=(broker, range(3000), acked))
+    publisher = threading.Thread(target=publish_jobs, args=(broker, 3000, acked))
     publisher.start()
     while len(acked) < 500 and publisher.is_alive():
         time.sleep(0.01)
@@ -208,11 +190,11 @@ def test_a_member_vanishing_unacknowledged_leaves_its_messages_to_another(
         steady = join(broker, f"{APP}steady")
         wait_for_members(kafka_bootstrap, prefix, 2)
         acked: list[int] = []
-        publish_numbered(broker, range(200), acked)
+        publish_jobs(broker, 200, acked)
         silent_got = []
         while True:  # reads what Kafka gave it, acknowledges nothing
             try:
-                silent_got.append(int(silent.recv(timeout=3)["payload"]))
+                silent_got.append(int.from_bytes(silent.recv(timeout=3)["payload"], "big"))
             except TimeoutError:
                 break
         assert silent_got, "the silent member had partitions"

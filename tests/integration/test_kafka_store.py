@@ -94,9 +94,12 @@ def test_seed_002_for_an_application_client_on_kafka(
     assert committed == end, "every acknowledged delivery moved the cursor"
 
 
-def publish_counting(broker: RunningBroker, count: int, start: int, acked: list[int]) -> None:
-    """Publish ``count`` QoS 1 messages numbered from ``start``; ``acked`` gets each
-    number whose PUBACK arrived. Returns when done or when the broker went away."""
+def publish_counting(
+    broker: RunningBroker, count: int, start: int, acked: list[int], topic: str = "crash/stream"
+) -> None:
+    """Publish ``count`` QoS 1 messages to ``topic`` numbered from ``start`` (4 bytes, big
+    endian); ``acked`` gets each number whose PUBACK arrived. Returns when done or when
+    the broker went away."""
     client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"pub-{start}")
     connected = threading.Event()
     client.on_connect = lambda *_: connected.set()
@@ -106,7 +109,7 @@ def publish_counting(broker: RunningBroker, count: int, start: int, acked: list[
     client.loop_start()
     assert connected.wait(5)
     for n in range(start, start + count):
-        info = client.publish("crash/stream", n.to_bytes(4, "big"), qos=1)
+        info = client.publish(topic, n.to_bytes(4, "big"), qos=1)
         pending[info.mid] = n
         if not info.is_published():
             try:
