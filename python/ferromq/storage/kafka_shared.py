@@ -103,6 +103,12 @@ class StreamedGroups:
             if consumer is not None:
                 consumer.done(token)
 
+    def forget(self, tokens: list[int]) -> None:
+        """Deliveries a consumer no longer waits for (its partition moved, or it
+        stopped): a late report of one is ignored."""
+        for token in tokens:
+            self._owner.pop(token, None)
+
     def _stop(self, consumer: MemberConsumer) -> None:
         task = asyncio.create_task(consumer.stop())
         self._stopping.add(task)
@@ -209,7 +215,10 @@ class MemberConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             self._partitions.pop(tp, None)
             self._committed.pop(tp, None)
         gone = set(partitions)
-        self._outstanding = {t: tp for t, tp in self._outstanding.items() if tp not in gone}
+        forgotten = [t for t, tp in self._outstanding.items() if tp in gone]
+        for token in forgotten:
+            del self._outstanding[token]
+        self._groups.forget(forgotten)
         self._room.set()
 
     async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
@@ -237,5 +246,7 @@ class MemberConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 group=self.share_filter,
                 error=str(exc),
             )
+        self._groups.forget(list(self._outstanding))
+        self._outstanding.clear()
         if self._consumer is not None:
             await self._consumer.stop()  # leaves the group: its partitions move now
