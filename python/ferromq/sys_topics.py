@@ -3,9 +3,10 @@
 The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
-count, uptime, version). ``#`` never matches ``$SYS`` [MQTT-4.7.2-1]; the engine's
-index enforces that. One publish per topic per interval: an event, not a per-message
-cost.
+count, uptime, version), plus the accept path's refusals by reason and its pauses for
+want of file descriptors (:mod:`ferromq.listener`). ``#`` never matches ``$SYS``
+[MQTT-4.7.2-1]; the engine's index enforces that. One publish per topic per interval:
+an event, not a per-message cost.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",
     "errors/protocol": "protocol_errors",
+    # The accept path (ferromq.listener), not the engine.
+    "clients/refused/listener_max_connections": "refused_listener_max_connections",
+    "clients/refused/max_connections": "refused_max_connections",
+    "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
 }
 
 
