@@ -7,6 +7,7 @@ session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -49,8 +51,14 @@ def ferromq_command() -> list[str]:
 
 
 def start_broker(
-    tmp_path: Path, loop: str, config_text: str = "", env: dict[str, str] | None = None
+    tmp_path: Path,
+    loop: str,
+    config_text: str = "",
+    env: dict[str, str] | None = None,
+    nofile: int | None = None,
 ) -> RunningBroker:
+    """A ``ferromq serve`` on a free port; ``nofile`` caps its file descriptors
+    (RLIMIT_NOFILE, soft and hard)."""
     port = free_port()
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
@@ -68,6 +76,7 @@ def start_broker(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=environ,
+            preexec_fn=None if nofile is None else partial(_limit_files, nofile),
         )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -80,6 +89,10 @@ def start_broker(
             time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")
+
+
+def _limit_files(count: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
