@@ -92,7 +92,7 @@ class Reloader:
             logger,
             logging.INFO,
             "configuration reloaded",
-            applied=[key for key in changed if key not in restart],
+            applied=",".join(key for key in changed if key not in restart),
             users_file=applied.auth.users_file,
         )
         if restart:
@@ -100,5 +100,5 @@ class Reloader:
                 logger,
                 logging.WARNING,
                 "changed settings need a restart; running values kept",
-                keys=restart,
+                keys=",".join(restart),
             )
