@@ -75,7 +75,8 @@ class ListenError(Exception):
 
 
 class _RateLimitedLog:
-    """One log line per ``interval`` at most; the next line says how many were held back."""
+    """One log line per :data:`LOG_INTERVAL` at most; the next line says how many were
+    held back."""
 
     def __init__(self, level: int, message: str) -> None:
         self._level = level
@@ -101,7 +102,7 @@ class _Listener:
 
     @property
     def where(self) -> str:
-        return f"listeners[{self.index}] ({self.config.name})"
+        return _where(self.index, self.config)
 
 
 @dataclass
@@ -132,8 +133,13 @@ class _CountedProtocol(MqttProtocol):
             self.release()
 
 
+def _where(index: int, config: ListenerConfig) -> str:
+    """How errors and logs name a listener: its key path and its name."""
+    return f"listeners[{index}] ({config.name})"
+
+
 def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
-    where = f"listeners[{index}] ({config.name})"
+    where = _where(index, config)
     try:
         infos = socket.getaddrinfo(
             config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
