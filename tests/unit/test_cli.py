@@ -15,10 +15,16 @@ import pytest
 import ferromq
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     script = shutil.which("ferromq")
     command = [script] if script else [sys.executable, "-m", "ferromq"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_version_is_the_package_version() -> None:
@@ -66,15 +72,7 @@ def run_with(
 ) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "ferromq.toml"
     config.write_text(config_text)
-    script = shutil.which("ferromq")
-    command = [script] if script else [sys.executable, "-m", "ferromq"]
-    return subprocess.run(
-        [*command, *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, **(env or {})},
-    )
+    return run_cli(*args, "--config", str(config), env=env)
 
 
 def test_port_in_use_is_one_line_and_creates_no_data_directory(tmp_path: Path) -> None:
@@ -89,25 +87,27 @@ def test_port_in_use_is_one_line_and_creates_no_data_directory(tmp_path: Path) -
     assert not data.exists()
 
 
-USERS_MISSING = '[auth]\nusers_file = "{path}"\n'
+# serve and check-config must refuse the same things.
+BOTH_COMMANDS = pytest.mark.parametrize(
+    "command", [["serve", "--loop", "asyncio"], ["check-config"]]
+)
 
 
-@pytest.mark.parametrize("command", [["serve", "--loop", "asyncio"], ["check-config"]])
-def test_missing_users_file(tmp_path: Path, command: list[str]) -> None:
-    missing = tmp_path / "nobody.toml"
-    result = run_with(tmp_path, USERS_MISSING.format(path=missing), *command)
-    one_line_error(result, 2, f"users file {missing}", "not found")
+@BOTH_COMMANDS
+@pytest.mark.parametrize(
+    ("contents", "problem"), [(None, "not found"), ("[users.alice\n", "cannot be read")]
+)
+def test_a_users_file_that_cannot_be_loaded(
+    tmp_path: Path, command: list[str], contents: str | None, problem: str
+) -> None:
+    users = tmp_path / "users.toml"
+    if contents is not None:
+        users.write_text(contents)
+    result = run_with(tmp_path, f'[auth]\nusers_file = "{users}"\n', *command)
+    one_line_error(result, 2, f"users file {users}", problem)
 
 
-@pytest.mark.parametrize("command", [["serve", "--loop", "asyncio"], ["check-config"]])
-def test_unreadable_users_file(tmp_path: Path, command: list[str]) -> None:
-    garbled = tmp_path / "users.toml"
-    garbled.write_text("[users.alice\n")
-    result = run_with(tmp_path, USERS_MISSING.format(path=garbled), *command)
-    one_line_error(result, 2, f"users file {garbled}", "cannot be read")
-
-
-@pytest.mark.parametrize("command", [["serve", "--loop", "asyncio"], ["check-config"]])
+@BOTH_COMMANDS
 def test_a_data_directory_that_cannot_be_created(tmp_path: Path, command: list[str]) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -116,7 +116,7 @@ def test_a_data_directory_that_cannot_be_created(tmp_path: Path, command: list[s
     one_line_error(result, 2, "storage.path", "not a directory")
 
 
-@pytest.mark.parametrize("command", [["serve", "--loop", "asyncio"], ["check-config"]])
+@BOTH_COMMANDS
 @pytest.mark.parametrize(
     ("setting", "package", "extra"),
     [
