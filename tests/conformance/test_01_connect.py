@@ -100,7 +100,9 @@ def test_reserved_connect_flag_closes_without_connack(broker: RunningBroker, lev
 
 
 @pytest.mark.parametrize("level", [V311, V5], ids=["v311", "v5"])
-def test_connect_fixed_header_flags_close_without_connack(broker: RunningBroker, level: int) -> None:
+def test_connect_fixed_header_flags_close_without_connack(
+    broker: RunningBroker, level: int
+) -> None:
     # [MQTT-2.2.2-1, 2.2.2-2]: CONNECT's fixed-header flags are reserved, 0000.
     sock = raw_socket(broker)
     sock.sendall(b"\x12" + raw_connect(level=level)[1:])
@@ -137,7 +139,9 @@ def test_control_characters_in_client_id_and_user_name_are_refused(
 
 
 @ALL_VERSIONS
-def test_control_characters_in_a_will_topic_are_refused(broker: RunningBroker, version: int) -> None:
+def test_control_characters_in_a_will_topic_are_refused(
+    broker: RunningBroker, version: int
+) -> None:
     # v5: CONNACK 0x90 "The Will Topic Name is not malformed, but is not accepted";
     # 3.x has no return code for it: closed without CONNACK.
     client = open_client(broker, version)

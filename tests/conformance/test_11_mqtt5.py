@@ -17,7 +17,6 @@ from tests.integration.mqtt_raw import RawClient
 
 from .support import (
     V5,
-    open_client,
     V311,
     VERSIONS,
     closed_with,
@@ -25,6 +24,7 @@ from .support import (
     connected,
     disconnect,
     fence,
+    open_client,
     prop,
     publish,
     receive,

@@ -630,9 +630,7 @@ def test_control_characters_are_refused_unless_allowed(tmp_path: Path) -> None:
     env = {"FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS": "false"}
     path = tmp_path / "ferromq.toml"
     assert load_config(path, env).limits.allow_control_characters is False
-    result = run_cli(
-        "check-config", env=clean_env(FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS="true")
-    )
+    result = run_cli("check-config", env=clean_env(FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS="true"))
     assert result.returncode == 0, result.stderr
     assert "allow_control_characters = true\n" in result.stdout
 
