@@ -22,10 +22,12 @@
 //! | UNSUBSCRIBE filter        | UNSUBACK 0x8F for that filter            | left alone       |
 //!
 //! The check is one byte scan (`has_control_character`) of those fields only, run
-//! only when the setting refuses them; strings in properties and payloads are not
-//! looked at.
+//! only when the setting refuses them, over bytes the UTF-8 check has just brought
+//! into cache; strings in properties and payloads are not looked at. It is not
+//! folded into the codec's UTF-8 check because the codec would then have to carry a
+//! flag with every string it reads, to serve the four fields that are ever asked.
 
-use crate::codec::{has_control_character, Connect, Property, Publish, ReasonCode};
+use crate::codec::{has_control_character, Connect, Properties, Property, Publish, ReasonCode};
 use crate::topic::validate_topic_name;
 
 use super::announce::PublishRefusal;
@@ -34,7 +36,7 @@ use super::Engine;
 const RESPONSE_TOPIC: u8 = 0x08;
 
 /// The Response Topic is present and not a valid topic name [MQTT-3.3.2-14].
-fn bad_response_topic(properties: &crate::codec::Properties) -> bool {
+fn bad_response_topic(properties: &Properties) -> bool {
     matches!(
         properties.get(RESPONSE_TOPIC),
         Some(Property::ResponseTopic(topic)) if validate_topic_name(topic).is_err()
