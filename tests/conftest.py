@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -78,15 +77,15 @@ def start_broker(
             env=environ,
             preexec_fn=None if nofile is None else partial(_limit_files, nofile),
         )
+    # Ready once it logs "listening": the listeners are bound before the store is
+    # restored, so a connection succeeds earlier and waits in the backlog until then.
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        if "listening" in log_path.read_text(errors="replace"):
             return RunningBroker("127.0.0.1", port, process, log_path)
-        except OSError:
-            time.sleep(0.05)
+        time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")
 

@@ -65,13 +65,9 @@ def connects(host: str, port: int, client_id: str) -> RawClient | None:
 
 
 def connected(host: str, port: int, client_id: str) -> RawClient:
-    """``connects``, again while the broker still counts the connection start_broker
-    probed with."""
-    for _ in range(20):
-        client = connects(host, port, client_id)
-        if client is not None:
-            return client
-    raise AssertionError(f"{client_id} could not connect")
+    client = connects(host, port, client_id)
+    assert client is not None, f"{client_id} could not connect"
+    return client
 
 
 def subscribed(broker: RunningBroker, client_id: str, *topics: str) -> RawClient:
