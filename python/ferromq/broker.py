@@ -174,10 +174,6 @@ class Broker:
         assert self._hub is not None, "broker not started"
         return self._hub
 
-    @property
-    def addresses(self) -> list[tuple[str, int]]:
-        return [] if self._listeners is None else self._listeners.addresses
-
     def stats(self) -> dict[str, int]:
         """The engine's counters and the accept path's."""
         accepted = {} if self._listeners is None else self._listeners.stats()
