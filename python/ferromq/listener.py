@@ -196,10 +196,6 @@ class Listeners:
             raise
         return cls(listeners, max_connections)
 
-    @property
-    def addresses(self) -> list[tuple[str, int]]:
-        return [sock.getsockname()[:2] for listener in self._listeners for sock in listener.sockets]
-
     def stats(self) -> dict[str, int]:
         counts = self._counts
         return {
