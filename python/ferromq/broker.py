@@ -37,7 +37,7 @@ from ferromq.auth import AuthGate, provider_from_config
 from ferromq.config import Config
 from ferromq.listener import Listeners
 from ferromq.log import log_event
-from ferromq.reload import Reloader
+from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister
@@ -168,6 +168,7 @@ class Broker:
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.serving = False
+        self.reload_hooks: list[ReloadHook] = []
 
     @property
     def hub(self) -> IOHub:

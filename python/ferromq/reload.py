@@ -10,8 +10,8 @@ before swapping anything, so it applies whole or not at all:
 - ``[auth]`` (while a users file is configured): the users file is read again and a new
   provider decides every later CONNECT; connected clients stay, exchanges under way
   finish with the provider that began them;
-- :attr:`Reloader.hooks`: called with (old, new) configuration once the above is
-  applied; where ACLs and certificates plug in;
+- ``Broker.reload_hooks``: each called with the old and the new configuration once the
+  above is applied; where ACLs and certificates will plug in;
 - anything else that changed (listeners, limits, storage, turning authentication on or
   off, which the engine fixes at start) is logged as needing a restart, with its keys,
   and keeps its running value.
@@ -31,11 +31,12 @@ from ferromq.log import configure_logging, log_event
 if TYPE_CHECKING:
     from ferromq.broker import Broker
 
-__all__ = ["Reloader"]
+__all__ = ["ReloadHook", "Reloader"]
 
 logger = logging.getLogger("ferromq.reload")
 
-Hook = Callable[[Config, Config], None]
+ReloadHook = Callable[[Config, Config], None]
+"""Called on reload with the running configuration and the one being applied."""
 
 
 def _flat(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, object]]:
@@ -58,7 +59,6 @@ class Reloader:
     def __init__(self, broker: Broker, load: Callable[[], Config]) -> None:
         self._broker = broker
         self._load = load
-        self.hooks: list[Hook] = []
 
     def reload(self) -> None:
         broker = self._broker
@@ -84,7 +84,7 @@ class Reloader:
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:
             broker.auth.use_provider(provider)
-        for hook in self.hooks:
+        for hook in broker.reload_hooks:
             hook(running, applied)
         broker.config = applied
         restart = changed_keys(applied, new)
