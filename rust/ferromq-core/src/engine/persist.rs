@@ -80,7 +80,7 @@ impl Engine {
     }
 
     /// The store has batch `n` and all before it: send the acknowledgements that
-    /// waited for them.
+    /// waited for them, then the deliveries of held messages it covers.
     pub fn journal_done(&mut self, n: u64) {
         self.journal.confirm(n);
         while self
@@ -91,9 +91,41 @@ impl Engine {
             let held = self.held_acks.pop_front().expect("front checked");
             self.write(held.conn, &held.packet);
         }
+        let mut released = Vec::new();
+        let journal = &self.journal;
+        self.held_deliveries.retain(|&(batch, session)| {
+            let confirmed = !journal.has_unconfirmed_at(batch);
+            if confirmed && !released.contains(&session) {
+                released.push(session);
+            }
+            !confirmed
+        });
+        if released.is_empty() {
+            return;
+        }
+        let now = self.clock;
+        for session in released {
+            self.drain_queue(session, now);
+        }
+        self.drain_all_groups(now);
     }
 
-    /// Write a PUBACK/PUBREC now, or hold it until the store has what came before.
+    /// True while `message` waits for the store (`Message::held_for_batch`).
+    pub(super) fn is_held(&self, message: &Message) -> bool {
+        message.held_for_batch != 0 && self.journal.has_unconfirmed_at(message.held_for_batch)
+    }
+
+    /// `session` has a delivery of held `message` queued: drain it when the store
+    /// confirms the message's batch.
+    pub(super) fn drain_when_stored(&mut self, session: u32, message: &Message) {
+        let entry = (message.held_for_batch, session);
+        if self.held_deliveries.back() != Some(&entry) {
+            self.held_deliveries.push_back(entry);
+        }
+    }
+
+    /// Write a PUBACK/PUBREC/PUBREL now, or hold it until the store has what came
+    /// before.
     pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
         match self.journal.unconfirmed_batch() {
             Some(batch) => self.held_acks.push_back(HeldAck {
@@ -395,29 +427,32 @@ impl Engine {
                 out.sequence = sequence;
                 out.packet_id = packet_id;
                 out.restored = true;
-                if let Some(old) = entry.by_packet_id.insert(packet_id, sequence) {
+                let slot = Slot::Sequence(sequence);
+                if let Some(old) = entry.by_packet_id.insert(packet_id, slot) {
                     entry.deliveries.remove(&old);
                 }
-                entry.deliveries.insert(sequence, Restored::Deliver(out));
+                entry.deliveries.insert(slot, Restored::Deliver(out));
             }
             Record::Ack { client, packet_id } => {
                 if let Some(entry) = restoring.get_mut(&client) {
-                    if let Some(sequence) = entry.by_packet_id.remove(&packet_id) {
-                        entry.deliveries.remove(&sequence);
+                    if let Some(slot) = entry.by_packet_id.remove(&packet_id) {
+                        entry.deliveries.remove(&slot);
                     }
                 }
             }
             Record::Release { client, packet_id } => {
                 if let Some(entry) = restoring.get_mut(&client) {
-                    let sequence = entry.by_packet_id.get(&packet_id).copied();
-                    let sequence = sequence.unwrap_or_else(|| {
+                    let known = entry.by_packet_id.get(&packet_id).copied();
+                    let slot = known.unwrap_or_else(|| {
                         // A snapshot's PUBREL-only entry: ordered before the rest.
-                        entry.by_packet_id.insert(packet_id, u64::from(packet_id));
-                        u64::from(packet_id)
+                        let slot = Slot::Released(entry.released_only);
+                        entry.released_only += 1;
+                        entry.by_packet_id.insert(packet_id, slot);
+                        slot
                     });
                     entry
                         .deliveries
-                        .insert(sequence, Restored::AwaitPubComp(packet_id));
+                        .insert(slot, Restored::AwaitPubComp(packet_id));
                 }
             }
             Record::InboundQos2 {
@@ -460,6 +495,7 @@ impl Engine {
                 publisher: None,
                 expires_at,
                 journal_batch: Default::default(),
+                held_for_batch: 0,
             }),
         }
     }
@@ -495,8 +531,14 @@ impl Engine {
             .map(|(filter, value)| (filter.into_boxed_str(), value))
             .collect();
         state.inbound_qos2.extend(restored.inbound_qos2);
-        for (sequence, restored) in restored.deliveries {
-            state.next_sequence = state.next_sequence.max(sequence + 1);
+        for (slot, restored) in restored.deliveries {
+            let sequence = match slot {
+                Slot::Released(order) => order,
+                Slot::Sequence(sequence) => {
+                    state.next_sequence = state.next_sequence.max(sequence + 1);
+                    sequence
+                }
+            };
             match restored {
                 Restored::Deliver(out) => {
                     state
@@ -545,12 +587,23 @@ enum Restored {
     AwaitPubComp(u16),
 }
 
+/// A restored delivery's place: a snapshot's PUBREL-only entries (their message
+/// and sequence are gone) first, in record order, then deliveries by sequence.
+/// Separate keys, so a PUBREL-only entry never takes a delivery's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Released(u64),
+    Sequence(u64),
+}
+
 #[derive(Default)]
 struct Restoring {
     expiry_interval: u32,
     client_type: ClientType,
     subscriptions: HashMap<String, (u8, u32)>,
     inbound_qos2: Vec<u16>,
-    deliveries: BTreeMap<u64, Restored>,
-    by_packet_id: HashMap<u16, u64>,
+    deliveries: BTreeMap<Slot, Restored>,
+    by_packet_id: HashMap<u16, Slot>,
+    /// PUBREL-only entries seen, for their slots.
+    released_only: u64,
 }
