@@ -358,3 +358,26 @@ fn a_snapshot_keeps_pubrel_flows_apart_from_queued_deliveries() {
     let (mut sub, _) = h2.connect(connect("sub", V311, false));
     assert_eq!(payloads(&h2.recv(&mut sub)), vec![b"2".to_vec()]);
 }
+
+#[test]
+fn a_pubrel_resent_on_reconnect_still_waits_for_its_release() {
+    let mut w = World::new(vec![Peer::new("sub", true, Some("t"))]);
+    let now = w.h.now;
+    w.h.engine.publish("t", b"m", QoS::ExactlyOnce, false, now);
+    w.take();
+    w.store();
+    let client = w.peers[0].client.as_mut().unwrap();
+    let id = publishes(&w.h.recv(client))[0].packet_id;
+    w.h.send(client, Packet::PubRec(Ack::new(id)));
+    let client = w.peers[0].client.take().unwrap();
+    w.h.drop_connection(&client);
+    let (mut client, _) = w.h.connect(connect("sub", V311, false));
+    assert_eq!(
+        w.h.recv(&mut client),
+        vec![],
+        "the Release is not stored yet"
+    );
+    w.take();
+    w.store();
+    assert_eq!(w.h.recv(&mut client), vec![Packet::PubRel(Ack::new(id))]);
+}

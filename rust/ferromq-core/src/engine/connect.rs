@@ -256,16 +256,19 @@ impl Engine {
         for packet_id in state.inflight_in_order() {
             let packet = match &state.inflight[&packet_id].awaiting {
                 Awaiting::PubAck(out) | Awaiting::PubRec(out) => {
-                    Some(self.publish_packet(conn_id, out, packet_id, true, now))
+                    Ok(self.publish_packet(conn_id, out, packet_id, true, now))
                 }
-                Awaiting::PubComp => None,
+                Awaiting::PubComp { release_batch } => Err(*release_batch),
             };
             packets.push((packet_id, packet));
         }
         for (packet_id, packet) in packets {
-            let Some(packet) = packet else {
-                self.send_pubrel(conn_id, session, packet_id);
-                continue;
+            let packet = match packet {
+                Ok(packet) => packet,
+                Err(release_batch) => {
+                    self.send_pubrel(conn_id, packet_id, release_batch);
+                    continue;
+                }
             };
             if !self.write(conn_id, &packet) {
                 // Too large for the client's new Maximum Packet Size: completed as

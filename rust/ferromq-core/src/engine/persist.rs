@@ -124,19 +124,24 @@ impl Engine {
         }
     }
 
-    /// Write a PUBACK/PUBREC/PUBREL now, or hold it until the store has what came
-    /// before.
+    /// Write a PUBACK/PUBREC now, or hold it until the store has what came before.
     pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
         match self.journal.unconfirmed_batch() {
-            Some(batch) => self.held_acks.push_back(HeldAck {
-                conn,
-                batch,
-                packet,
-            }),
+            Some(batch) => self.hold_until(conn, batch, packet),
             None => {
                 self.write(conn, &packet);
             }
         }
+    }
+
+    /// Hold an acknowledgement until the store confirms `batch`, behind those
+    /// held before it.
+    pub(super) fn hold_until(&mut self, conn: ConnId, batch: u64, packet: Packet) {
+        self.held_acks.push_back(HeldAck {
+            conn,
+            batch,
+            packet,
+        });
     }
 
     fn journaled(&mut self, session: u32) -> Option<(&mut Journal, &mut Session)> {
@@ -311,7 +316,7 @@ impl Engine {
                     Awaiting::PubAck(o) | Awaiting::PubRec(o) => {
                         snapshot_delivery(&mut out, client, o, self.wall_offset)
                     }
-                    Awaiting::PubComp => out.release(client, packet_id),
+                    Awaiting::PubComp { .. } => out.release(client, packet_id),
                 }
             }
             for o in state.queue.iter().filter(|o| o.qos != QoS::AtMostOnce) {
@@ -545,9 +550,11 @@ impl Engine {
                         .queue
                         .push(out, usize::MAX, super::DropPolicy::DropOldest);
                 }
-                Restored::AwaitPubComp(packet_id) => {
-                    state.record_inflight(packet_id, sequence, Awaiting::PubComp)
-                }
+                Restored::AwaitPubComp(packet_id) => state.record_inflight(
+                    packet_id,
+                    sequence,
+                    Awaiting::PubComp { release_batch: 0 },
+                ),
             }
         }
     }

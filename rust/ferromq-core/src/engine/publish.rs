@@ -257,12 +257,13 @@ impl Engine {
     }
 
     pub(super) fn handle_pubrec(&mut self, conn_id: ConnId, session: u32, ack: Ack, now: u64) {
+        let current_batch = self.journal.current_batch();
         let Some(state) = self.session_mut(session) else {
             return;
         };
         let known = matches!(
             state.inflight.get(&ack.packet_id).map(|e| &e.awaiting),
-            Some(Awaiting::PubRec(_) | Awaiting::PubComp)
+            Some(Awaiting::PubRec(_) | Awaiting::PubComp { .. })
         );
         if !known {
             let mut rel = Ack::new(ack.packet_id);
@@ -278,10 +279,11 @@ impl Engine {
             self.drain_queue(session, now);
             return;
         }
-        let received = state
-            .inflight
-            .get_mut(&ack.packet_id)
-            .map(|entry| std::mem::replace(&mut entry.awaiting, Awaiting::PubComp));
+        // The Release record joins the current batch; PUBREL waits for it.
+        let release_batch = if state.journaled { current_batch } else { 0 };
+        let received = state.inflight.get_mut(&ack.packet_id).map(|entry| {
+            std::mem::replace(&mut entry.awaiting, Awaiting::PubComp { release_batch })
+        });
         if let Some(Awaiting::PubRec(out)) = &received {
             if let Some(token) = out.stream_token {
                 // The member holds it now; only PUBREL/PUBCOMP remain, kept below.
@@ -289,17 +291,17 @@ impl Engine {
             }
         }
         self.journal_release(session, ack.packet_id);
-        self.send_pubrel(conn_id, session, ack.packet_id);
+        self.send_pubrel(conn_id, ack.packet_id, release_batch);
     }
 
     /// PUBREL for an outbound QoS 2 delivery past PUBREC. A journaled session's
-    /// waits until the store has its Release record: once the client has PUBREL it
-    /// forgets the packet id [MQTT-4.3.3-9], so a restart that resent the PUBLISH
-    /// would deliver it twice [MQTT-4.3.3-6].
-    pub(super) fn send_pubrel(&mut self, conn_id: ConnId, session: u32, packet_id: u16) {
+    /// waits until the store has its Release record (`release_batch`): once the
+    /// client has PUBREL it forgets the packet id [MQTT-4.3.3-9], so a restart that
+    /// resent the PUBLISH would deliver it twice [MQTT-4.3.3-6].
+    pub(super) fn send_pubrel(&mut self, conn_id: ConnId, packet_id: u16, release_batch: u64) {
         let packet = Packet::PubRel(Ack::new(packet_id));
-        if self.session_mut(session).is_some_and(|s| s.journaled) {
-            self.acknowledge(conn_id, packet);
+        if release_batch != 0 && self.journal.has_unconfirmed_at(release_batch) {
+            self.hold_until(conn_id, release_batch, packet);
         } else {
             self.write(conn_id, &packet);
         }
@@ -311,7 +313,7 @@ impl Engine {
         };
         if matches!(
             state.inflight.get(&packet_id).map(|e| &e.awaiting),
-            Some(Awaiting::PubComp)
+            Some(Awaiting::PubComp { .. })
         ) {
             state.inflight.remove(&packet_id);
             self.journal_ack(session, packet_id);
