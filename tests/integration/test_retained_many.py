@@ -44,9 +44,7 @@ def receive_retained(
     client = RawClient(broker.host, broker.port, version=version, timeout=30)
     properties = [] if receive_maximum is None else [("receive_maximum", receive_maximum)]
     client.connect(f"sub-{version}-{qos}", properties=properties)
-    client.send(
-        {"type": "subscribe", "packet_id": 1, "filters": [{"filter": "#", "qos": qos}]}
-    )
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "#", "qos": qos}]})
     assert client.recv()["type"] == "suback"
     got: list[int] = []
     try:

@@ -4,7 +4,12 @@
 //! A QoS 1/2 delivery is sent now only if the session is online, its connection
 //! writable, nothing is queued ahead of it (so order holds [MQTT-4.6.0-6]) and the
 //! window has room; QoS 0 needs no window and is sent whenever the connection is
-//! writable. Expired messages are dropped at send time [MQTT-3.3.2-5]. A PUBLISH
+//! writable and no QoS 0 delivery is queued ahead of it. Neither goes straight out
+//! while the connection's retained cursor still has messages (`retained_cursor`),
+//! nor while its message waits for the store (`Message::held_for_batch`). The
+//! drain takes the retained cursor's turn first, then the queue; one stopped by
+//! the engine's own output buffer (not the transport) runs again after
+//! `take_output` empties it. Expired messages are dropped at send time [MQTT-3.3.2-5]. A PUBLISH
 //! above the client's Maximum Packet Size is dropped for that client only and, for
 //! QoS 1/2, never enters the window: as if completed [MQTT-3.1.2-26]. Outbound
 //! topic aliases are applied as each PUBLISH is written (`alias_out`).

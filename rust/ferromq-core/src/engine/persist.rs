@@ -9,7 +9,12 @@
 //!   the journal holds nothing unconfirmed; otherwise it waits in `held_acks` for the
 //!   batch that covers everything journaled before it, and `journal_done` releases
 //!   acks in arrival order [MQTT-4.6.0-2]. A message routed to a persistent session
-//!   is therefore acknowledged only after the store has it.
+//!   is therefore acknowledged only after the store has it. A PUBREL waits the same
+//!   way for the batch holding its Release record (`publish::send_pubrel`).
+//! - **Durable before sent** (QoS 2 of a journaled publisher): deliveries of a
+//!   message with `held_for_batch` stay queued until that batch is confirmed;
+//!   `journal_done` then drains the sessions listed in `held_deliveries` and the
+//!   group queues.
 //! - **Restore** replays records: a delivery's sequence orders the rebuilt queue, so
 //!   order survives packet id wrap; records are idempotent (keyed by client,
 //!   sequence, packet id, filter, topic), so a snapshot followed by records it
