@@ -10,17 +10,9 @@ use std::collections::HashSet;
 
 use bytes::{Bytes, BytesMut};
 use ferromq_core::codec::{Ack, Packet, ProtocolVersion, Publish, QoS};
-use ferromq_core::engine::EngineConfig;
 use support::*;
 
 const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
-
-fn durable_config() -> EngineConfig {
-    EngineConfig {
-        journal: true,
-        ..EngineConfig::default()
-    }
-}
 
 /// A harness whose store confirms every batch at once.
 fn stored_harness() -> Harness {
@@ -279,8 +271,9 @@ fn an_outbound_qos2_delivery_is_never_resent_after_its_pubrel_whatever_the_crash
     }
 }
 
-#[test]
-fn pubrel_leaves_only_once_the_store_has_the_release() {
+/// A persistent QoS 2 subscriber that received a stored delivery and sent PUBREC
+/// for it; the packet id.
+fn pubreced_delivery() -> (World, u16) {
     let mut w = World::new(vec![Peer::new("sub", true, Some("t"))]);
     let now = w.h.now;
     w.h.engine.publish("t", b"m", QoS::ExactlyOnce, false, now);
@@ -293,6 +286,13 @@ fn pubrel_leaves_only_once_the_store_has_the_release() {
     };
     let id = p.packet_id;
     w.h.send(client, Packet::PubRec(Ack::new(id)));
+    (w, id)
+}
+
+#[test]
+fn pubrel_leaves_only_once_the_store_has_the_release() {
+    let (mut w, id) = pubreced_delivery();
+    let client = w.peers[0].client.as_mut().unwrap();
     assert_eq!(
         w.h.recv(client),
         vec![],
@@ -361,14 +361,7 @@ fn a_snapshot_keeps_pubrel_flows_apart_from_queued_deliveries() {
 
 #[test]
 fn a_pubrel_resent_on_reconnect_still_waits_for_its_release() {
-    let mut w = World::new(vec![Peer::new("sub", true, Some("t"))]);
-    let now = w.h.now;
-    w.h.engine.publish("t", b"m", QoS::ExactlyOnce, false, now);
-    w.take();
-    w.store();
-    let client = w.peers[0].client.as_mut().unwrap();
-    let id = publishes(&w.h.recv(client))[0].packet_id;
-    w.h.send(client, Packet::PubRec(Ack::new(id)));
+    let (mut w, id) = pubreced_delivery();
     let client = w.peers[0].client.take().unwrap();
     w.h.drop_connection(&client);
     let (mut client, _) = w.h.connect(connect("sub", V311, false));

@@ -115,13 +115,22 @@ fn every_retained_message_reaches_a_qos1_subscriber_through_a_small_window() {
     assert_eq!(h.engine.stats().publish_dropped, 0);
 }
 
-#[test]
-fn live_messages_wait_behind_the_retained_ones() {
+/// 100 retained QoS 1 messages and a v5 client with `receive_maximum` that has
+/// just subscribed to them.
+fn subscribed_to_100_retained(receive_maximum: u16) -> (Harness, Client) {
     let mut h = with_retained(100, QoS::AtLeastOnce);
     let mut c = connect("sub", V5, true);
-    c.properties.0.push(Property::ReceiveMaximum(1));
-    let (mut sub, _) = h.connect(c);
+    c.properties
+        .0
+        .push(Property::ReceiveMaximum(receive_maximum));
+    let (sub, _) = h.connect(c);
     h.send(&sub, subscribe(1, "r/#", QoS::AtLeastOnce));
+    (h, sub)
+}
+
+#[test]
+fn live_messages_wait_behind_the_retained_ones() {
+    let (mut h, mut sub) = subscribed_to_100_retained(1);
     let (mut publisher, _) = h.connect(connect("pub", V311, true));
     h.send(
         &publisher,
@@ -136,11 +145,7 @@ fn live_messages_wait_behind_the_retained_ones() {
 
 #[test]
 fn a_retained_message_replaced_during_the_drain_is_not_sent_stale() {
-    let mut h = with_retained(100, QoS::AtLeastOnce);
-    let mut c = connect("sub", V5, true);
-    c.properties.0.push(Property::ReceiveMaximum(1));
-    let (mut sub, _) = h.connect(c);
-    h.send(&sub, subscribe(1, "r/#", QoS::AtLeastOnce));
+    let (mut h, mut sub) = subscribed_to_100_retained(1);
     let first = h.recv(&mut sub);
     let [sent] = publishes(&first)[..] else {
         panic!("one in the window, got {first:?}");
@@ -162,11 +167,7 @@ fn a_retained_message_replaced_during_the_drain_is_not_sent_stale() {
 
 #[test]
 fn unsubscribe_stops_the_retained_messages_still_to_send() {
-    let mut h = with_retained(100, QoS::AtLeastOnce);
-    let mut c = connect("sub", V5, true);
-    c.properties.0.push(Property::ReceiveMaximum(2));
-    let (mut sub, _) = h.connect(c);
-    h.send(&sub, subscribe(1, "r/#", QoS::AtLeastOnce));
+    let (mut h, mut sub) = subscribed_to_100_retained(2);
     let first = h.recv(&mut sub);
     assert_eq!(publishes(&first).len(), 2);
     h.send(
