@@ -17,7 +17,8 @@
 //! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
 //! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `retained_cursor` (retained
 //! messages a new subscription still has to receive), `timers` (keep alive, expiry,
-//! will delay), `shared` (shared-group queues and redistribution).
+//! will delay), `shared` (shared-group queues and redistribution), `names` (names
+//! refused although they decode: Response Topic, control characters).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -31,6 +32,7 @@ mod delivery;
 mod diagnostics;
 pub(crate) mod journal;
 mod message;
+mod names;
 mod persist;
 mod publish;
 mod queue;
