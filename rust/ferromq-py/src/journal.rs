@@ -33,8 +33,6 @@ fn journal_format_version(head: &[u8]) -> u16 {
 /// without the GIL (the store calls it from its IO thread).
 #[pyfunction]
 fn journal_log_records<'py>(py: Python<'py>, batch: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    let framed = py
-        .detach(|| log_records(batch))
-        .map_err(journal_error)?;
+    let framed = py.detach(|| log_records(batch)).map_err(journal_error)?;
     Ok(PyBytes::new(py, &framed))
 }

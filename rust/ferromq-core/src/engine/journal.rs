@@ -903,7 +903,11 @@ mod tests {
         let (log, _) = stored_log();
         assert_eq!(&log[..4], b"FMQJ");
         assert_eq!(log_version(&log), LOG_VERSION);
-        assert_eq!(log_version(b"\x01\x00"), 0, "no header: the format before headers");
+        assert_eq!(
+            log_version(b"\x01\x00"),
+            0,
+            "no header: the format before headers"
+        );
         let (topics, reader) = retained_topics(log.clone());
         assert_eq!(topics, ["r/a", "r/b", "r/c"]);
         assert_eq!(reader.valid_len(), log.len());
@@ -917,7 +921,11 @@ mod tests {
         let flipped = starts[3] - 3;
         log[flipped] ^= 0x40;
         let (topics, reader) = retained_topics(log.clone());
-        assert_eq!(topics, ["r/a", "r/b", "r/c"], "the Retain records are intact");
+        assert_eq!(
+            topics,
+            ["r/a", "r/b", "r/c"],
+            "the Retain records are intact"
+        );
         assert_eq!(
             reader.damaged(),
             &[Damage {
@@ -926,7 +934,11 @@ mod tests {
                 error: JournalError("record checksum mismatch"),
             }]
         );
-        assert_eq!(reader.valid_len(), log.len(), "nothing after the damage is cut");
+        assert_eq!(
+            reader.valid_len(),
+            log.len(),
+            "nothing after the damage is cut"
+        );
     }
 
     #[test]
@@ -935,7 +947,11 @@ mod tests {
         log[starts[5]] = 0;
         let (topics, reader) = retained_topics(log);
         assert_eq!(topics, ["r/a", "r/b"]);
-        assert_eq!(reader.damaged().len(), 0, "damage at the very end is a torn tail");
+        assert_eq!(
+            reader.damaged().len(),
+            0,
+            "damage at the very end is a torn tail"
+        );
         assert_eq!(reader.valid_len(), starts[5]);
     }
 
