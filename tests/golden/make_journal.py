@@ -81,8 +81,8 @@ def build(store: Path, work: Path) -> None:
             _publish(pub, "golden/q2", b"q2-%d" % n, 2, 10 + n)
         _publish(pub, "golden/retained/a", b"ra", 1, 20, retain=True)
         _publish(pub, "config/b", b"rb", 0, 0, retain=True)
-        _publish(pub, "config/c", b'{"v": 5}', 1, 21, retain=True,
-                 properties=[("content_type", "json"), ("message_expiry_interval", 10**8)])  # fmt: skip
+        v5_properties = [("content_type", "json"), ("message_expiry_interval", 10**8)]
+        _publish(pub, "config/c", b'{"v": 5}', 1, 21, retain=True, properties=v5_properties)
         _publish(pub, "config/d", b"cleared", 1, 22, retain=True)
         _publish(pub, "config/d", b"", 1, 23, retain=True)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ferromq._core import JOURNAL_FORMAT_VERSION
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 
@@ -45,9 +46,7 @@ def resumed(broker: RunningBroker, client_id: str, version: int = 4, **fields: A
 
 
 def test_every_format_version_has_a_golden_store() -> None:
-    from ferromq._core import JOURNAL_FORMAT_VERSION
-
-    assert VERSIONS == [f"journal-v{n}" for n in range(JOURNAL_FORMAT_VERSION + 1)]
+    assert [f"journal-v{n}" for n in range(JOURNAL_FORMAT_VERSION + 1)] == VERSIONS
 
 
 @pytest.mark.parametrize("golden", VERSIONS)
