@@ -15,28 +15,11 @@ import pytest
 from ferromq._core import JOURNAL_FORMAT_VERSION
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
+from tests.integration.test_embedded_store import drain
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 VERSIONS = sorted(p.name for p in GOLDEN.glob("journal-v*"))
 RESTORED = "store restored store=embedded sessions=4 messages=10 retained=3"
-
-
-def receive_all(client: RawClient, idle: float = 1.5) -> list[dict[str, Any]]:
-    """Every PUBLISH until the broker goes quiet, each acknowledged (QoS 1 and 2)."""
-    got = []
-    while True:
-        try:
-            packet = client.recv(timeout=idle)
-        except TimeoutError:
-            return got
-        if packet["type"] == "pubrel":
-            client.send({"type": "pubcomp", "packet_id": packet["packet_id"]})
-            continue
-        assert packet["type"] == "publish", packet
-        got.append(packet)
-        if packet["qos"]:
-            ack = "puback" if packet["qos"] == 1 else "pubrec"
-            client.send({"type": ack, "packet_id": packet["packet_id"]})
 
 
 def resumed(broker: RunningBroker, client_id: str, version: int = 4, **fields: Any) -> RawClient:
@@ -59,7 +42,7 @@ def test_a_golden_store_restores_to_the_same_state(tmp_path: Path, loop: str, go
         assert "damaged" not in broker.log() and "unreadable" not in broker.log()
 
         sub = resumed(broker, "golden-sub")
-        got = [(p["topic"], p["payload"], p["qos"]) for p in receive_all(sub)]
+        got = [(p["topic"], p["payload"], p["qos"]) for p in drain(sub)]
         assert got == [
             *((f"golden/q1/{n}", b"q1-%d" % n, 1) for n in range(3)),
             ("golden/q2", b"q2-0", 2),
@@ -69,7 +52,7 @@ def test_a_golden_store_restores_to_the_same_state(tmp_path: Path, loop: str, go
         sub.close()
 
         v5 = resumed(broker, "golden-v5", 5, properties=[("session_expiry_interval", 3600)])
-        got5 = receive_all(v5)
+        got5 = drain(v5)
         assert [p["payload"] for p in got5] == [b"q1-%d" % n for n in range(3)]
         assert all(("subscription_identifier", 7) in p["properties"] for p in got5)
         v5.close()
@@ -94,14 +77,14 @@ def test_a_golden_store_restores_to_the_same_state(tmp_path: Path, loop: str, go
         assert (pubrec["type"], pubrec["packet_id"]) == ("pubrec", 42)
         inbound.send({"type": "pubrel", "packet_id": 42})
         assert inbound.recv()["type"] == "pubcomp"
-        assert receive_all(watcher, idle=1.0) == []
+        assert drain(watcher, idle=1.0) == []
         inbound.close()
 
         fresh = RawClient(broker.host, broker.port, 5)
         fresh.connect("golden-fresh")
         fresh.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "#", "qos": 1}]})
         assert fresh.recv()["type"] == "suback"
-        retained = {p["topic"]: p for p in receive_all(fresh)}
+        retained = {p["topic"]: p for p in drain(fresh)}
         assert {t: p["payload"] for t, p in retained.items()} == {
             "golden/retained/a": b"ra",
             "config/b": b"rb",

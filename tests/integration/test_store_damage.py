@@ -12,7 +12,11 @@ from pathlib import Path
 
 from ferromq._core import JOURNAL_FORMAT_VERSION, journal_header
 from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_embedded_store import broker_on, drain, persistent_subscriber
+from tests.integration.test_embedded_store import (
+    broker_on,
+    persistent_subscriber,
+    queued_payloads,
+)
 from tests.integration.test_store_lock import EXIT_STORE_UNAVAILABLE, serve_once
 
 MESSAGES = 20
@@ -54,10 +58,7 @@ def test_damaged_records_are_skipped_logged_and_the_rest_kept(tmp_path: Path, lo
         assert first <= flipped < first + first_len
         assert second <= zeroed < second + second_len
         assert segment.read_bytes()[: len(data)] == data, "nothing after the damage is cut"
-        keeper = RawClient(broker.host, broker.port, version=4)
-        assert keeper.connect("keeper", clean=False)["session_present"] is True
-        payloads = [p["payload"] for p in drain(keeper)]
-        keeper.close()
+        payloads = queued_payloads(broker, "keeper")
     finally:
         assert broker.stop() == 0
     assert payloads == [b"payload-%02d" % n for n in range(MESSAGES) if n not in (5, 12)]

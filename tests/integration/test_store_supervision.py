@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_embedded_store import drain, persistent_subscriber
+from tests.integration.test_embedded_store import persistent_subscriber, queued_payloads
 
 PAYLOAD = b"x" * 200
 
@@ -113,10 +113,7 @@ def test_compaction_failing_for_lack_of_descriptors_is_logged_and_survived(
 
     broker = broker_on(store, tmp_path, loop)
     try:
-        keeper = RawClient(broker.host, broker.port, version=4)
-        assert keeper.connect("keeper", clean=False)["session_present"] is True
-        received = [p["payload"] for p in drain(keeper)]
-        keeper.close()
+        received = queued_payloads(broker, "keeper")
     finally:
         assert broker.stop() == 0
     assert received == publisher.acked
