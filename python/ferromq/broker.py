@@ -175,9 +175,11 @@ class Broker:
         return self._persister.health if self._persister is not None else None
 
     def ready(self) -> bool:
-        """Listening, and the store (if any) takes writes: for a readiness probe."""
-        health = self.store_health
-        return bool(self._servers) and (health is None or health.ok)
+        """Listening, and the store writer (if any) running and taking writes: for a
+        readiness probe."""
+        persister = self._persister
+        store_ok = persister is None or (persister.running and persister.health.ok)
+        return bool(self._servers) and store_ok
 
     @property
     def hub(self) -> IOHub:

@@ -88,6 +88,11 @@ class Persister:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
+    @property
+    def running(self) -> bool:
+        """The writer task is alive (it ends only with ``stop``)."""
+        return self._task is not None and not self._task.done()
+
     def kick(self) -> None:
         """The engine has records (its ``persist`` event)."""
         self._wakeup.set()
