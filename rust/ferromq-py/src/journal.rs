@@ -16,10 +16,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The header every stored journal file starts with (magic and format version).
+/// The header every stored journal file starts with (magic and format version);
+/// version 0 switches a reader back to batch framing.
 #[pyfunction]
-fn journal_header(py: Python<'_>) -> Bound<'_, PyBytes> {
-    PyBytes::new(py, &log_header())
+#[pyo3(signature = (version = LOG_VERSION))]
+fn journal_header(py: Python<'_>, version: u16) -> Bound<'_, PyBytes> {
+    PyBytes::new(py, &log_header(version))
 }
 
 /// The format version of a stored file from its first bytes; 0 without a header

@@ -395,11 +395,13 @@ pub const LOG_HEADER_LEN: usize = 8;
 const BATCH_FRAME: usize = 5;
 const LOG_FRAME: usize = 9;
 
-/// The header that starts every stored log file.
-pub fn log_header() -> [u8; LOG_HEADER_LEN] {
+/// The header that starts every stored log file (`LOG_VERSION`). A header naming
+/// version 0 switches a reader back to batch framing: a store whose bytes follow
+/// another's stored log (the split store's Kafka records) starts with one.
+pub fn log_header(version: u16) -> [u8; LOG_HEADER_LEN] {
     let mut header = [0; LOG_HEADER_LEN];
     header[..4].copy_from_slice(&LOG_MAGIC);
-    header[4..6].copy_from_slice(&LOG_VERSION.to_le_bytes());
+    header[4..6].copy_from_slice(&version.to_le_bytes());
     header
 }
 
@@ -874,7 +876,7 @@ mod tests {
             j.retain(topic, Some(&m), 0);
         }
         let (_, batch) = j.take().unwrap();
-        let mut log = log_header().to_vec();
+        let mut log = log_header(LOG_VERSION).to_vec();
         log.extend_from_slice(&log_records(&batch).unwrap());
         // Where each record starts.
         let mut starts = Vec::new();
@@ -982,9 +984,10 @@ mod tests {
         j.session("old", 60, ClientType::Device);
         let (_, version0) = j.take().unwrap();
         let (log, _) = stored_log();
-        let both = [&version0[..], &log].concat();
-        let mut reader = RecordReader::recovering(Bytes::from(both));
-        assert_eq!(reader.by_ref().filter(Result::is_ok).count(), 7);
+        // Old segment, new segment, then batch framing again after a version 0 header.
+        let all = [&version0[..], &log, &log_header(0), &version0[..]].concat();
+        let mut reader = RecordReader::recovering(Bytes::from(all));
+        assert_eq!(reader.by_ref().filter(Result::is_ok).count(), 8);
         assert!(reader.damaged().is_empty());
 
         let mut newer = log.clone();
