@@ -40,6 +40,9 @@ pub struct EngineConfig {
     pub persistent_session_expiry: u32,
     /// Longest client identifier accepted.
     pub max_client_id_length: usize,
+    /// Accept control characters (U+0001..U+001F, U+007F..U+009F) in client ids, user
+    /// names, topic names and topic filters; refused by default (see `names`).
+    pub allow_control_characters: bool,
     /// Ask Python to authenticate every CONNECT (an `Authenticate` event); when false
     /// every CONNECT is accepted inside the engine.
     pub authenticate: bool,
@@ -73,6 +76,7 @@ impl Default for EngineConfig {
             max_session_expiry: u32::MAX,
             persistent_session_expiry: 7 * 24 * 3600,
             max_client_id_length: 65_535,
+            allow_control_characters: false,
             authenticate: false,
             write_high_water: 1024 * 1024,
             journal: false,
