@@ -49,8 +49,9 @@
 //! record and a zeroed block costs the records it covers. A record whose CRC matches
 //! but whose body does not decode is skipped alone. Damage with nothing intact after
 //! it is the torn tail a crash leaves: reading ends there (`valid_len`). Version 0
-//! has no checksum, so damage there skips to the next header. Scanning is O(n) in
-//! the damaged bytes: a CRC is computed only where the kind and length fit.
+//! has no checksum, so damage there skips to the next header. Scanning computes a
+//! CRC only where a known kind and a length that fits the data start, so skipping
+//! garbage costs little more than reading it.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -635,8 +636,10 @@ impl Iterator for RecordReader {
                     self.valid_len = self.pos;
                     return Some(Ok(record));
                 }
-                // Its CRC matched: the record is as written, only this one is lost.
+                // Its CRC matched: the record is as written (whole, so never cut off
+                // as a torn tail); only this one is lost.
                 Err(error) if self.recovering && self.version >= 1 => {
+                    self.valid_len = self.pos;
                     self.damaged.push(Damage {
                         offset: start,
                         len: self.pos - start,
