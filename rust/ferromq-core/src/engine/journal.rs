@@ -973,6 +973,26 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_record_that_does_not_decode_is_skipped_alone_and_never_cut() {
+        let (log, _) = stored_log();
+        let bad = log_records(&[SESSION, 1, 0, 0, 0, 0xff]).unwrap();
+        let middle = [&log[..], &bad, &log[LOG_HEADER_LEN..]].concat();
+        let (topics, reader) = retained_topics(middle);
+        assert_eq!(topics.len(), 6);
+        assert_eq!(
+            reader.damaged(),
+            &[Damage {
+                offset: log.len(),
+                len: bad.len(),
+                error: JournalError("field cut short"),
+            }]
+        );
+        let last = [&log[..], &bad].concat();
+        let (_, reader) = retained_topics(last.clone());
+        assert_eq!(reader.valid_len(), last.len());
+    }
+
+    #[test]
     fn a_torn_tail_of_a_stored_log_ends_reading_at_the_last_whole_record() {
         let (log, starts) = stored_log();
         let (topics, reader) = retained_topics(log[..log.len() - 3].to_vec());
