@@ -12,14 +12,14 @@ and flushes the IO hub so they leave this loop turn.
 Supervision: the persister never ends while the broker runs. A failed write is not
 confirmed, so nothing waiting for it is acknowledged; the batch is retried with
 backoff until the store takes it. A failed compaction (or snapshot) leaves the log as
-it was and writes go on; it is retried with backoff. Any other error (a bug) is
-handled the same way, logged with its traceback. Each failure is logged at once with
-the operation, the store and the cause; its state (``health``: ok or failing, error
-count, last error) goes to ``$SYS/broker/store/`` and ``Broker.ready()``, and the
-first success after failures logs "store recovered". Batches are never reordered or
-skipped. At shutdown the retries stop after ``STOP_RETRIES_FOR`` seconds, so a broker
-whose store is down still exits: what was not stored was never acknowledged, and the
-log says how much was left.
+it was and writes go on; it is retried with backoff, with or without new writes. Any
+other error (a bug) is handled the same way, logged with its traceback. Each failure
+is logged at once with the operation, the store and the cause; its state (``health``:
+ok or failing, error count, last error) goes to ``$SYS/broker/store/`` and
+``Broker.ready()``, and the first success after failures logs "store recovered".
+Batches are never reordered or skipped. At shutdown the retries stop after
+``STOP_RETRIES_FOR`` seconds, so a broker whose store is down still exits: what was
+not stored was never acknowledged, and the log says how much was left.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Persister:
     async def _run(self) -> None:
         delay = RETRY_FIRST
         while True:
-            await self._wakeup.wait()
+            await self._wait_for_work()
             self._wakeup.clear()
             if self._flush_interval:
                 # A second kick means the batch is full: write it now.
@@ -117,21 +117,35 @@ class Persister:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
 
+    async def _wait_for_work(self) -> None:
+        """Until the engine has records, or a failed compaction's retry is due (so a
+        broker with nothing to write still gets its store back to ok)."""
+        if "compaction" not in self._failing:
+            await self._wakeup.wait()
+            return
+        with contextlib.suppress(TimeoutError):
+            due_in = max(self._compact_at - self._loop_time(), 0.0)
+            await asyncio.wait_for(self._wakeup.wait(), due_in)
+
     async def _write_pending(self) -> None:
         """Write batches until the journal is empty, compacting when the store asks."""
         while True:
             if self._unwritten is None:
                 self._unwritten = self.engine.take_journal()
-                if self._unwritten is None:
-                    return
+            if self._unwritten is None:
+                await self._compact_if_due()
+                return
             batch, data = self._unwritten
             await self._write_with_retry(data)
             self._unwritten = None
             self.engine.journal_done(batch)
             self.batches_written += 1
             self._flush_output()
-            if self.store.wants_compaction() and self._loop_time() >= self._compact_at:
-                await self._compact()
+            await self._compact_if_due()
+
+    async def _compact_if_due(self) -> None:
+        if self.store.wants_compaction() and self._loop_time() >= self._compact_at:
+            await self._compact()
 
     async def _write_with_retry(self, data: bytes) -> None:
         delay = RETRY_FIRST
