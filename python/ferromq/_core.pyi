@@ -5,6 +5,7 @@ from typing_extensions import Buffer, CapsuleType
 __all__ = [
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
+    "JOURNAL_FORMAT_VERSION",
     "MAX_PACKET_SIZE",
     "BenchError",
     "CodecError",
@@ -26,6 +27,9 @@ __all__ = [
     "__version__",
     "encode",
     "encode_many",
+    "journal_format_version",
+    "journal_header",
+    "journal_log_records",
     "key_hash_slot",
     "reason_code_name",
     "run_bench",
@@ -83,6 +87,12 @@ def encode_many(packets: list[_Packet], protocol_version: int = 4) -> bytes: ...
 def key_hash_slot(key: bytes) -> int: ...
 def reason_code_name(code: int) -> str: ...
 def run_bench(config_json: str) -> str: ...
+
+JOURNAL_FORMAT_VERSION: Final[int]
+
+def journal_header(version: int = ...) -> bytes: ...
+def journal_format_version(head: bytes) -> int: ...
+def journal_log_records(batch: bytes) -> bytes: ...
 
 @final
 class Engine:

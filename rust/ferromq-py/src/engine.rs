@@ -411,7 +411,8 @@ impl Engine {
     }
 
     /// Rebuild state from journal bytes; returns a dict of counts, `valid_len` (bytes
-    /// of whole records) and `error` (None, or why reading stopped).
+    /// up to the last whole record), `error` (None, or why reading stopped) and
+    /// `damaged` (the `(offset, length, error)` ranges skipped).
     fn restore<'py>(
         &mut self,
         py: Python<'py>,
@@ -426,6 +427,12 @@ impl Engine {
         d.set_item("retained", report.retained)?;
         d.set_item("valid_len", report.valid_len)?;
         d.set_item("error", report.error.map(|e| e.0))?;
+        let damaged: Vec<(usize, usize, &str)> = report
+            .damaged
+            .iter()
+            .map(|d| (d.offset, d.len, d.error.0))
+            .collect();
+        d.set_item("damaged", damaged)?;
         Ok(d)
     }
 

@@ -7,6 +7,7 @@
 
 use ferromq_bench::BenchError as CoreBenchError;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
+use ferromq_core::engine::JournalError;
 use ferromq_core::topic::IndexError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
@@ -120,4 +121,9 @@ pub(crate) fn bench_error(err: &CoreBenchError) -> PyErr {
         CoreBenchError::Config(message) => PyValueError::new_err(message.clone()),
         CoreBenchError::Run(message) => BenchError::new_err(message.clone()),
     }
+}
+
+/// Bytes that are not whole journal records.
+pub(crate) fn journal_error(err: JournalError) -> PyErr {
+    PyValueError::new_err(err.to_string())
 }

@@ -12,6 +12,7 @@ mod buffer;
 mod codec;
 mod engine;
 mod errors;
+mod journal;
 mod redis;
 mod split;
 mod topic;
@@ -24,6 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bench::register(m)?;
     engine::register(m)?;
     topic::register(m)?;
+    journal::register(m)?;
     redis::register(m)?;
     split::register(m)?;
     Ok(())
