@@ -29,6 +29,7 @@ class RunningBroker:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    config_path: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -84,7 +85,7 @@ def start_broker(
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
         if "listening" in log_path.read_text(errors="replace"):
-            return RunningBroker("127.0.0.1", port, process, log_path)
+            return RunningBroker("127.0.0.1", port, process, log_path, config)
         time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")

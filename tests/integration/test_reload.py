@@ -36,10 +36,6 @@ def auth_config(users: Path, extra: str = "") -> str:
     return f'[auth]\nusers_file = "{users}"\n[storage]\nbackend = "memory"\n{extra}'
 
 
-def config_path(broker: RunningBroker) -> Path:
-    return broker.log_path.parent / f"ferromq-{broker.port}.toml"
-
-
 def connack_code(broker: RunningBroker, client_id: str, user: str, password: str) -> int:
     client = RawClient(broker.host, broker.port, version=5)
     try:
@@ -91,7 +87,7 @@ def test_a_user_added_to_the_users_file_connects_after_sighup(
 
 def test_an_invalid_config_keeps_the_running_one(auth_broker: RunningBroker, users: Path) -> None:
     alice = subscribed_alice(auth_broker, "reload/alice")
-    config_path(auth_broker).write_text(auth_config(users, "[limits]\nmax_inflight = 0\n"))
+    auth_broker.config_path.write_text(auth_config(users, "[limits]\nmax_inflight = 0\n"))
 
     hang_up(auth_broker, "reload refused, running configuration kept")
 
@@ -115,7 +111,7 @@ def test_a_users_file_that_no_longer_parses_keeps_the_users_loaded(
 def test_a_setting_that_needs_a_restart_is_logged_and_kept(
     auth_broker: RunningBroker, users: Path
 ) -> None:
-    config_path(auth_broker).write_text(
+    auth_broker.config_path.write_text(
         auth_config(users, '[limits]\nmax_client_id_length = 23\n[log]\nlevel = "debug"\n')
     )
 
