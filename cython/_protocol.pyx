@@ -271,6 +271,11 @@ cdef class MqttConnection:
     def __init__(self, IOHub hub not None):
         self._hub = hub
 
+    @property
+    def conn(self):
+        """The engine's id for this connection (valid from ``connection_made``)."""
+        return self._conn
+
     def connection_made(self, transport):
         hub = self._hub
         self._transport = transport

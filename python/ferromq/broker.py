@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from ferromq._core import Engine
 from ferromq._protocol import IOHub, ReadArena
-from ferromq.auth import AuthGate, provider_from_config
+from ferromq.auth import AuthGate, AuthProvider, provider_from_config
+from ferromq.auth.certificate import OpenProvider
 from ferromq.config import Config
 from ferromq.listener import Listeners
 from ferromq.log import log_event
@@ -75,7 +76,7 @@ def engine_from_config(config: Config) -> Engine:
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         stream_application_groups=config.storage.application_store == "kafka",
-        authenticate=config.auth.users_file is not None,
+        authenticate=config.auth.users_file is not None or certificates_are_users(config),
         max_publish_rate=limits.max_publish_rate,
         maximum_qos=mqtt5.maximum_qos,
         retain_available=mqtt5.retain_available,
@@ -89,6 +90,12 @@ def engine_from_config(config: Config) -> Engine:
         redirect_server_reference=config.redirect.server_reference,
         redirect_permanent=config.redirect.permanent,
     )
+
+
+def certificates_are_users(config: Config) -> bool:
+    """Some TLS listener makes client certificates' identities user names, so every
+    CONNECT goes through the :class:`AuthGate` (:mod:`ferromq.auth.certificate`)."""
+    return any(listener.use_identity_as_username for listener in config.listeners)
 
 
 def store_from_config(config: Config) -> Store | None:
@@ -166,7 +173,9 @@ class Broker:
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
-        self._provider = provider_from_config(config.auth)
+        self._provider: AuthProvider | None = provider_from_config(config.auth)
+        if self._provider is None and certificates_are_users(config):
+            self._provider = OpenProvider()
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.serving = False
@@ -199,7 +208,10 @@ class Broker:
         created on disk yet) or :class:`StoreUnavailable`."""
         loop = asyncio.get_running_loop()
         config = self.config
-        self._listeners = Listeners.bind(config.listeners, config.limits.max_connections)
+        self._listeners = Listeners.bind(
+            config.listeners, config.limits.max_connections, config.limits.connect_timeout
+        )
+        self.reload_hooks.append(self._listeners.reload_certificates)
         self._hub = IOHub(
             self.engine,
             loop,
@@ -219,7 +231,7 @@ class Broker:
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if self._provider is not None:
-            self.auth = AuthGate(self.engine, hub, self._provider)
+            self.auth = AuthGate(self.engine, hub, self._provider, self._listeners.certificate)
         self._listeners.serve(loop, hub)
         self.serving = True
         self._tasks.append(asyncio.create_task(self._tick_forever()))

@@ -344,10 +344,36 @@ class ListenerConfig:
     host: str = _setting("127.0.0.1", _Text())
     """Loopback by default: exposing a broker is a decision, not an accident."""
     port: int = _setting(1883, _Int(1, 65535))
-    protocol: str = _setting("tcp", _Choice(("tcp",), reserved=("tls", "ws")))
+    protocol: str = _setting("tcp", _Choice(("tcp", "tls"), reserved=("ws",)))
     max_connections: int = _setting(0, _Int(0))
     """Connections open at once on this listener; one more is closed at accept, before
     a byte is read, and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
+    # TLS (protocol = "tls" only), named as Mosquitto names them; see ferromq.tls.
+    certfile: str = _setting("", _Text(allow_empty=True))
+    """PEM certificate (chain) the listener presents; required with ``tls``."""
+    keyfile: str = _setting("", _Text(allow_empty=True))
+    """PEM private key of ``certfile``, unencrypted; required with ``tls``."""
+    cafile: str = _setting("", _Text(allow_empty=True))
+    """PEM CA certificates client certificates must chain to."""
+    require_certificate: bool = _setting(False, _Bool())
+    """Refuse, at the handshake, a client without a valid certificate from ``cafile``."""
+    use_identity_as_username: bool = _setting(False, _Bool())
+    """The client certificate's identity replaces the CONNECT's user name; no password
+    is needed. Needs ``require_certificate``."""
+    identity_source: str = _setting("cn", _Choice(("cn", "san_dns", "san_uri", "san_email")))
+    """Where the identity is read: the subject's Common Name or the first Subject
+    Alternative Name of a type."""
+    ciphers: str = _setting("", _Text(allow_empty=True))
+    """OpenSSL cipher list for TLS 1.2 (TLS 1.3 suites are OpenSSL's defaults)."""
+    tls_version: str = _setting("1.2", _Choice(("1.2", "1.3")))
+    """Lowest TLS version accepted."""
+
+
+_TLS_ONLY: Final = tuple(
+    f.name
+    for f in fields(ListenerConfig)
+    if f.name not in ("name", "host", "port", "protocol", "max_connections")
+)
 
 
 @dataclass(frozen=True)
@@ -748,6 +774,7 @@ def _check(config: Config) -> Config:
             )
         names[listener.name] = index
         addresses[address] = index
+        _check_tls(index, listener)
     auth = config.auth
     if auth.users_file is None and auth.allow_anonymous is False:
         raise ConfigError(
@@ -778,6 +805,32 @@ def _check(config: Config) -> Config:
             "the characters Kafka allows in topic names: a-z A-Z 0-9 . _ -"
         )
     return config
+
+
+def _check_tls(index: int, listener: ListenerConfig) -> None:
+    where = f"listeners[{index}]"
+    if listener.protocol != "tls":
+        default = ListenerConfig()
+        for key in _TLS_ONLY:
+            if getattr(listener, key) != getattr(default, key):
+                raise ConfigError(
+                    f'{where}.{key}: only for protocol = "tls" (this listener is '
+                    f"{_quote(listener.protocol)})"
+                )
+        return
+    for key in ("certfile", "keyfile"):
+        if not getattr(listener, key):
+            raise ConfigError(f'{where}.{key}: required with protocol = "tls"')
+    if listener.require_certificate and not listener.cafile:
+        raise ConfigError(
+            f"{where}.cafile: required with require_certificate = true "
+            "(the CAs client certificates must chain to)"
+        )
+    if listener.use_identity_as_username and not listener.require_certificate:
+        raise ConfigError(
+            f"{where}.use_identity_as_username: needs require_certificate = true "
+            "(an identity must come from a verified certificate)"
+        )
 
 
 _KAFKA_TOPIC_CHARS: Final = re.compile(r"[a-zA-Z0-9._-]{0,100}")

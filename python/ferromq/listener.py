@@ -32,7 +32,27 @@ Cost: per connection (never per message) one Python call, a socket object and a
 connection): asyncio unchanged against ``create_server`` (60-75 µs either way); uvloop
 from about 20-35 µs (libuv accepts in C) to 35-50 µs, 10-16k connects/s against
 15-26k. Starting the coroutine eagerly instead of as a task measured no better. PROXY
-protocol and TLS handshakes will hang off :meth:`Listeners._hand_over`.
+protocol will hang off :meth:`Listeners._hand_over`.
+
+TLS (``protocol = "tls"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
+listener's ``SSLContext`` to ``connect_accepted_socket``, so the loop's own SSL
+protocol runs the handshake and the record layer in front of the same
+``MqttProtocol``; the engine sees the connection only once the handshake is done.
+
+- **Handshake bounded like a CONNECT.** ``ssl_handshake_timeout`` is
+  ``limits.connect_timeout``: a handshake held open (slowloris) or fed garbage is
+  dropped then or at the first bad record, having held one counted slot and the
+  socket, as a plain connection that never sends CONNECT does. Each failure is
+  counted (``$SYS/broker/clients/tls_handshake_failed``) and logged with the peer's
+  address at most once per :data:`LOG_INTERVAL`.
+- **Client certificates.** With ``require_certificate`` the handshake refuses a
+  client without a certificate chained to ``cafile``; once it is done, the
+  certificate's identity is kept per connection (:meth:`Listeners.certificate`) for
+  :class:`~ferromq.auth.AuthGate` until the connection ends.
+- **Certificates reloaded on SIGHUP** (:meth:`Listeners.reload_certificates`, a
+  ``Broker.reload_hooks`` entry): a new context is built from the files and swapped
+  in for the next handshakes; connections already up keep theirs. A context that
+  fails to build is logged and the old one kept.
 """
 
 from __future__ import annotations
@@ -42,14 +62,17 @@ import errno
 import logging
 import resource
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Final
 
 from ferromq._protocol import IOHub, MqttProtocol
-from ferromq.config import ListenerConfig
+from ferromq.auth.certificate import PeerCertificate
+from ferromq.config import Config, ConfigError, ListenerConfig
 from ferromq.log import log_event
+from ferromq.tls import certificate_identity, server_context
 
 __all__ = ["ListenError", "Listeners"]
 
@@ -98,6 +121,7 @@ class _Listener:
     index: int
     config: ListenerConfig
     sockets: list[socket.socket]
+    tls: ssl.SSLContext | None = None
     open: int = 0
 
     @property
@@ -111,6 +135,7 @@ class _Counts:
     refused_listener: int = 0
     refused_broker: int = 0
     accept_paused: int = 0
+    tls_handshake_failed: int = 0
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
 
@@ -131,6 +156,33 @@ class _CountedProtocol(MqttProtocol):
             super().connection_lost(exc)
         finally:
             self.release()
+
+
+class _CertifiedProtocol(_CountedProtocol):
+    """A ``_CountedProtocol`` of a listener with ``require_certificate``: it files the
+    verified client certificate's identity under its connection id while it lives."""
+
+    def __init__(
+        self,
+        hub: IOHub,
+        release: Callable[[], None],
+        config: ListenerConfig,
+        certificates: dict[int, PeerCertificate],
+    ) -> None:
+        super().__init__(hub, release)
+        self._config = config
+        self._certificates = certificates
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        ssl_object = transport.get_extra_info("ssl_object")
+        config = self._config
+        identity = certificate_identity(ssl_object.getpeercert(), config.identity_source)
+        self._certificates[self.conn] = PeerCertificate(identity, config.use_identity_as_username)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._certificates.pop(self.conn, None)
+        super().connection_lost(exc)
 
 
 def _where(index: int, config: ListenerConfig) -> str:
@@ -167,34 +219,47 @@ def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
     return sockets
 
 
+def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:
+    return server_context(f"listeners[{index}]", config) if config.protocol == "tls" else None
+
+
 class Listeners:
     """Every listener of one broker and the broker-wide connection count."""
 
-    def __init__(self, listeners: list[_Listener], max_connections: int) -> None:
+    def __init__(
+        self, listeners: list[_Listener], max_connections: int, handshake_timeout: float
+    ) -> None:
         self._listeners = listeners
         self._max_connections = max_connections
+        self._handshake_timeout = handshake_timeout
         self._counts = _Counts()
+        self._certificates: dict[int, PeerCertificate] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
         self._log_refused = _RateLimitedLog(logging.WARNING, "connection refused at accept")
         self._log_exhausted = _RateLimitedLog(
             logging.ERROR, "accept paused: out of file descriptors"
         )
+        self._log_handshake = _RateLimitedLog(logging.WARNING, "TLS handshake failed")
 
     @classmethod
-    def bind(cls, configs: tuple[ListenerConfig, ...], max_connections: int) -> Listeners:
-        """Bind and listen on every address (not accepting yet). Raises
-        :class:`ListenError`, having closed what it opened."""
+    def bind(
+        cls, configs: tuple[ListenerConfig, ...], max_connections: int, handshake_timeout: float
+    ) -> Listeners:
+        """Load every TLS listener's certificates, then bind and listen on every address
+        (not accepting yet). Raises :class:`~ferromq.config.ConfigError` (nothing bound)
+        or :class:`ListenError`, having closed what it opened."""
+        contexts = [_tls_context(index, config) for index, config in enumerate(configs)]
         listeners: list[_Listener] = []
         try:
             for index, config in enumerate(configs):
-                listeners.append(_Listener(index, config, _bind(index, config)))
+                listeners.append(_Listener(index, config, _bind(index, config), contexts[index]))
         except ListenError:
             for listener in listeners:
                 for sock in listener.sockets:
                     sock.close()
             raise
-        return cls(listeners, max_connections)
+        return cls(listeners, max_connections, handshake_timeout)
 
     def stats(self) -> dict[str, int]:
         counts = self._counts
@@ -203,7 +268,35 @@ class Listeners:
             "refused_listener_max_connections": counts.refused_listener,
             "refused_max_connections": counts.refused_broker,
             "accept_paused_fd_exhausted": counts.accept_paused,
+            "tls_handshake_failed": counts.tls_handshake_failed,
         }
+
+    def certificate(self, conn: int) -> PeerCertificate | None:
+        """The verified client certificate of connection ``conn``, when it came over a
+        listener with ``require_certificate``."""
+        return self._certificates.get(conn)
+
+    def reload_certificates(self, running: Config, applied: Config) -> None:
+        """A ``Broker.reload_hooks`` entry: read every TLS listener's files again; the
+        next handshakes use the new context, connections already up keep theirs."""
+        for listener in self._listeners:
+            if listener.tls is None:
+                continue
+            try:
+                context = _tls_context(listener.index, applied.listeners[listener.index])
+            except ConfigError as exc:
+                log_event(
+                    logger,
+                    logging.ERROR,
+                    "TLS certificates not reloaded, old ones kept",
+                    listener=listener.config.name,
+                    error=str(exc),
+                )
+                continue
+            listener.tls = context
+            log_event(
+                logger, logging.INFO, "TLS certificates reloaded", listener=listener.config.name
+            )
 
     def serve(self, loop: asyncio.AbstractEventLoop, hub: IOHub) -> None:
         """Start accepting on every listener."""
@@ -247,7 +340,7 @@ class Listeners:
     def _accept(self, listener: _Listener, sock: socket.socket) -> None:
         for _ in range(ACCEPT_BATCH):
             try:
-                conn, _ = sock.accept()
+                conn, peer = sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -259,7 +352,7 @@ class Listeners:
                 raise
             refused = self._refusal(listener)
             if refused is None:
-                self._hand_over(listener, conn)
+                self._hand_over(listener, conn, peer)
             else:
                 conn.close()
                 self._refused(listener, refused)
@@ -304,27 +397,69 @@ class Listeners:
             paused=self._counts.accept_paused,
         )
 
-    def _hand_over(self, listener: _Listener, conn: socket.socket) -> None:
+    def _hand_over(self, listener: _Listener, conn: socket.socket, peer: object) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
         assert self._loop is not None and self._hub is not None
         listener.open += 1
         self._counts.open += 1
-        protocol = _CountedProtocol(self._hub, partial(self._release, listener))
-        task: asyncio.Task[object] = self._loop.create_task(
-            self._loop.connect_accepted_socket(lambda: protocol, conn)
-        )
+        release = partial(self._release, listener)
+        protocol: _CountedProtocol
+        if listener.tls is None:
+            protocol = _CountedProtocol(self._hub, release)
+            started = self._loop.connect_accepted_socket(lambda: protocol, conn)
+        else:
+            if listener.config.require_certificate:
+                protocol = _CertifiedProtocol(
+                    self._hub, release, listener.config, self._certificates
+                )
+            else:
+                protocol = _CountedProtocol(self._hub, release)
+            started = self._loop.connect_accepted_socket(
+                lambda: protocol,
+                conn,
+                ssl=listener.tls,
+                ssl_handshake_timeout=self._handshake_timeout,
+                ssl_shutdown_timeout=self._handshake_timeout,
+            )
+        task: asyncio.Task[object] = self._loop.create_task(started)
         self._counts.pending.add(task)
-        task.add_done_callback(partial(self._handed_over, protocol, conn))
+        task.add_done_callback(partial(self._handed_over, listener, protocol, conn, peer))
 
     def _handed_over(
-        self, protocol: _CountedProtocol, conn: socket.socket, task: asyncio.Task[object]
+        self,
+        listener: _Listener,
+        protocol: _CountedProtocol,
+        conn: socket.socket,
+        peer: object,
+        task: asyncio.Task[object],
     ) -> None:
         self._counts.pending.discard(task)
-        if task.cancelled() or task.exception() is not None:
-            # The transport never started (the peer left at once, or the broker stops).
-            protocol.release()
+        if task.cancelled():
+            protocol.release()  # the broker stops
             conn.close()
+            return
+        error = task.exception()
+        if error is None:
+            return
+        # The transport never started: the peer left at once, or its TLS handshake
+        # failed or timed out.
+        protocol.release()
+        conn.close()
+        if listener.tls is not None:
+            self._handshake_failed(listener, peer, error)
+
+    def _handshake_failed(self, listener: _Listener, peer: object, error: BaseException) -> None:
+        assert self._loop is not None
+        self._counts.tls_handshake_failed += 1
+        address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._log_handshake(
+            self._loop.time(),
+            listener=listener.config.name,
+            peer=address,
+            error=str(error) or type(error).__name__,
+            failed=self._counts.tls_handshake_failed,
+        )
 
     def _release(self, listener: _Listener) -> None:
         listener.open -= 1

@@ -6,6 +6,8 @@ every problem serve would refuse to start with, and a reload refuses what a rest
 would. It reads but never writes (check-config may run beside a live broker):
 
 - the users file (``auth.users_file``) exists and parses;
+- each TLS listener's certificate, key and CA files load and the key matches the
+  certificate (:func:`ferromq.tls.server_context`);
 - the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
   ``redis`` extra, ``storage.application_store = "kafka"`` the ``kafka`` extra — by
   importing the store module, which is what serve does next;
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from ferromq.auth import load_users
 from ferromq.config import Config, ConfigError
+from ferromq.tls import server_context
 
 __all__ = ["check"]
 
@@ -32,6 +35,9 @@ def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
     if config.auth.users_file is not None:
         load_users(Path(config.auth.users_file))
+    for index, listener in enumerate(config.listeners):
+        if listener.protocol == "tls":
+            server_context(f"listeners[{index}]", listener)
     storage = config.storage
     if storage.backend == "redis":
         _require_extra("storage.backend", "redis", "ferromq.storage.redis", "redis")

@@ -48,6 +48,7 @@ COUNTERS: Mapping[str, str] = {
     "clients/refused/listener_max_connections": "refused_listener_max_connections",
     "clients/refused/max_connections": "refused_max_connections",
     "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
+    "clients/tls_handshake_failed": "tls_handshake_failed",
 }
 
 

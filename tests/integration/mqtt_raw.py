@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -12,9 +13,18 @@ from ferromq._core import FrameDecoder, encode
 
 
 class RawClient:
-    def __init__(self, host: str, port: int, version: int = 4, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        version: int = 4,
+        timeout: float = 5.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.version = version
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.decoder = FrameDecoder(protocol_version=version)
         self.buffer = b""
         self.pending: list[dict[str, Any]] = []

@@ -27,9 +27,11 @@ def paho_client(
     version: int,
     clean: bool = True,
     on_message: Callable[[paho.MQTTMessage], None] | None = None,
+    configure: Callable[[paho.Client], None] | None = None,
 ) -> tuple[paho.Client, queue.Queue[paho.MQTTMessage]]:
     """A connected paho client running its network loop; messages go to the returned
-    inbox, or to `on_message` (set before CONNECT, so queued messages are seen)."""
+    inbox, or to `on_message` (set before CONNECT, so queued messages are seen);
+    `configure` runs before CONNECT (e.g. ``tls_set``)."""
     protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
     kwargs = {} if version == 5 else {"clean_session": clean}
     client = paho.Client(
@@ -40,6 +42,8 @@ def paho_client(
     client.on_message = lambda _c, _u, message: deliver(message)
     connected = threading.Event()
     client.on_connect = lambda *_: connected.set()
+    if configure is not None:
+        configure(client)
     if version == 5:
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = 0 if clean else 300

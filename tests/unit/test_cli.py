@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.tls_certs import authority
 
 import ferromq
+from ferromq.config import toml_value
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -136,3 +138,41 @@ def test_a_backend_whose_extra_is_missing(
     path = os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])
     result = run_with(tmp_path, setting, *command, env={"PYTHONPATH": path})
     one_line_error(result, 2, f"ferromq[{extra}]", f"No module named '{package}'")
+
+
+@BOTH_COMMANDS
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("missing certfile", ["listeners[0].certfile", "missing.pem", "not found"]),
+        ("key of another cert", ["listeners[0].keyfile", "does not match listeners[0].certfile"]),
+        ("cert is not a certificate", ["listeners[0].certfile", "no PEM certificate"]),
+        ("missing cafile", ["listeners[0].cafile", "required with require_certificate"]),
+        ("tls key on tcp", ["listeners[0].certfile", 'only for protocol = "tls"']),
+        ("identity without require", ["listeners[0].use_identity_as_username"]),
+    ],
+)
+def test_tls_listener_files_are_checked(
+    tmp_path: Path, command: list[str], case: str, words: list[str]
+) -> None:
+    ca = authority(tmp_path)
+    server, other = ca.server(), ca.server("other")
+    keys = {"protocol": "tls", "certfile": server.cert, "keyfile": server.key}
+    if case == "missing certfile":
+        keys["certfile"] = tmp_path / "missing.pem"
+    elif case == "key of another cert":
+        keys["keyfile"] = other.key
+    elif case == "cert is not a certificate":
+        keys["certfile"] = server.key
+    elif case == "missing cafile":
+        keys["require_certificate"] = True
+    elif case == "tls key on tcp":
+        keys["protocol"] = "tcp"
+    else:
+        keys |= {"cafile": ca.cafile, "use_identity_as_username": True}
+    lines = [
+        f"{key} = {toml_value(value if isinstance(value, bool) else str(value))}"
+        for key, value in keys.items()
+    ]
+    config = "[[listeners]]\nport = 1\n" + "\n".join(lines) + '\n[storage]\nbackend = "memory"\n'
+    one_line_error(run_with(tmp_path, config, *command), 2, *words)

@@ -365,15 +365,19 @@ def test_bad_value_names_key_path(tmp_path: Path, text: str, message: str) -> No
     assert error_of(tmp_path, text) == f"config file {path}: {message}"
 
 
-@pytest.mark.parametrize("protocol", ["tls", "ws"])
-def test_reserved_protocols_are_not_supported_yet(tmp_path: Path, protocol: str) -> None:
-    message = error_of(tmp_path, f'[[listeners]]\nprotocol = "{protocol}"\n')
-    assert message.endswith(f'listeners[0].protocol: "{protocol}" is not supported yet (use "tcp")')
+def test_reserved_protocols_are_not_supported_yet(tmp_path: Path) -> None:
+    message = error_of(tmp_path, '[[listeners]]\nprotocol = "ws"\n')
+    assert message.endswith('listeners[0].protocol: "ws" is not supported yet (use "tcp", "tls")')
 
 
 def test_unknown_protocol(tmp_path: Path) -> None:
     message = error_of(tmp_path, '[[listeners]]\nprotocol = "udp"\n')
-    assert message.endswith('listeners[0].protocol: expected one of "tcp", got "udp"')
+    assert message.endswith('listeners[0].protocol: expected one of "tcp", "tls", got "udp"')
+
+
+def test_a_tls_listener_needs_its_certificate_and_key(tmp_path: Path) -> None:
+    message = error_of(tmp_path, '[[listeners]]\nprotocol = "tls"\n')
+    assert message == 'listeners[0].certfile: required with protocol = "tls"'
 
 
 @pytest.mark.parametrize(

@@ -13,18 +13,24 @@ knows — the open :class:`Challenge` while an exchange runs, the identity once
 accepted (``identity(conn)``: user name and client type). Entries of closed
 connections are replaced when the id is reused, so they are bounded by the peak
 number of connections.
+
+A connection over a TLS listener with ``require_certificate`` has a
+:class:`~ferromq.auth.certificate.PeerCertificate` (``certificates(conn)``, given by the
+listeners): with ``use_identity_as_username`` its identity is the user and no provider
+is asked; otherwise providers see it in ``AuthRequest.certificate``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
+from ferromq.auth.certificate import PeerCertificate, certificate_outcome
 from ferromq.auth.provider import (
     NOT_AUTHORIZED,
     UNSPECIFIED_ERROR,
@@ -53,10 +59,17 @@ class _Connection:
 
 
 class AuthGate:
-    def __init__(self, engine: Engine, hub: IOHub, provider: AuthProvider) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        hub: IOHub,
+        provider: AuthProvider,
+        certificates: Callable[[int], PeerCertificate | None] = lambda conn: None,
+    ) -> None:
         self._engine = engine
         self._hub = hub
         self._provider = provider
+        self._certificates = certificates
         self._connections: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -75,7 +88,19 @@ class AuthGate:
         if event[0] == "authenticate":
             _, conn, token, client_id, username, password, protocol, _, method, data = event
             self._connections[conn] = _Connection(token, client_id, method)
-            request = AuthRequest(client_id, username, password, protocol, method, data)
+            certificate = self._certificates(conn)
+            if certificate is not None and certificate.as_username:
+                self._run(conn, token, _ready(certificate_outcome(certificate)))
+                return
+            request = AuthRequest(
+                client_id,
+                username,
+                password,
+                protocol,
+                method,
+                data,
+                certificate=certificate.identity if certificate is not None else None,
+            )
             self._run(conn, token, self._provider.authenticate(request))
             return
         _, conn, token, reauthenticate, data = event
@@ -146,3 +171,7 @@ class AuthGate:
             client_type=outcome.identity.client_type,
             method=state.method,
         )
+
+
+async def _ready(outcome: Outcome) -> Outcome:
+    return outcome

@@ -68,6 +68,9 @@ class AuthRequest:
     method: str | None = None
     data: bytes | None = None
     reauthenticating: Identity | None = None
+    certificate: str | None = None
+    """The identity of the client's verified TLS certificate, when its listener
+    requires one (:mod:`ferromq.auth.certificate`)."""
 
 
 @dataclass(frozen=True)

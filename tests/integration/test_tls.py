@@ -1,0 +1,325 @@
+"""TLS listeners (``protocol = "tls"``, ferromq.tls) with real clients and certificates
+the test makes (tests/tls_certs.py), under uvloop and asyncio: paho-mqtt 3.1.1 and 5.0
+and mosquitto_pub/sub over TLS, a TCP and a TLS listener side by side, client
+certificates required and used as user names, the TLS version floor, certificates
+reloaded on SIGHUP while a connection stays up, and handshakes that fail or never
+finish dropped and counted in $SYS."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import paho.mqtt.client as paho
+import pytest
+
+from tests.conftest import RunningBroker, Starter
+from tests.integration.mqtt_raw import RawClient
+from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.integration.test_reload import hang_up
+from tests.services import free_port
+from tests.tls_certs import Authority, Pem, authority
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca: Authority
+    server: Pem
+    client: Pem  # CN "device-7", SAN URI "urn:dev:7"
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    ca = authority(tmp_path)
+    client = ca.issue("client", "device-7", uris=("urn:dev:7",))
+    return Pki(ca, ca.server(), client)
+
+
+def tls_keys(pki: Pki, extra: str = "") -> str:
+    return (
+        'protocol = "tls"\n'
+        f'certfile = "{pki.server.cert}"\nkeyfile = "{pki.server.key}"\n'
+        f'cafile = "{pki.ca.cafile}"\n{extra}'
+    )
+
+
+def tls_config(pki: Pki, extra: str = "", sections: str = "") -> str:
+    """A broker whose first listener (moved by FERROMQ_LISTEN) is TLS."""
+    return f'[[listeners]]\n{tls_keys(pki, extra)}\n[storage]\nbackend = "memory"\n{sections}'
+
+
+def client_context(cafile: Path, cert: Pem | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(cafile))
+    if cert is not None:
+        context.load_cert_chain(cert.cert, cert.key)
+    return context
+
+
+def tls_client(
+    broker: RunningBroker, cafile: Path, cert: Pem | None = None, version: int = 4
+) -> RawClient:
+    return RawClient(broker.host, broker.port, version, tls=client_context(cafile, cert))
+
+
+def wait_for_log(broker: RunningBroker, text: str, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in broker.log():
+        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{broker.log()}"
+        time.sleep(0.05)
+    return broker.log()
+
+
+def paho_tls(
+    broker: RunningBroker, client_id: str, version: int, cafile: Path, cert: Pem | None = None
+) -> tuple[paho.Client, object]:
+    def configure(client: paho.Client) -> None:
+        client.tls_set(
+            ca_certs=str(cafile),
+            certfile=None if cert is None else str(cert.cert),
+            keyfile=None if cert is None else str(cert.key),
+        )
+
+    return paho_client(broker, client_id, version, configure=configure)
+
+
+@pytest.mark.parametrize("version", [4, 5])
+@pytest.mark.parametrize("qos", [0, 1])
+def test_paho_round_trip_over_tls(
+    started: Starter, loop: str, pki: Pki, version: int, qos: int
+) -> None:
+    broker = started(loop, tls_config(pki))
+    sub, inbox = paho_client(
+        broker, f"sub-{version}", version, configure=lambda c: c.tls_set(str(pki.ca.cafile))
+    )
+    pub, _ = paho_client(
+        broker, f"pub-{version}", version, configure=lambda c: c.tls_set(str(pki.ca.cafile))
+    )
+    subscribe(sub, "tls/t", qos)
+    for i in range(20):
+        pub.publish("tls/t", f"m{i}".encode(), qos).wait_for_publish(5)
+    got = [inbox.get(timeout=5) for _ in range(20)]
+    assert [m.payload for m in got] == [f"m{i}".encode() for i in range(20)]
+    assert {m.qos for m in got} == {qos}
+    for client in (sub, pub):
+        client.disconnect()
+        client.loop_stop()
+
+
+def test_tcp_and_tls_listeners_side_by_side(started: Starter, loop: str, pki: Pki) -> None:
+    tcp_port = free_port()
+    broker = started(
+        loop,
+        f"[[listeners]]\n{tls_keys(pki)}\n"
+        f'[[listeners]]\nname = "plain"\nport = {tcp_port}\n[storage]\nbackend = "memory"\n',
+    )
+    secure = tls_client(broker, pki.ca.cafile)
+    assert secure.connect("secure")["reason_code"] == 0
+    secure.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "mix", "qos": 0}]})
+    assert secure.recv()["type"] == "suback"
+    plain = RawClient(broker.host, tcp_port)
+    assert plain.connect("plain")["reason_code"] == 0
+    plain.send({"type": "publish", "topic": "mix", "payload": b"from tcp"})
+    assert bytes(secure.recv()["payload"]) == b"from tcp"
+    # The TLS port does not speak plain MQTT.
+    with pytest.raises((ConnectionError, TimeoutError, OSError)):
+        RawClient(broker.host, broker.port).connect("confused")
+
+
+def mosquitto(
+    tool: str, broker: RunningBroker, pki: Pki, cert: Pem | None, *args: str
+) -> list[str]:
+    command = [tool, "-h", "localhost", "-p", str(broker.port), "--cafile", str(pki.ca.cafile)]
+    if cert is not None:
+        command += ["--cert", str(cert.cert), "--key", str(cert.key)]
+    return [*command, *args]
+
+
+@pytest.mark.skipif(shutil.which("mosquitto_sub") is None, reason="mosquitto-clients missing")
+@pytest.mark.parametrize("require", [False, True])
+def test_mosquitto_clients_over_tls(started: Starter, loop: str, pki: Pki, require: bool) -> None:
+    extra = "require_certificate = true\n" if require else ""
+    broker = started(loop, tls_config(pki, extra))
+    cert = pki.client if require else None
+    sub = subprocess.Popen(
+        mosquitto("mosquitto_sub", broker, pki, cert, "-t", "fleet/#", "-q", "1", "-C", "3", "-v"),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # as test_broker_clients: time for mosquitto_sub to subscribe
+    for i in range(3):
+        subprocess.run(
+            mosquitto(
+                "mosquitto_pub", broker, pki, cert, "-t", f"fleet/{i}", "-m", f"m{i}", "-q", "1"
+            ),
+            check=True,
+            timeout=10,
+        )
+    out, _ = sub.communicate(timeout=10)
+    assert out.splitlines() == ["fleet/0 m0", "fleet/1 m1", "fleet/2 m2"]
+
+
+def refused_at_handshake(broker: RunningBroker, context: ssl.SSLContext) -> None:
+    """The handshake (or, with TLS 1.3, the first read after it) fails."""
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        client = RawClient(broker.host, broker.port, tls=context)
+        client.connect("no-cert")
+
+
+def test_require_certificate_refuses_clients_without_a_valid_one(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    broker = started(loop, tls_config(pki, "require_certificate = true\n"))
+    refused_at_handshake(broker, client_context(pki.ca.cafile))
+    stranger = authority(tmp_path, "stranger").issue("stranger", "device-7")
+    refused_at_handshake(broker, client_context(pki.ca.cafile, stranger))
+    log = wait_for_log(broker, "TLS handshake failed")
+    assert "peer=127.0.0.1:" in log
+    client = tls_client(broker, pki.ca.cafile, pki.client)
+    assert client.connect("with-cert")["reason_code"] == 0
+
+
+def identity_as_username(source: str) -> str:
+    return (
+        "require_certificate = true\nuse_identity_as_username = true\n"
+        f'identity_source = "{source}"\n'
+    )
+
+
+@pytest.mark.parametrize(("source", "identity"), [("cn", "device-7"), ("san_uri", "urn:dev:7")])
+def test_certificate_identity_is_the_user_name(
+    started: Starter, loop: str, pki: Pki, source: str, identity: str
+) -> None:
+    broker = started(loop, tls_config(pki, identity_as_username(source)))
+    client = tls_client(broker, pki.ca.cafile, pki.client, version=5)
+    # The CONNECT's user name is replaced and no password is needed.
+    assert client.connect("dev-7", username="mallory")["reason_code"] == 0
+    log = wait_for_log(broker, "authenticated")
+    line = next(line for line in log.splitlines() if "authenticated" in line)
+    assert f"username={identity}" in line and "mallory" not in line
+
+
+def test_a_certificate_without_the_identity_is_refused(
+    started: Starter, loop: str, pki: Pki
+) -> None:
+    broker = started(loop, tls_config(pki, identity_as_username("san_dns")))
+    client = tls_client(broker, pki.ca.cafile, pki.client)  # no DNS name in it
+    assert client.connect("dev-7", username="device-7", password=b"x")["reason_code"] == 5
+
+
+def test_tls_1_2_minimum_refuses_a_tls_1_1_client(started: Starter, loop: str, pki: Pki) -> None:
+    context = client_context(pki.ca.cafile)
+    try:
+        with warnings.catch_warnings():  # TLS 1.1 is deprecated: the point here
+            warnings.simplefilter("ignore", DeprecationWarning)
+            context.minimum_version = ssl.TLSVersion.TLSv1_1
+            context.maximum_version = ssl.TLSVersion.TLSv1_1
+        context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    except (ValueError, ssl.SSLError) as exc:
+        pytest.skip(f"this OpenSSL cannot make a TLS 1.1 client: {exc}")
+    broker = started(loop, tls_config(pki))
+    try:
+        RawClient(broker.host, broker.port, tls=context)
+    except ssl.SSLError as exc:
+        if "NO_PROTOCOLS_AVAILABLE" in str(exc):
+            pytest.skip(f"this OpenSSL refuses TLS 1.1 on the client side: {exc}")
+    else:
+        pytest.fail("a TLS 1.1 handshake succeeded")
+    assert "UNSUPPORTED_PROTOCOL" in wait_for_log(broker, "TLS handshake failed")
+    assert tls_client(broker, pki.ca.cafile).connect("modern")["reason_code"] == 0
+
+
+def test_tls_1_3_minimum_refuses_a_tls_1_2_client(started: Starter, loop: str, pki: Pki) -> None:
+    broker = started(loop, tls_config(pki, 'tls_version = "1.3"\n'))
+    context = client_context(pki.ca.cafile)
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):
+        RawClient(broker.host, broker.port, tls=context)
+    assert tls_client(broker, pki.ca.cafile).connect("modern")["reason_code"] == 0
+
+
+def publish_and_receive(client: RawClient, topic: str) -> bytes:
+    client.send({"type": "publish", "topic": topic, "payload": b"ping"})
+    return bytes(client.recv()["payload"])
+
+
+def test_sighup_reloads_certificates_keeping_connections(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    broker = started(loop, tls_config(pki))
+    old = tls_client(broker, pki.ca.cafile)
+    assert old.connect("old")["reason_code"] == 0
+    old.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": "r", "qos": 0}]})
+    assert old.recv()["type"] == "suback"
+    renewed = authority(tmp_path, "renewed")
+    new_server = renewed.server("renewed-server")
+    shutil.copy(new_server.cert, pki.server.cert)
+    shutil.copy(new_server.key, pki.server.key)
+    hang_up(broker, "TLS certificates reloaded")
+    assert publish_and_receive(old, "r") == b"ping"  # the old connection goes on
+    refused_at_handshake(broker, client_context(pki.ca.cafile))  # old CA: new cert
+    assert tls_client(broker, renewed.cafile).connect("new")["reason_code"] == 0
+
+
+def test_a_bad_certificate_on_sighup_keeps_the_old_one(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    broker = started(loop, tls_config(pki))
+    other = authority(tmp_path, "other").server("other-server")
+    original_key = pki.server.key.read_bytes()
+    shutil.copy(other.key, pki.server.key)  # no longer matches certfile
+    hang_up(broker, "reload refused")
+    assert "listeners[0].keyfile" in broker.log()
+    assert "does not match" in broker.log()
+    assert tls_client(broker, pki.ca.cafile).connect("still")["reason_code"] == 0
+    pki.server.key.write_bytes(original_key)
+
+
+def wait_for_sys_value(broker: RunningBroker, pki: Pki, topic: str, at_least: int) -> None:
+    """``topic`` reaches ``at_least`` within a few of the broker's $SYS intervals."""
+    client = tls_client(broker, pki.ca.cafile)
+    client.connect("sys-reader")
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 0}]})
+    assert client.recv()["type"] == "suback"
+    values = [int(bytes(client.recv()["payload"]))]
+    while values[-1] < at_least:
+        assert len(values) < 10, f"{topic}: {values}"
+        values.append(int(bytes(client.recv()["payload"])))
+
+
+def test_garbage_and_stalled_handshakes_are_dropped_and_counted(
+    started: Starter, loop: str, pki: Pki
+) -> None:
+    broker = started(
+        loop,
+        tls_config(
+            pki, "max_connections = 2\n", '[limits]\nconnect_timeout = "1s"\n[sys]\ninterval = 1\n'
+        ),
+    )
+    garbage = socket.create_connection((broker.host, broker.port), timeout=10)
+    garbage.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    stalled = socket.create_connection((broker.host, broker.port), timeout=10)
+    stalled.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello, then nothing
+    # Both slots of the listener are held until each handshake fails: the garbage at
+    # once, the stalled one at the connect timeout. Then a real client gets a slot.
+    wait_closed(garbage)
+    wait_closed(stalled)
+    assert tls_client(broker, pki.ca.cafile).connect("after")["reason_code"] == 0
+    wait_for_sys_value(broker, pki, "$SYS/broker/clients/tls_handshake_failed", 2)
+
+
+def wait_closed(sock: socket.socket) -> None:
+    """The broker closes ``sock``: reads reach EOF (after any alert) before the socket's
+    timeout, which raises."""
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    finally:
+        sock.close()
