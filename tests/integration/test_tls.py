@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import RunningBroker, Starter
 from tests.integration.mqtt_raw import RawClient
+from tests.integration.test_auth_clients import users_add
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_reload import hang_up
 from tests.services import free_port
@@ -202,6 +203,27 @@ def test_certificate_identity_is_the_user_name(
     log = wait_for_log(broker, "authenticated")
     line = next(line for line in log.splitlines() if "authenticated" in line)
     assert f"username={identity}" in line and "mallory" not in line
+
+
+def test_a_certificate_user_needs_no_password_beside_a_users_file(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    users = tmp_path / "users.toml"
+    assert users_add(users, "alice", "alice pw").returncode == 0
+    tcp_port = free_port()
+    broker = started(
+        loop,
+        f"[[listeners]]\n{tls_keys(pki, identity_as_username('cn'))}\n"
+        f'[[listeners]]\nname = "plain"\nport = {tcp_port}\n'
+        f'[auth]\nusers_file = "{users}"\n[storage]\nbackend = "memory"\n',
+    )
+    device = tls_client(broker, pki.ca.cafile, pki.client)
+    assert device.connect("dev-7")["reason_code"] == 0
+    # The plain listener still asks the users file.
+    assert RawClient(broker.host, tcp_port).connect("anon")["reason_code"] == 5
+    alice = RawClient(broker.host, tcp_port)
+    assert alice.connect("alice", username="alice", password=b"alice pw")["reason_code"] == 0
+    assert "username=device-7" in wait_for_log(broker, "username=alice")
 
 
 def test_a_certificate_without_the_identity_is_refused(
