@@ -63,6 +63,7 @@ import logging
 import resource
 import socket
 import ssl
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -232,6 +233,11 @@ class Listeners:
         self._listeners = listeners
         self._max_connections = max_connections
         self._handshake_timeout = handshake_timeout
+        # How long a TLS close waits for the peer's close_notify (default 30 s); the
+        # keyword is new in Python 3.11's asyncio.
+        self._shutdown_timeout: dict[str, float] = (
+            {"ssl_shutdown_timeout": handshake_timeout} if sys.version_info >= (3, 11) else {}
+        )
         self._counts = _Counts()
         self._certificates: dict[int, PeerCertificate] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -420,7 +426,7 @@ class Listeners:
                 conn,
                 ssl=listener.tls,
                 ssl_handshake_timeout=self._handshake_timeout,
-                ssl_shutdown_timeout=self._handshake_timeout,
+                **self._shutdown_timeout,
             )
         task: asyncio.Task[object] = self._loop.create_task(started)
         self._counts.pending.add(task)
