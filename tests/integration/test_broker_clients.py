@@ -67,6 +67,13 @@ def subscribe(client: paho.Client, topic: str, qos: int) -> None:
 def test_paho_round_trip(broker: RunningBroker, version: int, qos: int) -> None:
     sub, inbox = paho_client(broker, f"sub-{version}-{qos}", version)
     pub, _ = paho_client(broker, f"pub-{version}-{qos}", version)
+    round_trip(sub, inbox, pub, qos)
+
+
+def round_trip(
+    sub: paho.Client, inbox: queue.Queue[paho.MQTTMessage], pub: paho.Client, qos: int
+) -> None:
+    """20 messages from ``pub`` reach ``sub`` in order at ``qos``; both disconnect."""
     subscribe(sub, "plant/+/temp", qos)
     for i in range(20):
         pub.publish(f"plant/{i % 3}/temp", f"{i}".encode(), qos=qos).wait_for_publish(5)

@@ -16,13 +16,12 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_auth_clients import users_add
-from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.integration.test_broker_clients import paho_client, round_trip
 from tests.integration.test_reload import hang_up
 from tests.services import free_port
 from tests.tls_certs import Authority, Pem, authority
@@ -76,19 +75,6 @@ def wait_for_log(broker: RunningBroker, text: str, timeout: float = 10.0) -> str
     return broker.log()
 
 
-def paho_tls(
-    broker: RunningBroker, client_id: str, version: int, cafile: Path, cert: Pem | None = None
-) -> tuple[paho.Client, object]:
-    def configure(client: paho.Client) -> None:
-        client.tls_set(
-            ca_certs=str(cafile),
-            certfile=None if cert is None else str(cert.cert),
-            keyfile=None if cert is None else str(cert.key),
-        )
-
-    return paho_client(broker, client_id, version, configure=configure)
-
-
 @pytest.mark.parametrize("version", [4, 5])
 @pytest.mark.parametrize("qos", [0, 1])
 def test_paho_round_trip_over_tls(
@@ -101,15 +87,7 @@ def test_paho_round_trip_over_tls(
     pub, _ = paho_client(
         broker, f"pub-{version}", version, configure=lambda c: c.tls_set(str(pki.ca.cafile))
     )
-    subscribe(sub, "tls/t", qos)
-    for i in range(20):
-        pub.publish("tls/t", f"m{i}".encode(), qos).wait_for_publish(5)
-    got = [inbox.get(timeout=5) for _ in range(20)]
-    assert [m.payload for m in got] == [f"m{i}".encode() for i in range(20)]
-    assert {m.qos for m in got} == {qos}
-    for client in (sub, pub):
-        client.disconnect()
-        client.loop_stop()
+    round_trip(sub, inbox, pub, qos)
 
 
 def test_tcp_and_tls_listeners_side_by_side(started: Starter, loop: str, pki: Pki) -> None:
