@@ -283,13 +283,15 @@ class Listeners:
         return self._certificates.get(conn)
 
     def reload_certificates(self, running: Config, applied: Config) -> None:
-        """A ``Broker.reload_hooks`` entry: read every TLS listener's files again; the
-        next handshakes use the new context, connections already up keep theirs."""
+        """A ``Broker.reload_hooks`` entry: read every TLS listener's files again (at the
+        paths ``applied`` gives, :func:`ferromq.tls.reloaded_listeners`); the next
+        handshakes use the new context, connections already up keep theirs."""
         for listener in self._listeners:
             if listener.tls is None:
                 continue
+            config = applied.listeners[listener.index]
             try:
-                context = _tls_context(listener.index, applied.listeners[listener.index])
+                context = _tls_context(listener.index, config)
             except ConfigError as exc:
                 log_event(
                     logger,
@@ -299,7 +301,7 @@ class Listeners:
                     error=str(exc),
                 )
                 continue
-            listener.tls = context
+            listener.tls, listener.config = context, config
             log_event(
                 logger, logging.INFO, "TLS certificates reloaded", listener=listener.config.name
             )

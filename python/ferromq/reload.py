@@ -10,8 +10,11 @@ before swapping anything, so it applies whole or not at all:
 - ``[auth]`` (while a users file is configured): the users file is read again and a new
   provider decides every later CONNECT; connected clients stay, exchanges under way
   finish with the provider that began them;
+- a TLS listener's certificate files and TLS settings (:func:`ferromq.tls.reloaded_listeners`,
+  when nothing else about the listener changed);
 - ``Broker.reload_hooks``: each called with the old and the new configuration once the
-  above is applied; where ACLs and certificates will plug in;
+  above is applied; the TLS listeners re-read their certificate files there
+  (:meth:`ferromq.listener.Listeners.reload_certificates`), ACLs will plug in;
 - anything else that changed (listeners, limits, storage, turning authentication on or
   off, which the engine fixes at start) is logged as needing a restart, with its keys,
   and keeps its running value.
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ferromq.auth import provider_from_config
 from ferromq.config import Config, ConfigError, config_as_dict
 from ferromq.log import configure_logging, log_event
+from ferromq.tls import reloaded_listeners
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
@@ -80,7 +84,12 @@ class Reloader:
             return
         changed = changed_keys(running, new)
         auth_switched = (running.auth.users_file is None) != (new.auth.users_file is None)
-        applied = replace(running, log=new.log, auth=running.auth if auth_switched else new.auth)
+        applied = replace(
+            running,
+            log=new.log,
+            auth=running.auth if auth_switched else new.auth,
+            listeners=reloaded_listeners(running.listeners, new.listeners),
+        )
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:
             broker.auth.use_provider(provider)

@@ -27,18 +27,27 @@ the SIGHUP certificate reload all call it, and it fails with one
 :class:`~ferromq.config.ConfigError` line naming the key (a missing file, a file that
 is not a certificate, a key that does not match the certificate, an encrypted key,
 a cipher list OpenSSL selects nothing from).
+
+On SIGHUP (:mod:`ferromq.reload`) a TLS listener takes the :data:`RELOADABLE` keys of
+the new configuration when nothing else about it changed
+(:func:`reloaded_listeners`), and its files are read again whether or not their paths
+changed, so a certificate renewed in place is picked up.
 """
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Final
 
 from ferromq.config import ConfigError, ListenerConfig
 
-__all__ = ["certificate_identity", "server_context"]
+__all__ = ["RELOADABLE", "certificate_identity", "reloaded_listeners", "server_context"]
+
+RELOADABLE: Final = ("certfile", "keyfile", "cafile", "ciphers", "tls_version")
+"""The listener keys a SIGHUP applies: they only change the context of new handshakes."""
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 _SAN_TYPES: Final = {"san_dns": "DNS", "san_uri": "URI", "san_email": "email"}
@@ -126,3 +135,20 @@ def certificate_identity(certificate: Mapping[str, Any] | None, source: str) -> 
         if kind == wanted:
             return str(value)
     return None
+
+
+def reloaded_listeners(
+    running: tuple[ListenerConfig, ...], new: tuple[ListenerConfig, ...]
+) -> tuple[ListenerConfig, ...]:
+    """``running``'s listeners, each TLS one with the :data:`RELOADABLE` keys of its
+    counterpart in ``new`` when that is the same listener otherwise; any other change
+    keeps the running listener (and is logged as needing a restart)."""
+    if len(running) != len(new):
+        return running
+    fixed = [key.name for key in fields(ListenerConfig) if key.name not in RELOADABLE]
+    return tuple(
+        replace(old, **{key: getattr(fresh, key) for key in RELOADABLE})
+        if old.protocol == "tls" and all(getattr(old, k) == getattr(fresh, k) for k in fixed)
+        else old
+        for old, fresh in zip(running, new, strict=True)
+    )

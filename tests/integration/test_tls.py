@@ -266,6 +266,23 @@ def test_sighup_reloads_certificates_keeping_connections(
     assert tls_client(broker, renewed.cafile).connect("new")["reason_code"] == 0
 
 
+def test_sighup_applies_new_certificate_paths(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    broker = started(loop, tls_config(pki))
+    old = tls_client(broker, pki.ca.cafile)
+    assert old.connect("old")["reason_code"] == 0
+    renewed = authority(tmp_path, "renewed")
+    moved = Pki(renewed, renewed.server("moved-server"), pki.client)
+    broker.config_path.write_text(tls_config(moved))
+    hang_up(broker, "TLS certificates reloaded")
+    assert "restart" not in broker.log()
+    old.send({"type": "pingreq"})
+    assert old.recv()["type"] == "pingresp"
+    refused_at_handshake(broker, client_context(pki.ca.cafile))
+    assert tls_client(broker, renewed.cafile).connect("new")["reason_code"] == 0
+
+
 def test_a_bad_certificate_on_sighup_keeps_the_old_one(
     started: Starter, loop: str, pki: Pki, tmp_path: Path
 ) -> None:
