@@ -55,10 +55,10 @@ _SAN_TYPES: Final = {"san_dns": "DNS", "san_uri": "URI", "san_email": "email"}
 
 def _readable(where: str, name: str) -> str:
     path = Path(name)
+    if path.is_dir():
+        raise ConfigError(f"{where}: {name}: is a directory")
     if not path.is_file():
-        raise ConfigError(
-            f"{where}: {name}: not found" + (" (a directory)" if path.is_dir() else "")
-        )
+        raise ConfigError(f"{where}: {name}: not found")
     try:
         with path.open("rb"):
             pass

@@ -147,6 +147,7 @@ def test_a_backend_whose_extra_is_missing(
         ("missing certfile", ["listeners[0].certfile", "missing.pem", "not found"]),
         ("key of another cert", ["listeners[0].keyfile", "does not match listeners[0].certfile"]),
         ("cert is not a certificate", ["listeners[0].certfile", "no PEM certificate"]),
+        ("encrypted key", ["listeners[0].keyfile", "is encrypted"]),
         ("missing cafile", ["listeners[0].cafile", "required with require_certificate"]),
         ("tls key on tcp", ["listeners[0].certfile", 'only for protocol = "tls"']),
         ("identity without require", ["listeners[0].use_identity_as_username"]),
@@ -164,6 +165,10 @@ def test_tls_listener_files_are_checked(
         keys["keyfile"] = other.key
     elif case == "cert is not a certificate":
         keys["certfile"] = server.key
+    elif case == "encrypted key":
+        keys["keyfile"] = tmp_path / "encrypted.pem"
+        encrypt = ["openssl", "pkey", "-in", str(server.key), "-aes256", "-passout", "pass:x"]
+        subprocess.run([*encrypt, "-out", str(keys["keyfile"])], check=True)
     elif case == "missing cafile":
         keys["require_certificate"] = True
     elif case == "tls key on tcp":
