@@ -6,19 +6,28 @@ __all__ = [
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
     "MAX_PACKET_SIZE",
+    "Auth",
+    "Authenticate",
     "BenchError",
+    "Close",
     "CodecError",
     "EncodeError",
     "Engine",
+    "EngineEvent",
+    "EngineSettings",
     "FrameBatch",
     "FrameDecoder",
     "JournalSplitter",
     "MalformedPacket",
     "PacketTooLarge",
+    "Persist",
     "ProtocolError",
     "RedisCodec",
     "RedisReplies",
+    "Rejected",
     "RetainedIndex",
+    "StreamDone",
+    "StreamMember",
     "SubscriptionIndex",
     "TopicFilterInvalid",
     "TopicNameInvalid",
@@ -84,42 +93,118 @@ def key_hash_slot(key: bytes) -> int: ...
 def reason_code_name(code: int) -> str: ...
 def run_bench(config_json: str) -> str: ...
 
+# Built by ferromq.engine.engine_settings from the config, where every default lives:
+# every field is required.
 @final
-class Engine:
+class EngineSettings:
     def __new__(
         cls,
         *,
-        max_packet_size: int = ...,
-        max_inflight: int = ...,
-        receive_maximum: int = ...,
-        max_topic_alias: int = ...,
-        max_keepalive: int = ...,
-        connect_timeout_ms: int = ...,
-        queue_limit: int = ...,
-        drop_policy: str = ...,
-        queue_qos0_offline: bool = ...,
-        max_session_expiry: int = ...,
-        persistent_session_expiry: int = ...,
-        max_client_id_length: int = ...,
-        authenticate: bool = ...,
-        write_high_water: int = ...,
-        share_strategy: str = ...,
-        journal: bool = ...,
-        application_client_prefixes: list[str] = ...,
-        stream_application_groups: bool = ...,
-        maximum_qos: int = ...,
-        retain_available: bool = ...,
-        wildcard_subscription_available: bool = ...,
-        subscription_identifiers_available: bool = ...,
-        shared_subscription_available: bool = ...,
-        assign_client_id: bool = ...,
-        response_information_prefix: str = ...,
-        outbound_topic_aliases: int = ...,
-        validate_utf8_payload: bool = ...,
-        max_publish_rate: int = ...,
-        redirect_server_reference: str = ...,
-        redirect_permanent: bool = ...,
-    ) -> Engine: ...
+        max_packet_size: int,
+        max_inflight: int,
+        receive_maximum: int,
+        max_topic_alias: int,
+        max_keepalive: int,
+        connect_timeout_ms: int,
+        queue_limit: int,
+        drop_policy: str,
+        queue_qos0_offline: bool,
+        max_session_expiry: int,
+        persistent_session_expiry: int,
+        max_client_id_length: int,
+        authenticate: bool,
+        write_high_water: int,
+        share_strategy: str,
+        journal: bool,
+        application_client_prefixes: list[str],
+        stream_application_groups: bool,
+        maximum_qos: int,
+        retain_available: bool,
+        wildcard_subscription_available: bool,
+        subscription_identifiers_available: bool,
+        shared_subscription_available: bool,
+        assign_client_id: bool,
+        response_information_prefix: str,
+        outbound_topic_aliases: int,
+        validate_utf8_payload: bool,
+        max_publish_rate: int,
+        redirect_server_reference: str,
+        redirect_permanent: bool,
+    ) -> EngineSettings: ...
+
+# The engine's events (Engine.take_events), one class per variant of the core's Event.
+# At runtime EngineEvent is the binding's union of its event classes;
+# tests/unit/test_engine_events.py checks that it names these members, in order.
+@final
+class Authenticate:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def username(self) -> str | None: ...
+    @property
+    def password(self) -> bytes | None: ...
+    @property
+    def protocol(self) -> int: ...
+    @property
+    def clean_start(self) -> bool: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def data(self) -> bytes | None: ...
+
+@final
+class Auth:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def reauthenticate(self) -> bool: ...
+    @property
+    def data(self) -> bytes | None: ...
+
+@final
+class Rejected:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def reason_code(self) -> int: ...
+    @property
+    def reason_name(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+
+@final
+class Close:
+    @property
+    def conn(self) -> int: ...
+
+@final
+class Persist: ...
+
+@final
+class StreamMember:
+    @property
+    def client(self) -> str: ...
+    @property
+    def share_filter(self) -> str: ...
+    @property
+    def online(self) -> bool: ...
+
+@final
+class StreamDone: ...
+
+EngineEvent: TypeAlias = (
+    Authenticate | Auth | Rejected | Close | Persist | StreamMember | StreamDone
+)
+
+@final
+class Engine:
+    def __new__(cls, settings: EngineSettings) -> Engine: ...
     def open(self, now: int) -> int: ...
     def connection_lost(self, conn: int, now: int) -> None: ...
     def complete_auth(
@@ -139,7 +224,7 @@ class Engine:
     ) -> int: ...
     def has_output(self) -> bool: ...
     def take_output(self) -> list[tuple[int, bytes]]: ...
-    def take_events(self) -> list[tuple[Any, ...]]: ...
+    def take_events(self) -> list[EngineEvent]: ...
     def raw_feed(self) -> CapsuleType: ...
     def set_wall_clock(self, unix_ms: int, now: int) -> None: ...
     def take_journal(self) -> tuple[int, bytes] | None: ...

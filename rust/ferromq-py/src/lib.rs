@@ -12,7 +12,10 @@ mod buffer;
 mod codec;
 mod engine;
 mod errors;
+mod events;
+mod raw_feed;
 mod redis;
+mod settings;
 mod split;
 mod topic;
 
@@ -22,7 +25,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     codec::register(m)?;
     bench::register(m)?;
+    settings::register(m)?;
     engine::register(m)?;
+    events::register(m)?;
     topic::register(m)?;
     redis::register(m)?;
     split::register(m)?;

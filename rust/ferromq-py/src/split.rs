@@ -8,9 +8,10 @@
 
 use bytes::Bytes;
 use ferromq_core::engine::{ApplicationOp, JournalSplit};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JournalSplitter>()?;
@@ -41,7 +42,7 @@ impl JournalSplitter {
         let split = self
             .inner
             .split(&Bytes::copy_from_slice(data))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(|e| errors::journal_error(&e))?;
         let ops = PyList::empty(py);
         for op in split.application {
             let item = match op {
@@ -96,7 +97,7 @@ impl JournalSplitter {
     #[staticmethod]
     fn primary_part<'py>(py: Python<'py>, snapshot: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let primary = JournalSplit::primary_part(&Bytes::copy_from_slice(snapshot))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(|e| errors::journal_error(&e))?;
         Ok(PyBytes::new(py, &primary))
     }
 }

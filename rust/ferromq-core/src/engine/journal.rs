@@ -49,6 +49,11 @@ pub enum ClientType {
     Application,
 }
 
+crate::name::named!(ClientType, "client type", [
+    "device" => ClientType::Device,
+    "application" => ClientType::Application,
+]);
+
 impl ClientType {
     pub(crate) fn code(self) -> u8 {
         self as u8
