@@ -70,7 +70,7 @@ def batch() -> list[tuple[int, bytes]]:
     records = journal_records()
     # The default config's embedded store: the engine journals.
     report = engine_from_config(Config()).restore(session + b"".join(r for _, r in records), 0)
-    assert report["error"] is None and report["messages"] == MESSAGES
+    assert report.error is None and report.messages == MESSAGES
     return records
 
 

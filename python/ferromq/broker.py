@@ -197,25 +197,25 @@ class Broker:
         self.engine.set_wall_clock(int(time.time() * 1000), now)
         data = await store.load()
         report = self.engine.restore(data, now)
-        store.loaded(report["valid_len"])
-        if report["error"] is not None:
+        store.loaded(report.valid_len)
+        if report.error is not None:
             log_event(
                 logger,
                 logging.WARNING,
                 "store tail unreadable, cut off",
                 store=store.name,
-                error=report["error"],
-                kept_bytes=report["valid_len"],
-                dropped_bytes=len(data) - report["valid_len"],
+                error=report.error,
+                kept_bytes=report.valid_len,
+                dropped_bytes=len(data) - report.valid_len,
             )
         log_event(
             logger,
             logging.INFO,
             "store restored",
             store=store.name,
-            sessions=report["sessions"],
-            messages=report["messages"],
-            retained=report["retained"],
+            sessions=report.sessions,
+            messages=report.messages,
+            retained=report.retained,
         )
 
     async def stop(self) -> None:

@@ -39,3 +39,15 @@ def test_events_are_typed_objects(engine: Engine) -> None:
     engine.publish("a/b", b"x", retain=True)
     (event,) = engine.take_events()
     assert isinstance(event, Persist)
+
+
+def test_restore_reports_what_it_read_back(engine: Engine) -> None:
+    engine.publish("a/b", b"x", retain=True)
+    snapshot = engine.snapshot()
+    report = engine_from_config(Config()).restore(snapshot, 0)
+    assert (report.retained, report.sessions, report.valid_len, report.error) == (
+        1,
+        0,
+        len(snapshot),
+        None,
+    )

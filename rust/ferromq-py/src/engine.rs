@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 use crate::errors;
 use crate::events::events_from_core;
 use crate::raw_feed;
+use crate::restore_report::RestoreReport;
 use crate::settings::EngineSettings;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -184,23 +185,12 @@ impl Engine {
         PyBytes::new(py, &self.inner.snapshot())
     }
 
-    /// Rebuild state from journal bytes; returns a dict of counts, `valid_len` (bytes
-    /// of whole records) and `error` (None, or why reading stopped).
-    fn restore<'py>(
-        &mut self,
-        py: Python<'py>,
-        data: &[u8],
-        now: u64,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let report = self.inner.restore(bytes::Bytes::copy_from_slice(data), now);
-        let d = PyDict::new(py);
-        d.set_item("records", report.records)?;
-        d.set_item("sessions", report.sessions)?;
-        d.set_item("messages", report.messages)?;
-        d.set_item("retained", report.retained)?;
-        d.set_item("valid_len", report.valid_len)?;
-        d.set_item("error", report.error.map(|e| e.0))?;
-        Ok(d)
+    /// Rebuild state from journal bytes: what was read, and where and why reading
+    /// stopped (restore_report.rs).
+    fn restore(&mut self, data: &[u8], now: u64) -> RestoreReport {
+        self.inner
+            .restore(bytes::Bytes::copy_from_slice(data), now)
+            .into()
     }
 
     fn shutdown(&mut self, now: u64) {

@@ -15,6 +15,7 @@ mod errors;
 mod events;
 mod raw_feed;
 mod redis;
+mod restore_report;
 mod settings;
 mod split;
 mod topic;
@@ -28,6 +29,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     settings::register(m)?;
     engine::register(m)?;
     events::register(m)?;
+    restore_report::register(m)?;
     topic::register(m)?;
     redis::register(m)?;
     split::register(m)?;
