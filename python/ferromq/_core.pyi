@@ -6,6 +6,10 @@ __all__ = [
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
     "MAX_PACKET_SIZE",
+    "ApplicationAck",
+    "ApplicationEnd",
+    "ApplicationEnqueue",
+    "ApplicationOp",
     "Auth",
     "Authenticate",
     "BenchError",
@@ -135,7 +139,7 @@ class EngineSettings:
 
 # The engine's events (Engine.take_events), one class per variant of the core's Event.
 # At runtime EngineEvent is the binding's union of its event classes;
-# tests/unit/test_engine_events.py checks that it names these members, in order.
+# tests/unit/test_binding_unions.py checks that it names these members, in order.
 @final
 class Authenticate:
     @property
@@ -256,14 +260,35 @@ class Engine:
     def shutdown(self, now: int) -> None: ...
     def stats(self) -> dict[str, int]: ...
 
-# ("enqueue", client, packet id, Message + Enqueue record bytes) | ("ack", client,
-# packet id, None) | ("end", client, 0, None)
-_ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
+# JournalSplitter.split's application store operations; at runtime ApplicationOp is
+# the binding's union (tests/unit/test_binding_unions.py).
+@final
+class ApplicationEnqueue:
+    @property
+    def client(self) -> str: ...
+    @property
+    def packet_id(self) -> int: ...
+    @property
+    def record(self) -> bytes: ...
+
+@final
+class ApplicationAck:
+    @property
+    def client(self) -> str: ...
+    @property
+    def packet_id(self) -> int: ...
+
+@final
+class ApplicationEnd:
+    @property
+    def client(self) -> str: ...
+
+ApplicationOp: TypeAlias = ApplicationEnqueue | ApplicationAck | ApplicationEnd
 
 @final
 class JournalSplitter:
     def __new__(cls) -> JournalSplitter: ...
-    def split(self, data: bytes) -> tuple[bytes, list[_ApplicationOp]]: ...
+    def split(self, data: bytes) -> tuple[bytes, list[ApplicationOp]]: ...
     def observe(self, data: bytes) -> None: ...
     def application_clients(self) -> list[str]: ...
     @staticmethod

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ferromq._core import JournalSplitter
+from ferromq._core import ApplicationOp, JournalSplitter
 from ferromq.storage import Store
-from ferromq.storage.kafka import ApplicationOp, KafkaStore
+from ferromq.storage.kafka import KafkaStore
 
 __all__ = ["SplitStore"]
 

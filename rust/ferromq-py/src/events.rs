@@ -8,7 +8,7 @@
 //! `event_classes` registers them and exports the same list as the union
 //! `EngineEvent` (`Authenticate | Auth | ...`, a `types.UnionType` usable with
 //! `isinstance`), which a test compares with the stub's `EngineEvent` alias
-//! (tests/unit/test_engine_events.py).
+//! (tests/unit/test_binding_unions.py).
 
 use ferromq_core::engine::Event;
 use pyo3::prelude::*;
@@ -85,18 +85,7 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 7] {
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let mut union: Option<Bound<'_, PyAny>> = None;
-    for class in event_classes(m.py()) {
-        m.add(class.name()?, &class)?;
-        union = Some(match union {
-            None => class.into_any(),
-            Some(union) => union.bitor(class)?,
-        });
-    }
-    if let Some(union) = union {
-        m.add("EngineEvent", union)?;
-    }
-    Ok(())
+    crate::add_union(m, "EngineEvent", event_classes(m.py()))
 }
 
 fn bytes(py: Python<'_>, value: Option<Vec<u8>>) -> Option<Py<PyBytes>> {
