@@ -117,6 +117,7 @@ class EngineSettings:
         max_session_expiry: int,
         persistent_session_expiry: int,
         max_client_id_length: int,
+        allow_control_characters: bool,
         authenticate: bool,
         write_high_water: int,
         share_strategy: str,

@@ -379,6 +379,13 @@ class LimitsConfig:
     """PUBLISH packets per second one connection may send (a token bucket holding one
     second's worth); above it the connection ends (v5: DISCONNECT 0x97 Quota exceeded).
     0 means no quota."""
+    allow_control_characters: bool = _setting(False, _Bool())
+    """Accept control characters (U+0001-U+001F, U+007F-U+009F) in client ids, user names,
+    topic names and topic filters. The spec says they SHOULD NOT be sent and lets a server
+    refuse them (MQTT 5.0 1.5.4); they end up in logs, metrics labels and ACL rules, so by
+    default they are refused: CONNACK 0x85 (client id) / 0x86 (user name) / 0x90 (will
+    topic), PUBACK 0x90 or DISCONNECT 0x90 (topic name), SUBACK/UNSUBACK 0x8F for that
+    filter; 3.1.1 gets the matching return code or is disconnected."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ def engine_settings(config: Config) -> EngineSettings:
         max_session_expiry=session.max_session_expiry or NEVER_EXPIRES,
         persistent_session_expiry=session.default_session_expiry_v311 or NEVER_EXPIRES,
         max_client_id_length=limits.max_client_id_length,
+        allow_control_characters=limits.allow_control_characters,
         write_high_water=limits.write_buffer_high_water,
         share_strategy=session.share_strategy,
         journal=config.storage.backend != "memory",

@@ -26,6 +26,15 @@ max_session_expiry = 30
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
+def permissive_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
+    """Control characters allowed, through the environment override."""
+    env = {"FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS": "true"}
+    running = start_broker(tmp_path, request.param, env=env)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
 def limited_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     running = start_broker(tmp_path, request.param, LIMITED_CONFIG)
     yield running

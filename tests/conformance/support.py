@@ -19,8 +19,12 @@ import pytest
 from tests.conftest import RunningBroker
 from tests.integration.mqtt_raw import RawClient
 
-V311, V5 = 4, 5
+V31, V311, V5 = 3, 4, 5
 VERSIONS = pytest.mark.parametrize("version", [V311, V5], ids=["v311", "v5"])
+# For the rules where MQTT 3.1 (protocol name "MQIsdp") needs checking too.
+ALL_VERSIONS = pytest.mark.parametrize("version", [V31, V311, V5], ids=["v31", "v311", "v5"])
+# Control characters (5.0 §1.5.4, 3.1.1 §1.5.3): C0, DEL and C1 (two UTF-8 bytes).
+CONTROL_CHARACTERS = ["tab\there", "esc\x1b", "del\x7f", "c1\x85", "c1\x9f"]
 
 Packet = dict[str, Any]
 

@@ -1,6 +1,7 @@
 """01 CONNECT / CONNACK (§3.1, §3.2) for 3.1.1 and 5.0: protocol name and level, the
 reserved flag, client identifiers, one CONNECT per connection, the CONNECT timeout,
-Session Present, takeover, credentials and the v5 CONNACK properties."""
+Session Present, takeover, credentials and the v5 CONNACK properties; MQTT 3.1's
+unreserved flags, and control characters in names for all three versions."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 from tests.conftest import RunningBroker
 
 from .support import (
+    ALL_VERSIONS,
+    CONTROL_CHARACTERS,
     V5,
+    V31,
     V311,
     VERSIONS,
     closed_with,
@@ -26,6 +30,7 @@ from .support import (
     prop,
     publish,
     raw_closed,
+    recv_publish,
     subscribe,
 )
 
@@ -92,6 +97,73 @@ def test_reserved_connect_flag_closes_without_connack(broker: RunningBroker, lev
     sock.sendall(raw_connect(level=level, flags=0x03))
     reply = raw_closed(sock)
     assert reply in (b"", b"\x20\x03\x00\x81\x00"), reply
+
+
+@pytest.mark.parametrize("level", [V311, V5], ids=["v311", "v5"])
+def test_connect_fixed_header_flags_close_without_connack(
+    broker: RunningBroker, level: int
+) -> None:
+    # [MQTT-2.2.2-1, 2.2.2-2]: CONNECT's fixed-header flags are reserved, 0000.
+    sock = raw_socket(broker)
+    sock.sendall(b"\x12" + raw_connect(level=level)[1:])
+    assert raw_closed(sock) in (b"", b"\x20\x03\x00\x81\x00")
+
+
+def test_mqtt31_connect_flags_are_not_reserved(broker: RunningBroker) -> None:
+    # MQTT 3.1 §3.1: DUP, QoS and RETAIN are "not used" in CONNECT and bit 0 of the
+    # connect flags is unused; 3.1.1 reserved both [MQTT-2.2.2-1, 3.1.2-3], 3.1 did not.
+    for header_flags, connect_flags in [(0x0, 0x03), (0xF, 0x02), (0xA, 0x03)]:
+        sock = raw_socket(broker)
+        connect_packet = raw_connect(name="MQIsdp", level=3, flags=connect_flags)
+        sock.sendall(bytes([0x10 | header_flags]) + connect_packet[1:])
+        assert sock.recv(16) == b"\x20\x02\x00\x00", (header_flags, connect_flags)
+        sock.close()
+
+
+@ALL_VERSIONS
+def test_control_characters_in_client_id_and_user_name_are_refused(
+    broker: RunningBroker, version: int
+) -> None:
+    # 5.0 §1.5.4 / 3.1.1 §1.5.3: a receiver may refuse them; refused by default
+    # (limits.allow_control_characters) with "Client Identifier not valid" (0x85, 3.x
+    # return code 2) and "Bad User Name or Password" (0x86, 3.x return code 4).
+    id_code, user_code = (0x85, 0x86) if version == V5 else (2, 4)
+    for text in CONTROL_CHARACTERS:
+        client, connack = connect(broker, text, version)
+        assert connack["reason_code"] == id_code, text
+        assert closed_with(client) == []
+        client, connack = connect(broker, "cc-user", version, username=text, password=b"pw")
+        assert connack["reason_code"] == user_code, text
+        assert closed_with(client) == []
+    ping(connected(broker, "no-break\u00a0space", version, username="\u00a0"))
+
+
+@ALL_VERSIONS
+def test_control_characters_in_a_will_topic_are_refused(
+    broker: RunningBroker, version: int
+) -> None:
+    # v5: CONNACK 0x90 "The Will Topic Name is not malformed, but is not accepted";
+    # 3.x has no return code for it: closed without CONNACK.
+    client = open_client(broker, version)
+    will = {"topic": "wills/\x07", "payload": b"x", "qos": 0, "retain": False, "properties": []}
+    client.send(
+        {"type": "connect", "protocol_version": version, "client_id": "cc-will", "will": will}
+    )
+    got = client.expect_closed()
+    if version == V5:
+        assert [(p["type"], p["reason_code"]) for p in got] == [("connack", 0x90)]
+    else:
+        assert got == []
+
+
+def test_control_characters_are_accepted_when_allowed(permissive_broker: RunningBroker) -> None:
+    # FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS=true reaches the engine.
+    for version in (V31, V311, V5):
+        client = connected(permissive_broker, "tab\tid", version, username="u\x85")
+        assert subscribe(client, ("a\x07/#", 1)) == [1]
+        publish(client, "a\x07/b", b"x")
+        assert recv_publish(client)["topic"] == "a\x07/b"
+        disconnect(client)
 
 
 @pytest.mark.parametrize("level", [V311, V5], ids=["v311", "v5"])

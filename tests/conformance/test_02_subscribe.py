@@ -1,13 +1,17 @@
 """02 SUBSCRIBE / SUBACK / UNSUBSCRIBE / UNSUBACK (§3.8-3.11, §4.7) for 3.1.1 and 5.0:
 reason codes per filter, invalid filters, overlapping subscriptions, subscription
-options and identifiers, `$SYS` and `#`, and replacing a subscription."""
+options and identifiers, `$SYS` and `#`, and replacing a subscription; MQTT 3.1's
+retried SUBSCRIBE / UNSUBSCRIBE with DUP, and control characters in filters."""
 
 from __future__ import annotations
 
 from tests.conftest import RunningBroker
 
 from .support import (
+    ALL_VERSIONS,
+    CONTROL_CHARACTERS,
     V5,
+    V31,
     VERSIONS,
     closed_with,
     connected,
@@ -105,6 +109,37 @@ def test_unsubscribe_of_an_unknown_filter(broker: RunningBroker, version: int) -
     subscribe(client, "known")
     unsuback = unsubscribe(client, "unknown", "known", "known")
     assert unsuback["reason_codes"] == ([0x11, 0x00, 0x11] if version == V5 else [])
+
+
+def test_mqtt31_subscribe_and_unsubscribe_retried_with_dup(broker: RunningBroker) -> None:
+    # MQTT 3.1 §3.8, §3.10, §4.2: SUBSCRIBE and UNSUBSCRIBE use QoS 1 and a retry sets
+    # DUP (flags 1010), which 3.1.1 made a malformed packet [MQTT-3.8.1-1, 3.10.1-1].
+    client = connected(broker, "v31-dup", V31)
+    client.send_raw(b"\x8a\x08\x00\x05\x00\x03t31\x01")
+    suback = client.recv()
+    assert (suback["type"], suback["packet_id"], suback["reason_codes"]) == ("suback", 5, [1])
+    client.send_raw(b"\xaa\x07\x00\x06\x00\x03t31")
+    unsuback = client.recv()
+    assert (unsuback["type"], unsuback["packet_id"]) == ("unsuback", 6)
+    ping(client)
+
+
+@ALL_VERSIONS
+def test_control_characters_in_a_filter_refuse_that_filter_only(
+    broker: RunningBroker, version: int
+) -> None:
+    # 5.0 §1.5.4 / 3.1.1 §1.5.3 (limits.allow_control_characters off): that filter gets
+    # 0x8F Topic Filter invalid (3.x: 0x80 Failure), the others are granted; in
+    # UNSUBSCRIBE it is 0x8F for v5 and left alone in 3.x (no per-filter code there).
+    client = connected(broker, "cc-filter", version)
+    refused = 0x8F if version == V5 else 0x80
+    filters = [("ok/+", 1), *((f"{text}/#", 1) for text in CONTROL_CHARACTERS), ("x", 0)]
+    expected = [1, *(refused for _ in CONTROL_CHARACTERS), 0]
+    assert subscribe(client, *filters) == expected
+    unsuback = unsubscribe(client, "ok/+", "bad\x07")
+    assert unsuback["reason_codes"] == ([0x00, 0x8F] if version == V5 else [])
+    publisher = connected(broker, "cc-filter-pub", version)
+    fence(publisher, client, "x")
 
 
 @VERSIONS

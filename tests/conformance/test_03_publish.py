@@ -1,17 +1,22 @@
 """03 PUBLISH and its acknowledgements (§3.3-3.7, §4.3, §4.9) for 3.1.1 and 5.0: QoS
 0/1/2 both ways with downgrade, QoS 2 exactly once, packet ids, flow control, topic
-aliases, message expiry and the properties forwarded with a message."""
+aliases, message expiry and the properties forwarded with a message; MQTT 3.1's
+retried PUBREL with DUP, and control characters in topic names."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
 from tests.conftest import RunningBroker
 
 from .support import (
+    ALL_VERSIONS,
+    CONTROL_CHARACTERS,
     V5,
+    V31,
     V311,
     VERSIONS,
     closed_with,
@@ -109,6 +114,52 @@ def test_outbound_packet_ids_are_distinct_while_in_flight(
     ids = [p["packet_id"] for p in got]
     assert len(set(ids)) == 10 and 0 not in ids
     assert [p["payload"] for p in got] == [bytes([i]) for i in range(10)]  # [MQTT-4.6.0-5]
+
+
+def ack_of(packet: dict[str, Any]) -> tuple[str, int, int]:
+    return packet["type"], packet["packet_id"], packet["reason_code"]
+
+
+def test_mqtt31_qos2_retry_with_dup_pubrel_completes(broker: RunningBroker) -> None:
+    # MQTT 3.1 §3.6, §4.2: PUBREL uses QoS 1 and is retried with DUP (flags 1010), which
+    # 3.1.1 made a malformed packet [MQTT-3.6.1-1]; the 3.1 flow must still complete.
+    sub = connected(broker, "v31-sub", V31)
+    subscribe(sub, ("v31/t", 2))
+    publisher = connected(broker, "v31-pub", V31)
+    publisher.send(
+        {"type": "publish", "topic": "v31/t", "payload": b"once", "qos": 2, "packet_id": 7}
+    )
+    assert ack_of(publisher.recv()) == ("pubrec", 7, 0)
+    publisher.send_raw(b"\x6a\x02\x00\x07")
+    assert ack_of(publisher.recv()) == ("pubcomp", 7, 0)
+    publisher.send_raw(b"\x6a\x02\x00\x07")  # a second retry: still answered
+    assert ack_of(publisher.recv())[:2] == ("pubcomp", 7)
+    assert receive(sub)["payload"] == b"once"
+
+
+@ALL_VERSIONS
+def test_control_characters_in_a_topic_name_are_refused(
+    broker: RunningBroker, version: int
+) -> None:
+    # 5.0 §1.5.4 / 3.1.1 §1.5.3 (limits.allow_control_characters off): v5 QoS 1/2 gets
+    # PUBACK/PUBREC 0x90 "Topic Name not accepted" and stays connected, QoS 0 has no
+    # ack and is disconnected with 0x90; 3.x has no negative ack: closed [MQTT-3.3.5-2].
+    watch = connected(broker, "cc-watch", version)
+    subscribe(watch, ("#", 1))
+    publisher = connected(broker, "cc-pub", version)
+    if version == V5:
+        for text in CONTROL_CHARACTERS:
+            publisher.send({"type": "publish", "topic": text, "qos": 1, "packet_id": 3})
+            assert ack_of(publisher.recv()) == ("puback", 3, 0x90), text
+            publisher.send({"type": "publish", "topic": text, "qos": 2, "packet_id": 4})
+            assert ack_of(publisher.recv()) == ("pubrec", 4, 0x90), text
+        fence(publisher, watch, "fence")
+        publish(publisher, "a/\x07", b"x")
+        assert closed_with(publisher) == [0x90]
+    else:
+        publisher.send({"type": "publish", "topic": "a/\x07", "qos": 1, "packet_id": 3})
+        assert closed_with(publisher) == []
+    fence(connected(broker, "cc-fence", version), watch, "fence")
 
 
 @VERSIONS

@@ -1,7 +1,8 @@
 """11 MQTT 5.0 edges with exact packets: broker-to-client topic alias overflow, expiry
-while queued (counted in $SYS), a delivery too large for one of several subscribers,
-every announced CONNACK limit broken, Reason Strings and Request Problem Information,
-the publish quota and redirection."""
+while queued (counted in $SYS), a delivery too large for one of several subscribers
+(and for all of them), every announced CONNACK limit broken, Reason Strings and Request
+Problem Information, the publish quota, redirection, and Response Topics with
+wildcards."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .support import (
     connected,
     disconnect,
     fence,
+    open_client,
     prop,
     publish,
     receive,
@@ -309,3 +311,51 @@ def test_v5_no_response_information_without_a_prefix(broker: RunningBroker) -> N
 def test_v311_maximum_qos_downgrades_the_grant(restricted: RunningBroker) -> None:
     client = connected(restricted, "grant", V311)
     assert subscribe(client, ("g/t", 2)) == [1]
+
+
+def test_v5_publisher_hears_success_when_every_copy_is_too_large(broker: RunningBroker) -> None:
+    # [MQTT-3.1.2-25]: a PUBLISH above the subscriber's Maximum Packet Size is discarded
+    # and the broker behaves as if it had sent it, so the publisher is not told 0x10
+    # (No matching subscribers) when that subscriber was its only match.
+    small = connected(broker, "all-small", V5, properties=[("maximum_packet_size", 64)])
+    subscribe(small, ("all/t", 1))
+    publisher = connected(broker, "all-pub", V5)
+    for qos in (1, 2):
+        ack = publish(publisher, "all/t", b"L" * 100, qos=qos)
+        assert ack is not None and ack["reason_code"] == 0x00, (qos, ack)
+    ack = publish(publisher, "all/nobody", b"x", qos=1)
+    assert ack is not None and ack["reason_code"] == 0x10
+    publish(publisher, "all/t", b"fits", qos=1)
+    assert receive(small)["payload"] == b"fits"
+
+
+@pytest.mark.parametrize("response_topic", ["reply/+", "reply/#", "#"])
+def test_v5_response_topic_with_a_wildcard_is_a_protocol_error(
+    broker: RunningBroker, response_topic: str
+) -> None:
+    # [MQTT-3.3.2-14]: the Response Topic MUST NOT contain wildcards. The packet parses,
+    # so it is a Protocol Error (§1.2, §4.13): DISCONNECT 0x82, and it is not forwarded
+    # (the broker would send a non-conforming PUBLISH [MQTT-3.3.2-15]).
+    watch = connected(broker, "rt-watch", V5)
+    subscribe(watch, ("rt/#", 1))
+    publisher = connected(broker, "rt-pub", V5)
+    properties = [("response_topic", response_topic)]
+    publish(publisher, "rt/request", b"q", properties=properties)
+    assert closed_with(publisher) == [0x82]
+    fence(connected(broker, "rt-fence", V5), watch, "rt/fence")
+
+
+def test_v5_will_response_topic_with_a_wildcard_is_refused(broker: RunningBroker) -> None:
+    # The will becomes a PUBLISH carrying its Response Topic [MQTT-3.3.2-14]: CONNACK
+    # 0x82 Protocol Error, and no will is kept.
+    client = open_client(broker, V5)
+    will = {
+        "topic": "wills/rt",
+        "payload": b"x",
+        "qos": 0,
+        "retain": False,
+        "properties": [("response_topic", "reply/+")],
+    }
+    client.send({"type": "connect", "protocol_version": V5, "client_id": "rt-w", "will": will})
+    got = client.expect_closed()
+    assert [(p["type"], p["reason_code"]) for p in got] == [("connack", 0x82)]

@@ -70,6 +70,7 @@ def test_defaults_without_file_or_environment() -> None:
         write_buffer_high_water=1024 * 1024,
         max_client_id_length=65535,
         max_publish_rate=0,
+        allow_control_characters=False,
     )
     assert config.mqtt5 == Mqtt5Config(
         maximum_qos=2,
@@ -620,6 +621,18 @@ def test_check_config_prints_effective_toml(tmp_path: Path) -> None:
     assert 'level = "debug"\n' in result.stdout
     path.write_text(result.stdout, encoding="utf-8")
     assert load_config(path, {}).limits.max_packet_size == 2097152
+
+
+def test_control_characters_are_refused_unless_allowed(tmp_path: Path) -> None:
+    assert load_config(None, {}).limits.allow_control_characters is False
+    from_file = load_text(tmp_path, "[limits]\nallow_control_characters = true\n")
+    assert from_file.limits.allow_control_characters is True
+    env = {"FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS": "false"}
+    path = tmp_path / "ferromq.toml"
+    assert load_config(path, env).limits.allow_control_characters is False
+    result = run_cli("check-config", env=clean_env(FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS="true"))
+    assert result.returncode == 0, result.stderr
+    assert "allow_control_characters = true\n" in result.stdout
 
 
 def test_check_config_lists_redis_cluster(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Defaults live in ``ferromq.config``; the binding requires every field, so there is no
 second default to drift from the schema, and the names a setting is spelt with are
-the core's (``ferromq_core::name``).
+the core's (``ferromq_core::choice``).
 """
 
 from __future__ import annotations

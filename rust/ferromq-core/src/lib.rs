@@ -9,11 +9,11 @@
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
-//! - [`name`]: settings spelled as names (`FromStr` per enum, one table each).
+//! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
+pub mod choice;
 pub mod codec;
 pub mod engine;
-pub mod name;
 pub mod retain;
 pub mod store;
 pub mod topic;

@@ -211,6 +211,18 @@ const CASES: &[Case] = &[
         MalformedPacket,
     ),
     case(
+        "3.1.1 CONNECT fixed header flags must be 0000",
+        V5,
+        b"\x12\x0c\x00\x04MQTT\x04\x02\x00\x00\x00\x00",
+        MalformedPacket,
+    ),
+    case(
+        "5.0 CONNECT fixed header flags must be 0000",
+        V5,
+        b"\x18\x0d\x00\x04MQTT\x05\x02\x00\x00\x00\x00\x00",
+        MalformedPacket,
+    ),
+    case(
         "will QoS without will",
         V5,
         b"\x10\x0c\x00\x04MQTT\x04\x0a\x00\x00\x00\x00",
@@ -398,6 +410,28 @@ fn every_malformed_input_is_classified() {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// MQTT 3.1 has no reserved flag bits (§2.1, §3.1): a CONNECT with fixed-header flags
+/// or connect-flags bit 0 set, and PUBREL / SUBSCRIBE / UNSUBSCRIBE retried with DUP
+/// (§3.6, §3.8, §3.10), all decode. The same bytes from 3.1.1 are refused above.
+#[test]
+fn mqtt_3_1_has_no_reserved_flag_bits() {
+    let mut decoder = FrameDecoder::new(u32::MAX, None);
+    let connect = b"\x1a\x0f\x00\x06MQIsdp\x03\x03\x00\x3c\x00\x01c";
+    let (packets, _, error) = decoder.decode_slice(connect);
+    assert_eq!((packets.len(), error), (1, None));
+    let retries: &[&[u8]] = &[
+        b"\x6a\x02\x00\x01",
+        b"\x8a\x06\x00\x01\x00\x01a\x01",
+        b"\xaa\x05\x00\x01\x00\x01a",
+    ];
+    for wire in retries {
+        let (packets, _, error) = decoder.decode_slice(wire);
+        assert_eq!((packets.len(), error), (1, None), "{wire:?}");
+        let (_, _, error) = FrameDecoder::new(u32::MAX, Some(V3_1_1)).decode_slice(wire);
+        assert_eq!(error.map(|e| e.reason), Some(MalformedPacket), "{wire:?}");
+    }
 }
 
 #[test]

@@ -13,9 +13,9 @@
 use std::fmt::Display;
 
 use ferromq_bench::BenchError as CoreBenchError;
+use ferromq_core::choice::UnknownName;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
 use ferromq_core::engine::JournalError;
-use ferromq_core::name::UnknownName;
 use ferromq_core::topic::IndexError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyValueError};
@@ -137,7 +137,7 @@ pub(crate) fn bad_argument(message: impl Into<String>) -> PyErr {
     PyValueError::new_err(message.into())
 }
 
-/// A name that is not one of a setting's names (`ferromq_core::name`).
+/// A name that is not one of a setting's names (`ferromq_core::choice`).
 pub(crate) fn unknown_name(err: &UnknownName) -> PyErr {
     PyValueError::new_err(err.to_string())
 }

@@ -2,6 +2,7 @@
 //! then client id, will, username and password.
 
 use super::error::DecodeError;
+use super::frame::INVALID_FLAGS;
 use super::packet::{Connect, ProtocolVersion, QoS, Will};
 use super::properties::{Properties, PropertyContext};
 use super::reason::ReasonCode;
@@ -23,7 +24,10 @@ fn unsupported(detail: &'static str) -> DecodeError {
 }
 
 impl Connect {
-    pub(crate) fn read(r: &mut Reader<'_>) -> Result<Connect, DecodeError> {
+    /// Read a CONNECT whose fixed header carried `header_flags`. Those flags and the
+    /// reserved connect flag must be 0 in 3.1.1 and 5.0 [MQTT-2.2.2-1, 3.1.2-3]; MQTT 3.1
+    /// calls both "not used" (§3.1), so a 3.1 client's values are ignored.
+    pub(crate) fn read(header_flags: u8, r: &mut Reader<'_>) -> Result<Connect, DecodeError> {
         let name = r.string()?;
         let level = r.u8()?;
         let protocol = match (name.as_str(), ProtocolVersion::from_level(level)) {
@@ -32,8 +36,12 @@ impl Connect {
             ("MQTT" | "MQIsdp", _) => return Err(unsupported("unsupported protocol level")),
             _ => return Err(unsupported("unknown protocol name")),
         };
+        let strict = protocol != ProtocolVersion::V3_1;
+        if strict && header_flags != 0 {
+            return Err(INVALID_FLAGS); // [MQTT-2.2.2-1, 2.2.2-2]
+        }
         let flags = r.u8()?;
-        if flags & RESERVED != 0 {
+        if strict && flags & RESERVED != 0 {
             return Err(DecodeError::malformed("CONNECT reserved flag is set")); // [MQTT-3.1.2-3]
         }
         let will_qos =

@@ -61,13 +61,22 @@ pub fn read_fixed_header(
     }))
 }
 
-/// Fixed-header flags every type but PUBLISH must carry [MQTT-2.2.2-1, 2.2.2-2].
+/// Fixed-header flags every type but PUBLISH must carry in 3.1.1 and 5.0
+/// [MQTT-2.2.2-1, 2.2.2-2].
+///
+/// MQTT 3.1 (§2.1) has no reserved bits there: DUP, QoS and RETAIN are "not used"
+/// outside PUBLISH, except that PUBREL, SUBSCRIBE and UNSUBSCRIBE carry QoS 1 and set
+/// DUP when retried (§3.6, §3.8, §3.10), so a 3.1 peer's flags are not checked; CONNECT's
+/// are checked in `Connect::read` once its protocol level is known.
 fn required_flags(packet_type: PacketType) -> u8 {
     match packet_type {
         PacketType::PubRel | PacketType::Subscribe | PacketType::Unsubscribe => 0x02,
         _ => 0x00,
     }
 }
+
+pub(crate) const INVALID_FLAGS: DecodeError =
+    DecodeError::malformed("fixed header flags are invalid for this packet");
 
 /// Decode one complete frame (fixed header included) for a connection of `version`.
 pub fn decode_packet(frame: Bytes, version: ProtocolVersion) -> Result<Packet, DecodeError> {
@@ -91,13 +100,13 @@ fn decode_body(
 ) -> Result<Packet, DecodeError> {
     let mut r = Reader::new(buf, start + header.header_len, start + header.frame_len);
     let kind = header.packet_type;
-    if kind != PacketType::Publish && header.flags != required_flags(kind) {
-        return Err(DecodeError::malformed(
-            "fixed header flags are invalid for this packet",
-        ));
+    let checked = !matches!(kind, PacketType::Publish | PacketType::Connect)
+        && version != ProtocolVersion::V3_1;
+    if checked && header.flags != required_flags(kind) {
+        return Err(INVALID_FLAGS);
     }
     let packet = match kind {
-        PacketType::Connect => Packet::Connect(Box::new(Connect::read(&mut r)?)),
+        PacketType::Connect => Packet::Connect(Box::new(Connect::read(header.flags, &mut r)?)),
         PacketType::ConnAck => Packet::ConnAck(ConnAck::read(&mut r, version)?),
         PacketType::Publish => Packet::Publish(Publish::read(header.flags, &mut r, version)?),
         PacketType::PubAck => Packet::PubAck(Ack::read(kind, &mut r, version)?),

@@ -41,4 +41,4 @@ pub use reason::{ConnectReturnCode, ReasonCode};
 /// Option-byte bits, shared with the topic index that stores the byte as is.
 pub(crate) use subscribe::{NO_LOCAL, RETAIN_AS_PUBLISHED};
 pub(crate) use wire::Reader;
-pub use wire::{read_varint, varint_len, Utf8Bytes, VARINT_MAX};
+pub use wire::{has_control_character, read_varint, varint_len, Utf8Bytes, VARINT_MAX};

@@ -54,6 +54,20 @@ impl Utf8Bytes {
     }
 }
 
+/// True if `s` holds a control character, U+0001..U+001F or U+007F..U+009F: the
+/// data SHOULD NOT include them and a receiver MAY refuse them (5.0 §1.5.4, 3.1.1
+/// §1.5.3). One pass over the bytes, no decoding: C0 and DEL are the single bytes
+/// below 0x20 and 0x7F (U+0000 never gets this far [MQTT-1.5.4-2]); C1 is the two-byte
+/// sequence C2 80..C2 9F, and in valid UTF-8 a C2 is always followed by one more byte.
+pub fn has_control_character(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    bytes.iter().enumerate().any(|(at, &byte)| {
+        byte < 0x20
+            || byte == 0x7F
+            || (byte == 0xC2 && bytes.get(at + 1).is_some_and(|&next| next < 0xA0))
+    })
+}
+
 impl TryFrom<&str> for Utf8Bytes {
     type Error = DecodeError;
 
@@ -359,5 +373,18 @@ mod tests {
                 .as_str(),
             "A\u{2A6D4}"
         );
+    }
+
+    #[test]
+    fn control_characters_are_the_c0_c1_ranges() {
+        let every = (1..=0x10FFFFu32).filter_map(char::from_u32);
+        for c in every {
+            let control = matches!(c, '\u{1}'..='\u{1F}' | '\u{7F}'..='\u{9F}');
+            let s = format!("a{c}b");
+            assert_eq!(has_control_character(&s), control, "U+{:04X}", c as u32);
+        }
+        assert!(has_control_character("\u{9F}"));
+        assert!(!has_control_character("\u{A0}"));
+        assert!(!has_control_character(""));
     }
 }

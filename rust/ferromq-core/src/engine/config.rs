@@ -13,7 +13,7 @@ pub enum DropPolicy {
     RefuseNewest,
 }
 
-crate::name::named!(DropPolicy, "drop policy", [
+crate::choice::named!(DropPolicy, "drop policy", [
     "drop_oldest" => DropPolicy::DropOldest,
     "refuse_newest" => DropPolicy::RefuseNewest,
 ]);
@@ -46,6 +46,9 @@ pub struct EngineConfig {
     pub persistent_session_expiry: u32,
     /// Longest client identifier accepted.
     pub max_client_id_length: usize,
+    /// Accept control characters (U+0001..U+001F, U+007F..U+009F) in client ids, user
+    /// names, topic names and topic filters; refused by default (see `names`).
+    pub allow_control_characters: bool,
     /// Ask Python to authenticate every CONNECT (an `Authenticate` event); when false
     /// every CONNECT is accepted inside the engine.
     pub authenticate: bool,
@@ -84,6 +87,7 @@ impl Default for EngineConfig {
             max_session_expiry: u32::MAX,
             persistent_session_expiry: 7 * 24 * 3600,
             max_client_id_length: 65_535,
+            allow_control_characters: false,
             authenticate: false,
             write_high_water: 1024 * 1024,
             journal: false,

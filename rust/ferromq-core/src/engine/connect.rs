@@ -50,7 +50,10 @@ impl Engine {
             self.refuse(conn_id, refusal, now);
             return;
         }
-        if let Some((refusal, detail)) = self.connect_refusal(&connect) {
+        let refusal = self
+            .connect_refusal(&connect)
+            .or_else(|| self.connect_name_refusal(&connect));
+        if let Some((refusal, detail)) = refusal {
             self.refuse_with(conn_id, refusal, detail, now);
             return;
         }

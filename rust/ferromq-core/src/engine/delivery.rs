@@ -6,7 +6,8 @@
 //! window has room; QoS 0 needs no window and is sent whenever the connection is
 //! writable. Expired messages are dropped at send time [MQTT-3.3.2-5]. A PUBLISH
 //! above the client's Maximum Packet Size is dropped for that client only and, for
-//! QoS 1/2, never enters the window: as if completed [MQTT-3.1.2-26]. Outbound
+//! QoS 1/2, never enters the window; it counts as sent, so a publisher whose every
+//! match was too large still hears 0x00, not 0x10 [MQTT-3.1.2-25, 3.1.2-26]. Outbound
 //! topic aliases are applied as each PUBLISH is written (`alias_out`).
 
 use crate::codec::{Packet, Publish, QoS};
@@ -16,7 +17,8 @@ use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
 
 impl Engine {
-    /// Deliver to a session: send, queue or drop. True unless dropped. A QoS 1/2
+    /// Deliver to a session: send, queue or drop. True unless dropped (a copy too
+    /// large for the client counts as sent [MQTT-3.1.2-25]). A QoS 1/2
     /// delivery gets its sequence and packet id here, and a journaled session's
     /// journal gets it once it is sent or queued.
     pub(super) fn deliver(&mut self, session: u32, mut out: Outgoing, now: u64) -> bool {
@@ -35,7 +37,10 @@ impl Engine {
             .expect("session checked above");
         let conn = state.conn.filter(|conn| self.is_writable(*conn));
         match (conn, out.qos) {
-            (Some(conn), QoS::AtMostOnce) => return self.send_publish(conn, &out, 0, now),
+            (Some(conn), QoS::AtMostOnce) => {
+                self.send_publish(conn, &out, 0, now);
+                return true;
+            }
             (Some(conn), _) if state.queue.is_empty() && self.window_open(session, conn) => {
                 self.journal_delivery(session, &out);
                 return self.send_in_window(session, conn, out, now);
@@ -126,7 +131,7 @@ impl Engine {
         let (packet_id, sequence) = (out.packet_id, out.sequence);
         if !self.send_publish(conn, &out, packet_id, now) {
             self.journal_removed(session, &out);
-            return false;
+            return true;
         }
         let entry = if out.qos == QoS::AtLeastOnce {
             Awaiting::PubAck(out)
@@ -139,6 +144,9 @@ impl Engine {
         true
     }
 
+    /// Write one PUBLISH. False when it was dropped: the connection is writable (a
+    /// closed one has left its session), so the PUBLISH exceeded the client's Maximum
+    /// Packet Size.
     fn send_publish(&mut self, conn: ConnId, out: &Outgoing, packet_id: u16, now: u64) -> bool {
         let packet = self.publish_packet(conn, out, packet_id, false, now);
         if self.write_publish(conn, packet, &out.message.topic) {

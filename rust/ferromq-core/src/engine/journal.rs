@@ -49,7 +49,7 @@ pub enum ClientType {
     Application,
 }
 
-crate::name::named!(ClientType, "client type", [
+crate::choice::named!(ClientType, "client type", [
     "device" => ClientType::Device,
     "application" => ClientType::Application,
 ]);

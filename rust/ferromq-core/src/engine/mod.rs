@@ -16,7 +16,8 @@
 //! CONNECT decision, AUTH exchanges, re-authentication), `publish` (inbound
 //! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
 //! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `timers` (keep alive, expiry,
-//! will delay), `shared` (shared-group queues and redistribution).
+//! will delay), `shared` (shared-group queues and redistribution), `names` (names
+//! refused although they decode: Response Topic, control characters).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -30,6 +31,7 @@ mod delivery;
 mod diagnostics;
 pub(crate) mod journal;
 mod message;
+mod names;
 mod persist;
 mod publish;
 mod queue;

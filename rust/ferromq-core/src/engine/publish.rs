@@ -46,7 +46,11 @@ impl Engine {
             self.refuse(conn_id, reason, now);
             return;
         }
-        match self.publish_refusal(&publish) {
+        let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
+        let refusal = self
+            .publish_refusal(&publish)
+            .or_else(|| self.publish_name_refusal(&publish, v5));
+        match refusal {
             Some(PublishRefusal::Reject(reason, detail)) if publish.qos != QoS::AtMostOnce => {
                 let mut ack = Ack::new(publish.packet_id);
                 ack.reason = reason;
@@ -120,7 +124,8 @@ impl Engine {
         }
     }
 
-    /// PUBACK/PUBREC for a routed message: v5 says 0x10 when nobody subscribed.
+    /// PUBACK/PUBREC for a routed message: v5 says 0x10 when nobody subscribed (a
+    /// copy discarded as too large for its client counts as sent [MQTT-3.1.2-25]).
     fn publish_ack(&mut self, conn_id: ConnId, packet_id: u16, delivered: usize) -> Ack {
         let mut ack = Ack::new(packet_id);
         if delivered == 0 && self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5()) {

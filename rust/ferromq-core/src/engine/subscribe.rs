@@ -2,7 +2,8 @@
 //!
 //! Every filter is granted the QoS it asked for up to the Maximum QoS; a filter the
 //! index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1, one using a feature the
-//! broker does not offer its reason code from `announce`. SUBACK goes out
+//! broker does not offer its reason code from `announce`, one holding control
+//! characters its code from `names` (also in UNSUBSCRIBE). SUBACK goes out
 //! first, then the retained messages matching each granted filter, per Retain
 //! Handling (0 always, 1 only for a new subscription, 2 never) and never for shared
 //! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
@@ -44,7 +45,10 @@ impl Engine {
         let mut retained_for = Vec::new();
         let mut properties = Properties::new();
         for (filter, options) in &subscribe.filters {
-            if let Some(refusal) = self.filter_refusal(filter, v5) {
+            let refusal = self
+                .filter_refusal(filter, v5)
+                .or_else(|| self.filter_name_refusal(filter, v5));
+            if let Some(refusal) = refusal {
                 reasons.push(refusal);
                 properties = self.ack_reason_string(conn_id, refusal.name());
                 continue;
@@ -120,6 +124,13 @@ impl Engine {
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let mut reasons = Vec::new();
         for filter in &unsubscribe.filters {
+            if let Some(refusal) = self.filter_name_refusal(filter, v5) {
+                // 3.1.1's UNSUBACK has no per-filter code: the filter is left alone.
+                if v5 {
+                    reasons.push(refusal);
+                }
+                continue;
+            }
             self.stream_unsubscribing(session, filter);
             let existed = self.index.unsubscribe(session, filter);
             self.journal_unsubscribe(session, filter);

@@ -40,7 +40,7 @@ pub enum ShareStrategy {
     Sticky,
 }
 
-crate::name::named!(ShareStrategy, "share strategy", [
+crate::choice::named!(ShareStrategy, "share strategy", [
     "round_robin" => ShareStrategy::RoundRobin,
     "random" => ShareStrategy::Random,
     "hash_client" => ShareStrategy::HashClient,

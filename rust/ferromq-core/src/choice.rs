@@ -1,4 +1,4 @@
-//! Settings spelled as names (the config file's `share_strategy = "sticky"`, a user's
+//! Settings chosen by name (the config file's `share_strategy = "sticky"`, a user's
 //! `client_type = "application"`): each enum keeps one table of its names, parsed with
 //! `FromStr` and printed with `name()`, so the binding holds no name of its own.
 //!
@@ -59,24 +59,24 @@ pub(crate) trait Named: Copy + PartialEq + 'static {
 /// `FromStr` and `name()` for an enum from its [`Named`] table.
 macro_rules! named {
     ($ty:ty, $what:literal, [$($name:literal => $value:expr),+ $(,)?]) => {
-        impl $crate::name::Named for $ty {
+        impl $crate::choice::Named for $ty {
             const WHAT: &'static str = $what;
             const NAMES: &'static [&'static str] = &[$($name),+];
             const VALUES: &'static [Self] = &[$($value),+];
         }
 
         impl ::std::str::FromStr for $ty {
-            type Err = $crate::name::UnknownName;
+            type Err = $crate::choice::UnknownName;
 
             fn from_str(name: &str) -> Result<Self, Self::Err> {
-                <Self as $crate::name::Named>::parse_name(name)
+                <Self as $crate::choice::Named>::parse_name(name)
             }
         }
 
         impl $ty {
             /// The name the config file and the binding spell this value with.
             pub fn name(self) -> &'static str {
-                <Self as $crate::name::Named>::name_of(self)
+                <Self as $crate::choice::Named>::name_of(self)
             }
         }
     };
