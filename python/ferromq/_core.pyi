@@ -5,6 +5,7 @@ from typing_extensions import Buffer, CapsuleType
 __all__ = [
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
+    "JOURNAL_FORMAT_VERSION",
     "MAX_PACKET_SIZE",
     "ApplicationAck",
     "ApplicationEnd",
@@ -15,6 +16,7 @@ __all__ = [
     "BenchError",
     "Close",
     "CodecError",
+    "DamagedRange",
     "EncodeError",
     "Engine",
     "EngineEvent",
@@ -40,6 +42,9 @@ __all__ = [
     "__version__",
     "encode",
     "encode_many",
+    "journal_format_version",
+    "journal_header",
+    "journal_log_records",
     "key_hash_slot",
     "reason_code_name",
     "run_bench",
@@ -97,6 +102,12 @@ def encode_many(packets: list[_Packet], protocol_version: int = 4) -> bytes: ...
 def key_hash_slot(key: bytes) -> int: ...
 def reason_code_name(code: int) -> str: ...
 def run_bench(config_json: str) -> str: ...
+
+JOURNAL_FORMAT_VERSION: Final[int]
+
+def journal_header(version: int = ...) -> bytes: ...
+def journal_format_version(head: bytes) -> int: ...
+def journal_log_records(batch: bytes) -> bytes: ...
 
 # Built by ferromq.engine.engine_settings from the config, where every default lives:
 # every field is required.
@@ -222,6 +233,17 @@ class RestoreReport:
     def valid_len(self) -> int: ...
     @property
     def error(self) -> str | None: ...
+    @property
+    def damaged(self) -> tuple[DamagedRange, ...]: ...
+
+@final
+class DamagedRange:
+    @property
+    def offset(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def error(self) -> str: ...
 
 @final
 class Engine:

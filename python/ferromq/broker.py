@@ -7,9 +7,11 @@ ticks the engine's clock, publishes $SYS on its interval and stops cleanly. It
 never touches a message on the way through (docs/architecture.md).
 
 Durability: before listening, the configured store's journal is read back into the
-engine (sessions, subscriptions, queued and in-flight messages, retained messages);
-while running, a :class:`~ferromq.storage.persister.Persister` writes the engine's
-journal batches to the store and releases the acknowledgements waiting for them.
+engine (sessions, subscriptions, queued and in-flight messages, retained messages;
+damaged records skipped are logged with their offsets); while running, a
+:class:`~ferromq.storage.persister.Persister` writes the engine's journal batches to
+the store and releases the acknowledgements waiting for them. Its health (ok or
+failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
 With the Kafka application store, shared groups of application clients are served by
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
 ``StreamMember`` and ``StreamDone`` events.
@@ -45,8 +47,8 @@ from ferromq.engine import engine_from_config
 from ferromq.log import log_event
 from ferromq.storage import Store, StoreUnavailable
 from ferromq.storage.embedded import EmbeddedStore
-from ferromq.storage.persister import Persister
-from ferromq.sys_topics import sys_messages
+from ferromq.storage.persister import Persister, StoreHealth
+from ferromq.sys_topics import store_messages, sys_messages
 
 if TYPE_CHECKING:
     from ferromq.storage.kafka_shared import StreamedGroups
@@ -142,6 +144,18 @@ class Broker:
         self.addresses: list[tuple[str, int]] = []
 
     @property
+    def store_health(self) -> StoreHealth | None:
+        """The store writer's state; None without a store (``backend = "memory"``)."""
+        return self._persister.health if self._persister is not None else None
+
+    def ready(self) -> bool:
+        """Listening, and the store writer (if any) running and taking writes: for a
+        readiness probe."""
+        persister = self._persister
+        store_ok = persister is None or (persister.running and persister.health.ok)
+        return bool(self._servers) and store_ok
+
+    @property
     def hub(self) -> IOHub:
         assert self._hub is not None, "broker not started"
         return self._hub
@@ -198,6 +212,16 @@ class Broker:
         data = await store.load()
         report = self.engine.restore(data, now)
         store.loaded(report.valid_len)
+        for damaged in report.damaged:
+            log_event(
+                logger,
+                logging.ERROR,
+                "store records damaged, skipped; intact records after them kept",
+                store=store.name,
+                offset=damaged.offset,
+                bytes=damaged.length,
+                error=damaged.error,
+            )
         if report.error is not None:
             log_event(
                 logger,
@@ -279,7 +303,10 @@ class Broker:
         while True:
             uptime = int(time.monotonic() - self._started_at)
             now = self.hub.now()
-            for topic, payload in sys_messages(self.engine.stats(), uptime):
+            messages = sys_messages(self.engine.stats(), uptime)
+            if self.store_health is not None:
+                messages += store_messages(self.store_health)
+            for topic, payload in messages:
                 self.engine.publish(topic, payload, 0, True, now)
             self.hub.flush()
             await asyncio.sleep(self.config.sys.interval)

@@ -441,8 +441,9 @@ class StorageConfig:
     to gather more into it; 0 writes at once (batches still form while a write runs).
     The Redis store uses ``redis.flush_interval_ms`` instead."""
     compact_after: int = _setting(64 * MiB, _size(0))
-    """The embedded log is rewritten as a snapshot of the live state once it is this
-    large; 0 never compacts."""
+    """The embedded log is rewritten as a snapshot of the live state once it has grown
+    since the last snapshot by this much or by that snapshot's size, whichever is more
+    (so rewrites stay proportional to writes); 0 never compacts."""
     application_client_prefixes: tuple[str, ...] = _setting((), _TextList())
     """Client ids starting with one of these are APPLICATION clients, the rest DEVICE
     clients (TBMQ's split; an environment override takes a comma-separated list)."""

@@ -27,7 +27,7 @@ from typing import Final, TextIO
 
 from ferromq.config import LogConfig
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "log_event"]
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "log_error", "log_event"]
 
 _FIELDS_ATTR: Final = "ferromq_fields"  # the LogRecord attribute that carries the fields
 _HANDLER_NAME: Final = "ferromq"  # marks the handler configure_logging installs, to replace it
@@ -43,6 +43,14 @@ def log_event(logger: logging.Logger, level: int, message: str, **fields: object
     """
     if logger.isEnabledFor(level):
         logger.log(level, message, extra={_FIELDS_ATTR: fields}, stacklevel=2)
+
+
+def log_error(
+    logger: logging.Logger, message: str, exc: BaseException | None, **fields: object
+) -> None:
+    """Log ``message`` at ERROR with ``fields``, and the traceback of ``exc`` if given."""
+    if logger.isEnabledFor(logging.ERROR):
+        logger.error(message, exc_info=exc, extra={_FIELDS_ATTR: fields}, stacklevel=2)
 
 
 def _timestamp(record: logging.LogRecord) -> str:

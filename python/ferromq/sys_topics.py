@@ -3,7 +3,8 @@
 The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
-count, uptime, version). ``#`` never matches ``$SYS`` [MQTT-4.7.2-1]; the engine's
+count, uptime, version), and the store writer's health (``store/state`` ok or failing,
+``store/errors``, ``store/last_error``). ``#`` never matches ``$SYS`` [MQTT-4.7.2-1]; the engine's
 index enforces that. One publish per topic per interval: an event, not a per-message
 cost.
 """
@@ -11,8 +12,12 @@ cost.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ferromq import __version__
+
+if TYPE_CHECKING:
+    from ferromq.storage.persister import StoreHealth
 
 PREFIX = "$SYS/broker/"
 
@@ -49,3 +54,12 @@ def sys_messages(stats: Mapping[str, int], uptime_seconds: int) -> list[tuple[st
     messages.append((PREFIX + "uptime", f"{uptime_seconds} seconds".encode()))
     messages.append((PREFIX + "version", f"ferromq {__version__}".encode()))
     return messages
+
+
+def store_messages(health: StoreHealth) -> list[tuple[str, bytes]]:
+    """The store writer's $SYS topics."""
+    return [
+        (PREFIX + "store/state", health.state.encode()),
+        (PREFIX + "store/errors", str(health.errors).encode()),
+        (PREFIX + "store/last_error", health.last_error.encode()),
+    ]

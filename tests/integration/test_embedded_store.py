@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,17 +40,32 @@ def persistent_subscriber(broker: RunningBroker, client_id: str, topic: str) -> 
     return client
 
 
-def drain(client: RawClient, idle: float = 1.5) -> list[dict[str, object]]:
-    """Every PUBLISH until the broker goes quiet, each acknowledged."""
+def drain(client: RawClient, idle: float = 1.5) -> list[dict[str, Any]]:
+    """Every PUBLISH until the broker goes quiet, each acknowledged (QoS 1 and 2)."""
     got = []
     while True:
         try:
             packet = client.recv(timeout=idle)
         except TimeoutError:
             return got
+        if packet["type"] == "pubrel":
+            client.send({"type": "pubcomp", "packet_id": packet["packet_id"]})
+            continue
         assert packet["type"] == "publish", packet
         got.append(packet)
-        client.send({"type": "puback", "packet_id": packet["packet_id"]})
+        if packet["qos"]:
+            ack = "puback" if packet["qos"] == 1 else "pubrec"
+            client.send({"type": ack, "packet_id": packet["packet_id"]})
+
+
+def queued_payloads(broker: RunningBroker, client_id: str) -> list[bytes]:
+    """What the stored session ``client_id`` gets on resuming, in order."""
+    client = RawClient(broker.host, broker.port, version=4)
+    try:
+        assert client.connect(client_id, clean=False)["session_present"] is True
+        return [packet["payload"] for packet in drain(client)]
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("loop", LOOPS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferromq._core import Engine, Persist
+from ferromq._core import DamagedRange, Engine, Persist, journal_header, journal_log_records
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
 
@@ -51,3 +51,16 @@ def test_restore_reports_what_it_read_back(engine: Engine) -> None:
         len(snapshot),
         None,
     )
+
+
+def test_restore_reports_a_damaged_record_as_a_typed_range(engine: Engine) -> None:
+    for topic in ("a", "b", "c"):
+        engine.publish(topic, b"x" * 20, retain=True)
+    stored = bytearray(journal_header() + journal_log_records(engine.snapshot()))
+    stored[len(stored) // 2] ^= 0xFF  # inside the second record
+    report = engine_from_config(Config()).restore(bytes(stored), 0)
+    assert report.retained == 2
+    (damaged,) = report.damaged
+    assert isinstance(damaged, DamagedRange)
+    assert damaged.offset < len(stored) // 2 < damaged.offset + damaged.length
+    assert damaged.error == "record checksum mismatch"

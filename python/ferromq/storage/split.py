@@ -9,9 +9,10 @@ Kafka already has are kept for it), so nothing is split or produced twice.
 
 Restart: the primary store loads first; the splitter learns from it which sessions belong
 to application clients; the Kafka store reads each one's records after its cursor. The
-engine restores from the primary bytes followed by those records, so each session exists
-before its deliveries are replayed. Compaction keeps the primary part of the snapshot
-(Kafka holds the rest).
+engine restores from the primary bytes followed by those records (behind a version 0
+journal header, which switches the reader from the embedded store's stored log framing
+back to batch framing), so each session exists before its deliveries are replayed.
+Compaction keeps the primary part of the snapshot (Kafka holds the rest).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ferromq._core import ApplicationOp, JournalSplitter
+from ferromq._core import ApplicationOp, JournalSplitter, journal_header
 from ferromq.storage import Store
 from ferromq.storage.kafka import KafkaStore
 
@@ -48,7 +49,8 @@ class SplitStore:
         self._primary_len = len(data)
         self._splitter.observe(data)
         await self.application.start()
-        return data + await self.application.load(self._splitter.application_clients())
+        application = await self.application.load(self._splitter.application_clients())
+        return data + journal_header(0) + application
 
     def loaded(self, valid_len: int) -> None:
         self.primary.loaded(min(valid_len, self._primary_len))

@@ -185,12 +185,11 @@ impl Engine {
         PyBytes::new(py, &self.inner.snapshot())
     }
 
-    /// Rebuild state from journal bytes: what was read, and where and why reading
-    /// stopped (restore_report.rs).
-    fn restore(&mut self, data: &[u8], now: u64) -> RestoreReport {
-        self.inner
-            .restore(bytes::Bytes::copy_from_slice(data), now)
-            .into()
+    /// Rebuild state from journal bytes: what was read, the damaged ranges skipped,
+    /// and where and why reading stopped (restore_report.rs).
+    fn restore(&mut self, py: Python<'_>, data: &[u8], now: u64) -> PyResult<RestoreReport> {
+        let report = self.inner.restore(bytes::Bytes::copy_from_slice(data), now);
+        RestoreReport::from_core(py, report)
     }
 
     fn shutdown(&mut self, now: u64) {

@@ -148,7 +148,7 @@ pub(crate) fn out_of_range(what: &str) -> PyErr {
 }
 
 /// Bytes that are not whole journal records.
-pub(crate) fn journal_error(err: &JournalError) -> PyErr {
+pub(crate) fn journal_error(err: JournalError) -> PyErr {
     PyValueError::new_err(err.to_string())
 }
 

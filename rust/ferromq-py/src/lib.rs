@@ -14,6 +14,7 @@ mod codec;
 mod engine;
 mod errors;
 mod events;
+mod journal;
 mod raw_feed;
 mod redis;
 mod restore_report;
@@ -32,6 +33,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     events::register(m)?;
     restore_report::register(m)?;
     topic::register(m)?;
+    journal::register(m)?;
     redis::register(m)?;
     split::register(m)?;
     Ok(())

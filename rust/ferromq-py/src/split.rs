@@ -72,7 +72,7 @@ impl JournalSplitter {
         let split = self
             .inner
             .split(&Bytes::copy_from_slice(data))
-            .map_err(|e| errors::journal_error(&e))?;
+            .map_err(errors::journal_error)?;
         let ops = PyList::empty(py);
         for op in split.application {
             let item = match op {
@@ -113,7 +113,7 @@ impl JournalSplitter {
     #[staticmethod]
     fn primary_part<'py>(py: Python<'py>, snapshot: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let primary = JournalSplit::primary_part(&Bytes::copy_from_slice(snapshot))
-            .map_err(|e| errors::journal_error(&e))?;
+            .map_err(errors::journal_error)?;
         Ok(PyBytes::new(py, &primary))
     }
 }

@@ -50,7 +50,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use config::{DropPolicy, EngineConfig, Features, Redirect};
-pub use journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
+pub use journal::{
+    log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
+    RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
+};
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};

@@ -13,7 +13,8 @@
 //! - **Restore** replays records: a delivery's sequence orders the rebuilt queue, so
 //!   order survives packet id wrap; records are idempotent (keyed by client,
 //!   sequence, packet id, filter, topic), so a snapshot followed by records it
-//!   already covers reads back the same state.
+//!   already covers reads back the same state. Reading recovers past damaged
+//!   records (journal.rs, "Recovery") and reports the ranges it skipped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,7 +23,9 @@ use bytes::Bytes;
 
 use crate::codec::{Packet, QoS};
 
-use super::journal::{ClientType, Journal, JournalError, Record, RecordReader, StoredMessage};
+use super::journal::{
+    ClientType, Damage, Journal, JournalError, Record, RecordReader, StoredMessage,
+};
 use super::message::{next_message_id, Message};
 use super::session::{Awaiting, Session};
 use super::shared::group_of_journal_name;
@@ -43,9 +46,12 @@ pub struct RestoreReport {
     pub sessions: usize,
     pub messages: usize,
     pub retained: usize,
-    /// Bytes of whole records read; a torn tail starts here.
+    /// Bytes up to the end of the last whole record; a torn tail starts here.
     pub valid_len: usize,
+    /// Why reading ended before the end (a torn tail, an unknown format version).
     pub error: Option<JournalError>,
+    /// Damaged ranges skipped, with intact records read after each.
+    pub damaged: Vec<Damage>,
 }
 
 impl Engine {
@@ -294,13 +300,14 @@ impl Engine {
     }
 
     /// Rebuild durable state from journal records (a snapshot and the records after
-    /// it). Restored sessions are offline; their expiry runs from `now`. Reading
-    /// stops at the first record that does not decode (`error`, `valid_len`).
+    /// it). Restored sessions are offline; their expiry runs from `now`. Damaged
+    /// records are skipped (`damaged`); reading stops at a tail nothing intact follows
+    /// (`error`, `valid_len`).
     pub fn restore(&mut self, data: Bytes, now: u64) -> RestoreReport {
         let mut report = RestoreReport::default();
         let mut messages: HashMap<u64, Arc<Message>> = HashMap::new();
         let mut restoring: HashMap<String, Restoring> = HashMap::new();
-        let mut reader = RecordReader::new(data);
+        let mut reader = RecordReader::recovering(data);
         for record in reader.by_ref() {
             let record = match record {
                 Ok(record) => record,
@@ -313,6 +320,7 @@ impl Engine {
             self.apply(record, &mut messages, &mut restoring);
         }
         report.valid_len = reader.valid_len();
+        report.damaged = reader.damaged().to_vec();
         report.messages = restoring.values().map(|r| r.deliveries.len()).sum();
         let (group_queues, sessions): (Vec<_>, Vec<_>) = restoring
             .into_iter()

@@ -29,7 +29,8 @@ use std::collections::{HashMap, HashSet};
 use bytes::{Bytes, BytesMut};
 
 use super::journal::{
-    ClientType, JournalError, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN, SESSION, SESSION_END,
+    ClientType, JournalError, RecordReader, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN, SESSION,
+    SESSION_END,
 };
 
 /// What the application store must do, in journal order.
@@ -83,12 +84,12 @@ impl JournalSplit {
     }
 
     /// Learn the application clients (and PUBCOMP waits) from records the primary
-    /// store loaded; a torn tail ends the reading quietly, as it ends the restore.
+    /// store loaded (in either framing, journal.rs), reading past damage as the
+    /// restore does; a torn tail ends the reading quietly, as it ends the restore.
     pub fn observe(&mut self, data: &Bytes) {
-        let mut at = 0;
-        while let Some(Ok((kind, body, next))) = raw_record(data, at) {
+        let mut reader = RecordReader::recovering(data.clone());
+        while let Some(Ok((kind, body))) = reader.next_raw() {
             let _ = self.route(kind, &body);
-            at = next;
         }
     }
 
@@ -269,7 +270,9 @@ fn u64_at(b: &[u8], at: usize) -> Result<u64, JournalError> {
 mod tests {
     use super::*;
     use crate::codec::{Properties, QoS};
-    use crate::engine::journal::{ClientType, Journal, Record, RecordReader};
+    use crate::engine::journal::{
+        log_header, log_records, ClientType, Journal, Record, RecordReader, LOG_VERSION,
+    };
     use crate::engine::message::Message;
 
     fn message(id: u64, topic: &str) -> Message {
@@ -405,6 +408,19 @@ mod tests {
             }
         );
         assert!(split.application_clients().is_empty());
+    }
+
+    #[test]
+    fn observe_reads_the_embedded_stores_checksummed_log() {
+        let mut j = Journal::new(true);
+        j.session("dev", 60, ClientType::Device);
+        j.session("app", 60, ClientType::Application);
+        let (_, batch) = j.take().unwrap();
+        let mut stored = log_header(LOG_VERSION).to_vec();
+        stored.extend_from_slice(&log_records(&batch).unwrap());
+        let mut split = JournalSplit::new();
+        split.observe(&Bytes::from(stored));
+        assert_eq!(split.application_clients(), ["app"]);
     }
 
     #[test]
