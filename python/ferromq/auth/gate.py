@@ -1,10 +1,10 @@
 """The bridge between the engine's authentication events and a provider.
 
 The engine hands Python one ``Authenticate`` event per CONNECT and one ``Auth`` per
-client AUTH packet (never anything per message). Each becomes
-a task that awaits the provider and answers the engine with ``continue_auth`` (a
-:class:`Challenge`) or ``complete_auth`` (:class:`Accept` / :class:`Reject`), then
-flushes, so the answer leaves in the same loop iteration.
+client AUTH packet (never anything per message). Each becomes a task that awaits the
+provider and answers the engine with ``continue_auth`` (a :class:`Challenge`) or
+``complete_auth`` (:class:`Accept` / :class:`Reject`), then flushes, so the answer
+leaves in the same loop iteration.
 
 Every event carries the connection's token and every answer brings it back: the
 engine ignores an answer whose socket has gone, even when its connection id now
