@@ -3,6 +3,7 @@ for conformance tests that must send exact (and wrong) bytes."""
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 from typing import Any
@@ -46,16 +47,27 @@ class RawClient:
             if remaining <= 0:
                 raise TimeoutError("no packet")
             self.sock.settimeout(remaining)
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed by broker")
-            self.buffer += data
-            packets, consumed, error = self.decoder.decode_buffer(self.buffer)
-            self.buffer = self.buffer[consumed:]
-            if error is not None:
-                raise error
-            self.pending.extend(packets)
+            self._read()
         return self.pending.pop(0)
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Every packet that has arrived, without waiting for more; raises
+        ConnectionError once the broker is gone."""
+        while select.select([self.sock], [], [], 0)[0]:
+            self._read()
+        got, self.pending = self.pending, []
+        return got
+
+    def _read(self) -> None:
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("closed by broker")
+        self.buffer += data
+        packets, consumed, error = self.decoder.decode_buffer(self.buffer)
+        self.buffer = self.buffer[consumed:]
+        if error is not None:
+            raise error
+        self.pending.extend(packets)
 
     def expect_closed(self, timeout: float = 5.0) -> list[dict[str, Any]]:
         """Read until the broker closes the socket; returns what came before."""

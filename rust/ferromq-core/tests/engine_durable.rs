@@ -10,13 +10,6 @@ use support::*;
 
 const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
 
-fn durable_config() -> EngineConfig {
-    EngineConfig {
-        journal: true,
-        ..EngineConfig::default()
-    }
-}
-
 fn durable_harness() -> Harness {
     let mut h = Harness::new(durable_config());
     h.store = Some(BytesMut::new());

@@ -259,13 +259,20 @@ impl Engine {
         for packet_id in state.inflight_in_order() {
             let packet = match &state.inflight[&packet_id].awaiting {
                 Awaiting::PubAck(out) | Awaiting::PubRec(out) => {
-                    self.publish_packet(conn_id, out, packet_id, true, now)
+                    Ok(self.publish_packet(conn_id, out, packet_id, true, now))
                 }
-                Awaiting::PubComp => Packet::PubRel(crate::codec::Ack::new(packet_id)),
+                Awaiting::PubComp { release_batch } => Err(*release_batch),
             };
             packets.push((packet_id, packet));
         }
         for (packet_id, packet) in packets {
+            let packet = match packet {
+                Ok(packet) => packet,
+                Err(release_batch) => {
+                    self.send_pubrel(conn_id, packet_id, release_batch);
+                    continue;
+                }
+            };
             if !self.write(conn_id, &packet) {
                 // Too large for the client's new Maximum Packet Size: completed as
                 // far as the broker is concerned [MQTT-3.1.2-26].

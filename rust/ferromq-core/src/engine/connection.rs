@@ -10,6 +10,7 @@ use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Wi
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
 use super::quota::PublishQuota;
+use super::retained_cursor::RetainedCursor;
 
 #[derive(Debug)]
 pub enum ConnState {
@@ -65,6 +66,8 @@ pub struct Connection {
     pub flush_queued: bool,
     /// Packets that arrived while CONNECT was being authenticated.
     pub parked: Vec<Packet>,
+    /// Retained messages its subscriptions still have to receive.
+    pub retained: RetainedCursor,
 }
 
 impl Connection {
@@ -93,6 +96,7 @@ impl Connection {
             session_expiry_from_connect: 0,
             flush_queued: false,
             parked: Vec::new(),
+            retained: RetainedCursor::default(),
         }
     }
 

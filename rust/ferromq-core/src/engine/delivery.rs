@@ -4,17 +4,30 @@
 //! A QoS 1/2 delivery is sent now only if the session is online, its connection
 //! writable, nothing is queued ahead of it (so order holds [MQTT-4.6.0-6]) and the
 //! window has room; QoS 0 needs no window and is sent whenever the connection is
-//! writable. Expired messages are dropped at send time [MQTT-3.3.2-5]. A PUBLISH
-//! above the client's Maximum Packet Size is dropped for that client only and, for
-//! QoS 1/2, never enters the window; it counts as sent, so a publisher whose every
-//! match was too large still hears 0x00, not 0x10 [MQTT-3.1.2-25, 3.1.2-26]. Outbound
-//! topic aliases are applied as each PUBLISH is written (`alias_out`).
+//! writable and no QoS 0 delivery is queued ahead of it. Neither goes straight out
+//! while the connection's retained cursor still has messages (`retained_cursor`),
+//! nor while its message waits for the store (`Message::held_for_batch`). The
+//! drain takes the retained cursor's turn first, then the queue; one stopped by
+//! the engine's own output buffer (not the transport) runs again after
+//! `take_output` empties it. Expired messages are dropped at send time
+//! [MQTT-3.3.2-5]. A PUBLISH above the client's Maximum Packet Size is dropped for
+//! that client only and, for QoS 1/2, never enters the window; it counts as sent,
+//! so a publisher whose every match was too large still hears 0x00, not 0x10
+//! [MQTT-3.1.2-25, 3.1.2-26]. Outbound topic aliases are applied as each PUBLISH is
+//! written (`alias_out`).
 
 use crate::codec::{Packet, Publish, QoS};
 
 use super::queue::Pushed;
 use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
+
+/// What one step of a retained cursor did.
+enum Step {
+    Done,
+    Blocked,
+    NotDue,
+}
 
 impl Engine {
     /// Deliver to a session: send, queue or drop. True unless dropped (a copy too
@@ -32,20 +45,20 @@ impl Engine {
         if out.qos != QoS::AtMostOnce {
             (out.sequence, out.packet_id) = state.assign_packet_id();
         }
-        let state = &self.sessions[session as usize]
+        let online = state.conn;
+        let held = self.is_held(&out.message);
+        let conn = online.filter(|&conn| !held && self.has_room(conn) && self.retained_sent(conn));
+        let state = self.sessions[session as usize]
             .as_ref()
             .expect("session checked above");
-        let conn = state.conn.filter(|conn| self.is_writable(*conn));
         match (conn, out.qos) {
-            (Some(conn), QoS::AtMostOnce) => {
-                self.send_publish(conn, &out, 0, now);
-                return true;
+            (Some(conn), QoS::AtMostOnce) if !state.queue.has_qos0() => {
+                return self.send_now(session, conn, out, now);
             }
             (Some(conn), _) if state.queue.is_empty() && self.window_open(session, conn) => {
-                self.journal_delivery(session, &out);
-                return self.send_in_window(session, conn, out, now);
+                return self.send_now(session, conn, out, now);
             }
-            (None, QoS::AtMostOnce) if state.conn.is_none() && !self.config.queue_qos0_offline => {
+            (None, QoS::AtMostOnce) if online.is_none() && !self.config.queue_qos0_offline => {
                 self.stats.publish_dropped += 1;
                 return false;
             }
@@ -53,6 +66,9 @@ impl Engine {
         }
         let limit = usize::from(self.config.queue_limit);
         let policy = self.config.drop_policy;
+        if held {
+            self.drain_when_stored(session, &out.message);
+        }
         let state = self.session_mut(session).expect("session checked above");
         let record = (state.journaled && out.qos != QoS::AtMostOnce).then(|| out.clone());
         let pushed = state.queue.push(out, limit, policy);
@@ -73,8 +89,20 @@ impl Engine {
         true
     }
 
-    /// Move queued deliveries into the window while the connection takes them, then
-    /// let the session's shared groups hand it what they hold back.
+    /// Write a delivery that may go now (a QoS 1/2 one numbered, into the window
+    /// and the journal). True: one too large for the client counts as sent.
+    fn send_now(&mut self, session: u32, conn: ConnId, out: Outgoing, now: u64) -> bool {
+        if out.qos == QoS::AtMostOnce {
+            self.send_publish(conn, &out, 0, now);
+            return true;
+        }
+        self.journal_delivery(session, &out);
+        self.send_in_window(session, conn, out, now)
+    }
+
+    /// Move queued deliveries and pending retained messages into the window while
+    /// the connection takes them, then let the session's shared groups hand it
+    /// what they hold back.
     pub(super) fn drain_queue(&mut self, session: u32, now: u64) {
         self.drain_session_queue(session, now);
         self.drain_groups_of(session, now);
@@ -82,15 +110,34 @@ impl Engine {
 
     fn drain_session_queue(&mut self, session: u32, now: u64) {
         loop {
-            let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
+            let Some(conn) = self
+                .sessions
+                .get(session as usize)
+                .and_then(Option::as_ref)
+                .and_then(|s| s.conn)
+            else {
                 return;
             };
-            let Some(conn) = state.conn.filter(|conn| self.is_writable(*conn)) else {
+            if !self.has_room(conn) {
+                return;
+            }
+            match self.send_retained(session, conn, now) {
+                Step::Done => continue,
+                Step::Blocked => return,
+                Step::NotDue => {}
+            }
+            let state = self.sessions[session as usize]
+                .as_ref()
+                .expect("session checked above");
+            let Some(front) = state.queue.front() else {
                 return;
             };
-            let Some(qos) = state.queue.front_qos() else {
+            if self.is_held(&front.message) {
+                let message = front.message.clone();
+                self.drain_when_stored(session, &message);
                 return;
-            };
+            }
+            let qos = front.qos;
             if qos != QoS::AtMostOnce && !self.window_open(session, conn) {
                 return;
             }
@@ -107,6 +154,77 @@ impl Engine {
                 self.send_in_window(session, conn, out, now);
             }
         }
+    }
+
+    /// One step of the connection's retained cursor (`retained_cursor`): the next
+    /// pending retained message sent (or skipped: cleared, replaced, expired),
+    /// blocked by the window or the store, or not due yet.
+    fn send_retained(&mut self, session: u32, conn: ConnId, now: u64) -> Step {
+        let removed = self.sessions[session as usize]
+            .as_ref()
+            .map_or(0, |s| s.queue.removed());
+        let Some(c) = self.conns[conn as usize].as_ref() else {
+            return Step::Blocked;
+        };
+        let Some(pending) = c.retained.due(removed) else {
+            return Step::NotDue;
+        };
+        let (cap, subscription_ids) = (pending.qos, pending.subscription_ids.to_vec());
+        let message = self
+            .retained_messages
+            .get(&pending.id)
+            .filter(|m| !m.is_expired(now))
+            .cloned();
+        let Some(message) = message else {
+            self.advance_retained(conn);
+            return Step::Done;
+        };
+        if self.is_held(&message) {
+            self.drain_when_stored(session, &message);
+            return Step::Blocked;
+        }
+        let qos = message.qos.min(cap);
+        if qos != QoS::AtMostOnce && !self.window_open(session, conn) {
+            return Step::Blocked;
+        }
+        self.advance_retained(conn);
+        let mut out = Outgoing::new(message, qos, true, subscription_ids);
+        if qos != QoS::AtMostOnce {
+            let state = self.session_mut(session).expect("session checked above");
+            (out.sequence, out.packet_id) = state.assign_packet_id();
+        }
+        self.send_now(session, conn, out, now);
+        Step::Done
+    }
+
+    fn advance_retained(&mut self, conn: ConnId) {
+        if let Some(c) = self.conn_mut(conn) {
+            c.retained.advance();
+        }
+    }
+
+    /// No retained message is pending on the connection: live deliveries may go
+    /// straight out without overtaking one.
+    pub(super) fn retained_sent(&self, conn: ConnId) -> bool {
+        self.conns[conn as usize]
+            .as_ref()
+            .is_none_or(|c| c.retained.is_empty())
+    }
+
+    /// The connection takes more output now. One held back only by the engine's
+    /// own buffer (the transport did not pause) is drained again after
+    /// `take_output` empties it.
+    fn has_room(&mut self, conn: ConnId) -> bool {
+        if self.is_writable(conn) {
+            return true;
+        }
+        let full = self.conns[conn as usize]
+            .as_ref()
+            .is_some_and(|c| c.writable && !c.is_closed());
+        if full && !self.refill.contains(&conn) {
+            self.refill.push(conn);
+        }
+        false
     }
 
     pub(super) fn is_writable(&self, conn: ConnId) -> bool {

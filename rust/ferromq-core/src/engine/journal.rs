@@ -232,6 +232,11 @@ impl Journal {
         (covering > self.done).then_some(covering)
     }
 
+    /// The batch the next record joins.
+    pub fn current_batch(&self) -> u64 {
+        self.batch
+    }
+
     /// True while batch `n` is not confirmed.
     pub fn has_unconfirmed_at(&self, n: u64) -> bool {
         n > self.done

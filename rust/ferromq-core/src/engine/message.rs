@@ -31,6 +31,10 @@ pub struct Message {
     pub expires_at: Option<u64>,
     /// The journal batch that last carried this message's record.
     pub journal_batch: AtomicU64,
+    /// Deliveries wait until the store confirms this journal batch (0: never wait):
+    /// an inbound QoS 2 message of a journaled publisher is sent to nobody before
+    /// its packet id is stored (`publish`, `persist`).
+    pub held_for_batch: u64,
 }
 
 const SUBSCRIPTION_IDENTIFIER: u8 = 0x0B;
@@ -69,6 +73,7 @@ impl Message {
             publisher,
             expires_at,
             journal_batch: AtomicU64::new(0),
+            held_for_batch: 0,
         }
     }
 

@@ -15,7 +15,8 @@
 //! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `auth` (Python's
 //! CONNECT decision, AUTH exchanges, re-authentication), `publish` (inbound
 //! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
-//! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `timers` (keep alive, expiry,
+//! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `retained_cursor` (retained
+//! messages a new subscription still has to receive), `timers` (keep alive, expiry,
 //! will delay), `shared` (shared-group queues and redistribution), `names` (names
 //! refused although they decode: Response Topic, control characters).
 //!
@@ -36,6 +37,7 @@ mod persist;
 mod publish;
 mod queue;
 mod quota;
+mod retained_cursor;
 mod session;
 mod shared;
 mod split;
@@ -185,8 +187,17 @@ pub struct Engine {
     stats: Stats,
     next_assigned_id: u64,
     journal: Journal,
-    /// PUBACK/PUBREC waiting for their journal batch, oldest first.
+    /// PUBACK/PUBREC/PUBREL waiting for their journal batch, oldest first.
     held_acks: std::collections::VecDeque<persist::HeldAck>,
+    /// Sessions with a delivery of a held message (`Message::held_for_batch`) queued,
+    /// by that batch: drained when the store confirms it.
+    held_deliveries: std::collections::VecDeque<(u64, u32)>,
+    /// Connections whose deliveries stopped at the engine's write high-water mark:
+    /// drained again once `take_output` has emptied their buffer.
+    refill: Vec<ConnId>,
+    /// The latest engine time an input brought, for work that `journal_done` and
+    /// `take_output` release (they carry no time of their own).
+    clock: u64,
     persist_signalled: bool,
     /// Pending records that raise `Persist` again (a store's batch size); 0 never.
     journal_flush_records: usize,
@@ -219,6 +230,9 @@ impl Engine {
             next_assigned_id: 1,
             journal: Journal::new(config.journal),
             held_acks: std::collections::VecDeque::new(),
+            held_deliveries: std::collections::VecDeque::new(),
+            refill: Vec::new(),
+            clock: 0,
             persist_signalled: false,
             journal_flush_records: 0,
             persist_full_signalled: false,
@@ -235,6 +249,7 @@ impl Engine {
 
     /// Register an accepted socket; it must send CONNECT within the connect timeout.
     pub fn open(&mut self, now: u64) -> ConnId {
+        self.clock = now;
         let id = self.free_conns.pop().unwrap_or(self.conns.len() as ConnId);
         let conn = Connection::new(
             self.config.max_packet_size,
@@ -256,6 +271,7 @@ impl Engine {
     /// many bytes were used (the caller keeps the rest for the next call). After a
     /// decode error the connection is closed and all of `data` counts as used.
     pub fn feed(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
+        self.clock = now;
         let Some(conn) = self.conn_mut(conn_id) else {
             return data.len();
         };
@@ -315,6 +331,7 @@ impl Engine {
     /// The transport's write buffer went above (false) or back below (true) its
     /// high-water mark. A connection that is not writable gets its deliveries queued.
     pub fn set_writable(&mut self, conn_id: ConnId, writable: bool, now: u64) {
+        self.clock = now;
         let Some(conn) = self.conn_mut(conn_id) else {
             return;
         };
@@ -345,7 +362,10 @@ impl Engine {
         self.route(Arc::new(message), now)
     }
 
-    /// Each dirty connection's pending output, once, as one buffer.
+    /// Each dirty connection's pending output, once, as one buffer. A connection
+    /// whose deliveries stopped at the write high-water mark gets the next ones
+    /// into its emptied buffer, for the next call (paced by the socket: a paused
+    /// transport makes it unwritable until it resumes).
     pub fn take_output(&mut self, mut write: impl FnMut(ConnId, Bytes)) {
         for conn_id in std::mem::take(&mut self.dirty) {
             if let Some(conn) = self
@@ -359,6 +379,11 @@ impl Engine {
                     self.stats.bytes_sent += bytes.len() as u64;
                     write(conn_id, bytes);
                 }
+            }
+        }
+        for conn_id in std::mem::take(&mut self.refill) {
+            if let Some(session) = self.conn_mut(conn_id).and_then(|c| c.session()) {
+                self.drain_queue(session, self.clock);
             }
         }
     }

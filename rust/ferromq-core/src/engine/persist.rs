@@ -9,7 +9,12 @@
 //!   the journal holds nothing unconfirmed; otherwise it waits in `held_acks` for the
 //!   batch that covers everything journaled before it, and `journal_done` releases
 //!   acks in arrival order [MQTT-4.6.0-2]. A message routed to a persistent session
-//!   is therefore acknowledged only after the store has it.
+//!   is therefore acknowledged only after the store has it. A PUBREL waits the same
+//!   way for the batch holding its Release record (`publish::send_pubrel`).
+//! - **Durable before sent** (QoS 2 of a journaled publisher): deliveries of a
+//!   message with `held_for_batch` stay queued until that batch is confirmed;
+//!   `journal_done` then drains the sessions listed in `held_deliveries` and the
+//!   group queues.
 //! - **Restore** replays records: a delivery's sequence orders the rebuilt queue, so
 //!   order survives packet id wrap; records are idempotent (keyed by client,
 //!   sequence, packet id, filter, topic), so a snapshot followed by records it
@@ -86,7 +91,7 @@ impl Engine {
     }
 
     /// The store has batch `n` and all before it: send the acknowledgements that
-    /// waited for them.
+    /// waited for them, then the deliveries of held messages it covers.
     pub fn journal_done(&mut self, n: u64) {
         self.journal.confirm(n);
         while self
@@ -97,20 +102,57 @@ impl Engine {
             let held = self.held_acks.pop_front().expect("front checked");
             self.write(held.conn, &held.packet);
         }
+        let mut released = Vec::new();
+        let journal = &self.journal;
+        self.held_deliveries.retain(|&(batch, session)| {
+            let confirmed = !journal.has_unconfirmed_at(batch);
+            if confirmed && !released.contains(&session) {
+                released.push(session);
+            }
+            !confirmed
+        });
+        if released.is_empty() {
+            return;
+        }
+        let now = self.clock;
+        for session in released {
+            self.drain_queue(session, now);
+        }
+        self.drain_all_groups(now);
+    }
+
+    /// True while `message` waits for the store (`Message::held_for_batch`).
+    pub(super) fn is_held(&self, message: &Message) -> bool {
+        message.held_for_batch != 0 && self.journal.has_unconfirmed_at(message.held_for_batch)
+    }
+
+    /// `session` has a delivery of held `message` queued: drain it when the store
+    /// confirms the message's batch.
+    pub(super) fn drain_when_stored(&mut self, session: u32, message: &Message) {
+        let entry = (message.held_for_batch, session);
+        if self.held_deliveries.back() != Some(&entry) {
+            self.held_deliveries.push_back(entry);
+        }
     }
 
     /// Write a PUBACK/PUBREC now, or hold it until the store has what came before.
     pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
         match self.journal.unconfirmed_batch() {
-            Some(batch) => self.held_acks.push_back(HeldAck {
-                conn,
-                batch,
-                packet,
-            }),
+            Some(batch) => self.hold_until(conn, batch, packet),
             None => {
                 self.write(conn, &packet);
             }
         }
+    }
+
+    /// Hold an acknowledgement until the store confirms `batch`, behind those
+    /// held before it.
+    pub(super) fn hold_until(&mut self, conn: ConnId, batch: u64, packet: Packet) {
+        self.held_acks.push_back(HeldAck {
+            conn,
+            batch,
+            packet,
+        });
     }
 
     fn journaled(&mut self, session: u32) -> Option<(&mut Journal, &mut Session)> {
@@ -285,7 +327,7 @@ impl Engine {
                     Awaiting::PubAck(o) | Awaiting::PubRec(o) => {
                         snapshot_delivery(&mut out, client, o, self.wall_offset)
                     }
-                    Awaiting::PubComp => out.release(client, packet_id),
+                    Awaiting::PubComp { .. } => out.release(client, packet_id),
                 }
             }
             for o in state.queue.iter().filter(|o| o.qos != QoS::AtMostOnce) {
@@ -403,29 +445,32 @@ impl Engine {
                 out.sequence = sequence;
                 out.packet_id = packet_id;
                 out.restored = true;
-                if let Some(old) = entry.by_packet_id.insert(packet_id, sequence) {
+                let slot = Slot::Sequence(sequence);
+                if let Some(old) = entry.by_packet_id.insert(packet_id, slot) {
                     entry.deliveries.remove(&old);
                 }
-                entry.deliveries.insert(sequence, Restored::Deliver(out));
+                entry.deliveries.insert(slot, Restored::Deliver(out));
             }
             Record::Ack { client, packet_id } => {
                 if let Some(entry) = restoring.get_mut(&client) {
-                    if let Some(sequence) = entry.by_packet_id.remove(&packet_id) {
-                        entry.deliveries.remove(&sequence);
+                    if let Some(slot) = entry.by_packet_id.remove(&packet_id) {
+                        entry.deliveries.remove(&slot);
                     }
                 }
             }
             Record::Release { client, packet_id } => {
                 if let Some(entry) = restoring.get_mut(&client) {
-                    let sequence = entry.by_packet_id.get(&packet_id).copied();
-                    let sequence = sequence.unwrap_or_else(|| {
+                    let known = entry.by_packet_id.get(&packet_id).copied();
+                    let slot = known.unwrap_or_else(|| {
                         // A snapshot's PUBREL-only entry: ordered before the rest.
-                        entry.by_packet_id.insert(packet_id, u64::from(packet_id));
-                        u64::from(packet_id)
+                        let slot = Slot::Released(entry.released_only);
+                        entry.released_only += 1;
+                        entry.by_packet_id.insert(packet_id, slot);
+                        slot
                     });
                     entry
                         .deliveries
-                        .insert(sequence, Restored::AwaitPubComp(packet_id));
+                        .insert(slot, Restored::AwaitPubComp(packet_id));
                 }
             }
             Record::InboundQos2 {
@@ -468,6 +513,7 @@ impl Engine {
                 publisher: None,
                 expires_at,
                 journal_batch: Default::default(),
+                held_for_batch: 0,
             }),
         }
     }
@@ -503,17 +549,25 @@ impl Engine {
             .map(|(filter, value)| (filter.into_boxed_str(), value))
             .collect();
         state.inbound_qos2.extend(restored.inbound_qos2);
-        for (sequence, restored) in restored.deliveries {
-            state.next_sequence = state.next_sequence.max(sequence + 1);
+        for (slot, restored) in restored.deliveries {
+            let sequence = match slot {
+                Slot::Released(order) => order,
+                Slot::Sequence(sequence) => {
+                    state.next_sequence = state.next_sequence.max(sequence + 1);
+                    sequence
+                }
+            };
             match restored {
                 Restored::Deliver(out) => {
                     state
                         .queue
                         .push(out, usize::MAX, super::DropPolicy::DropOldest);
                 }
-                Restored::AwaitPubComp(packet_id) => {
-                    state.record_inflight(packet_id, sequence, Awaiting::PubComp)
-                }
+                Restored::AwaitPubComp(packet_id) => state.record_inflight(
+                    packet_id,
+                    sequence,
+                    Awaiting::PubComp { release_batch: 0 },
+                ),
             }
         }
     }
@@ -553,12 +607,23 @@ enum Restored {
     AwaitPubComp(u16),
 }
 
+/// A restored delivery's place: a snapshot's PUBREL-only entries (their message
+/// and sequence are gone) first, in record order, then deliveries by sequence.
+/// Separate keys, so a PUBREL-only entry never takes a delivery's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Released(u64),
+    Sequence(u64),
+}
+
 #[derive(Default)]
 struct Restoring {
     expiry_interval: u32,
     client_type: ClientType,
     subscriptions: HashMap<String, (u8, u32)>,
     inbound_qos2: Vec<u16>,
-    deliveries: BTreeMap<u64, Restored>,
-    by_packet_id: HashMap<u16, u64>,
+    deliveries: BTreeMap<Slot, Restored>,
+    by_packet_id: HashMap<u16, Slot>,
+    /// PUBREL-only entries seen, for their slots.
+    released_only: u64,
 }

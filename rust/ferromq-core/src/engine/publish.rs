@@ -2,7 +2,13 @@
 //!
 //! Inbound: QoS 0 is routed; QoS 1 is routed then PUBACKed; QoS 2 is routed once,
 //! its packet id kept until PUBREL, and a PUBLISH repeating a kept id is only
-//! PUBRECed again, never routed twice [MQTT-4.3.3-9]. v5 topic aliases are resolved
+//! PUBRECed again, never routed twice [MQTT-4.3.3-9]. A journaled publisher's
+//! QoS 2 message is routed into session state at once but sent to nobody until the
+//! batch holding its packet id (and the routing's records before it) is stored
+//! (`Message::held_for_batch`): a crash before that leaves no copy anywhere, and
+//! the retransmission the client must make is routed as new; a crash after it
+//! leaves the id stored, so the retransmission is only PUBRECed. Outbound PUBREL
+//! of a journaled session waits for its stored Release record (`send_pubrel`). v5 topic aliases are resolved
 //! per connection [MQTT-3.3.2-10..12]; a client with more unreleased QoS 2 messages
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
 //! Before any of that a PUBLISH passes the connection's rate quota (`quota`) and
@@ -102,8 +108,18 @@ impl Engine {
                         return;
                     }
                     state.inbound_qos2.insert(publish.packet_id);
+                    let journaled = state.journaled;
+                    let mut message = make_message(&publish);
+                    if journaled {
+                        // Sent to nobody before the batch holding its packet id is
+                        // stored: a retransmission after a crash is then known.
+                        Arc::get_mut(&mut message)
+                            .expect("not shared yet")
+                            .held_for_batch = self.journal.current_batch();
+                    }
+                    let delivered = self.route(message, now);
+                    // After the routing's records: stored, it implies they are.
                     self.journal_inbound_qos2(session, publish.packet_id, true);
-                    let delivered = self.route(make_message(&publish), now);
                     let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
                     self.acknowledge(conn_id, Packet::PubRec(ack));
                 } else {
@@ -246,12 +262,13 @@ impl Engine {
     }
 
     pub(super) fn handle_pubrec(&mut self, conn_id: ConnId, session: u32, ack: Ack, now: u64) {
+        let current_batch = self.journal.current_batch();
         let Some(state) = self.session_mut(session) else {
             return;
         };
         let known = matches!(
             state.inflight.get(&ack.packet_id).map(|e| &e.awaiting),
-            Some(Awaiting::PubRec(_) | Awaiting::PubComp)
+            Some(Awaiting::PubRec(_) | Awaiting::PubComp { .. })
         );
         if !known {
             let mut rel = Ack::new(ack.packet_id);
@@ -267,10 +284,11 @@ impl Engine {
             self.drain_queue(session, now);
             return;
         }
-        let received = state
-            .inflight
-            .get_mut(&ack.packet_id)
-            .map(|entry| std::mem::replace(&mut entry.awaiting, Awaiting::PubComp));
+        // The Release record joins the current batch; PUBREL waits for it.
+        let release_batch = if state.journaled { current_batch } else { 0 };
+        let received = state.inflight.get_mut(&ack.packet_id).map(|entry| {
+            std::mem::replace(&mut entry.awaiting, Awaiting::PubComp { release_batch })
+        });
         if let Some(Awaiting::PubRec(out)) = &received {
             if let Some(token) = out.stream_token {
                 // The member holds it now; only PUBREL/PUBCOMP remain, kept below.
@@ -278,7 +296,20 @@ impl Engine {
             }
         }
         self.journal_release(session, ack.packet_id);
-        self.write(conn_id, &Packet::PubRel(Ack::new(ack.packet_id)));
+        self.send_pubrel(conn_id, ack.packet_id, release_batch);
+    }
+
+    /// PUBREL for an outbound QoS 2 delivery past PUBREC. A journaled session's
+    /// waits until the store has its Release record (`release_batch`): once the
+    /// client has PUBREL it forgets the packet id [MQTT-4.3.3-9], so a restart that
+    /// resent the PUBLISH would deliver it twice [MQTT-4.3.3-6].
+    pub(super) fn send_pubrel(&mut self, conn_id: ConnId, packet_id: u16, release_batch: u64) {
+        let packet = Packet::PubRel(Ack::new(packet_id));
+        if release_batch != 0 && self.journal.has_unconfirmed_at(release_batch) {
+            self.hold_until(conn_id, release_batch, packet);
+        } else {
+            self.write(conn_id, &packet);
+        }
     }
 
     pub(super) fn handle_pubcomp(&mut self, session: u32, packet_id: u16, now: u64) {
@@ -287,7 +318,7 @@ impl Engine {
         };
         if matches!(
             state.inflight.get(&packet_id).map(|e| &e.awaiting),
-            Some(Awaiting::PubComp)
+            Some(Awaiting::PubComp { .. })
         ) {
             state.inflight.remove(&packet_id);
             self.journal_ack(session, packet_id);

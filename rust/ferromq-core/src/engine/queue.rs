@@ -17,6 +17,10 @@ use crate::codec::QoS;
 pub struct DeliveryQueue {
     items: VecDeque<Outgoing>,
     qos0_queued: usize,
+    /// Deliveries ever pushed and ever removed (sent or dropped): positions a
+    /// connection's retained cursor takes its turn at (`retained_cursor`).
+    pushed: u64,
+    removed: u64,
 }
 
 /// What a push did to the queue.
@@ -38,6 +42,14 @@ impl DeliveryQueue {
         self.items.is_empty()
     }
 
+    pub fn pushed(&self) -> u64 {
+        self.pushed
+    }
+
+    pub fn removed(&self) -> u64 {
+        self.removed
+    }
+
     pub fn push(&mut self, item: Outgoing, limit: usize, policy: DropPolicy) -> Pushed {
         if self.items.len() < limit {
             self.push_back(item);
@@ -50,6 +62,7 @@ impl DeliveryQueue {
             if let Some(at) = self.items.iter().position(|o| o.qos == QoS::AtMostOnce) {
                 let dropped = self.items.remove(at).expect("position is in range");
                 self.qos0_queued -= 1;
+                self.removed += 1;
                 self.push_back(item);
                 return Pushed::QueuedDropping(dropped);
             }
@@ -68,11 +81,13 @@ impl DeliveryQueue {
         if item.qos == QoS::AtMostOnce {
             self.qos0_queued += 1;
         }
+        self.pushed += 1;
         self.items.push_back(item);
     }
 
     pub fn pop(&mut self) -> Option<Outgoing> {
         let item = self.items.pop_front()?;
+        self.removed += 1;
         if item.qos == QoS::AtMostOnce {
             self.qos0_queued -= 1;
         }
@@ -84,8 +99,10 @@ impl DeliveryQueue {
         self.items.iter()
     }
 
-    pub fn front_qos(&self) -> Option<QoS> {
-        self.items.front().map(|o| o.qos)
+    /// True while a QoS 0 delivery is queued: a new one goes behind it, so QoS 0
+    /// keeps its order even though it never waits for the window.
+    pub fn has_qos0(&self) -> bool {
+        self.qos0_queued > 0
     }
 
     pub fn front(&self) -> Option<&Outgoing> {
@@ -99,6 +116,7 @@ impl DeliveryQueue {
             .into_iter()
             .partition::<VecDeque<_>, _>(|o| take(o));
         self.items = kept;
+        self.removed += taken.len() as u64;
         self.qos0_queued -= taken.iter().filter(|o| o.qos == QoS::AtMostOnce).count();
         taken.into()
     }

@@ -36,8 +36,10 @@ pub enum Awaiting {
     PubAck(Outgoing),
     /// QoS 2 sent, waiting for PUBREC.
     PubRec(Outgoing),
-    /// PUBREL sent, waiting for PUBCOMP: the message itself is done with.
-    PubComp,
+    /// PUBREL sent (or waiting for `release_batch`, the journal batch holding its
+    /// Release record; 0 when stored or not journaled), waiting for PUBCOMP: the
+    /// message itself is done with.
+    PubComp { release_batch: u64 },
 }
 
 #[derive(Debug)]
@@ -135,8 +137,8 @@ mod tests {
     fn packet_ids_skip_those_in_flight_and_wrap_past_zero() {
         let mut s = Session::new("c", 0);
         s.next_sequence = 65_533;
-        s.record_inflight(u16::MAX, 1, Awaiting::PubComp);
-        s.record_inflight(1, 2, Awaiting::PubComp);
+        s.record_inflight(u16::MAX, 1, Awaiting::PubComp { release_batch: 0 });
+        s.record_inflight(1, 2, Awaiting::PubComp { release_batch: 0 });
         assert_eq!(s.assign_packet_id(), (65_533, u16::MAX - 1));
         assert_eq!(s.assign_packet_id(), (65_536, 2));
     }
@@ -145,7 +147,7 @@ mod tests {
     fn inflight_order_is_send_order() {
         let mut s = Session::new("c", 0);
         for (sequence, id) in [9, 3, 7].into_iter().enumerate() {
-            s.record_inflight(id, sequence as u64, Awaiting::PubComp);
+            s.record_inflight(id, sequence as u64, Awaiting::PubComp { release_batch: 0 });
         }
         assert_eq!(s.inflight_in_order(), vec![9, 3, 7]);
     }

@@ -302,8 +302,18 @@ impl Engine {
         }
     }
 
+    /// Drain every group queue: the store confirmed a batch that held messages
+    /// may wait for.
+    pub(super) fn drain_all_groups(&mut self, now: u64) {
+        let groups: Vec<GroupRef> = self.group_queues.queues.keys().copied().collect();
+        for group in groups {
+            self.drain_group(group, now);
+        }
+    }
+
     /// Hand `group`'s queued messages, front first, to members that can send at
-    /// once, chosen by the group's strategy; stop when none can.
+    /// once, chosen by the group's strategy; stop when none can, or at a message
+    /// still waiting for the store (`journal_done` drains again).
     fn drain_group(&mut self, group: GroupRef, now: u64) {
         let mut ready = Vec::new();
         loop {
@@ -315,6 +325,9 @@ impl Engine {
             else {
                 return;
             };
+            if self.is_held(&front.message) {
+                return;
+            }
             let message = front.message.clone();
             ready.clear();
             ready.extend(
@@ -352,7 +365,10 @@ impl Engine {
             return false;
         };
         state.conn.is_some_and(|conn| {
-            state.queue.is_empty() && self.is_writable(conn) && self.window_open(session, conn)
+            state.queue.is_empty()
+                && self.retained_sent(conn)
+                && self.is_writable(conn)
+                && self.window_open(session, conn)
         })
     }
 

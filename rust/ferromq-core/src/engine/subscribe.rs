@@ -7,7 +7,9 @@
 //! first, then the retained messages matching each granted filter, per Retain
 //! Handling (0 always, 1 only for a new subscription, 2 never) and never for shared
 //! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
-//! lowered to the subscription's.
+//! lowered to the subscription's. They join the connection's retained cursor
+//! (`retained_cursor`), which the delivery drain sends from as the socket and the
+//! window allow; an UNSUBSCRIBE drops what its filter still had to send.
 
 use crate::codec::{
     Packet, Properties, Property, ProtocolVersion, QoS, ReasonCode, RetainHandling, SubAck,
@@ -15,7 +17,7 @@ use crate::codec::{
 };
 use crate::topic::parse_shared_filter;
 
-use super::{ConnId, Engine, Outgoing};
+use super::{ConnId, Engine};
 
 const SUBSCRIPTION_IDENTIFIER: u8 = 0x0B;
 
@@ -96,23 +98,20 @@ impl Engine {
             }),
         );
         let subscription_ids: Vec<u32> = subscription_id.into_iter().collect();
-        let mut ids = Vec::new();
+        let queue_pushed = self
+            .session_mut(session)
+            .map_or(0, |state| state.queue.pushed());
         for (filter, qos) in retained_for {
-            ids.clear();
+            let mut ids = Vec::new();
             if self.retained.match_filter(&filter, now, &mut ids).is_err() {
                 continue;
             }
-            for id in &ids {
-                let Some(message) = self.retained_messages.get(id).cloned() else {
-                    continue;
-                };
-                let delivery_qos = message.qos.min(qos);
-                let out = Outgoing::new(message, delivery_qos, true, subscription_ids.clone());
-                self.deliver(session, out, now);
+            if let Some(conn) = self.conn_mut(conn_id) {
+                conn.retained
+                    .add(&filter, qos, subscription_ids.clone(), ids, queue_pushed);
             }
         }
-        // A new member may take what its groups hold back.
-        self.drain_groups_of(session, now);
+        self.drain_queue(session, now);
     }
 
     pub(super) fn handle_unsubscribe(
@@ -132,6 +131,9 @@ impl Engine {
                 continue;
             }
             self.stream_unsubscribing(session, filter);
+            if let Some(conn) = self.conn_mut(conn_id) {
+                conn.retained.remove(filter);
+            }
             let existed = self.index.unsubscribe(session, filter);
             self.journal_unsubscribe(session, filter);
             if v5 {

@@ -12,6 +12,7 @@ use super::{ConnId, Engine, Event};
 
 impl Engine {
     pub fn tick(&mut self, now: u64) {
+        self.clock = now;
         for conn_id in 0..self.conns.len() as ConnId {
             let Some(conn) = self.conns[conn_id as usize].as_ref() else {
                 continue;

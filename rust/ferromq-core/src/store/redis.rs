@@ -798,6 +798,7 @@ fn stored_message(body: Bytes) -> Result<Message, JournalError> {
         publisher: None,
         expires_at: stored.expires_at,
         journal_batch: Default::default(),
+        held_for_batch: 0,
     })
 }
 

@@ -160,6 +160,14 @@ impl Harness {
     }
 }
 
+/// The default configuration with the journal on.
+pub fn durable_config() -> EngineConfig {
+    EngineConfig {
+        journal: true,
+        ..EngineConfig::default()
+    }
+}
+
 pub fn s(text: &str) -> Utf8Bytes {
     Utf8Bytes::try_from(text).unwrap()
 }
