@@ -32,8 +32,15 @@ from ferromq.auth.provider import (
     Outcome,
     Reject,
 )
+from ferromq.config import Config
 
-__all__ = ["OpenProvider", "PeerCertificate", "certificate_outcome"]
+__all__ = ["OpenProvider", "PeerCertificate", "certificate_outcome", "certificates_are_users"]
+
+
+def certificates_are_users(config: Config) -> bool:
+    """Some TLS listener makes client certificates' identities user names, so the engine
+    must hand every CONNECT to the :class:`~ferromq.auth.AuthGate`."""
+    return any(listener.use_identity_as_username for listener in config.listeners)
 
 
 @dataclass(frozen=True)
