@@ -67,7 +67,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Final
+from typing import Any, Final, TypeAlias
 
 from ferromq._protocol import IOHub, MqttProtocol
 from ferromq.auth.certificate import PeerCertificate
@@ -86,6 +86,9 @@ ACCEPT_PAUSE: Final = 0.25
 LOG_INTERVAL: Final = 10.0
 """Seconds between two log lines about the same accept-path condition."""
 BACKLOG: Final = 4096
+
+_Address: TypeAlias = tuple[Any, ...]
+"""What ``accept`` gives for a TCP peer: (host, port) or (host, port, flow, scope)."""
 
 # accept() failures that mean "no descriptor or memory for one more socket now".
 _EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -405,7 +408,7 @@ class Listeners:
             paused=self._counts.accept_paused,
         )
 
-    def _hand_over(self, listener: _Listener, conn: socket.socket, peer: object) -> None:
+    def _hand_over(self, listener: _Listener, conn: socket.socket, peer: _Address) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
         assert self._loop is not None and self._hub is not None
@@ -439,7 +442,7 @@ class Listeners:
         listener: _Listener,
         protocol: _CountedProtocol,
         conn: socket.socket,
-        peer: object,
+        peer: _Address,
         task: asyncio.Task[object],
     ) -> None:
         self._counts.pending.discard(task)
@@ -457,10 +460,11 @@ class Listeners:
         if listener.tls is not None:
             self._handshake_failed(listener, peer, error)
 
-    def _handshake_failed(self, listener: _Listener, peer: object, error: BaseException) -> None:
+    def _handshake_failed(self, listener: _Listener, peer: _Address, error: BaseException) -> None:
         assert self._loop is not None
         self._counts.tls_handshake_failed += 1
-        address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        host, port = peer[:2]  # IPv4 (host, port) or IPv6 (host, port, flow, scope)
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._log_handshake(
             self._loop.time(),
             listener=listener.config.name,
