@@ -6,11 +6,13 @@ checked by CONNECT user name and password or by a SCRAM-SHA-256 exchange.
   checked against the stored credential (one PBKDF2 run, in a worker thread so the
   event loop keeps serving) and a wrong password, a missing password or an unknown
   user are all 0x86 — an unknown user costs the same PBKDF2 run, so timing does not
-  tell which names exist.
+  tell which names exist. A user imported from Mosquitto is checked against its
+  Mosquitto hash (:mod:`ferromq.auth.mosquitto`).
 - Authentication Method ``SCRAM-SHA-256`` (when listed in ``methods``): client-first
   comes in CONNECT's Authentication Data, server-first goes out in AUTH 0x18,
   client-final comes back, and server-final rides on the CONNACK. A wrong proof is
-  0x86, a malformed message 0x87. A re-authentication must prove the same user.
+  0x86, a malformed message 0x87; a user with a Mosquitto hash cannot do SCRAM
+  (0x86, like an unknown user). A re-authentication must prove the same user.
 - Any other method: 0x8C [MQTT-4.12.0-1].
 """
 
@@ -71,8 +73,11 @@ class PasswordFileProvider:
         return Accept(Identity(request.username, record.client_type))
 
     def _lookup(self, username: str) -> ScramCredential | None:
+        """The SCRAM credential of ``username``; None for an unknown user and for an
+        imported Mosquitto hash, which cannot run SCRAM (it fails like an unknown user)."""
         record = self._users.get(username)
-        return record.credential if record else None
+        credential = record.credential if record else None
+        return credential if isinstance(credential, ScramCredential) else None
 
     def _scram(self, request: AuthRequest) -> Outcome:
         exchange = ScramServer(self._lookup, self._secret)
