@@ -2,7 +2,7 @@
 
 Python's part is per event: it builds the engine from the config, opens the
 listeners (each socket gets a Cython ``MqttProtocol`` that feeds the engine),
-hands authentication events to the ``AuthGate`` when ``[auth]`` names a users file,
+hands authentication events to the ``AuthGate`` when ``[auth]`` names providers,
 ticks the engine's clock, publishes $SYS on its interval and stops cleanly. It
 never touches a message on the way through (docs/architecture.md).
 
@@ -69,7 +69,7 @@ def engine_from_config(config: Config) -> Engine:
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         stream_application_groups=config.storage.application_store == "kafka",
-        authenticate=config.auth.users_file is not None,
+        authenticate=bool(config.auth.chain()),
         max_publish_rate=limits.max_publish_rate,
         maximum_qos=mqtt5.maximum_qos,
         retain_available=mqtt5.retain_available,
@@ -314,7 +314,7 @@ class Broker:
                 detail=detail,
             )
         elif self.auth is not None:
-            # "authenticate" and "auth": only with [auth] users_file; without it the
+            # "authenticate" and "auth": only with [auth] providers; without them the
             # engine accepts every CONNECT itself.
             self.auth.on_event(event)
 

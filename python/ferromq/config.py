@@ -573,20 +573,37 @@ class LogConfig:
     """``text``: one human line per event; ``json``: one JSON object per line."""
 
 
+AUTH_PROVIDERS: Final = ("users_file", "hook")
+
+
 @dataclass(frozen=True)
 class AuthConfig:
-    """``[auth]``: who may connect (:mod:`ferromq.auth`). With no ``users_file`` every
+    """``[auth]``: who may connect (:mod:`ferromq.auth`). With no provider every
     CONNECT is accepted inside the engine, with no Python per CONNECT."""
 
     users_file: str | None = _setting(None, _Text())
     """TOML file of SCRAM-SHA-256 credentials written by ``ferromq users add``
     (relative paths are from the working directory)."""
     allow_anonymous: bool | None = _setting(None, _Bool())
-    """Accept a CONNECT without a user name; default: true without ``users_file``,
-    false with one."""
+    """Accept a CONNECT without user name and password that no provider takes;
+    default: true without providers, false with some."""
     methods: tuple[str, ...] = _setting(("SCRAM-SHA-256",), _Names(("SCRAM-SHA-256",)))
-    """MQTT 5 enhanced authentication methods offered (with ``users_file``); another
-    method in CONNECT is refused with 0x8C."""
+    """MQTT 5 enhanced authentication methods the users file offers; a method no
+    provider runs is refused with 0x8C."""
+    providers: tuple[str, ...] = _setting((), _Names(AUTH_PROVIDERS))
+    """The providers asked in order, each answering accept, reject or "not mine" (then
+    the next is asked): ``users_file``, ``hook``. Default: ``["users_file"]`` when
+    ``users_file`` is set, else none."""
+    hook: str | None = _setting(None, _Text())
+    """The ``hook`` provider: ``"module:attribute"`` or the name of an entry point in
+    the group ``ferromq.auth_providers``; a provider object (async
+    ``authenticate(request)``), or a class or factory called without arguments."""
+
+    def chain(self) -> tuple[str, ...]:
+        """The providers in the order they are asked."""
+        if self.providers:
+            return self.providers
+        return ("users_file",) if self.users_file is not None else ()
 
 
 @dataclass(frozen=True)
@@ -726,6 +743,20 @@ def _apply_environ(config: Config, environ: Mapping[str, str]) -> Config:
     return config
 
 
+def _check_auth(auth: AuthConfig) -> None:
+    if not auth.chain() and auth.allow_anonymous is False:
+        raise ConfigError(
+            "auth.allow_anonymous: false with no auth.users_file would refuse every client; "
+            "set auth.users_file or auth.providers"
+        )
+    needs = {"users_file": auth.users_file, "hook": auth.hook}
+    for name, value in needs.items():
+        if name in auth.chain() and value is None:
+            raise ConfigError(f'auth.providers: "{name}" needs auth.{name}')
+        if value is not None and name not in auth.chain():
+            raise ConfigError(f'auth.{name}: set, but "{name}" is not in auth.providers')
+
+
 def _check(config: Config) -> Config:
     """Rules that span settings, checked once file and environment are both applied."""
     names: dict[str, int] = {}
@@ -744,12 +775,7 @@ def _check(config: Config) -> Config:
             )
         names[listener.name] = index
         addresses[address] = index
-    auth = config.auth
-    if auth.users_file is None and auth.allow_anonymous is False:
-        raise ConfigError(
-            "auth.allow_anonymous: false with no auth.users_file would refuse every client; "
-            "set auth.users_file"
-        )
+    _check_auth(config.auth)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(

@@ -34,6 +34,7 @@ from ferromq.auth.provider import (
     Challenge,
     Identity,
     Outcome,
+    Pass,
     Reject,
 )
 from ferromq.log import log_event
@@ -103,6 +104,8 @@ class AuthGate:
         except Exception:
             logger.exception("authentication provider failed (conn %d)", conn)
             outcome = Reject(UNSPECIFIED_ERROR)
+        if isinstance(outcome, Pass):  # a Challenge's answer is its provider's to give
+            outcome = Reject(NOT_AUTHORIZED)
         state = self._connections.get(conn)
         if state is None or state.token != token:
             return

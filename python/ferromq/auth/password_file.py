@@ -1,19 +1,21 @@
 """The password-file provider: users from a users file (:mod:`ferromq.auth.users`),
 checked by CONNECT user name and password or by a SCRAM-SHA-256 exchange.
 
-- No Authentication Method: a CONNECT without a user name is accepted as anonymous
-  when ``allow_anonymous`` (else 0x87 not authorized); with one, the password is
+- No Authentication Method: a CONNECT with a user name of the file has its password
   checked against the stored credential (one PBKDF2 run, in a worker thread so the
-  event loop keeps serving) and a wrong password, a missing password or an unknown
-  user are all 0x86 — an unknown user costs the same PBKDF2 run, so timing does not
-  tell which names exist. A user imported from Mosquitto is checked against its
+  event loop keeps serving); a wrong or missing password is 0x86. A CONNECT without a
+  user name, or with one the file does not hold, is passed to the next provider of
+  the chain (:mod:`ferromq.auth.chain`, which refuses it with 0x86 when none takes
+  it) — an unknown user costs the same PBKDF2 run, so timing does not tell which
+  names exist. A user imported from Mosquitto is checked against its
   Mosquitto hash (:mod:`ferromq.auth.mosquitto`).
 - Authentication Method ``SCRAM-SHA-256`` (when listed in ``methods``): client-first
   comes in CONNECT's Authentication Data, server-first goes out in AUTH 0x18,
   client-final comes back, and server-final rides on the CONNACK. A wrong proof is
   0x86, a malformed message 0x87; a user with a Mosquitto hash cannot do SCRAM
   (0x86, like an unknown user). A re-authentication must prove the same user.
-- Any other method: 0x8C [MQTT-4.12.0-1].
+- Any other method: passed on (the chain answers 0x8C [MQTT-4.12.0-1] when no
+  provider runs it).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ import secrets
 from collections.abc import Collection, Mapping
 
 from ferromq.auth.provider import (
-    BAD_AUTHENTICATION_METHOD,
     BAD_USERNAME_OR_PASSWORD,
     NOT_AUTHORIZED,
+    PASS,
     Accept,
     AuthRequest,
     Challenge,
@@ -46,11 +48,9 @@ class PasswordFileProvider:
         self,
         users: Mapping[str, UserRecord],
         *,
-        allow_anonymous: bool = False,
         methods: Collection[str] = (SCRAM_SHA_256,),
     ) -> None:
         self._users = dict(users)
-        self._allow_anonymous = allow_anonymous
         self._methods = frozenset(methods)
         self._secret = secrets.token_bytes(32)
         # Checked against for unknown users, so they cost what known ones do.
@@ -58,17 +58,16 @@ class PasswordFileProvider:
 
     async def authenticate(self, request: AuthRequest) -> Outcome:
         if request.method is not None:
-            if request.method not in self._methods:
-                return Reject(BAD_AUTHENTICATION_METHOD)
-            return self._scram(request)
+            return self._scram(request) if request.method in self._methods else PASS
         if request.username is None:
-            anonymous = Accept(Identity(None))
-            return anonymous if self._allow_anonymous else Reject(NOT_AUTHORIZED)
+            return PASS
         record = self._users.get(request.username)
         credential = record.credential if record else self._decoy
         password = request.password or b""
         matches = await asyncio.to_thread(credential.verify_password, password)
-        if record is None or request.password is None or not matches:
+        if record is None:
+            return PASS
+        if request.password is None or not matches:
             return Reject(BAD_USERNAME_OR_PASSWORD)
         return Accept(Identity(request.username, record.client_type))
 

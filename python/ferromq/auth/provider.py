@@ -5,21 +5,24 @@ A provider is asked once per CONNECT, never per message (docs/architecture.md, "
 one rule"). ``authenticate`` is async, so a provider may look users up in a file, a
 database or a remote service. Its answer is one of:
 
-- :class:`Accept`: the client is in. ``identity`` says who it is — the user name and
-  its ``client_type`` (``"device"``, the default, or ``"application"``) — and ``data``
-  is the final Authentication Data for the CONNACK (or the AUTH 0x00 that ends a
+- :class:`Accept`: the client is in. ``identity`` says who it is — the user name, its
+  ``client_type`` (``"device"``, the default, or ``"application"``) and the ACL data
+  the provider returned (kept opaque for the ACL work) — and ``data`` is the final
+  Authentication Data for the CONNACK (or the AUTH 0x00 that ends a
   re-authentication) when an enhanced method is in use.
 - :class:`Reject`: the MQTT 5 reason code to refuse with; the engine maps it to a
   3.1.1 return code for older clients (0x86 → 4, 0x87 → 5).
 - :class:`Challenge`: enhanced authentication continues. ``data`` goes to the client in
   AUTH 0x18; the client's answer is handed to ``respond``, which gives the next answer.
   A multi-step method keeps its state in that closure.
+- :data:`PASS`: not this provider's client (an unknown user name, a method it does not
+  run); the next provider of the chain is asked (:mod:`ferromq.auth.chain`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, TypeAlias
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "BAD_USERNAME_OR_PASSWORD",
     "CLIENT_TYPES",
     "NOT_AUTHORIZED",
+    "PASS",
     "UNSPECIFIED_ERROR",
     "Accept",
     "AuthProvider",
@@ -35,6 +39,7 @@ __all__ = [
     "ClientType",
     "Identity",
     "Outcome",
+    "Pass",
     "Reject",
 ]
 
@@ -50,10 +55,13 @@ CLIENT_TYPES: Final[tuple[ClientType, ...]] = ("device", "application")
 
 @dataclass(frozen=True)
 class Identity:
-    """Who an accepted connection is. ``username`` is None for an anonymous client."""
+    """Who an accepted connection is. ``username`` is None for an anonymous client.
+    ``acl`` is what the provider said the client may do, as it said it (not compared:
+    a re-authentication may bring new rules for the same user)."""
 
     username: str | None
     client_type: ClientType = "device"
+    acl: object = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -82,12 +90,20 @@ class Reject:
 
 
 @dataclass(frozen=True)
+class Pass:
+    """Not this provider's client: ask the next one."""
+
+
+PASS: Final = Pass()
+
+
+@dataclass(frozen=True)
 class Challenge:
     data: bytes
     respond: Callable[[bytes | None], Awaitable[Outcome]]
 
 
-Outcome: TypeAlias = Accept | Reject | Challenge
+Outcome: TypeAlias = Accept | Reject | Challenge | Pass
 
 
 class AuthProvider(Protocol):

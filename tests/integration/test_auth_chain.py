@@ -1,0 +1,80 @@
+"""The provider chain of ``[auth] providers`` with real paho-mqtt clients against
+`ferromq serve`: a users file, then a custom provider loaded by ``[auth] hook``
+(tests/auth_hook.py); a rejection ends the chain, "not mine" asks the next provider,
+and nobody's client is refused; a hook that cannot be loaded stops the broker with
+one line. Under uvloop and asyncio."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RunningBroker, ferromq_command, start_broker
+from tests.integration.test_auth_clients import paho_connect, stop, users_add
+
+ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
+ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
+
+
+def chain_config(users: Path, hook: str = "tests.auth_hook:TicketProvider") -> str:
+    return f'[auth]\nusers_file = "{users}"\nproviders = ["users_file", "hook"]\nhook = "{hook}"\n'
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def chain_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
+    users = tmp_path / "users.toml"
+    assert users_add(users, "sensor", "s3nsor pw").returncode == 0
+    running = start_broker(tmp_path, request.param, chain_config(users), ENV)
+    yield running
+    running.stop()
+
+
+def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
+    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
+    stop(client)
+    return str(code)
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_each_provider_answers_for_its_own_users(chain_broker: RunningBroker, version: int) -> None:
+    assert connack(chain_broker, "sensor", "s3nsor pw", version) == "Success"
+    assert connack(chain_broker, "ticket-7", "hook-pass", version) == "Success"
+    # The users file rejects its user's wrong password: the hook is not asked.
+    assert connack(chain_broker, "sensor", "hook-pass", version) == "Bad user name or password"
+    # The users file passes an unknown name on; the hook refuses a wrong ticket.
+    assert connack(chain_broker, "ticket-7", "guess", version) == "Not authorized"
+    # Both pass: nobody's client.
+    assert connack(chain_broker, "stranger", "pw", version) == "Bad user name or password"
+    log = chain_broker.log()
+    assert "username=ticket-7 client_type=application" in log
+    assert "username=sensor client_type=device" in log
+
+
+@pytest.mark.parametrize(
+    ("hook", "message"),
+    [
+        ("tests.no_such_module:X", "auth.hook: 'tests.no_such_module:X': cannot import"),
+        ("tests.auth_hook:Missing", "tests.auth_hook has no attribute Missing"),
+        ("tests.auth_hook:NOT_A_PROVIDER", "is neither a provider nor callable"),
+        ("no-such-entry-point", "no entry point of that name in ferromq.auth_providers"),
+    ],
+)
+def test_a_hook_that_cannot_be_loaded_stops_serve(tmp_path: Path, hook: str, message: str) -> None:
+    users = tmp_path / "users.toml"
+    assert users_add(users, "sensor", "pw").returncode == 0
+    config = tmp_path / "ferromq.toml"
+    config.write_text(chain_config(users, hook))
+    result = subprocess.run(
+        [*ferromq_command(), "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **ENV},
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
