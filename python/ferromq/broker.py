@@ -282,6 +282,8 @@ class Broker:
             await self._streams.close()
         if self._persister is not None:
             await self._persister.stop()
+        if self._provider is not None:
+            await self._provider.aclose()
         for server in self._servers:
             await server.wait_closed()
         log_event(logger, logging.INFO, "stopped", **self.engine.stats())

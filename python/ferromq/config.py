@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from ferromq.codec import MAX_PACKET_SIZE
 
@@ -289,6 +290,19 @@ class _Text:
 
     def parse_env(self, text: str, where: str) -> object:
         return self.parse(text, where)
+
+
+@dataclass(frozen=True)
+class _Url(_Text):
+    """An ``http://`` or ``https://`` URL with a host."""
+
+    def parse(self, value: object, where: str) -> object:
+        text = super().parse(value, where)
+        assert isinstance(text, str)
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{where}: expected an http:// or https:// URL, got {_quote(text)}")
+        return text
 
 
 @dataclass(frozen=True)
@@ -573,7 +587,7 @@ class LogConfig:
     """``text``: one human line per event; ``json``: one JSON object per line."""
 
 
-AUTH_PROVIDERS: Final = ("users_file", "hook")
+AUTH_PROVIDERS: Final = ("users_file", "jwt", "hook")
 
 
 @dataclass(frozen=True)
@@ -592,8 +606,29 @@ class AuthConfig:
     provider runs is refused with 0x8C."""
     providers: tuple[str, ...] = _setting((), _Names(AUTH_PROVIDERS))
     """The providers asked in order, each answering accept, reject or "not mine" (then
-    the next is asked): ``users_file``, ``hook``. Default: ``["users_file"]`` when
-    ``users_file`` is set, else none."""
+    the next is asked): ``users_file``, ``jwt``, ``hook``. Default: ``["users_file"]``
+    when ``users_file`` is set, else none."""
+    jwt_key_file: str | None = _setting(None, _Text())
+    """The ``jwt`` provider's key: a PEM public key (RSA, EC, Ed25519) or a file holding
+    an HMAC secret (without a final newline); or use ``jwt_jwks_url``. The token is the
+    CONNECT password."""
+    jwt_jwks_url: str | None = _setting(None, _Url())
+    """The ``jwt`` provider's keys as a JSON Web Key Set fetched from this URL."""
+    jwt_jwks_refresh: int = _setting(300, _duration(1))
+    """How often the JWK set is fetched again (an unknown ``kid`` also fetches it, at
+    most every 10 s)."""
+    jwt_username_claim: str = _setting("sub", _Text())
+    """The claim that must equal the CONNECT user name (and names the client without
+    one)."""
+    jwt_client_type_claim: str = _setting("client_type", _Text())
+    """The claim holding the client type, ``"device"`` (when absent) or
+    ``"application"``."""
+    jwt_acl_claim: str = _setting("acl", _Text())
+    """The claim holding the client's ACL rules (kept with the identity)."""
+    jwt_audience: str | None = _setting(None, _Text())
+    """When set, the ``aud`` a token must carry."""
+    jwt_issuer: str | None = _setting(None, _Text())
+    """When set, the ``iss`` a token must carry."""
     hook: str | None = _setting(None, _Text())
     """The ``hook`` provider: ``"module:attribute"`` or the name of an entry point in
     the group ``ferromq.auth_providers``; a provider object (async
@@ -749,12 +784,18 @@ def _check_auth(auth: AuthConfig) -> None:
             "auth.allow_anonymous: false with no auth.users_file would refuse every client; "
             "set auth.users_file or auth.providers"
         )
-    needs = {"users_file": auth.users_file, "hook": auth.hook}
-    for name, value in needs.items():
-        if name in auth.chain() and value is None:
-            raise ConfigError(f'auth.providers: "{name}" needs auth.{name}')
-        if value is not None and name not in auth.chain():
-            raise ConfigError(f'auth.{name}: set, but "{name}" is not in auth.providers')
+    sources = {  # each provider's settings, exactly one of which it needs
+        "users_file": {"users_file": auth.users_file},
+        "jwt": {"jwt_key_file": auth.jwt_key_file, "jwt_jwks_url": auth.jwt_jwks_url},
+        "hook": {"hook": auth.hook},
+    }
+    for name, settings in sources.items():
+        given = [key for key, value in settings.items() if value is not None]
+        if name in auth.chain() and len(given) != 1:
+            keys = " or ".join(f"auth.{key}" for key in settings)
+            raise ConfigError(f'auth.providers: "{name}" needs {keys}, exactly one')
+        if given and name not in auth.chain():
+            raise ConfigError(f'auth.{given[0]}: set, but "{name}" is not in auth.providers')
 
 
 def _check(config: Config) -> Config:

@@ -7,14 +7,13 @@ one line. Under uvloop and asyncio."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.integration.test_auth_clients import paho_connect, stop, users_add
+from tests.conftest import RunningBroker, start_broker
+from tests.integration.test_auth_clients import paho_connect, serve_error, stop, users_add
 
 ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
 ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
@@ -66,15 +65,4 @@ def test_each_provider_answers_for_its_own_users(chain_broker: RunningBroker, ve
 def test_a_hook_that_cannot_be_loaded_stops_serve(tmp_path: Path, hook: str, message: str) -> None:
     users = tmp_path / "users.toml"
     assert users_add(users, "sensor", "pw").returncode == 0
-    config = tmp_path / "ferromq.toml"
-    config.write_text(chain_config(users, hook))
-    result = subprocess.run(
-        [*ferromq_command(), "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, **ENV},
-    )
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert message in serve_error(tmp_path, chain_config(users, hook), ENV)

@@ -36,7 +36,7 @@ from ferromq.auth.provider import (
     Reject,
 )
 from ferromq.auth.users import UserRecord, UsersFileError, load_users
-from ferromq.config import AuthConfig
+from ferromq.config import AuthConfig, ConfigError
 
 __all__ = [
     "SCRAM_SHA_256",
@@ -63,6 +63,28 @@ def _users_file(config: AuthConfig) -> AuthProvider:
     return PasswordFileProvider(load_users(Path(config.users_file)), methods=config.methods)
 
 
+def _jwt(config: AuthConfig) -> AuthProvider:
+    try:  # the ferromq[jwt] extra
+        from ferromq.auth import jwt_provider
+    except ImportError as exc:
+        raise ConfigError(f'auth.providers: "jwt" needs ferromq[jwt] installed ({exc})') from None
+    settings = jwt_provider.JwtSettings(
+        username_claim=config.jwt_username_claim,
+        client_type_claim=config.jwt_client_type_claim,
+        acl_claim=config.jwt_acl_claim,
+        audience=config.jwt_audience,
+        issuer=config.jwt_issuer,
+    )
+    if config.jwt_key_file is not None:
+        keys: jwt_provider.VerificationKey | jwt_provider.Jwks = jwt_provider.key_from_file(
+            Path(config.jwt_key_file)
+        )
+    else:
+        assert config.jwt_jwks_url is not None  # one of the two, checked with the config
+        keys = jwt_provider.Jwks(config.jwt_jwks_url, config.jwt_jwks_refresh)
+    return jwt_provider.JwtProvider(keys, settings)
+
+
 def _hook(config: AuthConfig) -> AuthProvider:
     assert config.hook is not None  # checked with the configuration
     return load_hook(config.hook)
@@ -70,6 +92,7 @@ def _hook(config: AuthConfig) -> AuthProvider:
 
 _PROVIDERS: Final[dict[str, Callable[[AuthConfig], AuthProvider]]] = {
     "users_file": _users_file,
+    "jwt": _jwt,
     "hook": _hook,
 }
 

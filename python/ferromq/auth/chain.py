@@ -10,6 +10,9 @@ ends the chain, or :data:`PASS` (not its client), which asks the next one. A
 - without a user name and password: accepted as anonymous when ``allow_anonymous``,
   else 0x87 not authorized;
 - otherwise 0x86 bad user name or password (3.1.1: return code 4).
+
+A provider holding resources (an HTTP session) has ``async aclose()``, called when
+the broker stops.
 """
 
 from __future__ import annotations
@@ -47,3 +50,10 @@ class ProviderChain:
         if request.username is None and request.password is None:
             return Accept(Identity(None)) if self._allow_anonymous else Reject(NOT_AUTHORIZED)
         return Reject(BAD_USERNAME_OR_PASSWORD)
+
+    async def aclose(self) -> None:
+        """Release what the providers hold (HTTP sessions); when the broker stops."""
+        for provider in self.providers:
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()

@@ -13,12 +13,18 @@ knows — the open :class:`Challenge` while an exchange runs, the identity once
 accepted (``identity(conn)``: user name and client type). Entries of closed
 connections are replaced when the id is reused, so they are bounded by the peak
 number of connections.
+
+An identity with ``expires_at`` (a JWT's ``exp``) gets a timer: at that time the
+engine closes the connection, v5 clients first getting DISCONNECT 0xA0 Maximum connect
+time, unless a re-authentication brought a new expiry. A timer left by a closed
+connection finds another token and does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +32,7 @@ from typing import Any
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.auth.provider import (
+    MAXIMUM_CONNECT_TIME,
     NOT_AUTHORIZED,
     UNSPECIFIED_ERROR,
     Accept,
@@ -51,6 +58,7 @@ class _Connection:
     method: str | None
     identity: Identity | None = None
     challenge: Challenge | None = None
+    expiry: asyncio.TimerHandle | None = None
 
 
 class AuthGate:
@@ -134,6 +142,7 @@ class AuthGate:
             outcome.data,
             client_type=outcome.identity.client_type,
         )
+        self._schedule_expiry(conn, state)
         log_event(
             logger,
             logging.INFO,
@@ -144,3 +153,21 @@ class AuthGate:
             client_type=outcome.identity.client_type,
             method=state.method,
         )
+
+    def _schedule_expiry(self, conn: int, state: _Connection) -> None:
+        if state.expiry is not None:
+            state.expiry.cancel()
+        expires_at = state.identity.expires_at if state.identity else None
+        if expires_at is not None:
+            delay = max(0.0, expires_at - time.time())
+            loop = asyncio.get_running_loop()
+            state.expiry = loop.call_later(delay, self._expire, conn, state.token)
+
+    def _expire(self, conn: int, token: int) -> None:
+        state = self._connections.get(conn)
+        if state is None or state.token != token:
+            return
+        self._engine.disconnect(conn, token, MAXIMUM_CONNECT_TIME, self._hub.now())
+        self._hub.flush()
+        username = state.identity.username if state.identity else None
+        log_event(logger, logging.INFO, "credentials expired", conn=conn, username=username)

@@ -29,8 +29,10 @@ __all__ = [
     "BAD_AUTHENTICATION_METHOD",
     "BAD_USERNAME_OR_PASSWORD",
     "CLIENT_TYPES",
+    "MAXIMUM_CONNECT_TIME",
     "NOT_AUTHORIZED",
     "PASS",
+    "SERVER_UNAVAILABLE",
     "UNSPECIFIED_ERROR",
     "Accept",
     "AuthProvider",
@@ -47,6 +49,8 @@ __all__ = [
 UNSPECIFIED_ERROR: Final = 0x80
 BAD_USERNAME_OR_PASSWORD: Final = 0x86
 NOT_AUTHORIZED: Final = 0x87
+SERVER_UNAVAILABLE: Final = 0x88
+MAXIMUM_CONNECT_TIME: Final = 0xA0
 BAD_AUTHENTICATION_METHOD: Final = 0x8C
 
 ClientType: TypeAlias = Literal["device", "application"]
@@ -56,12 +60,14 @@ CLIENT_TYPES: Final[tuple[ClientType, ...]] = ("device", "application")
 @dataclass(frozen=True)
 class Identity:
     """Who an accepted connection is. ``username`` is None for an anonymous client.
-    ``acl`` is what the provider said the client may do, as it said it (not compared:
-    a re-authentication may bring new rules for the same user)."""
+    ``acl`` is what the provider said the client may do, as it said it, and
+    ``expires_at`` (Unix time) when the credentials end and the connection is closed;
+    neither is compared: a re-authentication may renew them for the same user."""
 
     username: str | None
     client_type: ClientType = "device"
     acl: object = field(default=None, compare=False)
+    expires_at: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
