@@ -1,16 +1,11 @@
 """Keys and tokens for the JWT tests: an HMAC secret, an RSA and an EC (P-256) key
-pair per kind, their public halves as the files and JWK sets the broker reads, and a
-JWK-set server on a real loopback socket."""
+pair per kind, their public halves as the files and JWK sets the broker reads."""
 
 from __future__ import annotations
 
 import json
 import secrets
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,41 +49,3 @@ class SigningKey:
         algorithm = jwt.get_algorithm_by_name(self.algorithm)
         jwk: dict[str, Any] = json.loads(algorithm.to_jwk(self.private.public_key()))
         return {**jwk, "kid": kid, "alg": self.algorithm, "use": "sig"}
-
-
-@dataclass
-class JwksServer:
-    keys: list[dict[str, Any]]
-    fetches: int = 0
-    url: str = ""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-@contextmanager
-def jwks_server(keys: list[dict[str, Any]]) -> Iterator[JwksServer]:
-    """Serve ``{"keys": keys}`` at /jwks.json on 127.0.0.1, counting the fetches."""
-    state = JwksServer(keys)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            with state.lock:
-                state.fetches += 1
-                body = json.dumps({"keys": state.keys}).encode()
-            self.send_response(200 if self.path == "/jwks.json" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_port}/jwks.json"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()

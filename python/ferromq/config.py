@@ -587,7 +587,7 @@ class LogConfig:
     """``text``: one human line per event; ``json``: one JSON object per line."""
 
 
-AUTH_PROVIDERS: Final = ("users_file", "jwt", "hook")
+AUTH_PROVIDERS: Final = ("users_file", "jwt", "http", "hook")
 
 
 @dataclass(frozen=True)
@@ -606,7 +606,7 @@ class AuthConfig:
     provider runs is refused with 0x8C."""
     providers: tuple[str, ...] = _setting((), _Names(AUTH_PROVIDERS))
     """The providers asked in order, each answering accept, reject or "not mine" (then
-    the next is asked): ``users_file``, ``jwt``, ``hook``. Default: ``["users_file"]``
+    the next is asked): ``users_file``, ``jwt``, ``http``, ``hook``. Default: ``["users_file"]``
     when ``users_file`` is set, else none."""
     jwt_key_file: str | None = _setting(None, _Text())
     """The ``jwt`` provider's key: a PEM public key (RSA, EC, Ed25519) or a file holding
@@ -629,6 +629,14 @@ class AuthConfig:
     """When set, the ``aud`` a token must carry."""
     jwt_issuer: str | None = _setting(None, _Text())
     """When set, the ``iss`` a token must carry."""
+    http_url: str | None = _setting(None, _Url())
+    """The ``http`` provider: the authentication service each CONNECT is POSTed to
+    (JSON; :mod:`ferromq.auth.http_service`)."""
+    http_timeout: int = _setting(5, _duration(1, 60))
+    """Seconds the service has to answer; then the client is refused 0x88."""
+    http_cache_ttl: int = _setting(60, _duration(0))
+    """Seconds an allow or deny answer is reused for the same user name, password and
+    client id; 0 asks the service every time."""
     hook: str | None = _setting(None, _Text())
     """The ``hook`` provider: ``"module:attribute"`` or the name of an entry point in
     the group ``ferromq.auth_providers``; a provider object (async
@@ -787,6 +795,7 @@ def _check_auth(auth: AuthConfig) -> None:
     sources = {  # each provider's settings, exactly one of which it needs
         "users_file": {"users_file": auth.users_file},
         "jwt": {"jwt_key_file": auth.jwt_key_file, "jwt_jwks_url": auth.jwt_jwks_url},
+        "http": {"http_url": auth.http_url},
         "hook": {"hook": auth.hook},
     }
     for name, settings in sources.items():

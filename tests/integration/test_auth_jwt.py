@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_auth_clients import paho_connect, serve_error, stop
-from tests.jwt_keys import ALGORITHMS, SigningKey, jwks_server
+from tests.json_service import json_service
+from tests.jwt_keys import ALGORITHMS, SigningKey
 from tests.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
@@ -90,8 +91,9 @@ def test_a_connection_is_closed_when_its_token_expires(tmp_path: Path, loop: str
 @pytest.mark.parametrize("loop", LOOPS)
 def test_keys_come_from_a_jwk_set_fetched_once(tmp_path: Path, loop: str) -> None:
     rsa_key, ec_key = SigningKey.generate("RS256"), SigningKey.generate("ES256")
-    with jwks_server([rsa_key.jwk("rsa-1"), ec_key.jwk("ec-1")]) as jwks:
-        config = jwt_config(f'jwt_jwks_url = "{jwks.url}"')
+    jwk_set = {"keys": [rsa_key.jwk("rsa-1"), ec_key.jwk("ec-1")]}
+    with json_service(lambda *_: (200, jwk_set)) as jwks:
+        config = jwt_config(f'jwt_jwks_url = "{jwks.url}/jwks.json"')
         broker = start_broker(tmp_path, loop, config)
         try:
             for version in (4, 5):
@@ -101,7 +103,7 @@ def test_keys_come_from_a_jwk_set_fetched_once(tmp_path: Path, loop: str) -> Non
                 assert connack(broker, "dev-1", ec_token, version) == "Success"
                 wrong_kid = ec_key.sign(claims(), kid="rsa-1")
                 assert connack(broker, "dev-1", wrong_kid, version) == "Bad user name or password"
-            assert jwks.fetches == 1  # cached for jwt_jwks_refresh (5 minutes)
+            assert len(jwks.requests) == 1  # cached for jwt_jwks_refresh (5 minutes)
         finally:
             broker.stop()
 
@@ -109,15 +111,16 @@ def test_keys_come_from_a_jwk_set_fetched_once(tmp_path: Path, loop: str) -> Non
 @pytest.mark.parametrize("loop", LOOPS)
 def test_a_new_kid_fetches_the_jwk_set_again(tmp_path: Path, loop: str) -> None:
     old, new = SigningKey.generate("ES256"), SigningKey.generate("RS256")
-    with jwks_server([old.jwk("old")]) as jwks:
-        config = jwt_config(f'jwt_jwks_url = "{jwks.url}"\njwt_jwks_refresh = "1s"')
+    jwk_set = {"keys": [old.jwk("old")]}
+    with json_service(lambda *_: (200, jwk_set)) as jwks:
+        config = jwt_config(f'jwt_jwks_url = "{jwks.url}/jwks.json"\njwt_jwks_refresh = "1s"')
         broker = start_broker(tmp_path, loop, config)
         try:
             assert connack(broker, "dev-1", old.sign(claims(), kid="old"), 5) == "Success"
-            jwks.keys.append(new.jwk("new"))  # the issuer rotates its keys
+            jwk_set["keys"].append(new.jwk("new"))  # the issuer rotates its keys
             time.sleep(1.2)  # past jwt_jwks_refresh: the set may be fetched again
             assert connack(broker, "dev-1", new.sign(claims(), kid="new"), 5) == "Success"
-            assert jwks.fetches >= 2
+            assert len(jwks.requests) >= 2
         finally:
             broker.stop()
 

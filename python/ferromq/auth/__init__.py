@@ -5,6 +5,8 @@
 - :mod:`~ferromq.auth.users`: the users file (TOML) of SCRAM credentials.
 - :mod:`~ferromq.auth.mosquitto`: Mosquitto password hashes (``users import-mosquitto``).
 - :mod:`~ferromq.auth.password_file`: the provider backed by a users file.
+- :mod:`~ferromq.auth.jwt_provider`: JSON Web Tokens as passwords.
+- :mod:`~ferromq.auth.http_service`: an HTTP authentication service.
 - :mod:`~ferromq.auth.hook`: a custom provider loaded by name.
 - :mod:`~ferromq.auth.chain`: the configured providers asked in order.
 - :mod:`~ferromq.auth.gate`: engine events → provider → engine answers.
@@ -17,6 +19,7 @@ itself (no Python per CONNECT at all).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -63,11 +66,23 @@ def _users_file(config: AuthConfig) -> AuthProvider:
     return PasswordFileProvider(load_users(Path(config.users_file)), methods=config.methods)
 
 
+_EXTRAS: Final = {"jwt": ("jwt", "cryptography", "aiohttp"), "http": ("aiohttp",)}
+
+
+def _require_extra(name: str) -> None:
+    """A one-line error when the ``ferromq[name]`` extra is not installed."""
+    missing = [module for module in _EXTRAS[name] if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ConfigError(
+            f'auth.providers: "{name}" needs ferromq[{name}] installed '
+            f"(missing {', '.join(missing)})"
+        )
+
+
 def _jwt(config: AuthConfig) -> AuthProvider:
-    try:  # the ferromq[jwt] extra
-        from ferromq.auth import jwt_provider
-    except ImportError as exc:
-        raise ConfigError(f'auth.providers: "jwt" needs ferromq[jwt] installed ({exc})') from None
+    _require_extra("jwt")
+    from ferromq.auth import jwt_provider
+
     settings = jwt_provider.JwtSettings(
         username_claim=config.jwt_username_claim,
         client_type_claim=config.jwt_client_type_claim,
@@ -85,6 +100,16 @@ def _jwt(config: AuthConfig) -> AuthProvider:
     return jwt_provider.JwtProvider(keys, settings)
 
 
+def _http(config: AuthConfig) -> AuthProvider:
+    _require_extra("http")
+    from ferromq.auth.http_service import HttpServiceProvider
+
+    assert config.http_url is not None  # checked with the configuration
+    return HttpServiceProvider(
+        config.http_url, timeout=config.http_timeout, cache_ttl=config.http_cache_ttl
+    )
+
+
 def _hook(config: AuthConfig) -> AuthProvider:
     assert config.hook is not None  # checked with the configuration
     return load_hook(config.hook)
@@ -93,6 +118,7 @@ def _hook(config: AuthConfig) -> AuthProvider:
 _PROVIDERS: Final[dict[str, Callable[[AuthConfig], AuthProvider]]] = {
     "users_file": _users_file,
     "jwt": _jwt,
+    "http": _http,
     "hook": _hook,
 }
 

@@ -79,7 +79,9 @@ class AuthGate:
         if event[0] == "authenticate":
             _, conn, token, client_id, username, password, protocol, _, method, data = event
             self._connections[conn] = _Connection(token, client_id, method)
-            request = AuthRequest(client_id, username, password, protocol, method, data)
+            request = AuthRequest(
+                client_id, username, password, protocol, method, data, peer=self._peer(conn)
+            )
             self._run(conn, token, self._provider.authenticate(request))
             return
         _, conn, token, reauthenticate, data = event
@@ -171,3 +173,10 @@ class AuthGate:
         self._hub.flush()
         username = state.identity.username if state.identity else None
         log_event(logger, logging.INFO, "credentials expired", conn=conn, username=username)
+
+    def _peer(self, conn: int) -> str | None:
+        address = self._hub.peer(conn)
+        if not address:
+            return None
+        host, port = address[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

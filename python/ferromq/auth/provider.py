@@ -73,7 +73,8 @@ class Identity:
 @dataclass(frozen=True)
 class AuthRequest:
     """One CONNECT, or the start of a re-authentication (``reauthenticating`` holds
-    the identity established at CONNECT; ``method`` is the one from CONNECT)."""
+    the identity established at CONNECT; ``method`` is the one from CONNECT).
+    ``peer`` is the client's address as ``host:port``, when known."""
 
     client_id: str
     username: str | None
@@ -82,6 +83,7 @@ class AuthRequest:
     method: str | None = None
     data: bytes | None = None
     reauthenticating: Identity | None = None
+    peer: str | None = None
 
 
 @dataclass(frozen=True)
