@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_auth_clients import paho_connect, serve_error, stop, users_add
+from tests.integration.test_auth_clients import connack, serve_error, users_add
 
 ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
 ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
@@ -30,12 +30,6 @@ def chain_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Run
     running = start_broker(tmp_path, request.param, chain_config(users), ENV)
     yield running
     running.stop()
-
-
-def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
-    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
-    stop(client)
-    return str(code)
 
 
 @pytest.mark.parametrize("version", [4, 5])

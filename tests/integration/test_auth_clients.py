@@ -75,6 +75,14 @@ def stop(client: paho.Client) -> None:
     client.loop_stop()
 
 
+def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
+    """The reason paho reports for a CONNECT of ``username`` (client id
+    ``<username>-<version>``); the client is disconnected again."""
+    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
+    stop(client)
+    return str(code)
+
+
 @pytest.mark.parametrize("version", [4, 5])
 def test_paho_user_name_and_password(auth_broker: RunningBroker, version: int) -> None:
     sub, code, inbox = paho_connect(auth_broker, f"sub-{version}", version, "sensor", "s3nsor pw")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_auth_clients import paho_connect, serve_error, stop, users_add
+from tests.conftest import start_broker
+from tests.integration.test_auth_clients import connack, serve_error, users_add
 from tests.json_service import json_service
 from tests.services import free_port
 
@@ -34,12 +34,6 @@ def answer(release: threading.Event, _method: str, _path: str, body: Any) -> tup
     if body["password"] != "good":
         return 200, {"result": "deny"}
     return 200, {"result": "allow", "client_type": "application", "acl": [{"pub": "x/#"}]}
-
-
-def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
-    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
-    stop(client)
-    return str(code)
 
 
 def http_config(url: str, users: Path, extra: str = "") -> str:

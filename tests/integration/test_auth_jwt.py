@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_auth_clients import paho_connect, serve_error, stop
+from tests.integration.test_auth_clients import connack, paho_connect, serve_error, stop
 from tests.json_service import json_service
 from tests.jwt_keys import ALGORITHMS, SigningKey
 from tests.services import free_port
@@ -26,12 +26,6 @@ LOOPS = ["uvloop", "asyncio"]
 
 def claims(sub: str = "dev-1", lifetime: float = 600, **extra: Any) -> dict[str, Any]:
     return {"sub": sub, "exp": int(time.time() + lifetime), **extra}
-
-
-def connack(broker: RunningBroker, username: str, token: str, version: int) -> str:
-    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, token)
-    stop(client)
-    return str(code)
 
 
 def jwt_config(key_setting: str) -> str:

@@ -1,7 +1,8 @@
 """`ferromq users passwd | delete | list | import-mosquitto` on a users file, and the
 users they leave logging in to `ferromq serve` with paho-mqtt: Mosquitto users keep
 the passwords Debian's real `mosquitto_passwd` hashed ($7$ PBKDF2-SHA512 and $6$
-SHA512); under uvloop and asyncio."""
+SHA512), and can use SCRAM once their first login gave the broker SCRAM keys; under
+uvloop and asyncio."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.support import prop
+from tests.conformance.test_12_auth import scram_connect
 from tests.conftest import ferromq_command, start_broker
-from tests.integration.test_auth_clients import paho_connect, stop, users_add
+from tests.integration.test_auth_clients import connack, users_add
 
 needs_mosquitto_passwd = pytest.mark.skipif(
     shutil.which("mosquitto_passwd") is None, reason="mosquitto (mosquitto_passwd) missing"
@@ -36,12 +39,6 @@ def mosquitto_passwd(path: Path, name: str, password: str, *options: str) -> Non
         capture_output=True,
         timeout=30,
     )
-
-
-def connack(broker: object, name: str, password: str, version: int) -> str:
-    client, code, _ = paho_connect(broker, f"{name}-{version}", version, name, password)  # type: ignore[arg-type]
-    stop(client)
-    return str(code)
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
@@ -87,6 +84,31 @@ def test_mosquitto_users_log_in_with_their_old_passwords(tmp_path: Path, loop: s
             assert connack(broker, "salted", "older pw", version) == "Success"
             assert connack(broker, "pbkdf2", "older pw", version) == "Bad user name or password"
             assert connack(broker, "salted", "old: pw", version) == "Bad user name or password"
+    finally:
+        broker.stop()
+
+
+@needs_mosquitto_passwd
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_mosquitto_user_can_use_scram_after_its_first_login(tmp_path: Path, loop: str) -> None:
+    passwd = tmp_path / "mosquitto.passwd"
+    mosquitto_passwd(passwd, "dev", "old pw", "-c")
+    path = tmp_path / "users.toml"
+    assert users("import-mosquitto", str(passwd), "--file", str(path)).returncode == 0
+    broker = start_broker(tmp_path, loop, f'[auth]\nusers_file = "{path}"\n')
+    try:
+        # A Mosquitto hash gives no SCRAM keys: refused like a wrong password.
+        _, _, refused = scram_connect(broker, "scram-before", "dev", "old pw")
+        assert refused["reason_code"] == 0x86, refused
+        assert connack(broker, "dev", "old pw", 5) == "Success"
+        listed = users("list", "--file", str(path)).stdout.splitlines()
+        assert listed == ["dev\tdevice\tscram-sha-256"]  # written back to the file
+        client, scram, accepted = scram_connect(broker, "scram-after", "dev", "old pw")
+        assert accepted["reason_code"] == 0, accepted
+        assert scram.server_signature_ok(prop(accepted, "authentication_data"))
+        client.close()
+        assert connack(broker, "dev", "old pw", 4) == "Success"
+        assert connack(broker, "dev", "other pw", 4) == "Bad user name or password"
     finally:
         broker.stop()
 

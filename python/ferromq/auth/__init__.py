@@ -63,7 +63,8 @@ __all__ = [
 
 def _users_file(config: AuthConfig) -> AuthProvider:
     assert config.users_file is not None  # checked with the configuration
-    return PasswordFileProvider(load_users(Path(config.users_file)), methods=config.methods)
+    path = Path(config.users_file)
+    return PasswordFileProvider(load_users(path), methods=config.methods, path=path)
 
 
 _EXTRAS: Final = {"jwt": ("jwt", "cryptography", "aiohttp"), "http": ("aiohttp",)}

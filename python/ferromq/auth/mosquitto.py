@@ -10,8 +10,9 @@
 A :class:`MosquittoHash` checks a CONNECT password like a SCRAM credential does
 (constant-time comparison, the password's bytes as sent, as Mosquitto compares them)
 but cannot run a SCRAM exchange: SCRAM needs keys derived from the password itself,
-which these hashes do not give. ``ferromq users passwd`` replaces one with a SCRAM
-credential.
+which these hashes do not give. The password-file provider derives them from the
+first password that matches (:mod:`ferromq.auth.password_file`); ``ferromq users
+passwd`` replaces a hash with a SCRAM credential too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ checked by CONNECT user name and password or by a SCRAM-SHA-256 exchange.
   the chain (:mod:`ferromq.auth.chain`, which refuses it with 0x86 when none takes
   it) — an unknown user costs the same PBKDF2 run, so timing does not tell which
   names exist. A user imported from Mosquitto is checked against its
-  Mosquitto hash (:mod:`ferromq.auth.mosquitto`).
+  Mosquitto hash (:mod:`ferromq.auth.mosquitto`); the first password that matches
+  it is turned into a SCRAM-SHA-256 credential, in memory and in the users file
+  (unless someone changed the entry meanwhile; a file that cannot be written is
+  logged and the credential kept in memory), so SCRAM works for that user from then
+  on. A password SASLprep refuses keeps the Mosquitto hash.
 - Authentication Method ``SCRAM-SHA-256`` (when listed in ``methods``): client-first
   comes in CONNECT's Authentication Data, server-first goes out in AUTH 0x18,
   client-final comes back, and server-final rides on the CONNACK. A wrong proof is
@@ -21,9 +25,12 @@ checked by CONNECT user name and password or by a SCRAM-SHA-256 exchange.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Collection, Mapping
+from pathlib import Path
 
+from ferromq.auth.mosquitto import MosquittoHash
 from ferromq.auth.provider import (
     BAD_USERNAME_OR_PASSWORD,
     NOT_AUTHORIZED,
@@ -36,9 +43,12 @@ from ferromq.auth.provider import (
     Reject,
 )
 from ferromq.auth.scram import ScramAuthFailed, ScramCredential, ScramError, ScramServer
-from ferromq.auth.users import UserRecord
+from ferromq.auth.users import UserRecord, UsersFileError, replace_credential
+from ferromq.log import log_event
 
 __all__ = ["SCRAM_SHA_256", "PasswordFileProvider"]
+
+logger = logging.getLogger("ferromq.auth")
 
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 
@@ -49,8 +59,10 @@ class PasswordFileProvider:
         users: Mapping[str, UserRecord],
         *,
         methods: Collection[str] = (SCRAM_SHA_256,),
+        path: Path | None = None,
     ) -> None:
         self._users = dict(users)
+        self._path = path  # where upgraded Mosquitto users are written back
         self._methods = frozenset(methods)
         self._secret = secrets.token_bytes(32)
         # Checked against for unknown users, so they cost what known ones do.
@@ -69,6 +81,8 @@ class PasswordFileProvider:
             return PASS
         if request.password is None or not matches:
             return Reject(BAD_USERNAME_OR_PASSWORD)
+        if isinstance(record.credential, MosquittoHash):
+            await self._upgrade(request.username, record, request.password)
         return Accept(Identity(request.username, record.client_type))
 
     def _lookup(self, username: str) -> ScramCredential | None:
@@ -101,3 +115,23 @@ class PasswordFileProvider:
             return Accept(identity, server_final)
 
         return Challenge(server_first, respond)
+
+    async def _upgrade(self, name: str, record: UserRecord, password: bytes) -> None:
+        """Replace ``name``'s Mosquitto hash by a SCRAM credential of ``password``."""
+        try:
+            credential = await asyncio.to_thread(ScramCredential.derive, password.decode())
+        except ValueError:  # not UTF-8, or SASLprep refuses it
+            return
+        upgraded = UserRecord(credential, record.client_type)
+        self._users[name] = upgraded
+        if self._path is None:
+            return
+        try:
+            written = await asyncio.to_thread(
+                replace_credential, self._path, name, record.credential, upgraded
+            )
+        except (UsersFileError, OSError) as exc:
+            log_event(logger, logging.WARNING, "users file not updated", error=str(exc))
+            return
+        if written:
+            log_event(logger, logging.INFO, "mosquitto user upgraded to scram", username=name)

@@ -15,8 +15,9 @@
 
 No password is stored: a SCRAM record checks a CONNECT password and runs a SCRAM
 exchange (:mod:`ferromq.auth.scram`); a Mosquitto hash (:mod:`ferromq.auth.mosquitto`)
-checks a CONNECT password only, until ``ferromq users passwd`` gives the user a SCRAM
-credential. ``ferromq users`` edits the file (:func:`save_users`); it is rewritten
+checks a CONNECT password only, until the broker derives a SCRAM credential from the
+first password that matches it (:func:`replace_credential`) or ``ferromq users
+passwd`` sets a new one. ``ferromq users`` edits the file (:func:`save_users`); it is rewritten
 whole through a temporary file and a rename, readable by its owner only. Errors are
 :class:`UsersFileError` and name the file and the key, like configuration errors.
 """
@@ -43,7 +44,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-__all__ = ["UserRecord", "UsersFileError", "load_users", "save_users"]
+__all__ = ["UserRecord", "UsersFileError", "load_users", "replace_credential", "save_users"]
 
 _HEADER = (
     "# ferromq users: SCRAM-SHA-256 credentials (RFC 5802/7677), no passwords.\n"
@@ -157,3 +158,15 @@ def save_users(path: Path, users: Mapping[str, UserRecord]) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def replace_credential(path: Path, name: str, old: object, record: UserRecord) -> bool:
+    """Put ``record`` in place of ``name``'s entry when that still holds the credential
+    ``old`` (nobody changed it meanwhile); True when the file was rewritten."""
+    users = load_users(path)
+    current = users.get(name)
+    if current is None or current.credential != old:
+        return False
+    users[name] = record
+    save_users(path, users)
+    return True
