@@ -47,6 +47,28 @@ def test_each_provider_answers_for_its_own_users(chain_broker: RunningBroker, ve
     assert "username=sensor client_type=device" in log
 
 
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_a_hook_is_found_by_its_entry_point(tmp_path: Path, loop: str) -> None:
+    # An installed distribution declaring the entry point, as pip would leave it.
+    dist = tmp_path / "site" / "ferromq_test_hooks-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ferromq-test-hooks\nVersion: 1.0\n"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[ferromq.auth_providers]\ntickets = tests.auth_hook:TicketProvider\n"
+    )
+    users = tmp_path / "users.toml"
+    assert users_add(users, "sensor", "s3nsor pw").returncode == 0
+    env = {"PYTHONPATH": os.pathsep.join([ENV["PYTHONPATH"], str(dist.parent)])}
+    broker = start_broker(tmp_path, loop, chain_config(users, "tickets"), env)
+    try:
+        assert connack(broker, "ticket-1", "hook-pass", 5) == "Success"
+        assert connack(broker, "ticket-1", "guess", 5) == "Not authorized"
+    finally:
+        broker.stop()
+
+
 @pytest.mark.parametrize(
     ("hook", "message"),
     [
