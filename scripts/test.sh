@@ -9,12 +9,19 @@
 # Services and Debian packages come from apt-get; Python packages from pip into
 # .venv (cached in ~/.cache/pip); Rust crates from crates.io (cached in ~/.cargo);
 # Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq).
+#
+# The machine's own services are left alone: every test starts the brokers, Redis and
+# Kafka it needs on free loopback ports and stops only those. A package this script
+# installs is kept from starting its system service (a temporary policy-rc.d), so a
+# running mosquitto or redis-server is never stopped, disabled or killed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 FUZZ_SECONDS=${FERROMQ_FUZZ_SECONDS:-45}
 FUZZ_WORK=""
 SERVICES_DIR=""
+POLICY_RC=/usr/sbin/policy-rc.d
+POLICY_RC_CREATED=""
 
 step() { printf '\n==== %s\n' "$*"; }
 
@@ -23,6 +30,25 @@ on_exit() {
         "$ROOT/.venv/bin/python" tests/services.py stop --state-dir "$SERVICES_DIR" || true
     fi
     rm -rf "$FUZZ_WORK" "$SERVICES_DIR"
+    allow_service_starts
+}
+
+# invoke-rc.d and deb-systemd-invoke ask policy-rc.d before a package's maintainer
+# scripts start its service; 101 means "not allowed". An existing policy is kept.
+deny_service_starts() {
+    if [ ! -e "$POLICY_RC" ]; then
+        printf '#!/bin/sh\n# ferromq scripts/test.sh: no service starts while it installs packages\nexit 101\n' \
+            >"$POLICY_RC"
+        chmod 755 "$POLICY_RC"
+        POLICY_RC_CREATED=1
+    fi
+}
+
+allow_service_starts() {
+    if [ -n "$POLICY_RC_CREATED" ]; then
+        rm -f "$POLICY_RC"
+        POLICY_RC_CREATED=""
+    fi
 }
 trap on_exit EXIT
 
@@ -37,19 +63,12 @@ command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
+    # Debian starts mosquitto and redis-server as system services on install; the tests
+    # need only the binaries.
+    deny_service_starts
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-fi
-# Debian starts a system-wide mosquitto on install; tests start their own on free ports.
-if command -v systemctl >/dev/null && systemctl is-active --quiet mosquitto 2>/dev/null; then
-    systemctl stop mosquitto || true
-fi
-pkill -x mosquitto 2>/dev/null || true
-# Likewise the system-wide redis-server; tests/services.py starts its own.
-if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
-    systemctl disable --now redis-server || true
-elif [ -x /etc/init.d/redis-server ]; then
-    /etc/init.d/redis-server stop >/dev/null 2>&1 || true
+    allow_service_starts
 fi
 
 step "python environment"

@@ -7,13 +7,14 @@ session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
 from __future__ import annotations
 
 import os
+import resource
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ class RunningBroker:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    config_path: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -49,8 +51,14 @@ def ferromq_command() -> list[str]:
 
 
 def start_broker(
-    tmp_path: Path, loop: str, config_text: str = "", env: dict[str, str] | None = None
+    tmp_path: Path,
+    loop: str,
+    config_text: str = "",
+    env: dict[str, str] | None = None,
+    nofile: int | None = None,
 ) -> RunningBroker:
+    """A ``ferromq serve`` on a free port; ``nofile`` caps its file descriptors
+    (RLIMIT_NOFILE, soft and hard)."""
     port = free_port()
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
@@ -68,18 +76,23 @@ def start_broker(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=environ,
+            preexec_fn=None if nofile is None else partial(_limit_files, nofile),
         )
+    # Ready once it logs "listening": the listeners are bound before the store is
+    # restored, so a connection succeeds earlier and waits in the backlog until then.
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return RunningBroker("127.0.0.1", port, process, log_path)
-        except OSError:
-            time.sleep(0.05)
+        if "listening" in log_path.read_text(errors="replace"):
+            return RunningBroker("127.0.0.1", port, process, log_path, config)
+        time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")
+
+
+def _limit_files(count: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])

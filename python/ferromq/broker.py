@@ -1,14 +1,15 @@
 """The broker: one engine, its listeners, its timers and graceful shutdown.
 
-Python's part is per event: it builds the engine from the config, opens the
-listeners (each socket gets a Cython ``MqttProtocol`` that feeds the engine),
-hands authentication events to the ``AuthGate`` when ``[auth]`` names providers,
-ticks the engine's clock, publishes $SYS on its interval and stops cleanly. It
-never touches a message on the way through (docs/architecture.md).
+Python's part is per event: it builds the engine from the config, opens the listeners
+(:mod:`ferromq.listener`: each accepted socket gets a Cython ``MqttProtocol`` that
+feeds the engine), hands authentication events to the ``AuthGate`` when ``[auth]``
+names providers, ticks the engine's clock, publishes $SYS on its interval and stops
+cleanly. It never touches a message on the way through (docs/architecture.md).
 
-Durability: before listening, the configured store's journal is read back into the
-engine (sessions, subscriptions, queued and in-flight messages, retained messages;
-damaged records skipped are logged with their offsets); while running, a
+Start-up order: bind every listener (a port in use fails here, before anything is
+created on disk), open the store and read its journal back into the engine (sessions,
+subscriptions, queued and in-flight messages, retained messages; damaged records
+skipped are logged with their offsets), then start accepting. While running, a
 :class:`~ferromq.storage.persister.Persister` writes the engine's journal batches to
 the store and releases the acknowledgements waiting for them. Its health (ok or
 failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
@@ -16,7 +17,8 @@ With the Kafka application store, shared groups of application clients are serve
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
 ``stream_member`` and ``stream_done`` events.
 
-Shutdown (SIGTERM/SIGINT in ``ferromq serve``): stop accepting, tell v5 clients
+SIGHUP (``ferromq serve``) reloads what can change while running
+(:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
 DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what
 the journal still holds and close the store.
 """
@@ -25,16 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ferromq._core import Engine
-from ferromq._protocol import IOHub, MqttProtocol, ReadArena
-from ferromq.auth import AuthGate, provider_from_config
+from ferromq._protocol import IOHub, ReadArena
+from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.config import Config
+from ferromq.listener import Listeners
 from ferromq.log import log_event
-from ferromq.storage import Store, StoreUnavailable
+from ferromq.reload import Reloader, ReloadHook
+from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.sys_topics import store_messages, sys_messages
@@ -117,14 +123,9 @@ def store_from_config(config: Config) -> Store | None:
 
 def application_split(primary: Store, config: Config) -> Store:
     """APPLICATION clients' queues in Kafka, the rest in ``primary``."""
-    # Imported here: aiokafka is the optional ``kafka`` extra.
-    try:
-        from ferromq.storage.kafka import KafkaStore
-        from ferromq.storage.split import SplitStore
-    except ImportError as exc:
-        raise StoreUnavailable(
-            f'storage.application_store = "kafka" needs aiokafka ({exc}); install ferromq[kafka]'
-        ) from None
+    # Imported here: aiokafka is the optional ``kafka`` extra (ferromq.preflight checks it).
+    from ferromq.storage.kafka import KafkaStore
+    from ferromq.storage.split import SplitStore
 
     kafka = config.kafka
     return SplitStore(
@@ -160,15 +161,17 @@ class Broker:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.engine = engine_from_config(config)
-        self._servers: list[asyncio.Server] = []
+        self._listeners: Listeners | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
         self._provider = provider_from_config(config.auth)
+        self._retiring: set[asyncio.Task[None]] = set()  # providers replaced by a reload
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
-        self.addresses: list[tuple[str, int]] = []
+        self.serving = False
+        self.reload_hooks: list[ReloadHook] = []
 
     @property
     def store_health(self) -> StoreHealth | None:
@@ -180,15 +183,24 @@ class Broker:
         readiness probe."""
         persister = self._persister
         store_ok = persister is None or (persister.running and persister.health.ok)
-        return bool(self._servers) and store_ok
+        return self.serving and store_ok
 
     @property
     def hub(self) -> IOHub:
         assert self._hub is not None, "broker not started"
         return self._hub
 
+    def stats(self) -> dict[str, int]:
+        """The engine's counters and the accept path's."""
+        accepted = {} if self._listeners is None else self._listeners.stats()
+        return {**self.engine.stats(), **accepted}
+
     async def start(self) -> None:
+        """Bind, restore, serve. Raises :class:`~ferromq.listener.ListenError` (nothing
+        created on disk yet) or :class:`StoreUnavailable`."""
         loop = asyncio.get_running_loop()
+        config = self.config
+        self._listeners = Listeners.bind(config.listeners, config.limits.max_connections)
         self._hub = IOHub(
             self.engine,
             loop,
@@ -209,26 +221,8 @@ class Broker:
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if self._provider is not None:
             self.auth = AuthGate(self.engine, hub, self._provider)
-        for listener in self.config.listeners:
-            server = await loop.create_server(
-                lambda: MqttProtocol(hub),
-                listener.host,
-                listener.port,
-                reuse_address=True,
-                backlog=4096,
-            )
-            self._servers.append(server)
-            for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                self.addresses.append((host, port))
-                log_event(
-                    logger,
-                    logging.INFO,
-                    "listening",
-                    listener=listener.name,
-                    address=f"{host}:{port}",
-                    protocol=listener.protocol,
-                )
+        self._listeners.serve(loop, hub)
+        self.serving = True
         self._tasks.append(asyncio.create_task(self._tick_forever()))
         if self.config.sys.interval > 0:
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
@@ -270,8 +264,8 @@ class Broker:
         )
 
     async def stop(self) -> None:
-        for server in self._servers:
-            server.close()
+        if self._listeners is not None:
+            self._listeners.close()
         for task in self._tasks:
             task.cancel()
         hub = self.hub
@@ -282,11 +276,25 @@ class Broker:
             await self._streams.close()
         if self._persister is not None:
             await self._persister.stop()
+        await asyncio.gather(*self._retiring)
         if self._provider is not None:
             await self._provider.aclose()
-        for server in self._servers:
-            await server.wait_closed()
-        log_event(logger, logging.INFO, "stopped", **self.engine.stats())
+        log_event(logger, logging.INFO, "stopped", **self.stats())
+
+    def use_provider(self, provider: ProviderChain) -> None:
+        """Decide every later CONNECT with ``provider`` (a SIGHUP reload); the chain it
+        replaces is closed (its HTTP sessions) once the answers it was giving are out."""
+        assert self.auth is not None and self._provider is not None
+        retired, self._provider = self._provider, provider
+        self.auth.use_provider(provider)
+        task = asyncio.ensure_future(self._retire(retired, self.auth))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    @staticmethod
+    async def _retire(provider: ProviderChain, gate: AuthGate) -> None:
+        await gate.settled()
+        await provider.aclose()
 
     def _on_event(self, event: tuple[Any, ...]) -> None:
         kind = event[0]
@@ -330,7 +338,7 @@ class Broker:
         while True:
             uptime = int(time.monotonic() - self._started_at)
             now = self.hub.now()
-            messages = sys_messages(self.engine.stats(), uptime)
+            messages = sys_messages(self.stats(), uptime)
             if self.store_health is not None:
                 messages += store_messages(self.store_health)
             for topic, payload in messages:
@@ -339,9 +347,14 @@ class Broker:
             await asyncio.sleep(self.config.sys.interval)
 
 
-async def serve(config: Config, stop: asyncio.Event) -> None:
-    """Run a broker until ``stop`` is set."""
+async def serve(
+    config: Config, stop: asyncio.Event, reload_config: Callable[[], Config] | None = None
+) -> None:
+    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``."""
     broker = Broker(config)
+    if reload_config is not None:
+        reloader = Reloader(broker, reload_config)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
     await broker.start()
     try:
         await stop.wait()

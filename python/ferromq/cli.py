@@ -6,8 +6,17 @@ status. Configuration reaches every command the same way: ``--config FILE`` (add
 :func:`ferromq.config.load_config`. A configuration error is the user's to fix, so it is
 one line on stderr and exit status 2 (argparse's status for bad usage), never a traceback.
 
-- ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown).
-- ``check-config``: print the effective configuration (TOML, or JSON with ``--json``).
+Every failure at start-up a user can cause is one line on stderr and an exit status:
+2 the configuration or what it names (:func:`usable_config_or_exit`: the schema, then
+:func:`ferromq.preflight.check` — auth providers, installed extras, data directory), 3 the
+store cannot be opened (Redis or Kafka unreachable, the data directory in use), 4 a
+listener cannot listen (port in use, address not local). Listeners are bound before the
+store is opened, so a port in use leaves nothing on disk.
+
+- ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown); SIGHUP
+  reloads the configuration (:mod:`ferromq.reload`).
+- ``check-config``: the same checks as ``serve`` before it listens; print the effective
+  configuration (TOML, or JSON with ``--json``).
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 - ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
 """
@@ -24,12 +33,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ferromq import __version__, bench
+from ferromq import __version__, bench, preflight
 from ferromq.auth import cli as users_cli
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
 from ferromq.log import configure_logging
 
 EXIT_CONFIG_ERROR = 2
+EXIT_STORE_UNAVAILABLE = 3
+EXIT_CANNOT_LISTEN = 4
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -43,20 +54,29 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-EXIT_STORE_UNAVAILABLE = 3
+def usable_config(args: argparse.Namespace) -> Config:
+    """The configuration ``args.config`` and the environment describe, checked against
+    what it names (:func:`ferromq.preflight.check`). Raises :class:`ConfigError`."""
+    config = load_config(args.config, os.environ)
+    preflight.check(config)
+    return config
 
 
-def load_config_or_exit(args: argparse.Namespace) -> Config:
-    """The configuration ``args.config`` and the environment describe, or exit status 2."""
+def usable_config_or_exit(args: argparse.Namespace) -> Config:
+    """:func:`usable_config`, or one line on stderr and exit status 2."""
     try:
-        return load_config(args.config, os.environ)
+        return usable_config(args)
     except ConfigError as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
+        fail(exc)
         raise SystemExit(EXIT_CONFIG_ERROR) from None
 
 
+def fail(error: Exception) -> None:
+    print(f"ferromq: error: {error}", file=sys.stderr)
+
+
 def check_config(args: argparse.Namespace) -> int:
-    config = load_config_or_exit(args)
+    config = usable_config_or_exit(args)
     if args.json:
         print(json.dumps(config_as_dict(config), indent=2))
     else:
@@ -65,16 +85,17 @@ def check_config(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    config = load_config_or_exit(args)
+    config = usable_config_or_exit(args)
     configure_logging(config.log)
     from ferromq.broker import serve as run_broker
+    from ferromq.listener import ListenError
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await run_broker(config, stop)
+        await run_broker(config, stop, lambda: usable_config(args))
 
     from ferromq.storage import StoreUnavailable
 
@@ -85,12 +106,15 @@ def serve(args: argparse.Namespace) -> int:
             uvloop.run(main())
         else:
             asyncio.run(main())
-    except ConfigError as exc:  # files the configuration names, read at start
-        print(f"ferromq: error: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # a file the configuration names changed since preflight
+        fail(exc)
         return EXIT_CONFIG_ERROR
     except StoreUnavailable as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
+        fail(exc)
         return EXIT_STORE_UNAVAILABLE
+    except ListenError as exc:
+        fail(exc)
+        return EXIT_CANNOT_LISTEN
     return 0
 
 
@@ -111,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="run the broker",
         description="Run the MQTT broker on the configured listeners "
-        "(default 127.0.0.1:1883) until SIGTERM or SIGINT.",
+        "(default 127.0.0.1:1883) until SIGTERM or SIGINT; SIGHUP reloads the "
+        "configuration. Exit status 2: configuration, 3: store unavailable, "
+        "4: cannot listen.",
     )
     add_config_argument(serve_parser)
     serve_parser.add_argument(
@@ -126,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check-config",
         help="validate the configuration and print the effective settings",
         description="Load the configuration file and FERROMQ_* environment overrides, "
-        "and print the effective settings. Exit status 2 on an invalid configuration.",
+        "check what they name as serve would (users file, installed extras, data "
+        "directory), and print the effective settings. Exit status 2 on a problem.",
     )
     add_config_argument(check)
     check.add_argument("--json", action="store_true", help="print JSON instead of TOML")

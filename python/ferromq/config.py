@@ -360,7 +360,8 @@ class ListenerConfig:
     port: int = _setting(1883, _Int(1, 65535))
     protocol: str = _setting("tcp", _Choice(("tcp",), reserved=("tls", "ws")))
     max_connections: int = _setting(0, _Int(0))
-    """Connections beyond this are closed at accept; 0 means unlimited."""
+    """Connections open at once on this listener; one more is closed at accept, before
+    a byte is read, and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
 
 
 @dataclass(frozen=True)
@@ -389,6 +390,9 @@ class LimitsConfig:
     """Unsent bytes per connection above which delivery to it pauses (slow consumers)."""
     max_client_id_length: int = _setting(65535, _Int(23, 65535))
     """Longest client id accepted; a server must accept 1 to 23 bytes [MQTT-3.1.3-5]."""
+    max_connections: int = _setting(0, _Int(0))
+    """Connections open at once on all listeners together; one more is closed at accept
+    and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
     max_publish_rate: int = _setting(0, _Int(0, 0xFFFF_FFFF))
     """PUBLISH packets per second one connection may send (a token bucket holding one
     second's worth); above it the connection ends (v5: DISCONNECT 0x97 Quota exceeded).

@@ -3,10 +3,11 @@
 The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
-count, uptime, version), and the store writer's health (``store/state`` ok or failing,
-``store/errors``, ``store/last_error``). ``#`` never matches ``$SYS`` [MQTT-4.7.2-1]; the engine's
-index enforces that. One publish per topic per interval: an event, not a per-message
-cost.
+count, uptime, version), the accept path's refusals by reason and its pauses for want
+of file descriptors (:mod:`ferromq.listener`), and the store writer's health
+(``store/state`` ok or failing, ``store/errors``, ``store/last_error``). ``#`` never
+matches ``$SYS`` [MQTT-4.7.2-1]; the engine's index enforces that. One publish per
+topic per interval: an event, not a per-message cost.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",
     "errors/protocol": "protocol_errors",
+    # The accept path (ferromq.listener), not the engine.
+    "clients/refused/listener_max_connections": "refused_listener_max_connections",
+    "clients/refused/max_connections": "refused_max_connections",
+    "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
 }
 
 

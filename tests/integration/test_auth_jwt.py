@@ -54,6 +54,10 @@ def test_tokens_signed_with_the_key_log_in_and_others_are_refused(
     assert connack(broker, "dev-1", valid, version) == "Success"
     forged = SigningKey.generate(key.algorithm).sign(claims())
     assert connack(broker, "dev-1", forged, version) == refused
+    for other in ALGORITHMS:  # a token for another kind of key
+        if other != key.algorithm:
+            token = SigningKey.generate(other).sign(claims())
+            assert connack(broker, "dev-1", token, version) == refused
     assert connack(broker, "dev-1", key.sign(claims(lifetime=-60)), version) == refused
     assert connack(broker, "someone-else", valid, version) == refused
     assert "username=dev-1 client_type=application" in broker.log()

@@ -139,7 +139,9 @@ def test_a_slot_moved_while_the_broker_runs_is_followed_and_nothing_is_lost(
         info.wait_for_publish(60)
     publisher.disconnect()
     publisher.loop_stop()
-    assert "MOVED" in broker.log() or "ASK" in broker.log(), "the store met the move"
+    log = broker.log()
+    # Which reply a batch meets depends on where the migration is when it lands.
+    assert any(reply in log for reply in ("MOVED", "ASK", "TRYAGAIN")), "the store met the move"
     assert not keys_on(source, f"{tag}*") and keys_on(target, f"{tag}*")
 
     # What was acknowledged is on the new owner: a restart from the cluster has it all.

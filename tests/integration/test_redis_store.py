@@ -220,7 +220,8 @@ def test_unreachable_redis_at_start_exits_naming_the_url(tmp_path: Path) -> None
 
 def test_a_url_that_is_not_redis_exits_naming_the_setting(tmp_path: Path) -> None:
     config = tmp_path / "ferromq.toml"
-    config.write_text(redis_config("http://127.0.0.1:6379/0"))
+    url = f"http://127.0.0.1:{free_port()}/0"  # never contacted: not a Redis URL
+    config.write_text(redis_config(url))
     done = subprocess.run(
         [sys.executable, "-m", "ferromq", "serve", "--config", str(config)],
         capture_output=True,
@@ -229,7 +230,7 @@ def test_a_url_that_is_not_redis_exits_naming_the_setting(tmp_path: Path) -> Non
         env={**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}"},
     )
     assert done.returncode == 3, done.stderr
-    assert "redis.url 'http://127.0.0.1:6379/0'" in done.stderr
+    assert f"redis.url '{url}'" in done.stderr
 
 
 def test_a_password_never_reaches_the_log(tmp_path: Path) -> None:

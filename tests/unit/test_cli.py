@@ -1,18 +1,30 @@
-"""The installed console script answers --version and --help, and serves nothing yet."""
+"""The installed console script: --version and --help, and every start-up failure a user
+can cause as one line and an exit status."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import ferromq
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     script = shutil.which("ferromq")
     command = [script] if script else [sys.executable, "-m", "ferromq"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_version_is_the_package_version() -> None:
@@ -40,3 +52,87 @@ def test_both_compiled_modules_import() -> None:
 
     assert ferromq._core.__version__ == ferromq.__version__
     assert ferromq._protocol.ReadArena().size > 0
+
+
+# Start-up failures a user can cause: one line on stderr, no traceback, a documented
+# exit status; check-config finds the same problems serve refuses to start with.
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], status: int, *words: str) -> None:
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ferromq: error: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def run_with(
+    tmp_path: Path, config_text: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "ferromq.toml"
+    config.write_text(config_text)
+    return run_cli(*args, "--config", str(config), env=env)
+
+
+def test_port_in_use_is_one_line_and_creates_no_data_directory(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data = tmp_path / "data"
+        config = f'[[listeners]]\nport = {port}\n[storage]\npath = "{data}"\n'
+        result = run_with(tmp_path, config, "serve", "--loop", "asyncio")
+    one_line_error(result, 4, "listeners[0] (default)", f"127.0.0.1:{port}", "in use")
+    assert not data.exists()
+
+
+# serve and check-config must refuse the same things.
+BOTH_COMMANDS = pytest.mark.parametrize(
+    "command", [["serve", "--loop", "asyncio"], ["check-config"]]
+)
+
+
+@BOTH_COMMANDS
+@pytest.mark.parametrize(
+    ("contents", "problem"), [(None, "not found"), ("[users.alice\n", "cannot be read")]
+)
+def test_a_users_file_that_cannot_be_loaded(
+    tmp_path: Path, command: list[str], contents: str | None, problem: str
+) -> None:
+    users = tmp_path / "users.toml"
+    if contents is not None:
+        users.write_text(contents)
+    result = run_with(tmp_path, f'[auth]\nusers_file = "{users}"\n', *command)
+    one_line_error(result, 2, f"users file {users}", problem)
+
+
+@BOTH_COMMANDS
+def test_a_data_directory_that_cannot_be_created(tmp_path: Path, command: list[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    config = f'[storage]\npath = "{blocker / "data"}"\n'
+    result = run_with(tmp_path, config, *command, env={"FERROMQ_LISTEN": "127.0.0.1:1"})
+    one_line_error(result, 2, "storage.path", "not a directory")
+
+
+@BOTH_COMMANDS
+@pytest.mark.parametrize(
+    ("setting", "package", "extra"),
+    [
+        ('[storage]\nbackend = "redis"\n', "redis", "redis"),
+        ('[storage]\napplication_store = "kafka"\n', "aiokafka", "kafka"),
+    ],
+)
+def test_a_backend_whose_extra_is_missing(
+    tmp_path: Path, command: list[str], setting: str, package: str, extra: str
+) -> None:
+    # A package directory that fails to import as an uninstalled one would.
+    missing = tmp_path / "site" / package
+    missing.mkdir(parents=True)
+    (missing / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n"
+    )
+    path = os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])
+    result = run_with(tmp_path, setting, *command, env={"PYTHONPATH": path})
+    one_line_error(result, 2, f"ferromq[{extra}]", f"No module named '{package}'")

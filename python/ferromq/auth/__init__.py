@@ -26,7 +26,7 @@ from typing import Final
 
 from ferromq.auth.chain import ProviderChain
 from ferromq.auth.gate import AuthGate
-from ferromq.auth.hook import load_hook
+from ferromq.auth.hook import load_hook, resolve_hook
 from ferromq.auth.password_file import SCRAM_SHA_256, PasswordFileProvider
 from ferromq.auth.provider import (
     Accept,
@@ -56,6 +56,7 @@ __all__ = [
     "Reject",
     "UserRecord",
     "UsersFileError",
+    "check_providers",
     "load_users",
     "provider_from_config",
 ]
@@ -135,3 +136,15 @@ def provider_from_config(config: AuthConfig) -> ProviderChain | None:
         [_PROVIDERS[name](config) for name in names],
         allow_anonymous=bool(config.allow_anonymous),
     )
+
+
+def check_providers(config: AuthConfig) -> None:
+    """Raise what :func:`provider_from_config` would, without building anything that
+    acts (for ``ferromq check-config``): files are read and extras imported, a hook is
+    imported but not called."""
+    for name in config.chain():
+        if name == "hook":
+            assert config.hook is not None  # checked with the configuration
+            resolve_hook(config.hook)
+        else:
+            _PROVIDERS[name](config)

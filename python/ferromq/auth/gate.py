@@ -69,6 +69,15 @@ class AuthGate:
         self._connections: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def use_provider(self, provider: AuthProvider) -> None:
+        """Decide every later CONNECT and re-authentication with ``provider`` (a SIGHUP
+        reload); an exchange under way finishes with the provider that began it."""
+        self._provider = provider
+
+    async def settled(self) -> None:
+        """Return once the answers under way have been given."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     def identity(self, conn: int) -> Identity | None:
         """Who the connection ``conn`` authenticated as, once accepted."""
         state = self._connections.get(conn)

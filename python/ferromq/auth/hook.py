@@ -20,12 +20,13 @@ from typing import Final, cast
 from ferromq.auth.provider import AuthProvider
 from ferromq.config import ConfigError
 
-__all__ = ["ENTRY_POINT_GROUP", "load_hook"]
+__all__ = ["ENTRY_POINT_GROUP", "load_hook", "resolve_hook"]
 
 ENTRY_POINT_GROUP: Final = "ferromq.auth_providers"
 
 
-def _resolve(spec: str) -> object:
+def resolve_hook(spec: str) -> object:
+    """What ``spec`` names, imported but not called."""
     where = f"auth.hook: {spec!r}"
     if ":" not in spec:
         found = entry_points(group=ENTRY_POINT_GROUP, name=spec)
@@ -46,7 +47,7 @@ def _resolve(spec: str) -> object:
 
 def load_hook(spec: str) -> AuthProvider:
     """The provider ``spec`` names (see the module header)."""
-    target = _resolve(spec)
+    target = resolve_hook(spec)
     if inspect.isclass(target) or not hasattr(target, "authenticate"):
         if not callable(target):
             raise ConfigError(f"auth.hook: {spec!r} is neither a provider nor callable")

@@ -2,10 +2,11 @@
 
 Keys, one source (``[auth]``):
 
-- ``jwt_key_file``: a PEM public key (RSA or EC: RS*/PS*/ES* tokens, and EdDSA) or,
-  for any other file, an HMAC secret (HS* tokens; the file's bytes without a final
-  newline). The algorithms follow from the key, so an RSA public key can never be
-  used as an HMAC secret (the "alg confusion" attack);
+- ``jwt_key_file``: a PEM public key — RSA (RS*/PS* tokens), EC (the ES* of its
+  curve) or Ed25519/Ed448 (EdDSA) — or, for any other file, an HMAC secret (HS*
+  tokens; the file's bytes without a final newline). The algorithms follow from the
+  key, so a public key can never be used as an HMAC secret (the "alg confusion"
+  attack) and a token of another key type is refused like a wrong signature;
 - ``jwt_jwks_url``: a JSON Web Key Set fetched over HTTP(S), cached and fetched again
   every ``jwt_jwks_refresh``; a token whose ``kid`` is not in the set fetches it again
   at most every 10 s (key rotation without a flood of fetches). Keys chosen by ``kid``
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from ferromq.auth.provider import (
@@ -53,10 +55,8 @@ from ferromq.config import ConfigError
 __all__ = ["Jwks", "JwtProvider", "JwtSettings", "VerificationKey", "key_from_file"]
 
 HMAC_ALGORITHMS: Final = ("HS256", "HS384", "HS512")
-PUBLIC_KEY_ALGORITHMS: Final = (
-    *("RS256", "RS384", "RS512", "PS256", "PS384", "PS512"),
-    *("ES256", "ES384", "ES512", "EdDSA"),
-)
+RSA_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+EC_ALGORITHMS: Final = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 UNKNOWN_KID_REFETCH: Final = 10.0  # seconds between fetches caused by an unknown kid
 JWKS_TIMEOUT: Final = 10.0
 
@@ -87,9 +87,16 @@ def key_from_file(path: Path) -> VerificationKey:
         raise ConfigError(f"{where}: cannot be read: {exc.strerror}") from None
     if data.lstrip().startswith(b"-----BEGIN"):
         try:
-            return VerificationKey(load_pem_public_key(data), PUBLIC_KEY_ALGORITHMS)
+            key = load_pem_public_key(data)
         except ValueError as exc:
             raise ConfigError(f"{where}: not a PEM public key: {exc}") from None
+        if isinstance(key, rsa.RSAPublicKey):
+            return VerificationKey(key, RSA_ALGORITHMS)
+        if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in EC_ALGORITHMS:
+            return VerificationKey(key, (EC_ALGORITHMS[key.curve.name],))
+        if isinstance(key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+            return VerificationKey(key, ("EdDSA",))
+        raise ConfigError(f"{where}: a {type(key).__name__} cannot verify JWTs")
     secret = data.removesuffix(b"\n")
     if not secret:
         raise ConfigError(f"{where}: empty HMAC secret")

@@ -1,0 +1,67 @@
+"""Preflight: what the configuration names must exist before the broker starts.
+
+:func:`check` is the one validation that ``ferromq serve``, ``ferromq check-config`` and
+a SIGHUP reload all run after :func:`~ferromq.config.load_config`, so check-config finds
+every problem serve would refuse to start with, and a reload refuses what a restart
+would. It reads but never writes (check-config may run beside a live broker):
+
+- what the authentication providers name (:func:`ferromq.auth.check_providers`): the
+  users file exists and parses, the JWT key file is a key, the ``jwt`` / ``http``
+  extras are installed, the hook imports;
+- the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
+  ``redis`` extra, ``storage.application_store = "kafka"`` the ``kafka`` extra — by
+  importing the store module, which is what serve does next;
+- the embedded store's directory is, or can be created as, a writable directory.
+
+Each failure is a :class:`~ferromq.config.ConfigError` whose one line names the
+setting and the file or package. What only starting can tell (a port in use, Redis
+unreachable, a data directory locked by another broker) is left to serve.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+from ferromq.auth import check_providers
+from ferromq.config import Config, ConfigError
+
+__all__ = ["check"]
+
+
+def check(config: Config) -> None:
+    """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
+    check_providers(config.auth)
+    storage = config.storage
+    if storage.backend == "redis":
+        _require_extra("storage.backend", "redis", "ferromq.storage.redis", "redis")
+    if storage.application_store == "kafka":
+        _require_extra("storage.application_store", "kafka", "ferromq.storage.kafka", "kafka")
+    if storage.backend == "embedded":
+        _check_writable_directory(Path(storage.path).resolve())
+
+
+def _require_extra(key: str, value: str, module: str, extra: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f'{key}: "{value}" needs the {extra} extra ({exc}); '
+            f"install it with pip install 'ferromq[{extra}]'"
+        ) from None
+
+
+def _check_writable_directory(path: Path) -> None:
+    """``path`` is a writable directory, or its nearest existing ancestor is one (serve
+    creates the rest)."""
+    existing = path
+    while not os.path.lexists(existing):
+        existing = existing.parent
+    where = f"storage.path: {path}"
+    if not existing.is_dir():
+        shown = "is" if existing == path else f"cannot be created: {existing} is"
+        raise ConfigError(f"{where}: {shown} not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        shown = "" if existing == path else f"cannot be created: {existing}: "
+        raise ConfigError(f"{where}: {shown}not writable")

@@ -1,0 +1,106 @@
+"""SIGHUP: apply what can change without dropping a connection, keep the rest.
+
+A reload reads the configuration again exactly as start-up did (file, ``FERROMQ_*``
+environment, :func:`ferromq.preflight.check`) and builds everything it will swap in
+before swapping anything, so it applies whole or not at all:
+
+- invalid (a bad key, a users file that does not parse, ...): one ERROR line naming the
+  key, and the running configuration stays;
+- ``log.level`` and ``log.format``: the log handler is replaced;
+- ``[auth]`` (while providers are configured): the provider chain is built again —
+  users file and JWT key file read again, JWK set and HTTP answers no longer cached,
+  a changed ``providers`` list applied — and decides every later CONNECT; connected
+  clients stay, exchanges under way finish with the chain that began them, which is
+  then closed;
+- ``Broker.reload_hooks``: each called with the old and the new configuration once the
+  above is applied; where ACLs and certificates will plug in;
+- anything else that changed (listeners, limits, storage, turning authentication on or
+  off — from no provider to some or back, which the engine fixes at start) is logged
+  as needing a restart, with its keys, and keeps its running value.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ferromq.auth import provider_from_config
+from ferromq.config import Config, ConfigError, config_as_dict
+from ferromq.log import configure_logging, log_event
+
+if TYPE_CHECKING:
+    from ferromq.broker import Broker
+
+__all__ = ["ReloadHook", "Reloader"]
+
+logger = logging.getLogger("ferromq.reload")
+
+ReloadHook = Callable[[Config, Config], None]
+"""Called on reload with the running configuration and the one being applied."""
+
+
+def _flat(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, object]]:
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def changed_keys(old: Config, new: Config) -> list[str]:
+    """Setting paths (``limits.max_inflight``, ``listeners``) whose values differ."""
+    before, after = dict(_flat(config_as_dict(old))), dict(_flat(config_as_dict(new)))
+    return sorted(key for key in before if before[key] != after[key])
+
+
+class Reloader:
+    """Reloads ``broker``'s configuration from ``load`` (what start-up ran) on demand."""
+
+    def __init__(self, broker: Broker, load: Callable[[], Config]) -> None:
+        self._broker = broker
+        self._load = load
+
+    def reload(self) -> None:
+        broker = self._broker
+        if not broker.serving:
+            log_event(logger, logging.WARNING, "reload ignored: the broker is still starting")
+            return
+        running = broker.config
+        try:
+            new = self._load()
+            # With authentication on, the provider files are read again even when unchanged.
+            provider = provider_from_config(new.auth) if broker.auth is not None else None
+        except ConfigError as exc:
+            log_event(
+                logger,
+                logging.ERROR,
+                "reload refused, running configuration kept",
+                error=str(exc),
+            )
+            return
+        changed = changed_keys(running, new)
+        auth_switched = bool(running.auth.chain()) != bool(new.auth.chain())
+        applied = replace(running, log=new.log, auth=running.auth if auth_switched else new.auth)
+        configure_logging(applied.log)
+        if broker.auth is not None and provider is not None and not auth_switched:
+            broker.use_provider(provider)
+        for hook in broker.reload_hooks:
+            hook(running, applied)
+        broker.config = applied
+        restart = changed_keys(applied, new)
+        log_event(
+            logger,
+            logging.INFO,
+            "configuration reloaded",
+            applied=",".join(key for key in changed if key not in restart),
+            users_file=applied.auth.users_file,
+        )
+        if restart:
+            log_event(
+                logger,
+                logging.WARNING,
+                "changed settings need a restart; running values kept",
+                keys=",".join(restart),
+            )
