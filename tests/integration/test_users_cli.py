@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.conformance.support import prop
 from tests.conformance.test_12_auth import scram_connect
-from tests.conftest import ferromq_command, start_broker
+from tests.conftest import RunningBroker, ferromq_command, start_broker
 from tests.integration.test_auth_clients import connack, users_add
 
 needs_mosquitto_passwd = pytest.mark.skipif(
@@ -30,6 +32,15 @@ def users(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=30,
     )
+
+
+@contextmanager
+def users_broker(tmp_path: Path, loop: str, users_file: Path) -> Iterator[RunningBroker]:
+    broker = start_broker(tmp_path, loop, f'[auth]\nusers_file = "{users_file}"\n')
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def mosquitto_passwd(path: Path, name: str, password: str, *options: str) -> None:
@@ -53,14 +64,11 @@ def test_passwd_delete_and_list_change_who_logs_in(tmp_path: Path, loop: str) ->
     assert listed.stdout.splitlines() == ["ann\tdevice\tscram-sha-256"]
     missing = users("delete", "bo", "--file", str(path))
     assert missing.returncode == 2 and "no user 'bo'" in missing.stderr
-    broker = start_broker(tmp_path, loop, f'[auth]\nusers_file = "{path}"\n')
-    try:
+    with users_broker(tmp_path, loop, path) as broker:
         for version in (4, 5):
             assert connack(broker, "ann", "second pw", version) == "Success"
             assert connack(broker, "ann", "first pw", version) == "Bad user name or password"
             assert connack(broker, "bo", "bo pw", version) == "Bad user name or password"
-    finally:
-        broker.stop()
 
 
 @needs_mosquitto_passwd
@@ -77,15 +85,12 @@ def test_mosquitto_users_log_in_with_their_old_passwords(tmp_path: Path, loop: s
         "pbkdf2\tdevice\tmosquitto-pbkdf2-sha512",
         "salted\tdevice\tmosquitto-sha512",
     ]
-    broker = start_broker(tmp_path, loop, f'[auth]\nusers_file = "{path}"\n')
-    try:
+    with users_broker(tmp_path, loop, path) as broker:
         for version in (4, 5):
             assert connack(broker, "pbkdf2", "old: pw ü", version) == "Success"
             assert connack(broker, "salted", "older pw", version) == "Success"
             assert connack(broker, "pbkdf2", "older pw", version) == "Bad user name or password"
             assert connack(broker, "salted", "old: pw", version) == "Bad user name or password"
-    finally:
-        broker.stop()
 
 
 @needs_mosquitto_passwd
@@ -95,8 +100,7 @@ def test_a_mosquitto_user_can_use_scram_after_its_first_login(tmp_path: Path, lo
     mosquitto_passwd(passwd, "dev", "old pw", "-c")
     path = tmp_path / "users.toml"
     assert users("import-mosquitto", str(passwd), "--file", str(path)).returncode == 0
-    broker = start_broker(tmp_path, loop, f'[auth]\nusers_file = "{path}"\n')
-    try:
+    with users_broker(tmp_path, loop, path) as broker:
         # A Mosquitto hash gives no SCRAM keys: refused like a wrong password.
         _, _, refused = scram_connect(broker, "scram-before", "dev", "old pw")
         assert refused["reason_code"] == 0x86, refused
@@ -109,8 +113,6 @@ def test_a_mosquitto_user_can_use_scram_after_its_first_login(tmp_path: Path, lo
         client.close()
         assert connack(broker, "dev", "old pw", 4) == "Success"
         assert connack(broker, "dev", "other pw", 4) == "Bad user name or password"
-    finally:
-        broker.stop()
 
 
 @needs_mosquitto_passwd
