@@ -23,12 +23,15 @@ UNAVAILABLE = "Server unavailable"  # 0x88; 3.1.1's return code 3 has the same n
 
 def answer(release: threading.Event, _method: str, _path: str, body: Any) -> tuple[int, Any]:
     """The service: svc-* users with password "good" are applications; "slow" answers
-    after the broker stopped waiting; "boom" is a crash; others are someone else's."""
+    after the broker stopped waiting; "boom" is a crash; "locked" is forbidden; others
+    are someone else's."""
     username = body["username"]
     if username == "slow":
         release.wait(10)
     if username == "boom":
         return 500, {"error": "database down"}
+    if username == "locked":
+        return 403, "forbidden"
     if username is None or not username.startswith("svc-"):
         return 200, {"result": "ignore"}
     if body["password"] != "good":
@@ -56,6 +59,7 @@ def test_the_service_decides_and_fails_closed(tmp_path: Path, loop: str) -> None
                 assert connack(broker, "svc-a", "bad", version) == "Bad user name or password"
                 assert connack(broker, "local", "local pw", version) == "Success"  # ignored
                 assert connack(broker, "boom", "pw", version) == UNAVAILABLE
+                assert connack(broker, "locked", "pw", version) == "Bad user name or password"
                 assert connack(broker, "slow", "pw", version) == UNAVAILABLE
             release.set()
             method, path, body = service.requests[0]

@@ -136,11 +136,11 @@ class Jwks:
 
     async def _fetch(self) -> None:
         status, document = await self._client.request("GET", self._url)
-        if status != 200:
-            raise ServiceUnavailable(f"{self._url}: HTTP {status}")
+        if status != 200 or not isinstance(document, dict):
+            raise ServiceUnavailable(f"{self._url}: HTTP {status}, not a JWK set")
         try:
             key_set = jwt.PyJWKSet.from_dict(document)
-        except (jwt.PyJWKSetError, jwt.PyJWKError, TypeError, AttributeError) as exc:
+        except (jwt.PyJWKSetError, jwt.PyJWKError) as exc:
             raise ServiceUnavailable(f"{self._url}: not a JWK set: {exc}") from None
         self._keys = {k.key_id: VerificationKey(k.key, (k.algorithm_name,)) for k in key_set.keys}
 
@@ -166,7 +166,7 @@ class JwtProvider:
             key = await self._key(password)
         except ServiceUnavailable:
             return Reject(SERVER_UNAVAILABLE)
-        except jwt.InvalidTokenError:
+        except jwt.PyJWTError:  # a bad token, or a key that cannot check it
             return Reject(BAD_USERNAME_OR_PASSWORD)
         if key is None:
             return Reject(BAD_USERNAME_OR_PASSWORD)
@@ -180,7 +180,7 @@ class JwtProvider:
                 issuer=settings.issuer,
                 options={"verify_aud": settings.audience is not None},
             )
-        except jwt.InvalidTokenError:
+        except jwt.PyJWTError:  # a bad token, or a key that cannot check it
             return Reject(BAD_USERNAME_OR_PASSWORD)
         return self._identity(request, claims)
 

@@ -3,9 +3,10 @@
 
 One ``aiohttp`` session per provider, opened on first use in the broker's running loop
 (uvloop or asyncio) and closed by :meth:`JsonClient.aclose` when the broker stops; every
-request has the provider's total timeout. Anything but an answer with a JSON body —
-no connection, a timeout, a body that is not JSON — is :class:`ServiceUnavailable`,
-so providers fail closed. ``aiohttp`` comes with the ``jwt`` and ``http`` extras.
+request has the provider's total timeout. No answer — no connection, a timeout — is
+:class:`ServiceUnavailable`, so providers fail closed; an answer whose body is not JSON
+comes back with the body None, for the provider to judge by its status. ``aiohttp``
+comes with the ``jwt`` and ``http`` extras.
 """
 
 from __future__ import annotations
@@ -29,18 +30,21 @@ class JsonClient:
         self._session: aiohttp.ClientSession | None = None
 
     async def request(self, method: str, url: str, body: object = None) -> tuple[int, Any]:
-        """The status and decoded JSON body of ``method url`` (``body`` sent as JSON)."""
+        """The status and decoded JSON body (None when it is not JSON) of ``method url``
+        (``body`` sent as JSON)."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
             async with self._session.request(method, url, json=body) as response:
-                return response.status, json.loads(await response.read())
+                status, data = response.status, await response.read()
         except asyncio.TimeoutError:
             raise ServiceUnavailable(f"{url}: no answer within {self._timeout.total} s") from None
         except aiohttp.ClientError as exc:
             raise ServiceUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
+        try:
+            return status, json.loads(data)
         except ValueError:
-            raise ServiceUnavailable(f"{url}: the answer is not JSON") from None
+            return status, None
 
     async def aclose(self) -> None:
         if self._session is not None:
