@@ -71,6 +71,21 @@ def test_passwd_delete_and_list_change_who_logs_in(tmp_path: Path, loop: str) ->
             assert connack(broker, "bo", "bo pw", version) == "Bad user name or password"
 
 
+def test_the_users_file_defaults_to_the_configurations(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    config = tmp_path / "ferromq.toml"
+    config.write_text(f'[auth]\nusers_file = "{path}"\n')
+    added = users("add", "cy", "--password-stdin", "--config", str(config), stdin="pw\n")
+    assert added.returncode == 0, added.stderr
+    assert users("list", "--file", str(path)).stdout.splitlines() == ["cy\tdevice\tscram-sha-256"]
+    none = users("list", "--config", str(tmp_path / "absent.toml"))
+    assert none.returncode == 2 and "absent.toml: not found" in none.stderr
+    config.write_text("")
+    unnamed = users("list", "--config", str(config))
+    assert unnamed.returncode == 2
+    assert "no --file, and the configuration names no auth.users_file" in unnamed.stderr
+
+
 @needs_mosquitto_passwd
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 def test_mosquitto_users_log_in_with_their_old_passwords(tmp_path: Path, loop: str) -> None:

@@ -8,7 +8,9 @@
   hashes as they are (:mod:`ferromq.auth.mosquitto`), so they log in with their old
   passwords; all or nothing — a name already in the users file stops the import.
 
-A password is read from stdin with ``--password-stdin`` (one line; for scripts),
+The users file is ``--file FILE``, or else ``[auth] users_file`` of the configuration
+(``--config FILE`` and ``FERROMQ_*``, as ``serve`` reads it). A password is read from
+stdin with ``--password-stdin`` (one line; for scripts),
 otherwise prompted for twice on the terminal. Exit status 2 for a bad request (an
 existing or unknown user, an unreadable file, an empty password), like a
 configuration error; every change rewrites the file whole (:func:`save_users`).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +30,7 @@ from ferromq.auth.mosquitto import MosquittoHashError, read_mosquitto_passwd
 from ferromq.auth.provider import CLIENT_TYPES
 from ferromq.auth.scram import DEFAULT_ITERATIONS, ScramCredential
 from ferromq.auth.users import UserRecord, UsersFileError, load_users, save_users
+from ferromq.config import ConfigError, load_config
 
 __all__ = ["register"]
 
@@ -101,11 +105,21 @@ def users_import_mosquitto(args: argparse.Namespace) -> str:
     return f"imported {count} from {args.passwd_file} into {args.file}"
 
 
+def _users_file(args: argparse.Namespace) -> Path:
+    if args.file is not None:
+        return Path(args.file)
+    named = load_config(args.config, os.environ).auth.users_file
+    if named is None:
+        raise UsersFileError("no --file, and the configuration names no auth.users_file")
+    return Path(named)
+
+
 def _run(action: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
+            args.file = _users_file(args)
             message = action(args)
-        except UsersFileError as exc:
+        except ConfigError as exc:  # UsersFileError too
             print(f"ferromq: error: {exc}", file=sys.stderr)
             return EXIT_BAD_REQUEST
         if message:
@@ -133,6 +147,8 @@ def _client_type(parser: argparse.ArgumentParser) -> None:
 
 def register(commands: Any) -> None:
     """Add ``users`` to the CLI's subcommands."""
+    from ferromq.cli import add_config_argument  # imported late: ferromq.cli imports us
+
     users = commands.add_parser(
         "users",
         help="manage the users file",
@@ -148,7 +164,12 @@ def register(commands: Any) -> None:
         )
         if user:
             parser.add_argument("name", help="the user name clients send in CONNECT")
-        parser.add_argument("--file", type=Path, required=True, help="the users file (TOML)")
+        parser.add_argument(
+            "--file",
+            type=Path,
+            help="the users file (TOML); default: [auth] users_file of the configuration",
+        )
+        add_config_argument(parser)
         parser.set_defaults(handler=_run(handler))
         return parser
 
