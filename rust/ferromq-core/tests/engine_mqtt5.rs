@@ -7,8 +7,8 @@ mod support;
 
 use bytes::Bytes;
 use ferromq_core::codec::{
-    ConnAck, Packet, Properties, Property, ProtocolVersion::*, Publish, QoS, ReasonCode, Subscribe,
-    SubscriptionOptions,
+    ConnAck, Packet, Properties, Property, PropertyId, ProtocolVersion::*, Publish, QoS,
+    ReasonCode, Subscribe, SubscriptionOptions,
 };
 use ferromq_core::engine::{EngineConfig, Features, Redirect};
 use support::*;
@@ -35,16 +35,12 @@ fn with_property(
     c
 }
 
-fn property(properties: &Properties, id: u8) -> Option<&Property> {
-    properties.get(id)
-}
-
 /// The (reason, reason string) of the DISCONNECT among `packets`.
 fn disconnect_reason(packets: &[Packet]) -> Option<(ReasonCode, Option<String>)> {
     packets.iter().find_map(|p| match p {
         Packet::Disconnect(d) => Some((
             d.reason,
-            match d.properties.get(0x1F) {
+            match d.properties.get(PropertyId::ReasonString) {
                 Some(Property::ReasonString(s)) => Some(s.as_str().to_owned()),
                 _ => None,
             },
@@ -54,7 +50,7 @@ fn disconnect_reason(packets: &[Packet]) -> Option<(ReasonCode, Option<String>)>
 }
 
 fn alias_of(publish: &Publish) -> Option<u16> {
-    match publish.properties.get(0x23) {
+    match publish.properties.get(PropertyId::TopicAlias) {
         Some(Property::TopicAlias(a)) => Some(*a),
         _ => None,
     }
@@ -175,19 +171,26 @@ fn connack_announces_what_differs_from_the_defaults() {
     let mut h = Harness::new(EngineConfig::default());
     let (_, ack) = h.connect(connect("d", V5, true));
     let props = &connack(&ack).properties;
-    for absent in [0x24, 0x25, 0x28, 0x29, 0x2A, 0x1A] {
-        assert!(
-            property(props, absent).is_none(),
-            "0x{absent:02X} at its default"
-        );
+    for absent in [
+        PropertyId::MaximumQos,
+        PropertyId::RetainAvailable,
+        PropertyId::WildcardSubscriptionAvailable,
+        PropertyId::SubscriptionIdentifierAvailable,
+        PropertyId::SharedSubscriptionAvailable,
+        PropertyId::ResponseInformation,
+    ] {
+        assert!(props.get(absent).is_none(), "{absent:?} at its default");
     }
-    assert_eq!(property(props, 0x21), Some(&Property::ReceiveMaximum(1024)));
     assert_eq!(
-        property(props, 0x27),
+        props.get(PropertyId::ReceiveMaximum),
+        Some(&Property::ReceiveMaximum(1024))
+    );
+    assert_eq!(
+        props.get(PropertyId::MaximumPacketSize),
         Some(&Property::MaximumPacketSize(1024 * 1024))
     );
     assert_eq!(
-        property(props, 0x22),
+        props.get(PropertyId::TopicAliasMaximum),
         Some(&Property::TopicAliasMaximum(64))
     );
 
@@ -205,27 +208,36 @@ fn connack_announces_what_differs_from_the_defaults() {
         Property::RequestResponseInformation(1),
     ));
     let props = &connack(&ack).properties;
-    assert_eq!(property(props, 0x24), Some(&Property::MaximumQos(1)));
-    assert_eq!(property(props, 0x25), Some(&Property::RetainAvailable(0)));
     assert_eq!(
-        property(props, 0x28),
+        props.get(PropertyId::MaximumQos),
+        Some(&Property::MaximumQos(1))
+    );
+    assert_eq!(
+        props.get(PropertyId::RetainAvailable),
+        Some(&Property::RetainAvailable(0))
+    );
+    assert_eq!(
+        props.get(PropertyId::WildcardSubscriptionAvailable),
         Some(&Property::WildcardSubscriptionAvailable(0))
     );
     assert_eq!(
-        property(props, 0x29),
+        props.get(PropertyId::SubscriptionIdentifierAvailable),
         Some(&Property::SubscriptionIdentifierAvailable(0))
     );
     assert_eq!(
-        property(props, 0x2A),
+        props.get(PropertyId::SharedSubscriptionAvailable),
         Some(&Property::SharedSubscriptionAvailable(0))
     );
     assert_eq!(
-        property(props, 0x1A),
+        props.get(PropertyId::ResponseInformation),
         Some(&Property::ResponseInformation(s("reply/dev7")))
     );
     // Only when requested.
     let (_, ack) = h.connect(connect("dev8", V5, true));
-    assert!(property(&connack(&ack).properties, 0x1A).is_none());
+    assert!(connack(&ack)
+        .properties
+        .get(PropertyId::ResponseInformation)
+        .is_none());
 }
 
 fn restricted() -> Harness {
@@ -371,7 +383,7 @@ fn invalid_utf8_payload_is_refused_when_validation_is_on() {
                 )
             );
             // Request Problem Information defaults to 1: the ack explains itself.
-            assert!(a.properties.get(0x1F).is_some());
+            assert!(a.properties.get(PropertyId::ReasonString).is_some());
         }
         other => panic!("{other:?}"),
     }
@@ -466,7 +478,7 @@ fn redirect_answers_every_connect_with_the_server_reference() {
         let (client, ack) = h.connect(connect("c", V5, true));
         assert_eq!(connack(&ack).code, code as u8);
         assert_eq!(
-            connack(&ack).properties.get(0x1C),
+            connack(&ack).properties.get(PropertyId::ServerReference),
             Some(&Property::ServerReference(s("other:1883")))
         );
         assert!(h.is_closed(&client));
@@ -544,6 +556,9 @@ fn refused_filter_is_explained_in_suback_unless_problem_information_is_off() {
             suback.reasons,
             vec![ReasonCode::WildcardSubscriptionsNotSupported]
         );
-        assert_eq!(suback.properties.get(0x1F).is_some(), explained);
+        assert_eq!(
+            suback.properties.get(PropertyId::ReasonString).is_some(),
+            explained
+        );
     }
 }

@@ -6,8 +6,8 @@
 mod support;
 
 use ferromq_core::codec::{
-    Ack, ConnAck, Packet, Properties, Property, ProtocolVersion::*, QoS, ReasonCode, Subscribe,
-    SubscriptionOptions, Unsubscribe,
+    Ack, ConnAck, Packet, Properties, Property, PropertyId, ProtocolVersion::*, QoS, ReasonCode,
+    Subscribe, SubscriptionOptions, Unsubscribe,
 };
 use ferromq_core::engine::EngineConfig;
 use support::*;
@@ -81,7 +81,10 @@ fn response_topic_with_a_wildcard_is_a_protocol_error() {
         publish_with("t", QoS::AtMostOnce, vec![property.clone()]),
     );
     let got = h.recv(&mut sub);
-    assert_eq!(publishes(&got)[0].properties.get(0x08), Some(&property));
+    assert_eq!(
+        publishes(&got)[0].properties.get(PropertyId::ResponseTopic),
+        Some(&property)
+    );
 }
 
 #[test]

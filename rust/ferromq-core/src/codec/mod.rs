@@ -34,8 +34,8 @@ pub use packet::{
     RetainHandling, SubAck, Subscribe, SubscriptionOptions, UnsubAck, Unsubscribe, Will,
 };
 pub use properties::{
-    property_spec, property_spec_by_name, Properties, Property, PropertyContext, PropertySpec,
-    PropertyValue, WireType, PROPERTY_SPECS,
+    property_spec, property_spec_by_name, Properties, Property, PropertyContext, PropertyId,
+    PropertySpec, PropertyValue, WireType, PROPERTY_SPECS,
 };
 pub use reason::{ConnectReturnCode, ReasonCode};
 /// Option-byte bits, shared with the topic index that stores the byte as is.

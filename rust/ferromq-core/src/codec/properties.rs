@@ -82,6 +82,40 @@ pub enum Property {
     SharedSubscriptionAvailable(u8),
 }
 
+/// A property's identifier by the specification's name (Table 2-4): what code outside
+/// the codec names a property by, never a bare `u8`.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropertyId {
+    PayloadFormatIndicator = 0x01,
+    MessageExpiryInterval = 0x02,
+    ContentType = 0x03,
+    ResponseTopic = 0x08,
+    CorrelationData = 0x09,
+    SubscriptionIdentifier = 0x0B,
+    SessionExpiryInterval = 0x11,
+    AssignedClientIdentifier = 0x12,
+    ServerKeepAlive = 0x13,
+    AuthenticationMethod = 0x15,
+    AuthenticationData = 0x16,
+    RequestProblemInformation = 0x17,
+    WillDelayInterval = 0x18,
+    RequestResponseInformation = 0x19,
+    ResponseInformation = 0x1A,
+    ServerReference = 0x1C,
+    ReasonString = 0x1F,
+    ReceiveMaximum = 0x21,
+    TopicAliasMaximum = 0x22,
+    TopicAlias = 0x23,
+    MaximumQos = 0x24,
+    RetainAvailable = 0x25,
+    UserProperty = 0x26,
+    MaximumPacketSize = 0x27,
+    WildcardSubscriptionAvailable = 0x28,
+    SubscriptionIdentifierAvailable = 0x29,
+    SharedSubscriptionAvailable = 0x2A,
+}
+
 /// The specification's facts about one property identifier.
 #[derive(Debug, Clone, Copy)]
 pub struct PropertySpec {
@@ -291,36 +325,42 @@ pub enum PropertyValue {
 }
 
 impl Property {
+    /// The identifier on the wire.
     pub fn id(&self) -> u8 {
+        self.kind() as u8
+    }
+
+    /// Which property this is.
+    pub fn kind(&self) -> PropertyId {
         use Property::*;
         match self {
-            PayloadFormatIndicator(_) => 0x01,
-            MessageExpiryInterval(_) => 0x02,
-            ContentType(_) => 0x03,
-            ResponseTopic(_) => 0x08,
-            CorrelationData(_) => 0x09,
-            SubscriptionIdentifier(_) => 0x0B,
-            SessionExpiryInterval(_) => 0x11,
-            AssignedClientIdentifier(_) => 0x12,
-            ServerKeepAlive(_) => 0x13,
-            AuthenticationMethod(_) => 0x15,
-            AuthenticationData(_) => 0x16,
-            RequestProblemInformation(_) => 0x17,
-            WillDelayInterval(_) => 0x18,
-            RequestResponseInformation(_) => 0x19,
-            ResponseInformation(_) => 0x1A,
-            ServerReference(_) => 0x1C,
-            ReasonString(_) => 0x1F,
-            ReceiveMaximum(_) => 0x21,
-            TopicAliasMaximum(_) => 0x22,
-            TopicAlias(_) => 0x23,
-            MaximumQos(_) => 0x24,
-            RetainAvailable(_) => 0x25,
-            UserProperty(_, _) => 0x26,
-            MaximumPacketSize(_) => 0x27,
-            WildcardSubscriptionAvailable(_) => 0x28,
-            SubscriptionIdentifierAvailable(_) => 0x29,
-            SharedSubscriptionAvailable(_) => 0x2A,
+            PayloadFormatIndicator(..) => PropertyId::PayloadFormatIndicator,
+            MessageExpiryInterval(..) => PropertyId::MessageExpiryInterval,
+            ContentType(..) => PropertyId::ContentType,
+            ResponseTopic(..) => PropertyId::ResponseTopic,
+            CorrelationData(..) => PropertyId::CorrelationData,
+            SubscriptionIdentifier(..) => PropertyId::SubscriptionIdentifier,
+            SessionExpiryInterval(..) => PropertyId::SessionExpiryInterval,
+            AssignedClientIdentifier(..) => PropertyId::AssignedClientIdentifier,
+            ServerKeepAlive(..) => PropertyId::ServerKeepAlive,
+            AuthenticationMethod(..) => PropertyId::AuthenticationMethod,
+            AuthenticationData(..) => PropertyId::AuthenticationData,
+            RequestProblemInformation(..) => PropertyId::RequestProblemInformation,
+            WillDelayInterval(..) => PropertyId::WillDelayInterval,
+            RequestResponseInformation(..) => PropertyId::RequestResponseInformation,
+            ResponseInformation(..) => PropertyId::ResponseInformation,
+            ServerReference(..) => PropertyId::ServerReference,
+            ReasonString(..) => PropertyId::ReasonString,
+            ReceiveMaximum(..) => PropertyId::ReceiveMaximum,
+            TopicAliasMaximum(..) => PropertyId::TopicAliasMaximum,
+            TopicAlias(..) => PropertyId::TopicAlias,
+            MaximumQos(..) => PropertyId::MaximumQos,
+            RetainAvailable(..) => PropertyId::RetainAvailable,
+            UserProperty(..) => PropertyId::UserProperty,
+            MaximumPacketSize(..) => PropertyId::MaximumPacketSize,
+            WildcardSubscriptionAvailable(..) => PropertyId::WildcardSubscriptionAvailable,
+            SubscriptionIdentifierAvailable(..) => PropertyId::SubscriptionIdentifierAvailable,
+            SharedSubscriptionAvailable(..) => PropertyId::SharedSubscriptionAvailable,
         }
     }
 
@@ -448,9 +488,9 @@ impl Properties {
         self.0.iter()
     }
 
-    /// The first property with this identifier.
-    pub fn get(&self, id: u8) -> Option<&Property> {
-        self.0.iter().find(|p| p.id() == id)
+    /// The first property of this kind.
+    pub fn get(&self, id: PropertyId) -> Option<&Property> {
+        self.0.iter().find(|p| p.kind() == id)
     }
 
     /// Read a property block: its length, then properties up to that length.

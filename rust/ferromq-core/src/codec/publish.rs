@@ -3,11 +3,9 @@
 
 use super::error::DecodeError;
 use super::packet::{ProtocolVersion, Publish, QoS};
-use super::properties::{Properties, PropertyContext};
+use super::properties::{Properties, PropertyContext, PropertyId};
 use super::wire::{Reader, Sink};
 use crate::topic::{validate_topic_name, TopicError};
-
-const TOPIC_ALIAS: u8 = 0x23;
 
 impl Publish {
     pub(crate) fn read(
@@ -31,7 +29,7 @@ impl Publish {
         match validate_topic_name(&topic) {
             Ok(()) => {}
             // An empty topic stands for a Topic Alias in 5.0 [MQTT-3.3.2-8] ...
-            Err(TopicError::Empty) if properties.get(TOPIC_ALIAS).is_some() => {}
+            Err(TopicError::Empty) if properties.get(PropertyId::TopicAlias).is_some() => {}
             Err(TopicError::Empty) if version.is_v5() => {
                 // ... and without one it is a Protocol Error.
                 return Err(DecodeError::protocol(

@@ -20,15 +20,13 @@
 //! A SUBSCRIBE above Maximum QoS is granted Maximum QoS [MQTT-3.2.2-10].
 
 use crate::codec::{
-    Connect, Properties, Property, ProtocolVersion, Publish, QoS, ReasonCode, SubscriptionOptions,
-    Utf8Bytes,
+    Connect, Properties, Property, PropertyId, ProtocolVersion, Publish, QoS, ReasonCode,
+    SubscriptionOptions, Utf8Bytes,
 };
 use crate::topic::parse_shared_filter;
 
 use super::Engine;
 
-const PAYLOAD_FORMAT_INDICATOR: u8 = 0x01;
-const REQUEST_RESPONSE_INFORMATION: u8 = 0x19;
 /// The spec's Receive Maximum when none is sent (§3.2.2.3.3).
 const DEFAULT_RECEIVE_MAXIMUM: u16 = 65_535;
 
@@ -92,7 +90,7 @@ pub(super) enum PublishRefusal {
 /// The Payload Format Indicator says UTF-8 but the payload is not [MQTT-3.3.2-4].
 fn payload_not_utf8(properties: &Properties, payload: &[u8]) -> bool {
     matches!(
-        properties.get(PAYLOAD_FORMAT_INDICATOR),
+        properties.get(PropertyId::PayloadFormatIndicator),
         Some(Property::PayloadFormatIndicator(1))
     ) && std::str::from_utf8(payload).is_err()
 }
@@ -169,7 +167,7 @@ impl Engine {
             out.push(Property::SharedSubscriptionAvailable(0));
         }
         let wants_response_information = matches!(
-            connect_properties.get(REQUEST_RESPONSE_INFORMATION),
+            connect_properties.get(PropertyId::RequestResponseInformation),
             Some(Property::RequestResponseInformation(1))
         );
         if wants_response_information && !features.response_information_prefix.is_empty() {

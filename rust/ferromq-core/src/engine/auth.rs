@@ -35,13 +35,10 @@
 
 use bytes::Bytes;
 
-use crate::codec::{Connect, Packet, Property, ReasonCode, ReasonOnly, Utf8Bytes};
+use crate::codec::{Connect, Packet, Property, PropertyId, ReasonCode, ReasonOnly, Utf8Bytes};
 
 use super::connection::ConnState;
 use super::{ConnId, Engine, Event};
-
-const AUTHENTICATION_METHOD: u8 = 0x15;
-const AUTHENTICATION_DATA: u8 = 0x16;
 
 /// Who owes the next step of an exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +61,7 @@ pub struct AuthExchange {
 impl Engine {
     /// A CONNECT to decide: hand it to Python and wait.
     pub(super) fn begin_authentication(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
-        let method = match connect.properties.get(AUTHENTICATION_METHOD) {
+        let method = match connect.properties.get(PropertyId::AuthenticationMethod) {
             Some(Property::AuthenticationMethod(method)) => Some(method.clone()),
             _ => None,
         };
@@ -153,7 +150,7 @@ impl Engine {
             return;
         };
         let same_method = match (
-            auth.properties.get(AUTHENTICATION_METHOD),
+            auth.properties.get(PropertyId::AuthenticationMethod),
             &conn.auth_method,
         ) {
             (Some(Property::AuthenticationMethod(sent)), Some(method)) => sent == method,
@@ -290,7 +287,7 @@ impl Engine {
 }
 
 fn auth_data(properties: &crate::codec::Properties) -> Option<Vec<u8>> {
-    match properties.get(AUTHENTICATION_DATA) {
+    match properties.get(PropertyId::AuthenticationData) {
         Some(Property::AuthenticationData(data)) => Some(data.to_vec()),
         _ => None,
     }

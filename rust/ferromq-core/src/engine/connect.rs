@@ -17,7 +17,8 @@
 use std::sync::Arc;
 
 use crate::codec::{
-    ConnAck, Connect, Packet, Properties, Property, ProtocolVersion, ReasonCode, ReasonOnly, Will,
+    ConnAck, Connect, Packet, Properties, Property, PropertyId, ProtocolVersion, ReasonCode,
+    ReasonOnly, Will,
 };
 
 use super::alias_out::OutboundAliases;
@@ -27,22 +28,15 @@ use super::quota::PublishQuota;
 use super::session::{Awaiting, PendingWill, Session};
 use super::{ConnId, Engine, Event};
 
-const SESSION_EXPIRY: u8 = 0x11;
-const RECEIVE_MAXIMUM: u8 = 0x21;
-const MAXIMUM_PACKET_SIZE: u8 = 0x27;
-const AUTHENTICATION_METHOD: u8 = 0x15;
-const AUTHENTICATION_DATA: u8 = 0x16;
-const WILL_DELAY: u8 = 0x18;
-const REQUEST_PROBLEM_INFORMATION: u8 = 0x17;
-const TOPIC_ALIAS_MAXIMUM: u8 = 0x22;
-
 impl Engine {
     pub(super) fn handle_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
         let version = connect.protocol;
         if let Some(conn) = self.conn_mut(conn_id) {
             conn.version = version;
             conn.request_problem_info = !matches!(
-                connect.properties.get(REQUEST_PROBLEM_INFORMATION),
+                connect
+                    .properties
+                    .get(PropertyId::RequestProblemInformation),
                 Some(Property::RequestProblemInformation(0))
             );
         }
@@ -75,8 +69,16 @@ impl Engine {
         if !id_ok {
             return Some(ReasonCode::ClientIdentifierNotValid);
         }
-        let has_method = connect.properties.get(AUTHENTICATION_METHOD).is_some();
-        if !has_method && connect.properties.get(AUTHENTICATION_DATA).is_some() {
+        let has_method = connect
+            .properties
+            .get(PropertyId::AuthenticationMethod)
+            .is_some();
+        if !has_method
+            && connect
+                .properties
+                .get(PropertyId::AuthenticationData)
+                .is_some()
+        {
             // Authentication Data without a method is a Protocol Error (§3.1.2.11.10).
             return Some(ReasonCode::ProtocolError);
         }
@@ -98,7 +100,7 @@ impl Engine {
         } else {
             connect.client_id.as_str().to_owned()
         };
-        let requested_expiry = match connect.properties.get(SESSION_EXPIRY) {
+        let requested_expiry = match connect.properties.get(PropertyId::SessionExpiryInterval) {
             Some(Property::SessionExpiryInterval(seconds)) => *seconds,
             _ => 0,
         };
@@ -140,7 +142,7 @@ impl Engine {
         self.stream_member_presence(session, true);
 
         let max_inflight = self.config.max_inflight;
-        let aliases_out = match connect.properties.get(TOPIC_ALIAS_MAXIMUM) {
+        let aliases_out = match connect.properties.get(PropertyId::TopicAliasMaximum) {
             Some(Property::TopicAliasMaximum(n)) => {
                 (*n).min(self.config.features.outbound_topic_aliases)
             }
@@ -159,11 +161,13 @@ impl Engine {
         conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
         conn.aliases_out = OutboundAliases::new(aliases_out);
         conn.publish_quota = publish_quota;
-        conn.send_window = match connect.properties.get(RECEIVE_MAXIMUM) {
+        conn.send_window = match connect.properties.get(PropertyId::ReceiveMaximum) {
             Some(Property::ReceiveMaximum(n)) => (*n).min(max_inflight),
             _ => max_inflight,
         };
-        if let Some(Property::MaximumPacketSize(n)) = connect.properties.get(MAXIMUM_PACKET_SIZE) {
+        if let Some(Property::MaximumPacketSize(n)) =
+            connect.properties.get(PropertyId::MaximumPacketSize)
+        {
             conn.client_max_packet = *n;
         }
         self.stats.clients_connected += 1;
@@ -295,7 +299,7 @@ impl Engine {
         now: u64,
     ) {
         if let Some(Property::SessionExpiryInterval(seconds)) =
-            disconnect.properties.get(SESSION_EXPIRY)
+            disconnect.properties.get(PropertyId::SessionExpiryInterval)
         {
             let from_connect = self
                 .conn_mut(conn_id)
@@ -446,7 +450,7 @@ impl Engine {
         state.conn = None;
         let expiry = state.expiry_interval;
         if let Some(will) = will {
-            let delay = match will.properties.get(WILL_DELAY) {
+            let delay = match will.properties.get(PropertyId::WillDelayInterval) {
                 Some(Property::WillDelayInterval(seconds)) => u64::from(*seconds) * 1000,
                 _ => 0,
             };
@@ -476,7 +480,7 @@ impl Engine {
         let properties = Properties(
             will.properties
                 .iter()
-                .filter(|p| p.id() != WILL_DELAY)
+                .filter(|p| p.kind() != PropertyId::WillDelayInterval)
                 .cloned()
                 .collect(),
         );

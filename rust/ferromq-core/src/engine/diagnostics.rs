@@ -10,12 +10,9 @@
 
 use bytes::BytesMut;
 
-use crate::codec::{Packet, Properties, Property, ProtocolVersion, Utf8Bytes};
+use crate::codec::{Packet, Properties, Property, PropertyId, ProtocolVersion, Utf8Bytes};
 
 use super::{ConnId, Engine};
-
-const REASON_STRING: u8 = 0x1F;
-const USER_PROPERTY: u8 = 0x26;
 
 /// The properties of a broker-originated packet that may be dropped to fit.
 fn diagnostics_mut(packet: &mut Packet) -> Option<&mut Properties> {
@@ -34,7 +31,7 @@ fn diagnostics_mut(packet: &mut Packet) -> Option<&mut Properties> {
 fn has_diagnostics(properties: &Properties) -> bool {
     properties
         .iter()
-        .any(|p| p.id() == REASON_STRING || p.id() == USER_PROPERTY)
+        .any(|p| p.kind() == PropertyId::ReasonString || p.kind() == PropertyId::UserProperty)
 }
 
 /// Encode `packet` into `out` within `limit` bytes, leaving out Reason String and
@@ -54,9 +51,9 @@ pub(super) fn encode_fitting(
     let mut slim = packet.clone();
     match diagnostics_mut(&mut slim) {
         Some(properties) if has_diagnostics(properties) => {
-            properties
-                .0
-                .retain(|p| p.id() != REASON_STRING && p.id() != USER_PROPERTY);
+            properties.0.retain(|p| {
+                p.kind() != PropertyId::ReasonString && p.kind() != PropertyId::UserProperty
+            });
         }
         _ => return false,
     }

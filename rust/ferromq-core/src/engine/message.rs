@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use crate::codec::{Properties, Property, QoS, Utf8Bytes};
+use crate::codec::{Properties, Property, PropertyId, QoS, Utf8Bytes};
 
 /// Message ids, unique within a process run (journal records refer to them).
 static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
@@ -37,9 +37,6 @@ pub struct Message {
     pub held_for_batch: u64,
 }
 
-const SUBSCRIPTION_IDENTIFIER: u8 = 0x0B;
-const TOPIC_ALIAS: u8 = 0x23;
-
 impl Message {
     /// Build from an inbound PUBLISH, copying topic and payload out of the read
     /// buffer so a queued message never pins a whole batch of input.
@@ -59,7 +56,8 @@ impl Message {
                 Property::MessageExpiryInterval(seconds) => {
                     expires_at = Some(now + u64::from(*seconds) * 1000);
                 }
-                p if p.id() == TOPIC_ALIAS || p.id() == SUBSCRIPTION_IDENTIFIER => {}
+                p if p.kind() == PropertyId::TopicAlias
+                    || p.kind() == PropertyId::SubscriptionIdentifier => {}
                 p => forwarded.push(p.clone()),
             }
         }

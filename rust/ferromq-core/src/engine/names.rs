@@ -27,18 +27,18 @@
 //! folded into the codec's UTF-8 check because the codec would then have to carry a
 //! flag with every string it reads, to serve the four fields that are ever asked.
 
-use crate::codec::{has_control_character, Connect, Properties, Property, Publish, ReasonCode};
+use crate::codec::{
+    has_control_character, Connect, Properties, Property, PropertyId, Publish, ReasonCode,
+};
 use crate::topic::validate_topic_name;
 
 use super::announce::PublishRefusal;
 use super::Engine;
 
-const RESPONSE_TOPIC: u8 = 0x08;
-
 /// The Response Topic is present and not a valid topic name [MQTT-3.3.2-14].
 fn bad_response_topic(properties: &Properties) -> bool {
     matches!(
-        properties.get(RESPONSE_TOPIC),
+        properties.get(PropertyId::ResponseTopic),
         Some(Property::ResponseTopic(topic)) if validate_topic_name(topic).is_err()
     )
 }

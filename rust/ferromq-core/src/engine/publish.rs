@@ -21,14 +21,12 @@
 
 use std::sync::Arc;
 
-use crate::codec::{Ack, Packet, Property, Publish, QoS, ReasonCode};
+use crate::codec::{Ack, Packet, Property, PropertyId, Publish, QoS, ReasonCode};
 
 use super::announce::PublishRefusal;
 use super::message::Message;
 use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
-
-const TOPIC_ALIAS: u8 = 0x23;
 
 impl Engine {
     pub(super) fn handle_publish(
@@ -155,7 +153,9 @@ impl Engine {
         conn_id: ConnId,
         publish: &mut Publish,
     ) -> Result<(), ReasonCode> {
-        let Some(Property::TopicAlias(alias)) = publish.properties.get(TOPIC_ALIAS).cloned() else {
+        let Some(Property::TopicAlias(alias)) =
+            publish.properties.get(PropertyId::TopicAlias).cloned()
+        else {
             return Ok(());
         };
         // Above the announced maximum is 0x94 [MQTT-3.3.2-9]; an alias with no mapping

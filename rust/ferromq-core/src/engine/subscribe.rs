@@ -12,14 +12,12 @@
 //! window allow; an UNSUBSCRIBE drops what its filter still had to send.
 
 use crate::codec::{
-    Packet, Properties, Property, ProtocolVersion, QoS, ReasonCode, RetainHandling, SubAck,
-    Subscribe, UnsubAck, Unsubscribe,
+    Packet, Properties, Property, PropertyId, ProtocolVersion, QoS, ReasonCode, RetainHandling,
+    SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use crate::topic::parse_shared_filter;
 
 use super::{ConnId, Engine};
-
-const SUBSCRIPTION_IDENTIFIER: u8 = 0x0B;
 
 impl Engine {
     pub(super) fn handle_subscribe(
@@ -30,7 +28,7 @@ impl Engine {
         now: u64,
     ) {
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
-        let subscription_id = match subscribe.properties.get(SUBSCRIPTION_IDENTIFIER) {
+        let subscription_id = match subscribe.properties.get(PropertyId::SubscriptionIdentifier) {
             Some(Property::SubscriptionIdentifier(id)) => Some(*id),
             _ => None,
         };
