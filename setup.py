@@ -20,7 +20,14 @@ setup(
         )
     ],
     ext_modules=cythonize(
-        [Extension("ferromq._protocol", ["cython/_protocol.pyx"])],
+        [
+            Extension(
+                "ferromq._protocol",
+                ["cython/_protocol.pyx"],
+                # ferromq_raw_feed.h: the read path's C struct, shared with the Rust side.
+                include_dirs=["rust/ferromq-py/include"],
+            )
+        ],
         compiler_directives={
             "language_level": "3",
             "boundscheck": False,

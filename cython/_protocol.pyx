@@ -26,23 +26,41 @@ still hold a view of them, so growing means allocating a new one and copying.
 import asyncio
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove
+
+from ferromq._core import Close
 
 DEFAULT_ARENA_SIZE = 256 * 1024
 cdef Py_ssize_t MIN_FREE = 4096
 
 
-cdef extern from *:
-    """
-    typedef struct {
-        void *engine;
-        size_t (*feed)(void *, unsigned int, const unsigned char *, size_t, unsigned long long);
-    } ferromq_raw_feed;
-    """
+cdef extern from "ferromq_raw_feed.h":
+    # The one declaration is the header (rust/ferromq-py/include); Cython only names
+    # what it uses, and the C compiler checks those uses against the header.
+    enum: FERROMQ_RAW_FEED_VERSION
+    const char *FERROMQ_RAW_FEED_CAPSULE
     ctypedef struct ferromq_raw_feed:
+        uint32_t version
+        uint32_t size
         void *engine
-        size_t (*feed)(void *, unsigned int, const unsigned char *, size_t,
-                       unsigned long long) noexcept
+        size_t (*feed)(void *, uint32_t, const uint8_t *, size_t, uint64_t) noexcept
+
+
+cdef ferromq_raw_feed *raw_feed_of(object capsule) except NULL:
+    """The engine's C entry from an ``Engine.raw_feed()`` capsule, once its version
+    and size are the ones this module was built with (else one RuntimeError naming
+    both: ``_core`` and ``_protocol`` come from different builds)."""
+    cdef ferromq_raw_feed *raw = <ferromq_raw_feed *>PyCapsule_GetPointer(
+        capsule, FERROMQ_RAW_FEED_CAPSULE
+    )
+    if raw.version != FERROMQ_RAW_FEED_VERSION or raw.size != sizeof(ferromq_raw_feed):
+        raise RuntimeError(
+            f"ferromq._core's raw feed is version {raw.version} ({raw.size} bytes) but "
+            f"ferromq._protocol was built for version {FERROMQ_RAW_FEED_VERSION} "
+            f"({sizeof(ferromq_raw_feed)} bytes): rebuild both from one source"
+        )
+    return raw
 
 
 cdef class ReadArena:
@@ -166,12 +184,13 @@ cdef class IOHub:
     """Joins one engine to its transports: each dirty connection is written once per
     loop tick, after every read of that tick has been handed to the engine.
 
-    ``on_event`` receives the engine events Python decides (``("authenticate", ...)``);
-    ``("close", conn)`` events are handled here, after the output they follow.
+    ``on_event`` receives the engine events Python decides (``Authenticate``, ...);
+    ``Close`` events are handled here, after the output they follow.
     """
 
     cdef readonly object engine
     cdef readonly object raw_feed
+    cdef ferromq_raw_feed *_raw
     cdef readonly ReadArena arena
     cdef object _loop
     cdef object _on_event
@@ -182,6 +201,7 @@ cdef class IOHub:
     def __init__(self, engine, loop, ReadArena arena not None, on_event, Py_ssize_t write_high_water):
         self.engine = engine
         self.raw_feed = engine.raw_feed()
+        self._raw = raw_feed_of(self.raw_feed)
         self.arena = arena
         self._loop = loop
         self._on_event = on_event
@@ -211,8 +231,8 @@ cdef class IOHub:
             if transport is not None:
                 transport.write(data)
         for event in self.engine.take_events():
-            if event[0] == "close":
-                transport = self._transports.get(event[1])
+            if type(event) is Close:
+                transport = self._transports.get(event.conn)
                 if transport is not None:
                     transport.close()
             else:
@@ -241,16 +261,15 @@ cdef class EngineReader(ArenaReader):
     def __init__(self, IOHub hub not None, unsigned int conn):
         ArenaReader.__init__(self, hub.arena)
         self._hub = hub
-        # The hub holds the capsule (and so the engine) for as long as this reader.
-        self._raw = <ferromq_raw_feed *>PyCapsule_GetPointer(
-            hub.raw_feed, b"ferromq._core.RawFeed"
-        )
+        # The hub holds the capsule (and so the engine) for as long as this reader,
+        # and checked its version when it took it.
+        self._raw = hub._raw
         self._conn = conn
 
     cdef Py_ssize_t consume(self, bytearray source, Py_ssize_t end) except -1:
         return <Py_ssize_t>self._raw.feed(
-            self._raw.engine, self._conn, <const unsigned char *><char *>source,
-            <size_t>end, <unsigned long long>self._hub.now()
+            self._raw.engine, self._conn, <const uint8_t *><char *>source,
+            <size_t>end, <uint64_t>self._hub.now()
         )
 
     cpdef buffer_updated(self, Py_ssize_t nbytes):

@@ -1,4 +1,6 @@
-"""The brokers under test, each started on a free loopback port from a generated config.
+"""The brokers under test, each started on a free loopback port from a generated config:
+ferromq, Mosquitto (Debian's), amqtt, and the peers ../shared/peers builds (FlashMQ,
+rumqttd).
 
 A :class:`BrokerSpec` knows how to write its broker's config and command line and
 whether the broker is installed here; :func:`start` runs it (optionally pinned to one
@@ -124,7 +126,45 @@ class Ferromq(BrokerSpec):
         return [*self._serve, "--config", str(conf)]
 
 
-BROKERS: dict[str, BrokerSpec] = {b.name: b for b in (Ferromq(), Mosquitto(), Amqtt())}
+# ../shared/peers beside the repository: build.sh builds the peers, start/<name>.sh runs one.
+PEERS = Path(__file__).resolve().parents[3] / "shared" / "peers"
+PEERS_PREFIX = Path(os.environ.get("PEERS_PREFIX", Path.home() / ".cache" / "ferromq-peers"))
+
+
+class Peer(BrokerSpec):
+    """A peer broker built by ``../shared/peers/build.sh NAME``, started by its start
+    script with the throughput settings the peers README recommends (``settings``)."""
+
+    binary: ClassVar[str]
+    settings: ClassVar[tuple[str, ...]] = ()
+
+    def missing(self) -> str | None:
+        if not (PEERS_PREFIX / self.name / "bin" / self.binary).exists():
+            return f"{self.name} is not built (../shared/peers/build.sh {self.name})"
+        return None
+
+    def command(self, port: int, workdir: Path) -> list[str]:
+        return ["env", *self.settings, str(PEERS / "start" / f"{self.name}.sh"), str(port)]
+
+
+class FlashMQ(Peer):
+    name = "flashmq"
+    protocols = frozenset({4, 5})
+    binary = "flashmq"
+    settings = ("FLASHMQ_LOG_LEVEL=warning",)
+
+
+class Rumqttd(Peer):
+    # MQTT 5 listens on port + 1: the comparison uses its 3.1.1 listener only.
+    name = "rumqttd"
+    protocols = frozenset({4})
+    binary = "rumqttd"
+    settings = ("RUMQTTD_MAX_PAYLOAD=1048576",)
+
+
+BROKERS: dict[str, BrokerSpec] = {
+    b.name: b for b in (Ferromq(), Mosquitto(), Amqtt(), FlashMQ(), Rumqttd())
+}
 
 
 def free_port() -> int:

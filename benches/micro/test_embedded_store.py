@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
-from ferromq._core import Engine
+from ferromq.config import Config
+from ferromq.engine import engine_from_config
 from ferromq.storage.embedded import EmbeddedStore
 
 MESSAGES = 100
@@ -67,8 +68,9 @@ def journal_records() -> list[tuple[int, bytes]]:
 def batch() -> list[tuple[int, bytes]]:
     session = _record(1, _text(CLIENT) + struct.pack("<IB", 3600, 0))
     records = journal_records()
-    report = Engine(journal=True).restore(session + b"".join(r for _, r in records), 0)
-    assert report["error"] is None and report["messages"] == MESSAGES
+    # The default config's embedded store: the engine journals.
+    report = engine_from_config(Config()).restore(session + b"".join(r for _, r in records), 0)
+    assert report.error is None and report.messages == MESSAGES
     return records
 
 

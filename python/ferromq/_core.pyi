@@ -7,19 +7,34 @@ __all__ = [
     "DELIVERY_SHARED",
     "JOURNAL_FORMAT_VERSION",
     "MAX_PACKET_SIZE",
+    "ApplicationAck",
+    "ApplicationEnd",
+    "ApplicationEnqueue",
+    "ApplicationOp",
+    "Auth",
+    "Authenticate",
     "BenchError",
+    "Close",
     "CodecError",
+    "DamagedRange",
     "EncodeError",
     "Engine",
+    "EngineEvent",
+    "EngineSettings",
     "FrameBatch",
     "FrameDecoder",
     "JournalSplitter",
     "MalformedPacket",
     "PacketTooLarge",
+    "Persist",
     "ProtocolError",
     "RedisCodec",
     "RedisReplies",
+    "Rejected",
+    "RestoreReport",
     "RetainedIndex",
+    "StreamDone",
+    "StreamMember",
     "SubscriptionIndex",
     "TopicFilterInvalid",
     "TopicNameInvalid",
@@ -94,43 +109,145 @@ def journal_header(version: int = ...) -> bytes: ...
 def journal_format_version(head: bytes) -> int: ...
 def journal_log_records(batch: bytes) -> bytes: ...
 
+# Built by ferromq.engine.engine_settings from the config, where every default lives:
+# every field is required.
 @final
-class Engine:
+class EngineSettings:
     def __new__(
         cls,
         *,
-        max_packet_size: int = ...,
-        max_inflight: int = ...,
-        receive_maximum: int = ...,
-        max_topic_alias: int = ...,
-        max_keepalive: int = ...,
-        connect_timeout_ms: int = ...,
-        queue_limit: int = ...,
-        drop_policy: str = ...,
-        queue_qos0_offline: bool = ...,
-        max_session_expiry: int = ...,
-        persistent_session_expiry: int = ...,
-        max_client_id_length: int = ...,
-        allow_control_characters: bool = ...,
-        authenticate: bool = ...,
-        write_high_water: int = ...,
-        share_strategy: str = ...,
-        journal: bool = ...,
-        application_client_prefixes: list[str] = ...,
-        stream_application_groups: bool = ...,
-        maximum_qos: int = ...,
-        retain_available: bool = ...,
-        wildcard_subscription_available: bool = ...,
-        subscription_identifiers_available: bool = ...,
-        shared_subscription_available: bool = ...,
-        assign_client_id: bool = ...,
-        response_information_prefix: str = ...,
-        outbound_topic_aliases: int = ...,
-        validate_utf8_payload: bool = ...,
-        max_publish_rate: int = ...,
-        redirect_server_reference: str = ...,
-        redirect_permanent: bool = ...,
-    ) -> Engine: ...
+        max_packet_size: int,
+        max_inflight: int,
+        receive_maximum: int,
+        max_topic_alias: int,
+        max_keepalive: int,
+        connect_timeout_ms: int,
+        queue_limit: int,
+        drop_policy: str,
+        queue_qos0_offline: bool,
+        max_session_expiry: int,
+        persistent_session_expiry: int,
+        max_client_id_length: int,
+        allow_control_characters: bool,
+        authenticate: bool,
+        write_high_water: int,
+        share_strategy: str,
+        journal: bool,
+        application_client_prefixes: list[str],
+        stream_application_groups: bool,
+        maximum_qos: int,
+        retain_available: bool,
+        wildcard_subscription_available: bool,
+        subscription_identifiers_available: bool,
+        shared_subscription_available: bool,
+        assign_client_id: bool,
+        response_information_prefix: str,
+        outbound_topic_aliases: int,
+        validate_utf8_payload: bool,
+        max_publish_rate: int,
+        redirect_server_reference: str,
+        redirect_permanent: bool,
+    ) -> EngineSettings: ...
+
+# The engine's events (Engine.take_events), one class per variant of the core's Event.
+# At runtime EngineEvent is the binding's union of its event classes;
+# tests/unit/test_binding_unions.py checks that it names these members, in order.
+@final
+class Authenticate:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def username(self) -> str | None: ...
+    @property
+    def password(self) -> bytes | None: ...
+    @property
+    def protocol(self) -> int: ...
+    @property
+    def clean_start(self) -> bool: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def data(self) -> bytes | None: ...
+
+@final
+class Auth:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def reauthenticate(self) -> bool: ...
+    @property
+    def data(self) -> bytes | None: ...
+
+@final
+class Rejected:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def reason_code(self) -> int: ...
+    @property
+    def reason_name(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+
+@final
+class Close:
+    @property
+    def conn(self) -> int: ...
+
+@final
+class Persist: ...
+
+@final
+class StreamMember:
+    @property
+    def client(self) -> str: ...
+    @property
+    def share_filter(self) -> str: ...
+    @property
+    def online(self) -> bool: ...
+
+@final
+class StreamDone: ...
+
+EngineEvent: TypeAlias = (
+    Authenticate | Auth | Rejected | Close | Persist | StreamMember | StreamDone
+)
+
+@final
+class RestoreReport:
+    @property
+    def records(self) -> int: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def messages(self) -> int: ...
+    @property
+    def retained(self) -> int: ...
+    @property
+    def valid_len(self) -> int: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def damaged(self) -> tuple[DamagedRange, ...]: ...
+
+@final
+class DamagedRange:
+    @property
+    def offset(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def error(self) -> str: ...
+
+@final
+class Engine:
+    def __new__(cls, settings: EngineSettings) -> Engine: ...
     def open(self, now: int) -> int: ...
     def connection_lost(self, conn: int, now: int) -> None: ...
     def complete_auth(
@@ -151,7 +268,7 @@ class Engine:
     ) -> int: ...
     def has_output(self) -> bool: ...
     def take_output(self) -> list[tuple[int, bytes]]: ...
-    def take_events(self) -> list[tuple[Any, ...]]: ...
+    def take_events(self) -> list[EngineEvent]: ...
     def raw_feed(self) -> CapsuleType: ...
     def set_wall_clock(self, unix_ms: int, now: int) -> None: ...
     def take_journal(self) -> tuple[int, bytes] | None: ...
@@ -163,18 +280,39 @@ class Engine:
     ) -> bool: ...
     def take_stream_done(self) -> list[int]: ...
     def snapshot(self) -> bytes: ...
-    def restore(self, data: bytes, now: int) -> dict[str, Any]: ...
+    def restore(self, data: bytes, now: int) -> RestoreReport: ...
     def shutdown(self, now: int) -> None: ...
     def stats(self) -> dict[str, int]: ...
 
-# ("enqueue", client, packet id, Message + Enqueue record bytes) | ("ack", client,
-# packet id, None) | ("end", client, 0, None)
-_ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
+# JournalSplitter.split's application store operations; at runtime ApplicationOp is
+# the binding's union (tests/unit/test_binding_unions.py).
+@final
+class ApplicationEnqueue:
+    @property
+    def client(self) -> str: ...
+    @property
+    def packet_id(self) -> int: ...
+    @property
+    def record(self) -> bytes: ...
+
+@final
+class ApplicationAck:
+    @property
+    def client(self) -> str: ...
+    @property
+    def packet_id(self) -> int: ...
+
+@final
+class ApplicationEnd:
+    @property
+    def client(self) -> str: ...
+
+ApplicationOp: TypeAlias = ApplicationEnqueue | ApplicationAck | ApplicationEnd
 
 @final
 class JournalSplitter:
     def __new__(cls) -> JournalSplitter: ...
-    def split(self, data: bytes) -> tuple[bytes, list[_ApplicationOp]]: ...
+    def split(self, data: bytes) -> tuple[bytes, list[ApplicationOp]]: ...
     def observe(self, data: bytes) -> None: ...
     def application_clients(self) -> list[str]: ...
     @staticmethod

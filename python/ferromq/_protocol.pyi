@@ -4,7 +4,7 @@ from typing import Any, Protocol
 
 from typing_extensions import CapsuleType, disjoint_base
 
-from ferromq._core import CodecError, Engine
+from ferromq._core import CodecError, Engine, EngineEvent
 
 DEFAULT_ARENA_SIZE: int
 
@@ -46,7 +46,7 @@ class IOHub:
         engine: Engine,
         loop: asyncio.AbstractEventLoop,
         arena: ReadArena,
-        on_event: Callable[[tuple[Any, ...]], None],
+        on_event: Callable[[EngineEvent], None],
         write_high_water: int,
     ) -> None: ...
     def now(self) -> int: ...

@@ -15,7 +15,7 @@ the store and releases the acknowledgements waiting for them. Its health (ok or
 failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
 With the Kafka application store, shared groups of application clients are served by
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
-``stream_member`` and ``stream_done`` events.
+``StreamMember`` and ``StreamDone`` events.
 
 SIGHUP (``ferromq serve``) reloads what can change while running
 (:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
@@ -31,12 +31,23 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
-from ferromq._core import Engine
+from ferromq._core import (
+    Auth,
+    Authenticate,
+    Close,
+    Engine,
+    EngineEvent,
+    Persist,
+    Rejected,
+    StreamDone,
+    StreamMember,
+)
 from ferromq._protocol import IOHub, ReadArena
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.config import Config
+from ferromq.engine import engine_from_config
 from ferromq.listener import Listeners
 from ferromq.log import log_event
 from ferromq.reload import Reloader, ReloadHook
@@ -51,44 +62,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ferromq.broker")
 
 TICK_SECONDS = 0.5
-NEVER_EXPIRES = 0xFFFF_FFFF
-
-
-def engine_from_config(config: Config) -> Engine:
-    limits, session, mqtt5 = config.limits, config.session, config.mqtt5
-    return Engine(
-        max_packet_size=limits.max_packet_size,
-        max_inflight=limits.max_inflight,
-        receive_maximum=limits.receive_maximum,
-        max_topic_alias=limits.max_topic_alias,
-        max_keepalive=limits.max_keepalive,
-        connect_timeout_ms=limits.connect_timeout * 1000,
-        queue_limit=session.queue_limit,
-        drop_policy=session.drop_policy,
-        queue_qos0_offline=session.queue_qos0_offline,
-        max_session_expiry=session.max_session_expiry or NEVER_EXPIRES,
-        persistent_session_expiry=session.default_session_expiry_v311 or NEVER_EXPIRES,
-        max_client_id_length=limits.max_client_id_length,
-        allow_control_characters=limits.allow_control_characters,
-        write_high_water=limits.write_buffer_high_water,
-        share_strategy=session.share_strategy,
-        journal=config.storage.backend != "memory",
-        application_client_prefixes=list(config.storage.application_client_prefixes),
-        stream_application_groups=config.storage.application_store == "kafka",
-        authenticate=bool(config.auth.chain()),
-        max_publish_rate=limits.max_publish_rate,
-        maximum_qos=mqtt5.maximum_qos,
-        retain_available=mqtt5.retain_available,
-        wildcard_subscription_available=mqtt5.wildcard_subscription_available,
-        subscription_identifiers_available=mqtt5.subscription_identifiers_available,
-        shared_subscription_available=mqtt5.shared_subscription_available,
-        assign_client_id=mqtt5.assign_client_id,
-        response_information_prefix=mqtt5.response_information_prefix,
-        outbound_topic_aliases=mqtt5.outbound_topic_aliases,
-        validate_utf8_payload=mqtt5.validate_utf8_payload,
-        redirect_server_reference=config.redirect.server_reference,
-        redirect_permanent=config.redirect.permanent,
-    )
 
 
 def store_from_config(config: Config) -> Store | None:
@@ -232,35 +205,35 @@ class Broker:
         self.engine.set_wall_clock(int(time.time() * 1000), now)
         data = await store.load()
         report = self.engine.restore(data, now)
-        store.loaded(report["valid_len"])
-        for offset, length, error in report["damaged"]:
+        store.loaded(report.valid_len)
+        for damaged in report.damaged:
             log_event(
                 logger,
                 logging.ERROR,
                 "store records damaged, skipped; intact records after them kept",
                 store=store.name,
-                offset=offset,
-                bytes=length,
-                error=error,
+                offset=damaged.offset,
+                bytes=damaged.length,
+                error=damaged.error,
             )
-        if report["error"] is not None:
+        if report.error is not None:
             log_event(
                 logger,
                 logging.WARNING,
                 "store tail unreadable, cut off",
                 store=store.name,
-                error=report["error"],
-                kept_bytes=report["valid_len"],
-                dropped_bytes=len(data) - report["valid_len"],
+                error=report.error,
+                kept_bytes=report.valid_len,
+                dropped_bytes=len(data) - report.valid_len,
             )
         log_event(
             logger,
             logging.INFO,
             "store restored",
             store=store.name,
-            sessions=report["sessions"],
-            messages=report["messages"],
-            retained=report["retained"],
+            sessions=report.sessions,
+            messages=report.messages,
+            retained=report.retained,
         )
 
     async def stop(self) -> None:
@@ -296,37 +269,39 @@ class Broker:
         await gate.settled()
         await provider.aclose()
 
-    def _on_event(self, event: tuple[Any, ...]) -> None:
-        kind = event[0]
-        if kind == "persist":
-            if self._persister is not None:
-                self._persister.kick()
-            return
-        if kind in ("stream_member", "stream_done"):
-            # Only with the Kafka application store, whose groups the engine streams.
-            assert self._streams is not None
-            if kind == "stream_done":
+    def _on_event(self, event: EngineEvent) -> None:
+        match event:
+            case Persist():
+                if self._persister is not None:
+                    self._persister.kick()
+            case StreamMember(client=client, share_filter=share_filter, online=online):
+                # Only with the Kafka application store, whose groups the engine streams.
+                assert self._streams is not None
+                self._streams.on_member(client, share_filter, online)
+            case StreamDone():
+                assert self._streams is not None
                 self._streams.on_done()
-            else:
-                self._streams.on_member(*event[1:])
-            return
-        conn = event[1]
-        if kind == "rejected":
-            # Once per refused or aborted connection, never per message.
-            _, _, code, name, detail = event
-            log_event(
-                logger,
-                logging.WARNING,
-                "connection rejected",
-                conn=conn,
-                peer=self.hub.peer(conn),
-                reason=f"0x{code:02X} {name}",
-                detail=detail,
-            )
-        elif self.auth is not None:
-            # "authenticate" and "auth": only with [auth] providers; without them the
-            # engine accepts every CONNECT itself.
-            self.auth.on_event(event)
+            case Rejected():
+                # Once per refused or aborted connection, never per message.
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "connection rejected",
+                    conn=event.conn,
+                    peer=self.hub.peer(event.conn),
+                    reason=f"0x{event.reason_code:02X} {event.reason_name}",
+                    detail=event.detail,
+                )
+            case Authenticate() | Auth():
+                # Only with [auth] providers; without them the engine accepts every
+                # CONNECT itself.
+                if self.auth is not None:
+                    self.auth.on_event(event)
+            case Close():
+                pass  # IOHub closes the transport itself
+            case _:
+                # mypy: an event class added to the binding but not handled here.
+                _unhandled(event)
 
     async def _tick_forever(self) -> None:
         while True:
@@ -345,6 +320,10 @@ class Broker:
                 self.engine.publish(topic, payload, 0, True, now)
             self.hub.flush()
             await asyncio.sleep(self.config.sys.interval)
+
+
+def _unhandled(event: NoReturn) -> NoReturn:
+    raise AssertionError(f"unhandled engine event {event!r}")
 
 
 async def serve(

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferromq._core import Engine
+from ferromq.config import Config
+from ferromq.engine import engine_from_config
 from ferromq.storage.embedded import EmbeddedStore
 
 COMPACT_AFTER = 4096
@@ -56,7 +58,7 @@ def test_rewrites_stay_logarithmic_in_writes_while_the_state_grows(tmp_path: Pat
         store = await opened(tmp_path)
         try:
             return await retain_each(
-                Engine(journal=True), store, [f"t/{n}" for n in range(3000)], b"x" * 64
+                engine_from_config(Config()), store, [f"t/{n}" for n in range(3000)], b"x" * 64
             )
         finally:
             await store.close()
@@ -75,7 +77,7 @@ def test_rewritten_bytes_stay_proportional_to_written_bytes_with_a_large_state(
 
     async def run() -> Traffic:
         store = await opened(tmp_path)
-        engine = Engine(journal=True)
+        engine = engine_from_config(Config())
         try:
             await retain_each(engine, store, topics, b"a" * 512)
             # The state (~170 KB, 40 times compact_after) now stays the same size.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ferromq._core import Engine
+from ferromq.config import Config
+from ferromq.engine import engine_from_config
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister, StoreHealth
 
@@ -31,9 +32,9 @@ class CompactionWithABug(EmbeddedStore):
 
 
 async def publish_until_recovered(tmp_path: Path) -> tuple[StoreHealth, bool]:
-    engine = Engine(journal=True)
+    engine = engine_from_config(Config())
     store = CompactionWithABug(tmp_path, fsync="off", compact_after=1024)
-    store.loaded(engine.restore(await store.load(), 0)["valid_len"])
+    store.loaded(engine.restore(await store.load(), 0).valid_len)
     persister = Persister(engine, store, lambda: None)
     persister.start()
     for n in range(TOPICS):
@@ -60,7 +61,7 @@ def test_a_bug_in_compaction_is_logged_with_its_traceback_and_survived(
     async def restore() -> int:
         store = EmbeddedStore(tmp_path)
         try:
-            retained: int = Engine(journal=True).restore(await store.load(), 0)["retained"]
+            retained: int = engine_from_config(Config()).restore(await store.load(), 0).retained
             return retained
         finally:
             await store.close()

@@ -1,10 +1,10 @@
 """The bridge between the engine's authentication events and a provider.
 
-The engine hands Python one ``("authenticate", ...)`` event per CONNECT and one
-``("auth", ...)`` per client AUTH packet (never anything per message). Each becomes
-a task that awaits the provider and answers the engine with ``continue_auth`` (a
-:class:`Challenge`) or ``complete_auth`` (:class:`Accept` / :class:`Reject`), then
-flushes, so the answer leaves in the same loop iteration.
+The engine hands Python one ``Authenticate`` event per CONNECT and one ``Auth`` per
+client AUTH packet (never anything per message). Each becomes a task that awaits the
+provider and answers the engine with ``continue_auth`` (a :class:`Challenge`) or
+``complete_auth`` (:class:`Accept` / :class:`Reject`), then flushes, so the answer
+leaves in the same loop iteration.
 
 Every event carries the connection's token and every answer brings it back: the
 engine ignores an answer whose socket has gone, even when its connection id now
@@ -27,9 +27,8 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
 
-from ferromq._core import Engine
+from ferromq._core import Auth, Authenticate, Engine
 from ferromq._protocol import IOHub
 from ferromq.auth.provider import (
     MAXIMUM_CONNECT_TIME,
@@ -83,21 +82,26 @@ class AuthGate:
         state = self._connections.get(conn)
         return state.identity if state else None
 
-    def on_event(self, event: tuple[Any, ...]) -> None:
-        """Handle an ``authenticate`` or ``auth`` event from ``Engine.take_events``."""
-        if event[0] == "authenticate":
-            _, conn, token, client_id, username, password, protocol, _, method, data = event
-            self._connections[conn] = _Connection(token, client_id, method)
+    def on_event(self, event: Authenticate | Auth) -> None:
+        """Handle an ``Authenticate`` or ``Auth`` event from ``Engine.take_events``."""
+        conn, token, data = event.conn, event.token, event.data
+        if isinstance(event, Authenticate):
+            self._connections[conn] = _Connection(token, event.client_id, event.method)
             request = AuthRequest(
-                client_id, username, password, protocol, method, data, peer=self._peer(conn)
+                event.client_id,
+                event.username,
+                event.password,
+                event.protocol,
+                event.method,
+                data,
+                peer=self._peer(conn),
             )
             self._run(conn, token, self._provider.authenticate(request))
             return
-        _, conn, token, reauthenticate, data = event
         state = self._connections.get(conn)
         if state is None or state.token != token:
             return  # the engine checks methods and turns; this cannot be ours
-        if reauthenticate:
+        if event.reauthenticate:
             request = AuthRequest(
                 state.client_id,
                 None,

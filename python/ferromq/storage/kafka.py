@@ -45,27 +45,23 @@ import heapq
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaError
 
+from ferromq._core import ApplicationAck, ApplicationEnd, ApplicationEnqueue, ApplicationOp
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 
 __all__ = [
     "AckedPrefix",
-    "ApplicationOp",
     "KafkaStore",
     "is_stream",
     "shared_topic_name",
     "topic_name",
 ]
-
-# What ``JournalSplitter.split`` hands over per record: ("enqueue", client, packet id,
-# record bytes), ("ack", client, packet id, None) or ("end", client, 0, None).
-ApplicationOp: TypeAlias = tuple[str, str, int, bytes | None]
 
 logger = logging.getLogger("ferromq.storage")
 
@@ -299,9 +295,9 @@ class KafkaStore:
 
     async def _write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
         await self._produce(ops, produced)
-        for op, client, _, _ in ops:
-            if op == "end" and is_stream(client):
-                await self._drop_stream(client)
+        for op in ops:
+            if isinstance(op, ApplicationEnd) and is_stream(op.client):
+                await self._drop_stream(op.client)
         touched = self._account(ops, produced)
         # A session end is stored before the batch counts (a restart must not bring
         # its records back); cursor moves from acks go out in the background.
@@ -313,19 +309,18 @@ class KafkaStore:
     async def _produce(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
         """Send the batch's deliveries not yet stored, as one Kafka batch per topic
         partition (a record each, one future per batch), and wait for them all."""
-        by_partition: dict[TopicPartition, list[int]] = {}
-        for index, (op, client, packet_id, _) in enumerate(ops):
-            if op == "enqueue" and index not in produced:
-                tp = await self._partition_for(client, packet_id)
-                by_partition.setdefault(tp, []).append(index)
+        by_partition: dict[TopicPartition, list[tuple[int, ApplicationEnqueue]]] = {}
+        for index, op in enumerate(ops):
+            if isinstance(op, ApplicationEnqueue) and index not in produced:
+                tp = await self._partition_for(op.client, op.packet_id)
+                by_partition.setdefault(tp, []).append((index, op))
         sent: list[tuple[list[int], asyncio.Future[Any]]] = []
-        for tp, indices in by_partition.items():
+        for tp, enqueues in by_partition.items():
             batch = self._producer.create_batch()
             members: list[int] = []
-            for index in indices:
-                _, client, packet_id, value = ops[index]
-                key = client.encode()
-                headers = [(_PACKET_ID, packet_id.to_bytes(2, "big"))]
+            for index, enqueue in enqueues:
+                key, value = enqueue.client.encode(), enqueue.record
+                headers = [(_PACKET_ID, enqueue.packet_id.to_bytes(2, "big"))]
                 if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
                     sent.append((members, await self._send(batch, tp)))
                     batch, members = self._producer.create_batch(), []
@@ -378,18 +373,19 @@ class KafkaStore:
     def _account(self, ops: list[ApplicationOp], produced: dict[int, int]) -> set[str]:
         """Apply the batch to the cursors in journal order; the clients touched."""
         touched: set[str] = set()
-        for index, (op, client, packet_id, _) in enumerate(ops):
-            cursor = self._cursors.get(client)
+        for index, op in enumerate(ops):
+            cursor = self._cursors.get(op.client)
             if cursor is None:
                 continue  # an ack or end for a client with nothing stored here
-            touched.add(client)
-            if op == "enqueue":
-                cursor.pending.stored(produced[index], packet_id)
-            elif op == "ack":
-                cursor.pending.acked(packet_id)
-            else:
-                cursor.pending.clear()
-                cursor.dropped = True
+            touched.add(op.client)
+            match op:
+                case ApplicationEnqueue(packet_id=packet_id):
+                    cursor.pending.stored(produced[index], packet_id)
+                case ApplicationAck(packet_id=packet_id):
+                    cursor.pending.acked(packet_id)
+                case ApplicationEnd():
+                    cursor.pending.clear()
+                    cursor.dropped = True
         return touched
 
     async def _commit(self, clients: set[str]) -> None:

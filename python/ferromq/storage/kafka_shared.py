@@ -8,14 +8,14 @@ to the group's topic (:func:`ferromq.storage.kafka.shared_topic_name`,
 delivers those records:
 
 - one :class:`MemberConsumer` per member online for the group (the engine's
-  ``stream_member`` events start and stop them), all in the consumer group
+  ``StreamMember`` events start and stop them), all in the consumer group
   ``<prefix>share.<group>/<filter>``, so Kafka shares the partitions among the members
   and moves them as members come and go; a group with no member online keeps its
   messages in the topic until one comes;
 - each record is handed to the member with ``Engine.deliver_streamed`` under a token, at
   most ``kafka.shared_prefetch`` of them outstanding per member;
 - the engine reports tokens done with (PUBACK, PUBREC, or dropped by expiry or queue
-  policy) through ``stream_done``; each partition's cursor is the offset after its
+  policy) through ``StreamDone``; each partition's cursor is the offset after its
   longest done prefix (:class:`~ferromq.storage.kafka.AckedPrefix`), committed at
   most every ``COMMIT_INTERVAL`` while it delivers, and when it stops or loses the
   partition;

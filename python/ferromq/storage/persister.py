@@ -1,6 +1,6 @@
 """The persister: moves the engine's journal into the store, batch by batch.
 
-The engine raises one ``persist`` event when records appear (not one per record), and a
+The engine raises one ``Persist`` event when records appear (not one per record), and a
 second one when a store's batch size is reached (``Engine.set_journal_flush_records``).
 The persister waits ``flush_interval`` after the first (0: the next loop turn), or
 less if the second comes, and writes everything pending as one batch; while a batch is
@@ -94,7 +94,7 @@ class Persister:
         return self._task is not None and not self._task.done()
 
     def kick(self) -> None:
-        """The engine has records (its ``persist`` event)."""
+        """The engine has records (its ``Persist`` event)."""
         self._wakeup.set()
 
     async def _run(self) -> None:

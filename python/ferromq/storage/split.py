@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ferromq._core import JournalSplitter, journal_header
+from ferromq._core import ApplicationOp, JournalSplitter, journal_header
 from ferromq.storage import Store
-from ferromq.storage.kafka import ApplicationOp, KafkaStore
+from ferromq.storage.kafka import KafkaStore
 
 __all__ = ["SplitStore"]
 

@@ -9,7 +9,9 @@
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
+//! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
+pub mod choice;
 pub mod codec;
 pub mod engine;
 pub mod retain;

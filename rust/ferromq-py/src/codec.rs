@@ -14,13 +14,12 @@ use ferromq_core::codec::{
     PROTOCOL_MAX_PACKET_SIZE,
 };
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::buffer::with_bytes;
-use crate::errors::{bad_packet, decode_error, encode_error};
+use crate::errors::{self, bad_packet, decode_error, encode_error};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrameDecoder>()?;
@@ -34,7 +33,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 fn version_from_level(level: u8) -> PyResult<ProtocolVersion> {
     ProtocolVersion::from_level(level)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown protocol version {level}")))
+        .ok_or_else(|| errors::bad_argument(format!("unknown protocol version {level}")))
 }
 
 /// Streaming decoder: feed buffers, get every complete packet.
@@ -165,7 +164,7 @@ impl FrameBatch {
         let packet = self
             .packets
             .get(index)
-            .ok_or_else(|| pyo3::exceptions::PyIndexError::new_err("packet index out of range"))?;
+            .ok_or_else(|| errors::out_of_range("packet"))?;
         packet_to_dict(py, packet)
     }
 
@@ -232,7 +231,7 @@ fn encode_many<'py>(
 fn reason_code_name(code: u8) -> PyResult<&'static str> {
     ReasonCode::from_u8(code)
         .map(ReasonCode::name)
-        .ok_or_else(|| PyValueError::new_err(format!("0x{code:02X} is not a reason code")))
+        .ok_or_else(|| errors::bad_argument(format!("0x{code:02X} is not a reason code")))
 }
 
 // ---- Rust → Python -------------------------------------------------------------

@@ -3,14 +3,22 @@
 //! `CodecError(ValueError)` carries `reason_code` (the MQTT reason code the broker
 //! answers with) and `detail`; each classified decode error has its own subclass so
 //! callers can `except MalformedPacket`. `BenchError(RuntimeError)` is a benchmark run
-//! that could not be carried out.
+//! that could not be carried out. Everything else is a `ValueError` (an argument or a
+//! setting out of its range, an unknown name, bytes a store cannot read) or an
+//! `IndexError`, made by the functions below. The binding's other files raise nothing
+//! themselves: `clippy.toml` disallows `new_err` outside this file.
+
+#![allow(clippy::disallowed_methods)] // the one file allowed to make exceptions
+
+use std::fmt::Display;
 
 use ferromq_bench::BenchError as CoreBenchError;
+use ferromq_core::choice::UnknownName;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
 use ferromq_core::engine::JournalError;
 use ferromq_core::topic::IndexError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -123,7 +131,29 @@ pub(crate) fn bench_error(err: &CoreBenchError) -> PyErr {
     }
 }
 
+/// An argument outside what it may be (a QoS of 3, a reason code that does not
+/// exist, a topic name with a wildcard); `message` names the argument.
+pub(crate) fn bad_argument(message: impl Into<String>) -> PyErr {
+    PyValueError::new_err(message.into())
+}
+
+/// A name that is not one of a setting's names (`ferromq_core::choice`).
+pub(crate) fn unknown_name(err: &UnknownName) -> PyErr {
+    PyValueError::new_err(err.to_string())
+}
+
+/// An index past the end of a sequence.
+pub(crate) fn out_of_range(what: &str) -> PyErr {
+    PyIndexError::new_err(format!("{what} index out of range"))
+}
+
 /// Bytes that are not whole journal records.
 pub(crate) fn journal_error(err: JournalError) -> PyErr {
+    PyValueError::new_err(err.to_string())
+}
+
+/// What a store sent back or was given that its codec cannot use (RESP that is not
+/// RESP, an error reply while loading, a slot map with a gap).
+pub(crate) fn store_error(err: impl Display) -> PyErr {
     PyValueError::new_err(err.to_string())
 }

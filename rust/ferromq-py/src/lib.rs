@@ -6,14 +6,19 @@
 //! the boundary, once per batch where the API allows it.
 
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 mod bench;
 mod buffer;
 mod codec;
 mod engine;
 mod errors;
+mod events;
 mod journal;
+mod raw_feed;
 mod redis;
+mod restore_report;
+mod settings;
 mod split;
 mod topic;
 
@@ -23,10 +28,35 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     codec::register(m)?;
     bench::register(m)?;
+    settings::register(m)?;
     engine::register(m)?;
+    events::register(m)?;
+    restore_report::register(m)?;
     topic::register(m)?;
     journal::register(m)?;
     redis::register(m)?;
     split::register(m)?;
     Ok(())
+}
+
+/// Register `classes` and the union of them as `name` (`A | B | ...`, a
+/// `types.UnionType`): the runtime twin of a stub alias, which
+/// tests/unit/test_binding_unions.py compares with the stub.
+fn add_union<'py, const N: usize>(
+    m: &Bound<'py, PyModule>,
+    name: &str,
+    classes: [Bound<'py, PyType>; N],
+) -> PyResult<()> {
+    let mut union: Option<Bound<'py, PyAny>> = None;
+    for class in classes {
+        m.add(class.name()?, &class)?;
+        union = Some(match union {
+            None => class.into_any(),
+            Some(union) => union.bitor(class)?,
+        });
+    }
+    match union {
+        Some(union) => m.add(name, union),
+        None => Ok(()),
+    }
 }

@@ -7,9 +7,10 @@
 use ferromq_core::store::redis::{RedisCodec as CoreCodec, SCRIPTS};
 use ferromq_core::store::resp::{Replies, Reply};
 use ferromq_core::store::slots;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+use crate::errors;
 
 /// `(node, resp_bytes, commands)` per node with commands.
 type Buffers<'py> = Vec<(u16, Bound<'py, PyBytes>, usize)>;
@@ -61,7 +62,7 @@ impl RedisCodec {
         if self.inner.set_sha(name, sha) {
             Ok(())
         } else {
-            Err(PyValueError::new_err(format!("unknown script {name:?}")))
+            Err(errors::bad_argument(format!("unknown script {name:?}")))
         }
     }
 
@@ -69,7 +70,7 @@ impl RedisCodec {
     /// CLUSTER SLOTS) that cover every slot; ValueError names a slot left without a
     /// node.
     fn set_slots(&mut self, ranges: Vec<(u16, u16, u16)>) -> PyResult<()> {
-        self.inner.set_slots(&ranges).map_err(PyValueError::new_err)
+        self.inner.set_slots(&ranges).map_err(errors::store_error)
     }
 
     /// One journal batch as `[(node, resp_bytes, commands)]`; `eval` sends script
@@ -84,7 +85,7 @@ impl RedisCodec {
         let routed = self
             .inner
             .batch(bytes::Bytes::copy_from_slice(data), now_unix_ms, eval)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(errors::store_error)?;
         Ok(buffers(py, routed))
     }
 
@@ -121,7 +122,7 @@ impl RedisCodec {
         let records = self
             .inner
             .load_records(&clients, &kept)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(errors::store_error)?;
         Ok(PyBytes::new(py, &records))
     }
 }
@@ -159,10 +160,7 @@ impl RedisReplies {
     fn feed(&mut self, data: &[u8]) -> PyResult<bool> {
         self.reader.feed(data);
         while self.read < self.expected {
-            let reply = self
-                .reader
-                .next_reply()
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let reply = self.reader.next_reply().map_err(errors::store_error)?;
             let Some(reply) = reply else {
                 break;
             };

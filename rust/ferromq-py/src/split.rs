@@ -2,19 +2,50 @@
 //! application (Kafka) store, once per batch in Rust (`engine/split.rs`).
 //!
 //! `split` returns the primary store's bytes and the application store's
-//! operations as tuples `(op, client, packet_id, value)`: `("enqueue", client,
-//! packet id, record bytes)`, `("ack", client, packet id, None)`, `("end", client,
-//! 0, None)`. Device traffic never becomes a Python object.
+//! operations, one frozen object each (`ApplicationEnqueue`, `ApplicationAck`,
+//! `ApplicationEnd`; the runtime union `ApplicationOp`, checked against the stub like
+//! the engine's events). Device traffic never becomes a Python object.
 
 use bytes::Bytes;
 use ferromq_core::engine::{ApplicationOp, JournalSplit};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList};
+
+use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<JournalSplitter>()?;
-    Ok(())
+    let py = m.py();
+    crate::add_union(
+        m,
+        "ApplicationOp",
+        [
+            py.get_type::<ApplicationEnqueue>(),
+            py.get_type::<ApplicationAck>(),
+            py.get_type::<ApplicationEnd>(),
+        ],
+    )
+}
+
+/// Store this delivery for `client`: `record` is its Message and Enqueue records.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct ApplicationEnqueue {
+    client: String,
+    packet_id: u16,
+    record: Py<PyBytes>,
+}
+
+/// `client` acknowledged (or completed) the delivery with `packet_id`.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct ApplicationAck {
+    client: String,
+    packet_id: u16,
+}
+
+/// `client`'s session ended: what is stored for it goes.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct ApplicationEnd {
+    client: String,
 }
 
 #[pyclass(module = "ferromq._core", unsendable)]
@@ -41,7 +72,7 @@ impl JournalSplitter {
         let split = self
             .inner
             .split(&Bytes::copy_from_slice(data))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(errors::journal_error)?;
         let ops = PyList::empty(py);
         for op in split.application {
             let item = match op {
@@ -49,33 +80,19 @@ impl JournalSplitter {
                     client,
                     packet_id,
                     value,
-                } => PyTuple::new(
-                    py,
-                    [
-                        "enqueue".into_pyobject(py)?.into_any(),
-                        client.into_pyobject(py)?.into_any(),
-                        packet_id.into_pyobject(py)?.into_any(),
-                        PyBytes::new(py, &value).into_any(),
-                    ],
-                )?,
-                ApplicationOp::Ack { client, packet_id } => PyTuple::new(
-                    py,
-                    [
-                        "ack".into_pyobject(py)?.into_any(),
-                        client.into_pyobject(py)?.into_any(),
-                        packet_id.into_pyobject(py)?.into_any(),
-                        py.None().into_bound(py),
-                    ],
-                )?,
-                ApplicationOp::End { client } => PyTuple::new(
-                    py,
-                    [
-                        "end".into_pyobject(py)?.into_any(),
-                        client.into_pyobject(py)?.into_any(),
-                        0u16.into_pyobject(py)?.into_any(),
-                        py.None().into_bound(py),
-                    ],
-                )?,
+                } => ApplicationEnqueue {
+                    client,
+                    packet_id,
+                    record: PyBytes::new(py, &value).unbind(),
+                }
+                .into_pyobject(py)?
+                .into_any(),
+                ApplicationOp::Ack { client, packet_id } => ApplicationAck { client, packet_id }
+                    .into_pyobject(py)?
+                    .into_any(),
+                ApplicationOp::End { client } => {
+                    ApplicationEnd { client }.into_pyobject(py)?.into_any()
+                }
             };
             ops.append(item)?;
         }
@@ -96,7 +113,7 @@ impl JournalSplitter {
     #[staticmethod]
     fn primary_part<'py>(py: Python<'py>, snapshot: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let primary = JournalSplit::primary_part(&Bytes::copy_from_slice(snapshot))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(errors::journal_error)?;
         Ok(PyBytes::new(py, &primary))
     }
 }

@@ -9,11 +9,10 @@
 use ferromq_core::codec::{QoS, RetainHandling, SubscriptionOptions};
 use ferromq_core::retain::RetainedIndex as CoreRetained;
 use ferromq_core::topic::{MatchResult, ShareStrategy, SubscriptionIndex as CoreIndex};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::errors::index_error;
+use crate::errors::{self, index_error};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SubscriptionIndex>()?;
@@ -25,14 +24,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DELIVERY_SHARED", ferromq_core::topic::DELIVERY_SHARED)?;
     Ok(())
 }
-
-const STRATEGIES: [(&str, ShareStrategy); 5] = [
-    ("round_robin", ShareStrategy::RoundRobin),
-    ("random", ShareStrategy::Random),
-    ("hash_client", ShareStrategy::HashClient),
-    ("hash_topic", ShareStrategy::HashTopic),
-    ("sticky", ShareStrategy::Sticky),
-];
 
 /// The six parallel lists of one match.
 type MatchLists<'py> = (
@@ -56,12 +47,9 @@ impl SubscriptionIndex {
     #[new]
     #[pyo3(signature = (strategy = "round_robin"))]
     fn new(strategy: &str) -> PyResult<SubscriptionIndex> {
-        let (_, strategy) = STRATEGIES
-            .iter()
-            .find(|(name, _)| *name == strategy)
-            .ok_or_else(|| PyValueError::new_err(format!("unknown strategy {strategy:?}")))?;
+        let strategy: ShareStrategy = strategy.parse().map_err(|e| errors::unknown_name(&e))?;
         Ok(SubscriptionIndex {
-            inner: CoreIndex::new(*strategy),
+            inner: CoreIndex::new(strategy),
             result: MatchResult::new(),
         })
     }
@@ -69,11 +57,7 @@ impl SubscriptionIndex {
     /// The shared-subscription strategy's name.
     #[getter]
     fn strategy(&self) -> &'static str {
-        let strategy = self.inner.strategy();
-        STRATEGIES
-            .iter()
-            .find(|(_, s)| *s == strategy)
-            .map_or("round_robin", |(name, _)| name)
+        self.inner.strategy().name()
     }
 
     /// Add or replace a subscription; True when it is new.
@@ -93,13 +77,12 @@ impl SubscriptionIndex {
         retain_handling: u8,
         subscription_identifier: Option<u32>,
     ) -> PyResult<bool> {
-        let qos =
-            QoS::from_u8(qos).ok_or_else(|| PyValueError::new_err("qos must be 0, 1 or 2"))?;
+        let qos = QoS::from_u8(qos).ok_or_else(|| errors::bad_argument("qos must be 0, 1 or 2"))?;
         let retain_handling = match retain_handling {
             0 => RetainHandling::SendAtSubscribe,
             1 => RetainHandling::SendAtSubscribeIfNew,
             2 => RetainHandling::DoNotSend,
-            _ => return Err(PyValueError::new_err("retain_handling must be 0, 1 or 2")),
+            _ => return Err(errors::bad_argument("retain_handling must be 0, 1 or 2")),
         };
         let options = SubscriptionOptions {
             qos,

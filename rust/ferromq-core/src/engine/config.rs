@@ -1,4 +1,5 @@
-//! The engine's limits and session defaults, filled in by Python from the config file.
+//! The engine's limits and session settings, filled in by Python from the config file
+//! (`ferromq.engine.engine_settings`): the defaults live in `config.py` only.
 
 pub use super::announce::{Features, Redirect};
 
@@ -11,6 +12,11 @@ pub enum DropPolicy {
     /// Keep the queue as it is and drop the new message.
     RefuseNewest,
 }
+
+crate::choice::named!(DropPolicy, "drop policy", [
+    "drop_oldest" => DropPolicy::DropOldest,
+    "refuse_newest" => DropPolicy::RefuseNewest,
+]);
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -61,6 +67,11 @@ pub struct EngineConfig {
     pub features: Features,
 }
 
+/// The Rust tests' fixture (feature `test-fixtures`, on for this crate's own tests),
+/// not a production default: the broker's settings, defaults included, come only from
+/// Python's config schema (`python/ferromq/config.py`) through the binding's
+/// `EngineSettings`, whose every field is required.
+#[cfg(any(test, feature = "test-fixtures"))]
 impl Default for EngineConfig {
     fn default() -> EngineConfig {
         EngineConfig {

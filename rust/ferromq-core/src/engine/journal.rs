@@ -71,6 +71,11 @@ pub enum ClientType {
     Application,
 }
 
+crate::choice::named!(ClientType, "client type", [
+    "device" => ClientType::Device,
+    "application" => ClientType::Application,
+]);
+
 impl ClientType {
     pub(crate) fn code(self) -> u8 {
         self as u8

@@ -40,6 +40,14 @@ pub enum ShareStrategy {
     Sticky,
 }
 
+crate::choice::named!(ShareStrategy, "share strategy", [
+    "round_robin" => ShareStrategy::RoundRobin,
+    "random" => ShareStrategy::Random,
+    "hash_client" => ShareStrategy::HashClient,
+    "hash_topic" => ShareStrategy::HashTopic,
+    "sticky" => ShareStrategy::Sticky,
+]);
+
 /// A shared group as the engine holds it: the index's group id and the serial
 /// that tells this group from a later one reusing the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

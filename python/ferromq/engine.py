@@ -1,0 +1,59 @@
+"""The engine as the configuration describes it.
+
+:func:`engine_settings` is the one mapping from the config schema
+(:mod:`ferromq.config`, where every default lives) to the ``EngineSettings`` the
+compiled engine is built with; the binding's ``EngineSettings`` requires every field,
+so a setting has no second default in Rust or here. Conversions that are the engine's
+business happen here once: seconds to milliseconds, "0 means never" to the engine's
+``0xFFFFFFFF``, the storage choice to ``journal`` and ``stream_application_groups``.
+"""
+
+from __future__ import annotations
+
+from ferromq._core import Engine, EngineSettings
+from ferromq.config import Config
+
+__all__ = ["engine_from_config", "engine_settings"]
+
+NEVER_EXPIRES = 0xFFFF_FFFF
+
+
+def engine_settings(config: Config) -> EngineSettings:
+    limits, session, mqtt5 = config.limits, config.session, config.mqtt5
+    return EngineSettings(
+        max_packet_size=limits.max_packet_size,
+        max_inflight=limits.max_inflight,
+        receive_maximum=limits.receive_maximum,
+        max_topic_alias=limits.max_topic_alias,
+        max_keepalive=limits.max_keepalive,
+        connect_timeout_ms=limits.connect_timeout * 1000,
+        queue_limit=session.queue_limit,
+        drop_policy=session.drop_policy,
+        queue_qos0_offline=session.queue_qos0_offline,
+        max_session_expiry=session.max_session_expiry or NEVER_EXPIRES,
+        persistent_session_expiry=session.default_session_expiry_v311 or NEVER_EXPIRES,
+        max_client_id_length=limits.max_client_id_length,
+        allow_control_characters=limits.allow_control_characters,
+        write_high_water=limits.write_buffer_high_water,
+        share_strategy=session.share_strategy,
+        journal=config.storage.backend != "memory",
+        application_client_prefixes=list(config.storage.application_client_prefixes),
+        stream_application_groups=config.storage.application_store == "kafka",
+        authenticate=bool(config.auth.chain()),
+        max_publish_rate=limits.max_publish_rate,
+        maximum_qos=mqtt5.maximum_qos,
+        retain_available=mqtt5.retain_available,
+        wildcard_subscription_available=mqtt5.wildcard_subscription_available,
+        subscription_identifiers_available=mqtt5.subscription_identifiers_available,
+        shared_subscription_available=mqtt5.shared_subscription_available,
+        assign_client_id=mqtt5.assign_client_id,
+        response_information_prefix=mqtt5.response_information_prefix,
+        outbound_topic_aliases=mqtt5.outbound_topic_aliases,
+        validate_utf8_payload=mqtt5.validate_utf8_payload,
+        redirect_server_reference=config.redirect.server_reference,
+        redirect_permanent=config.redirect.permanent,
+    )
+
+
+def engine_from_config(config: Config) -> Engine:
+    return Engine(engine_settings(config))

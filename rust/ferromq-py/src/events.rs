@@ -1,0 +1,169 @@
+//! Engine events as Python sees them: one frozen class per variant of
+//! `ferromq_core::engine::Event`, with the variant's fields as typed attributes.
+//!
+//! `Engine.take_events` returns a list of these once per flush (events come per
+//! connection, per auth step or per journal batch, never per message), and Python
+//! dispatches with `match`/`isinstance`. `events_from_core` matches the core enum
+//! exhaustively, so a new core variant does not compile until it has a class here;
+//! `event_classes` registers them and exports the same list as the union
+//! `EngineEvent` (`Authenticate | Auth | ...`, a `types.UnionType` usable with
+//! `isinstance`), which a test compares with the stub's `EngineEvent` alias
+//! (tests/unit/test_binding_unions.py).
+
+use ferromq_core::engine::Event;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyType};
+
+/// Decide a CONNECT: answer with `Engine.complete_auth` (or `continue_auth` when
+/// it carries an Authentication Method), bringing `token` back.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Authenticate {
+    conn: u32,
+    token: u64,
+    client_id: String,
+    username: Option<String>,
+    password: Option<Py<PyBytes>>,
+    protocol: u8,
+    clean_start: bool,
+    method: Option<String>,
+    data: Option<Py<PyBytes>>,
+}
+
+/// The client's AUTH in an exchange: 0x18 with its data, or 0x19 when
+/// `reauthenticate` (a connected client starts again). Answered like `Authenticate`.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Auth {
+    conn: u32,
+    token: u64,
+    reauthenticate: bool,
+    data: Option<Py<PyBytes>>,
+}
+
+/// The broker refused or ended a connection: logged once, with the reason code,
+/// its specification name and what was wrong.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Rejected {
+    conn: u32,
+    reason_code: u8,
+    reason_name: &'static str,
+    detail: &'static str,
+}
+
+/// Close the transport once its pending output is written (handled in `IOHub`).
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Close {
+    conn: u32,
+}
+
+/// The journal has records: take them (`Engine.take_journal`) and store them.
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct Persist;
+
+/// A member of a streamed shared group came online for it or stopped.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct StreamMember {
+    client: String,
+    share_filter: String,
+    online: bool,
+}
+
+/// Streamed deliveries were done with: take their tokens (`Engine.take_stream_done`).
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct StreamDone;
+
+/// Every event class, in the stub's `EngineEvent` order.
+fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 7] {
+    [
+        py.get_type::<Authenticate>(),
+        py.get_type::<Auth>(),
+        py.get_type::<Rejected>(),
+        py.get_type::<Close>(),
+        py.get_type::<Persist>(),
+        py.get_type::<StreamMember>(),
+        py.get_type::<StreamDone>(),
+    ]
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::add_union(m, "EngineEvent", event_classes(m.py()))
+}
+
+fn bytes(py: Python<'_>, value: Option<Vec<u8>>) -> Option<Py<PyBytes>> {
+    value.map(|v| PyBytes::new(py, &v).unbind())
+}
+
+/// The engine's events as a list of event objects.
+pub(crate) fn events_from_core(
+    py: Python<'_>,
+    events: impl IntoIterator<Item = Event>,
+) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for event in events {
+        let item = match event {
+            Event::Authenticate {
+                conn,
+                token,
+                client_id,
+                username,
+                password,
+                protocol,
+                clean_start,
+                method,
+                data,
+            } => Authenticate {
+                conn,
+                token,
+                client_id,
+                username,
+                password: bytes(py, password),
+                protocol,
+                clean_start,
+                method,
+                data: bytes(py, data),
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::Auth {
+                conn,
+                token,
+                reauthenticate,
+                data,
+            } => Auth {
+                conn,
+                token,
+                reauthenticate,
+                data: bytes(py, data),
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::Rejected {
+                conn,
+                reason,
+                detail,
+            } => Rejected {
+                conn,
+                reason_code: reason as u8,
+                reason_name: reason.name(),
+                detail,
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::Close { conn } => Close { conn }.into_pyobject(py)?.into_any(),
+            Event::Persist => Persist.into_pyobject(py)?.into_any(),
+            Event::StreamMember {
+                client,
+                share_filter,
+                online,
+            } => StreamMember {
+                client,
+                share_filter,
+                online,
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::StreamDone => StreamDone.into_pyobject(py)?.into_any(),
+        };
+        list.append(item)?;
+    }
+    Ok(list)
+}

@@ -1,0 +1,147 @@
+//! `EngineSettings`: everything an `Engine` is built with, in one object.
+//!
+//! Every field is required and none has a default here: the defaults live in the
+//! config schema only (`python/ferromq/config.py`), and `ferromq.engine.engine_settings`
+//! is the one function that builds this from a `Config`. Names (`drop_policy`,
+//! `share_strategy`) are parsed by `ferromq-core` (`FromStr`), and a bad value is a
+//! `ValueError` from `errors.rs` naming the setting.
+
+use ferromq_core::codec::QoS;
+use ferromq_core::engine::{DropPolicy, EngineConfig, Features, Redirect};
+use ferromq_core::topic::ShareStrategy;
+use pyo3::prelude::*;
+
+use crate::errors;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<EngineSettings>()?;
+    Ok(())
+}
+
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct EngineSettings {
+    pub(crate) config: EngineConfig,
+    pub(crate) share_strategy: ShareStrategy,
+}
+
+#[pymethods]
+impl EngineSettings {
+    #[new]
+    #[pyo3(signature = (
+        *,
+        max_packet_size,
+        max_inflight,
+        receive_maximum,
+        max_topic_alias,
+        max_keepalive,
+        connect_timeout_ms,
+        queue_limit,
+        drop_policy,
+        queue_qos0_offline,
+        max_session_expiry,
+        persistent_session_expiry,
+        max_client_id_length,
+        allow_control_characters,
+        authenticate,
+        write_high_water,
+        share_strategy,
+        journal,
+        application_client_prefixes,
+        stream_application_groups,
+        maximum_qos,
+        retain_available,
+        wildcard_subscription_available,
+        subscription_identifiers_available,
+        shared_subscription_available,
+        assign_client_id,
+        response_information_prefix,
+        outbound_topic_aliases,
+        validate_utf8_payload,
+        max_publish_rate,
+        redirect_server_reference,
+        redirect_permanent,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        max_packet_size: u32,
+        max_inflight: u16,
+        receive_maximum: u16,
+        max_topic_alias: u16,
+        max_keepalive: u16,
+        connect_timeout_ms: u64,
+        queue_limit: u16,
+        drop_policy: &str,
+        queue_qos0_offline: bool,
+        max_session_expiry: u32,
+        persistent_session_expiry: u32,
+        max_client_id_length: usize,
+        allow_control_characters: bool,
+        authenticate: bool,
+        write_high_water: usize,
+        share_strategy: &str,
+        journal: bool,
+        application_client_prefixes: Vec<String>,
+        stream_application_groups: bool,
+        maximum_qos: u8,
+        retain_available: bool,
+        wildcard_subscription_available: bool,
+        subscription_identifiers_available: bool,
+        shared_subscription_available: bool,
+        assign_client_id: bool,
+        response_information_prefix: String,
+        outbound_topic_aliases: u16,
+        validate_utf8_payload: bool,
+        max_publish_rate: u32,
+        redirect_server_reference: String,
+        redirect_permanent: bool,
+    ) -> PyResult<EngineSettings> {
+        let features = Features {
+            maximum_qos: QoS::from_u8(maximum_qos).ok_or_else(|| {
+                errors::bad_argument(format!("maximum_qos must be 0, 1 or 2, got {maximum_qos}"))
+            })?,
+            retain_available,
+            wildcard_subscription_available,
+            subscription_identifiers_available,
+            shared_subscription_available,
+            assign_client_id,
+            response_information_prefix,
+            outbound_topic_aliases,
+            validate_utf8_payload,
+            max_publish_rate,
+            // An empty server reference: no redirect.
+            redirect: (!redirect_server_reference.is_empty()).then_some(Redirect {
+                server_reference: redirect_server_reference,
+                permanent: redirect_permanent,
+            }),
+        };
+        let config = EngineConfig {
+            max_packet_size,
+            max_inflight,
+            receive_maximum,
+            max_topic_alias,
+            max_keepalive,
+            connect_timeout_ms,
+            queue_limit,
+            drop_policy: drop_policy
+                .parse::<DropPolicy>()
+                .map_err(|e| errors::unknown_name(&e))?,
+            queue_qos0_offline,
+            max_session_expiry,
+            persistent_session_expiry,
+            max_client_id_length,
+            allow_control_characters,
+            authenticate,
+            write_high_water,
+            journal,
+            application_client_prefixes,
+            stream_application_groups,
+            features,
+        };
+        Ok(EngineSettings {
+            config,
+            share_strategy: share_strategy
+                .parse()
+                .map_err(|e| errors::unknown_name(&e))?,
+        })
+    }
+}
