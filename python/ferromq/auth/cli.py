@@ -160,7 +160,7 @@ def register(commands: Any) -> None:
         name: str, handler: Callable[[argparse.Namespace], str], description: str, *, user: bool
     ) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = actions.add_parser(
-            name, help=description.split(".")[0].lower(), description=description
+            name, help=description.split(".")[0], description=description
         )
         if user:
             parser.add_argument("name", help="the user name clients send in CONNECT")
