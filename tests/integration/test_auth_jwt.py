@@ -140,3 +140,22 @@ def test_a_missing_key_file_stops_serve(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
     message = serve_error(tmp_path, jwt_config(f'jwt_key_file = "{missing}"'))
     assert message == f"ferromq: error: auth.jwt_key_file: {missing}: not found"
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_audience_issuer_and_client_type_claims_are_checked(tmp_path: Path, loop: str) -> None:
+    key = SigningKey.generate("ES256")
+    path = key.key_file(tmp_path / "jwt.pem")
+    settings = f'jwt_key_file = "{path}"\njwt_audience = "mqtt"\njwt_issuer = "https://idp"'
+    broker = start_broker(tmp_path, loop, jwt_config(settings))
+    ours = {"aud": "mqtt", "iss": "https://idp"}
+    try:
+        assert connack(broker, "dev-1", key.sign(claims(**ours)), 5) == "Success"
+        for wrong in ({**ours, "aud": "web"}, {**ours, "iss": "https://other"}, {"aud": "mqtt"}):
+            assert connack(broker, "dev-1", key.sign(claims(**wrong)), 5) == (
+                "Bad user name or password"
+            )
+        bad_type = claims(**ours, client_type="robot")
+        assert connack(broker, "dev-1", key.sign(bad_type), 5) == "Not authorized"
+    finally:
+        broker.stop()
