@@ -5,7 +5,9 @@ a SIGHUP reload all run after :func:`~ferromq.config.load_config`, so check-conf
 every problem serve would refuse to start with, and a reload refuses what a restart
 would. It reads but never writes (check-config may run beside a live broker):
 
-- the users file (``auth.users_file``) exists and parses;
+- what the authentication providers name (:func:`ferromq.auth.check_providers`): the
+  users file exists and parses, the JWT key file is a key, the ``jwt`` / ``http``
+  extras are installed, the hook imports;
 - the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
   ``redis`` extra, ``storage.application_store = "kafka"`` the ``kafka`` extra — by
   importing the store module, which is what serve does next;
@@ -22,7 +24,7 @@ import importlib
 import os
 from pathlib import Path
 
-from ferromq.auth import load_users
+from ferromq.auth import check_providers
 from ferromq.config import Config, ConfigError
 
 __all__ = ["check"]
@@ -30,8 +32,7 @@ __all__ = ["check"]
 
 def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
-    if config.auth.users_file is not None:
-        load_users(Path(config.auth.users_file))
+    check_providers(config.auth)
     storage = config.storage
     if storage.backend == "redis":
         _require_extra("storage.backend", "redis", "ferromq.storage.redis", "redis")

@@ -7,14 +7,16 @@ before swapping anything, so it applies whole or not at all:
 - invalid (a bad key, a users file that does not parse, ...): one ERROR line naming the
   key, and the running configuration stays;
 - ``log.level`` and ``log.format``: the log handler is replaced;
-- ``[auth]`` (while a users file is configured): the users file is read again and a new
-  provider decides every later CONNECT; connected clients stay, exchanges under way
-  finish with the provider that began them;
+- ``[auth]`` (while providers are configured): the provider chain is built again —
+  users file and JWT key file read again, JWK set and HTTP answers no longer cached,
+  a changed ``providers`` list applied — and decides every later CONNECT; connected
+  clients stay, exchanges under way finish with the chain that began them, which is
+  then closed;
 - ``Broker.reload_hooks``: each called with the old and the new configuration once the
   above is applied; where ACLs and certificates will plug in;
 - anything else that changed (listeners, limits, storage, turning authentication on or
-  off, which the engine fixes at start) is logged as needing a restart, with its keys,
-  and keeps its running value.
+  off — from no provider to some or back, which the engine fixes at start) is logged
+  as needing a restart, with its keys, and keeps its running value.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class Reloader:
         running = broker.config
         try:
             new = self._load()
-            # With authentication on, the users file is read again even when unchanged.
+            # With authentication on, the provider files are read again even when unchanged.
             provider = provider_from_config(new.auth) if broker.auth is not None else None
         except ConfigError as exc:
             log_event(
@@ -79,11 +81,11 @@ class Reloader:
             )
             return
         changed = changed_keys(running, new)
-        auth_switched = (running.auth.users_file is None) != (new.auth.users_file is None)
+        auth_switched = bool(running.auth.chain()) != bool(new.auth.chain())
         applied = replace(running, log=new.log, auth=running.auth if auth_switched else new.auth)
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:
-            broker.auth.use_provider(provider)
+            broker.use_provider(provider)
         for hook in broker.reload_hooks:
             hook(running, applied)
         broker.config = applied
