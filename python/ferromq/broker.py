@@ -3,7 +3,7 @@
 Python's part is per event: it builds the engine from the config, opens the listeners
 (:mod:`ferromq.listener`: each accepted socket gets a Cython ``MqttProtocol`` that
 feeds the engine), hands authentication events to the ``AuthGate`` when ``[auth]``
-names a users file, ticks the engine's clock, publishes $SYS on its interval and stops
+names providers, ticks the engine's clock, publishes $SYS on its interval and stops
 cleanly. It never touches a message on the way through (docs/architecture.md).
 
 Start-up order: bind every listener (a port in use fails here, before anything is
@@ -45,7 +45,7 @@ from ferromq._core import (
     StreamMember,
 )
 from ferromq._protocol import IOHub, ReadArena
-from ferromq.auth import AuthGate, AuthProvider, provider_from_config
+from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider, certificates_are_users
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
@@ -140,9 +140,12 @@ class Broker:
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
-        self._provider: AuthProvider | None = provider_from_config(config.auth)
+        self._provider = provider_from_config(config.auth)
         if self._provider is None and certificates_are_users(config):
-            self._provider = OpenProvider()
+            # Certificates decide on their own listeners; every other CONNECT is
+            # accepted as the engine accepts it with authentication off.
+            self._provider = ProviderChain([OpenProvider()], allow_anonymous=True)
+        self._retiring: set[asyncio.Task[None]] = set()  # providers replaced by a reload
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.serving = False
@@ -254,7 +257,25 @@ class Broker:
             await self._streams.close()
         if self._persister is not None:
             await self._persister.stop()
+        await asyncio.gather(*self._retiring)
+        if self._provider is not None:
+            await self._provider.aclose()
         log_event(logger, logging.INFO, "stopped", **self.stats())
+
+    def use_provider(self, provider: ProviderChain) -> None:
+        """Decide every later CONNECT with ``provider`` (a SIGHUP reload); the chain it
+        replaces is closed (its HTTP sessions) once the answers it was giving are out."""
+        assert self.auth is not None and self._provider is not None
+        retired, self._provider = self._provider, provider
+        self.auth.use_provider(provider)
+        task = asyncio.ensure_future(self._retire(retired, self.auth))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    @staticmethod
+    async def _retire(provider: ProviderChain, gate: AuthGate) -> None:
+        await gate.settled()
+        await provider.aclose()
 
     def _on_event(self, event: EngineEvent) -> None:
         match event:
@@ -280,7 +301,7 @@ class Broker:
                     detail=event.detail,
                 )
             case Authenticate() | Auth():
-                # Only with [auth] users_file; without it the engine accepts every
+                # Only with [auth] providers; without them the engine accepts every
                 # CONNECT itself.
                 if self.auth is not None:
                     self.auth.on_event(event)

@@ -8,7 +8,7 @@ one line on stderr and exit status 2 (argparse's status for bad usage), never a 
 
 Every failure at start-up a user can cause is one line on stderr and an exit status:
 2 the configuration or what it names (:func:`usable_config_or_exit`: the schema, then
-:func:`ferromq.preflight.check` — users file, installed extras, data directory), 3 the
+:func:`ferromq.preflight.check` — auth providers, installed extras, data directory), 3 the
 store cannot be opened (Redis or Kafka unreachable, the data directory in use), 4 a
 listener cannot listen (port in use, address not local). Listeners are bound before the
 store is opened, so a port in use leaves nothing on disk.

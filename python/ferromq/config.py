@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from ferromq.codec import MAX_PACKET_SIZE
 
@@ -289,6 +290,19 @@ class _Text:
 
     def parse_env(self, text: str, where: str) -> object:
         return self.parse(text, where)
+
+
+@dataclass(frozen=True)
+class _Url(_Text):
+    """An ``http://`` or ``https://`` URL with a host."""
+
+    def parse(self, value: object, where: str) -> object:
+        text = super().parse(value, where)
+        assert isinstance(text, str)
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{where}: expected an http:// or https:// URL, got {_quote(text)}")
+        return text
 
 
 @dataclass(frozen=True)
@@ -603,20 +617,66 @@ class LogConfig:
     """``text``: one human line per event; ``json``: one JSON object per line."""
 
 
+AUTH_PROVIDERS: Final = ("users_file", "jwt", "http", "hook")
+
+
 @dataclass(frozen=True)
 class AuthConfig:
-    """``[auth]``: who may connect (:mod:`ferromq.auth`). With no ``users_file`` every
+    """``[auth]``: who may connect (:mod:`ferromq.auth`). With no provider every
     CONNECT is accepted inside the engine, with no Python per CONNECT."""
 
     users_file: str | None = _setting(None, _Text())
     """TOML file of SCRAM-SHA-256 credentials written by ``ferromq users add``
     (relative paths are from the working directory)."""
     allow_anonymous: bool | None = _setting(None, _Bool())
-    """Accept a CONNECT without a user name; default: true without ``users_file``,
-    false with one."""
+    """Accept a CONNECT without user name and password that no provider takes;
+    default: true without providers, false with some."""
     methods: tuple[str, ...] = _setting(("SCRAM-SHA-256",), _Names(("SCRAM-SHA-256",)))
-    """MQTT 5 enhanced authentication methods offered (with ``users_file``); another
-    method in CONNECT is refused with 0x8C."""
+    """MQTT 5 enhanced authentication methods the users file offers; a method no
+    provider runs is refused with 0x8C."""
+    providers: tuple[str, ...] = _setting((), _Names(AUTH_PROVIDERS))
+    """The providers asked in order, each answering accept, reject or "not mine" (then
+    the next is asked): ``users_file``, ``jwt``, ``http``, ``hook``. Default: ``["users_file"]``
+    when ``users_file`` is set, else none."""
+    jwt_key_file: str | None = _setting(None, _Text())
+    """The ``jwt`` provider's key: a PEM public key (RSA, EC, Ed25519) or a file holding
+    an HMAC secret (without a final newline); or use ``jwt_jwks_url``. The token is the
+    CONNECT password."""
+    jwt_jwks_url: str | None = _setting(None, _Url())
+    """The ``jwt`` provider's keys as a JSON Web Key Set fetched from this URL."""
+    jwt_jwks_refresh: int = _setting(300, _duration(1))
+    """How often the JWK set is fetched again (an unknown ``kid`` also fetches it, at
+    most every 10 s)."""
+    jwt_username_claim: str = _setting("sub", _Text())
+    """The claim that must equal the CONNECT user name (and names the client without
+    one)."""
+    jwt_client_type_claim: str = _setting("client_type", _Text())
+    """The claim holding the client type, ``"device"`` (when absent) or
+    ``"application"``."""
+    jwt_acl_claim: str = _setting("acl", _Text())
+    """The claim holding the client's ACL rules (kept with the identity)."""
+    jwt_audience: str | None = _setting(None, _Text())
+    """When set, the ``aud`` a token must carry."""
+    jwt_issuer: str | None = _setting(None, _Text())
+    """When set, the ``iss`` a token must carry."""
+    http_url: str | None = _setting(None, _Url())
+    """The ``http`` provider: the authentication service each CONNECT is POSTed to
+    (JSON; :mod:`ferromq.auth.http_service`)."""
+    http_timeout: int = _setting(5, _duration(1, 60))
+    """Seconds the service has to answer; then the client is refused 0x88."""
+    http_cache_ttl: int = _setting(60, _duration(0))
+    """Seconds an allow or deny answer is reused for the same user name, password and
+    client id; 0 asks the service every time."""
+    hook: str | None = _setting(None, _Text())
+    """The ``hook`` provider: ``"module:attribute"`` or the name of an entry point in
+    the group ``ferromq.auth_providers``; a provider object (async
+    ``authenticate(request)``), or a class or factory called without arguments."""
+
+    def chain(self) -> tuple[str, ...]:
+        """The providers in the order they are asked."""
+        if self.providers:
+            return self.providers
+        return ("users_file",) if self.users_file is not None else ()
 
 
 @dataclass(frozen=True)
@@ -756,6 +816,27 @@ def _apply_environ(config: Config, environ: Mapping[str, str]) -> Config:
     return config
 
 
+def _check_auth(auth: AuthConfig) -> None:
+    if not auth.chain() and auth.allow_anonymous is False:
+        raise ConfigError(
+            "auth.allow_anonymous: false with no auth.users_file would refuse every client; "
+            "set auth.users_file or auth.providers"
+        )
+    sources = {  # each provider's settings, exactly one of which it needs
+        "users_file": {"users_file": auth.users_file},
+        "jwt": {"jwt_key_file": auth.jwt_key_file, "jwt_jwks_url": auth.jwt_jwks_url},
+        "http": {"http_url": auth.http_url},
+        "hook": {"hook": auth.hook},
+    }
+    for name, settings in sources.items():
+        given = [key for key, value in settings.items() if value is not None]
+        if name in auth.chain() and len(given) != 1:
+            keys = " or ".join(f"auth.{key}" for key in settings)
+            raise ConfigError(f'auth.providers: "{name}" needs {keys}, exactly one')
+        if given and name not in auth.chain():
+            raise ConfigError(f'auth.{given[0]}: set, but "{name}" is not in auth.providers')
+
+
 def _check(config: Config) -> Config:
     """Rules that span settings, checked once file and environment are both applied."""
     names: dict[str, int] = {}
@@ -775,12 +856,7 @@ def _check(config: Config) -> Config:
         names[listener.name] = index
         addresses[address] = index
         _check_tls(index, listener)
-    auth = config.auth
-    if auth.users_file is None and auth.allow_anonymous is False:
-        raise ConfigError(
-            "auth.allow_anonymous: false with no auth.users_file would refuse every client; "
-            "set auth.users_file"
-        )
+    _check_auth(config.auth)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(

@@ -40,7 +40,7 @@ def engine_settings(config: Config) -> EngineSettings:
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         stream_application_groups=config.storage.application_store == "kafka",
-        authenticate=config.auth.users_file is not None or certificates_are_users(config),
+        authenticate=bool(config.auth.chain()) or certificates_are_users(config),
         max_publish_rate=limits.max_publish_rate,
         maximum_qos=mqtt5.maximum_qos,
         retain_available=mqtt5.retain_available,

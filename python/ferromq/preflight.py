@@ -5,7 +5,9 @@ a SIGHUP reload all run after :func:`~ferromq.config.load_config`, so check-conf
 every problem serve would refuse to start with, and a reload refuses what a restart
 would. It reads but never writes (check-config may run beside a live broker):
 
-- the users file (``auth.users_file``) exists and parses;
+- what the authentication providers name (:func:`ferromq.auth.check_providers`): the
+  users file exists and parses, the JWT key file is a key, the ``jwt`` / ``http``
+  extras are installed, the hook imports;
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
 - the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
@@ -24,7 +26,7 @@ import importlib
 import os
 from pathlib import Path
 
-from ferromq.auth import load_users
+from ferromq.auth import check_providers
 from ferromq.config import Config, ConfigError
 from ferromq.tls import server_context
 
@@ -33,8 +35,7 @@ __all__ = ["check"]
 
 def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
-    if config.auth.users_file is not None:
-        load_users(Path(config.auth.users_file))
+    check_providers(config.auth)
     for index, listener in enumerate(config.listeners):
         if listener.protocol == "tls":
             server_context(f"listeners[{index}]", listener)

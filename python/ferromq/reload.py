@@ -7,17 +7,19 @@ before swapping anything, so it applies whole or not at all:
 - invalid (a bad key, a users file that does not parse, ...): one ERROR line naming the
   key, and the running configuration stays;
 - ``log.level`` and ``log.format``: the log handler is replaced;
-- ``[auth]`` (while a users file is configured): the users file is read again and a new
-  provider decides every later CONNECT; connected clients stay, exchanges under way
-  finish with the provider that began them;
+- ``[auth]`` (while providers are configured): the provider chain is built again —
+  users file and JWT key file read again, JWK set and HTTP answers no longer cached,
+  a changed ``providers`` list applied — and decides every later CONNECT; connected
+  clients stay, exchanges under way finish with the chain that began them, which is
+  then closed;
 - a TLS listener's certificate files and TLS settings (:func:`ferromq.tls.reloaded_listeners`,
   when nothing else about the listener changed);
 - ``Broker.reload_hooks``: each called with the old and the new configuration once the
   above is applied; the TLS listeners re-read their certificate files there
   (:meth:`ferromq.listener.Listeners.reload_certificates`), ACLs will plug in;
 - anything else that changed (listeners, limits, storage, turning authentication on or
-  off, which the engine fixes at start) is logged as needing a restart, with its keys,
-  and keeps its running value.
+  off — from no provider to some or back, which the engine fixes at start) is logged
+  as needing a restart, with its keys, and keeps its running value.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class Reloader:
         running = broker.config
         try:
             new = self._load()
-            # With authentication on, the users file is read again even when unchanged.
+            # With authentication on, the provider files are read again even when unchanged.
             provider = provider_from_config(new.auth) if broker.auth is not None else None
         except ConfigError as exc:
             log_event(
@@ -83,7 +85,7 @@ class Reloader:
             )
             return
         changed = changed_keys(running, new)
-        auth_switched = (running.auth.users_file is None) != (new.auth.users_file is None)
+        auth_switched = bool(running.auth.chain()) != bool(new.auth.chain())
         applied = replace(
             running,
             log=new.log,
@@ -92,7 +94,7 @@ class Reloader:
         )
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:
-            broker.auth.use_provider(provider)
+            broker.use_provider(provider)
         for hook in broker.reload_hooks:
             hook(running, applied)
         broker.config = applied

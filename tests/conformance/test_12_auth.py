@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ferromq.auth.scram import ScramCredential
-from ferromq.auth.users import UserRecord, add_user
+from ferromq.auth.users import UserRecord, save_users
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.scram_client import ScramClient
@@ -25,8 +25,10 @@ PASSWORD = "correct horse"
 
 def users_file(tmp_path: Path) -> Path:
     path = tmp_path / "users.toml"
-    add_user(path, "alice", UserRecord(ScramCredential.derive(PASSWORD)))
-    add_user(path, "bob", UserRecord(ScramCredential.derive("bobs"), "application"))
+    alice = UserRecord(ScramCredential.derive(PASSWORD))
+    save_users(
+        path, {"alice": alice, "bob": UserRecord(ScramCredential.derive("bobs"), "application")}
+    )
     return path
 
 

@@ -4,6 +4,7 @@ password, a users file that cannot be loaded; under uvloop and asyncio."""
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import subprocess
@@ -74,6 +75,14 @@ def stop(client: paho.Client) -> None:
     client.loop_stop()
 
 
+def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
+    """The reason paho reports for a CONNECT of ``username`` (client id
+    ``<username>-<version>``); the client is disconnected again."""
+    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
+    stop(client)
+    return str(code)
+
+
 @pytest.mark.parametrize("version", [4, 5])
 def test_paho_user_name_and_password(auth_broker: RunningBroker, version: int) -> None:
     sub, code, inbox = paho_connect(auth_broker, f"sub-{version}", version, "sensor", "s3nsor pw")
@@ -139,14 +148,23 @@ def test_users_add_writes_a_credential_and_refuses_a_duplicate(tmp_path: Path) -
     assert empty.returncode == 2 and "empty password" in empty.stderr
 
 
-def test_serve_refuses_a_users_file_it_cannot_load(tmp_path: Path) -> None:
+def serve_error(tmp_path: Path, config_text: str, env: dict[str, str] | None = None) -> str:
+    """The one line `ferromq serve` exits 2 with for ``config_text``."""
     config = tmp_path / "ferromq.toml"
-    config.write_text(f'[auth]\nusers_file = "{tmp_path / "missing.toml"}"\n')
+    config.write_text(config_text)
     result = subprocess.run(
         [*ferromq_command(), "serve", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=30,
+        env={**os.environ, **(env or {})},
     )
-    assert result.returncode == 2
-    assert "missing.toml: not found" in result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_serve_refuses_a_users_file_it_cannot_load(tmp_path: Path) -> None:
+    error = serve_error(tmp_path, f'[auth]\nusers_file = "{tmp_path / "missing.toml"}"\n')
+    assert "missing.toml: not found" in error

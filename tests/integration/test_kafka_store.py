@@ -253,6 +253,22 @@ def wait_for_log(broker: RunningBroker, *parts: str) -> None:
     raise AssertionError(f"no log line with {parts}:\n{broker.log()[-3000:]}")
 
 
+def freeze(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until every thread of it has stopped: the signal is
+    only queued when ``kill`` returns, and a JVM thread already on a CPU of a loaded
+    machine can still answer a request for a few milliseconds."""
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+    for _ in range(500):
+        states = [
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
+        ]
+        if all(state in "Tt" for state in states):
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"process {pid} did not stop: thread states {states}")
+
+
 def test_kafka_down_holds_the_puback_until_it_returns(tmp_path: Path, loop: str) -> None:
     # A private Kafka: this test freezes it (SIGSTOP), as a hung or unreachable
     # cluster looks to the broker.
@@ -270,7 +286,7 @@ def test_kafka_down_holds_the_puback_until_it_returns(tmp_path: Path, loop: str)
         pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 1, "payload": b"0"})
         assert pub.recv(timeout=30)["type"] == "puback"
 
-        os.kill(kafka.pid, signal.SIGSTOP)
+        freeze(kafka.pid)
         try:
             pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 2, "payload": b"1"})
             wait_for_log(broker, "store write failed", f"kafka at {kafka.bootstrap}")

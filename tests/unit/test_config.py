@@ -710,6 +710,20 @@ def test_auth_is_off_by_default_and_loads_from_file_and_environment(tmp_path: Pa
             "[auth]\nallow_anonymous = false\n",
             "auth.allow_anonymous: false with no auth.users_file would refuse every client",
         ),
+        ('[auth]\nproviders = ["hook"]\n', 'auth.providers: "hook" needs auth.hook, exactly one'),
+        (
+            '[auth]\nproviders = ["jwt"]\njwt_key_file = "k"\njwt_jwks_url = "https://a/j"\n',
+            'auth.providers: "jwt" needs auth.jwt_key_file or auth.jwt_jwks_url, exactly one',
+        ),
+        (
+            '[auth]\nproviders = ["jwt"]\njwt_jwks_url = "ftp://keys/jwks"\n',
+            'auth.jwt_jwks_url: expected an http:// or https:// URL, got "ftp://keys/jwks"',
+        ),
+        (
+            '[auth]\nproviders = ["hook"]\nhook = "m:a"\nusers_file = "u.toml"\n',
+            'auth.users_file: set, but "users_file" is not in auth.providers',
+        ),
+        ('[auth]\nproviders = ["ldap"]\n', 'auth.providers: expected names among "users_file"'),
     ],
 )
 def test_bad_auth_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:

@@ -1,90 +1,215 @@
-"""``ferromq users add NAME --file users.toml``: create a user in a users file.
+"""``ferromq users ACTION``: edit a users file (:mod:`ferromq.auth.users`).
 
-The password is read from stdin with ``--password-stdin`` (one line; for scripts),
-otherwise prompted for twice on the terminal. Only the salted SCRAM-SHA-256
-credential is written (:mod:`ferromq.auth.users`). Exit status 2 for a bad request
-(an existing user, an unreadable file, an empty password), like a configuration error.
+- ``add NAME``: a new user with a salted SCRAM-SHA-256 credential (file created if
+  missing); ``passwd NAME``: a new credential for an existing user (also turns an
+  imported Mosquitto hash into a SCRAM credential); ``delete NAME``; ``list``: one
+  line per user — name, client type, how the password is kept.
+- ``import-mosquitto FILE``: the users of a ``mosquitto_passwd`` file with their
+  hashes as they are (:mod:`ferromq.auth.mosquitto`), so they log in with their old
+  passwords; all or nothing — a name already in the users file stops the import.
+
+The users file is ``--file FILE``, or else ``[auth] users_file`` of the configuration
+(``--config FILE`` and ``FERROMQ_*``, as ``serve`` reads it). A password is read from
+stdin with ``--password-stdin`` (one line; for scripts),
+otherwise prompted for twice on the terminal. Exit status 2 for a bad request (an
+existing or unknown user, an unreadable file, an empty password), like a
+configuration error; every change rewrites the file whole (:func:`save_users`).
 """
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ferromq.auth.mosquitto import MosquittoHashError, read_mosquitto_passwd
 from ferromq.auth.provider import CLIENT_TYPES
 from ferromq.auth.scram import DEFAULT_ITERATIONS, ScramCredential
-from ferromq.auth.users import UserRecord, UsersFileError, add_user
+from ferromq.auth.users import UserRecord, UsersFileError, load_users, save_users
+from ferromq.config import ConfigError, load_config
 
 __all__ = ["register"]
 
 EXIT_BAD_REQUEST = 2
 
 
-def _read_password(args: argparse.Namespace) -> str:
+def _credential(args: argparse.Namespace) -> ScramCredential:
+    """A SCRAM credential for the password read as the options say."""
     if args.password_stdin:
-        return sys.stdin.readline().rstrip("\r\n")
-    if not sys.stdin.isatty():
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif not sys.stdin.isatty():
         raise UsersFileError("no terminal to prompt on; use --password-stdin")
-    password = getpass.getpass(f"password for {args.name}: ")
-    if getpass.getpass("again: ") != password:
-        raise UsersFileError("the passwords differ")
-    return password
-
-
-def users_add(args: argparse.Namespace) -> int:
+    else:
+        password = getpass.getpass(f"password for {args.name}: ")
+        if getpass.getpass("again: ") != password:
+            raise UsersFileError("the passwords differ")
+    if not password:
+        raise UsersFileError("empty password")
     try:
-        password = _read_password(args)
-        if not password:
-            raise UsersFileError("empty password")
+        return ScramCredential.derive(password, iterations=args.iterations)
+    except ValueError as exc:  # SASLprep refused a character
+        raise UsersFileError(str(exc)) from None
+
+
+def _existing(args: argparse.Namespace) -> dict[str, UserRecord]:
+    users = load_users(args.file)
+    if args.name not in users:
+        raise UsersFileError(f"users file {args.file}: no user {args.name!r}")
+    return users
+
+
+def users_add(args: argparse.Namespace) -> str:
+    users = load_users(args.file) if args.file.exists() else {}
+    if args.name in users:
+        raise UsersFileError(f"users file {args.file}: user {args.name!r} exists")
+    users[args.name] = UserRecord(_credential(args), args.client_type)
+    save_users(args.file, users)
+    return f"added {args.client_type} user {args.name!r} to {args.file}"
+
+
+def users_passwd(args: argparse.Namespace) -> str:
+    users = _existing(args)
+    users[args.name] = UserRecord(_credential(args), users[args.name].client_type)
+    save_users(args.file, users)
+    return f"changed the password of {args.name!r} in {args.file}"
+
+
+def users_delete(args: argparse.Namespace) -> str:
+    users = _existing(args)
+    del users[args.name]
+    save_users(args.file, users)
+    return f"deleted {args.name!r} from {args.file}"
+
+
+def users_list(args: argparse.Namespace) -> str:
+    users = load_users(args.file)
+    return "\n".join(f"{name}\t{r.client_type}\t{r.scheme}" for name, r in users.items())
+
+
+def users_import_mosquitto(args: argparse.Namespace) -> str:
+    try:
+        imported = read_mosquitto_passwd(args.passwd_file)
+    except MosquittoHashError as exc:
+        raise UsersFileError(str(exc)) from None
+    users = load_users(args.file) if args.file.exists() else {}
+    clash = next((name for name in imported if name in users), None)
+    if clash is not None:
+        raise UsersFileError(f"users file {args.file}: user {clash!r} exists; nothing imported")
+    users.update((name, UserRecord(hashed, args.client_type)) for name, hashed in imported.items())
+    save_users(args.file, users)
+    count = f"{len(imported)} {args.client_type} users"
+    return f"imported {count} from {args.passwd_file} into {args.file}"
+
+
+def _users_file(args: argparse.Namespace) -> Path:
+    if args.file is not None:
+        return Path(args.file)
+    named = load_config(args.config, os.environ).auth.users_file
+    if named is None:
+        raise UsersFileError("no --file, and the configuration names no auth.users_file")
+    return Path(named)
+
+
+def _run(action: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
         try:
-            credential = ScramCredential.derive(password, iterations=args.iterations)
-        except ValueError as exc:  # SASLprep refused a character
-            raise UsersFileError(str(exc)) from None
-        add_user(args.file, args.name, UserRecord(credential, args.client_type))
-    except UsersFileError as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_REQUEST
-    print(f"added {args.client_type} user {args.name!r} to {args.file}")
-    return 0
+            args.file = _users_file(args)
+            message = action(args)
+        except ConfigError as exc:  # UsersFileError too
+            print(f"ferromq: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_REQUEST
+        if message:
+            print(message)
+        return 0
+
+    return handler
 
 
-def _positive(text: str) -> int:
+def _iterations(text: str) -> int:
     value = int(text)
     if value < DEFAULT_ITERATIONS:
         raise argparse.ArgumentTypeError(f"at least {DEFAULT_ITERATIONS} (RFC 7677)")
     return value
 
 
+def _client_type(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client-type",
+        choices=CLIENT_TYPES,
+        default="device",
+        help="what the users' clients are (default: device)",
+    )
+
+
 def register(commands: Any) -> None:
     """Add ``users`` to the CLI's subcommands."""
+    from ferromq.cli import add_config_argument  # imported late: ferromq.cli imports us
+
     users = commands.add_parser(
         "users",
         help="manage the users file",
         description="Manage the users file named by [auth] users_file.",
     )
     actions = users.add_subparsers(dest="action", metavar="ACTION", required=True)
-    add = actions.add_parser(
+
+    def action(
+        name: str, handler: Callable[[argparse.Namespace], str], description: str, *, user: bool
+    ) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(
+            name, help=description.split(".")[0], description=description
+        )
+        if user:
+            parser.add_argument("name", help="the user name clients send in CONNECT")
+        parser.add_argument(
+            "--file",
+            type=Path,
+            help="the users file (TOML); default: [auth] users_file of the configuration",
+        )
+        add_config_argument(parser)
+        parser.set_defaults(handler=_run(handler))
+        return parser
+
+    def password_options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--password-stdin", action="store_true", help="read the password from stdin"
+        )
+        parser.add_argument(
+            "--iterations",
+            type=_iterations,
+            default=DEFAULT_ITERATIONS,
+            help=f"PBKDF2 iterations (default and minimum {DEFAULT_ITERATIONS})",
+        )
+
+    add = action(
         "add",
-        help="add a user",
-        description="Add a user with a salted SCRAM-SHA-256 credential (no password is "
-        "stored). The file is created if missing.",
+        users_add,
+        "Add a user with a salted SCRAM-SHA-256 credential (no password is stored). "
+        "The file is created if missing.",
+        user=True,
     )
-    add.add_argument("name", help="the user name clients send in CONNECT")
-    add.add_argument("--file", type=Path, required=True, help="the users file (TOML)")
-    add.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    add.add_argument(
-        "--client-type",
-        choices=CLIENT_TYPES,
-        default="device",
-        help="what the user's clients are (default: device)",
+    password_options(add)
+    _client_type(add)
+    password_options(
+        action(
+            "passwd",
+            users_passwd,
+            "Set a new password (a new SCRAM-SHA-256 credential) for an existing user.",
+            user=True,
+        )
     )
-    add.add_argument(
-        "--iterations",
-        type=_positive,
-        default=DEFAULT_ITERATIONS,
-        help=f"PBKDF2 iterations (default and minimum {DEFAULT_ITERATIONS})",
+    action("delete", users_delete, "Delete a user.", user=True)
+    action("list", users_list, "List the users: name, client type, password scheme.", user=False)
+    imported = action(
+        "import-mosquitto",
+        users_import_mosquitto,
+        "Import the users of a mosquitto_passwd file ($7$ PBKDF2-SHA512 or $6$ SHA512 "
+        "hashes); they log in with their Mosquitto passwords. The file is created if "
+        "missing; a user already in it stops the import.",
+        user=False,
     )
-    add.set_defaults(handler=users_add)
+    imported.add_argument("passwd_file", type=Path, metavar="FILE", help="mosquitto_passwd file")
+    _client_type(imported)

@@ -18,12 +18,17 @@ A connection over a TLS listener with ``require_certificate`` has a
 :class:`~ferromq.auth.certificate.PeerCertificate` (``certificates(conn)``, given by the
 listeners): with ``use_identity_as_username`` its identity is the user and no provider
 is asked; otherwise providers see it in ``AuthRequest.certificate``.
+An identity with ``expires_at`` (a JWT's ``exp``) gets a timer: at that time the
+engine closes the connection, v5 clients first getting DISCONNECT 0xA0 Maximum connect
+time, unless a re-authentication brought a new expiry. A timer left by a closed
+connection finds another token and does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -31,6 +36,7 @@ from ferromq._core import Auth, Authenticate, Engine
 from ferromq._protocol import IOHub
 from ferromq.auth.certificate import PeerCertificate, certificate_outcome
 from ferromq.auth.provider import (
+    MAXIMUM_CONNECT_TIME,
     NOT_AUTHORIZED,
     UNSPECIFIED_ERROR,
     Accept,
@@ -39,6 +45,7 @@ from ferromq.auth.provider import (
     Challenge,
     Identity,
     Outcome,
+    Pass,
     Reject,
 )
 from ferromq.log import log_event
@@ -55,6 +62,7 @@ class _Connection:
     method: str | None
     identity: Identity | None = None
     challenge: Challenge | None = None
+    expiry: asyncio.TimerHandle | None = None
 
 
 class AuthGate:
@@ -76,6 +84,10 @@ class AuthGate:
         """Decide every later CONNECT and re-authentication with ``provider`` (a SIGHUP
         reload); an exchange under way finishes with the provider that began it."""
         self._provider = provider
+
+    async def settled(self) -> None:
+        """Return once the answers under way have been given."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def identity(self, conn: int) -> Identity | None:
         """Who the connection ``conn`` authenticated as, once accepted."""
@@ -99,6 +111,7 @@ class AuthGate:
                 event.method,
                 data,
                 certificate=certificate.identity if certificate is not None else None,
+                peer=self._peer(conn),
             )
             self._run(conn, token, self._provider.authenticate(request))
             return
@@ -131,6 +144,8 @@ class AuthGate:
         except Exception:
             logger.exception("authentication provider failed (conn %d)", conn)
             outcome = Reject(UNSPECIFIED_ERROR)
+        if isinstance(outcome, Pass):  # a Challenge's answer is its provider's to give
+            outcome = Reject(NOT_AUTHORIZED)
         state = self._connections.get(conn)
         if state is None or state.token != token:
             return
@@ -159,6 +174,7 @@ class AuthGate:
             outcome.data,
             client_type=outcome.identity.client_type,
         )
+        self._schedule_expiry(conn, state)
         log_event(
             logger,
             logging.INFO,
@@ -169,6 +185,31 @@ class AuthGate:
             client_type=outcome.identity.client_type,
             method=state.method,
         )
+
+    def _schedule_expiry(self, conn: int, state: _Connection) -> None:
+        if state.expiry is not None:
+            state.expiry.cancel()
+        expires_at = state.identity.expires_at if state.identity else None
+        if expires_at is not None:
+            delay = max(0.0, expires_at - time.time())
+            loop = asyncio.get_running_loop()
+            state.expiry = loop.call_later(delay, self._expire, conn, state.token)
+
+    def _expire(self, conn: int, token: int) -> None:
+        state = self._connections.get(conn)
+        if state is None or state.token != token:
+            return
+        self._engine.disconnect(conn, token, MAXIMUM_CONNECT_TIME, self._hub.now())
+        self._hub.flush()
+        username = state.identity.username if state.identity else None
+        log_event(logger, logging.INFO, "credentials expired", conn=conn, username=username)
+
+    def _peer(self, conn: int) -> str | None:
+        address = self._hub.peer(conn)
+        if not address:
+            return None
+        host, port = address[:2]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _ready(outcome: Outcome) -> Outcome:

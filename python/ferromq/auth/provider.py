@@ -5,28 +5,34 @@ A provider is asked once per CONNECT, never per message (docs/architecture.md, "
 one rule"). ``authenticate`` is async, so a provider may look users up in a file, a
 database or a remote service. Its answer is one of:
 
-- :class:`Accept`: the client is in. ``identity`` says who it is — the user name and
-  its ``client_type`` (``"device"``, the default, or ``"application"``) — and ``data``
-  is the final Authentication Data for the CONNACK (or the AUTH 0x00 that ends a
+- :class:`Accept`: the client is in. ``identity`` says who it is — the user name, its
+  ``client_type`` (``"device"``, the default, or ``"application"``) and the ACL data
+  the provider returned (kept opaque for the ACL work) — and ``data`` is the final
+  Authentication Data for the CONNACK (or the AUTH 0x00 that ends a
   re-authentication) when an enhanced method is in use.
 - :class:`Reject`: the MQTT 5 reason code to refuse with; the engine maps it to a
   3.1.1 return code for older clients (0x86 → 4, 0x87 → 5).
 - :class:`Challenge`: enhanced authentication continues. ``data`` goes to the client in
   AUTH 0x18; the client's answer is handed to ``respond``, which gives the next answer.
   A multi-step method keeps its state in that closure.
+- :data:`PASS`: not this provider's client (an unknown user name, a method it does not
+  run); the next provider of the chain is asked (:mod:`ferromq.auth.chain`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, TypeAlias
 
 __all__ = [
     "BAD_AUTHENTICATION_METHOD",
     "BAD_USERNAME_OR_PASSWORD",
     "CLIENT_TYPES",
+    "MAXIMUM_CONNECT_TIME",
     "NOT_AUTHORIZED",
+    "PASS",
+    "SERVER_UNAVAILABLE",
     "UNSPECIFIED_ERROR",
     "Accept",
     "AuthProvider",
@@ -35,6 +41,7 @@ __all__ = [
     "ClientType",
     "Identity",
     "Outcome",
+    "Pass",
     "Reject",
 ]
 
@@ -42,6 +49,8 @@ __all__ = [
 UNSPECIFIED_ERROR: Final = 0x80
 BAD_USERNAME_OR_PASSWORD: Final = 0x86
 NOT_AUTHORIZED: Final = 0x87
+SERVER_UNAVAILABLE: Final = 0x88
+MAXIMUM_CONNECT_TIME: Final = 0xA0
 BAD_AUTHENTICATION_METHOD: Final = 0x8C
 
 ClientType: TypeAlias = Literal["device", "application"]
@@ -50,16 +59,22 @@ CLIENT_TYPES: Final[tuple[ClientType, ...]] = ("device", "application")
 
 @dataclass(frozen=True)
 class Identity:
-    """Who an accepted connection is. ``username`` is None for an anonymous client."""
+    """Who an accepted connection is. ``username`` is None for an anonymous client.
+    ``acl`` is what the provider said the client may do, as it said it, and
+    ``expires_at`` (Unix time) when the credentials end and the connection is closed;
+    neither is compared: a re-authentication may renew them for the same user."""
 
     username: str | None
     client_type: ClientType = "device"
+    acl: object = field(default=None, compare=False)
+    expires_at: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class AuthRequest:
     """One CONNECT, or the start of a re-authentication (``reauthenticating`` holds
-    the identity established at CONNECT; ``method`` is the one from CONNECT)."""
+    the identity established at CONNECT; ``method`` is the one from CONNECT).
+    ``peer`` is the client's address as ``host:port``, when known."""
 
     client_id: str
     username: str | None
@@ -71,6 +86,7 @@ class AuthRequest:
     certificate: str | None = None
     """The identity of the client's verified TLS certificate, when its listener
     requires one (:mod:`ferromq.auth.certificate`)."""
+    peer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,12 +101,20 @@ class Reject:
 
 
 @dataclass(frozen=True)
+class Pass:
+    """Not this provider's client: ask the next one."""
+
+
+PASS: Final = Pass()
+
+
+@dataclass(frozen=True)
 class Challenge:
     data: bytes
     respond: Callable[[bytes | None], Awaitable[Outcome]]
 
 
-Outcome: TypeAlias = Accept | Reject | Challenge
+Outcome: TypeAlias = Accept | Reject | Challenge | Pass
 
 
 class AuthProvider(Protocol):

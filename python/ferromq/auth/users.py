@@ -9,11 +9,17 @@
     stored_key = "<base64>"           # H(ClientKey), RFC 5802 §3
     server_key = "<base64>"
 
-No password is stored: the same record checks a CONNECT password and runs a SCRAM
-exchange (:mod:`ferromq.auth.scram`). ``ferromq users add`` writes entries
-(:func:`add_user`); the file is rewritten whole through a temporary file and a
-rename, readable by its owner only. Errors are :class:`UsersFileError` and name the
-file and the key, like configuration errors.
+    [users."legacy"]                  # imported by `ferromq users import-mosquitto`
+    client_type = "device"
+    mosquitto_hash = "$7$101$<salt>$<hash>"
+
+No password is stored: a SCRAM record checks a CONNECT password and runs a SCRAM
+exchange (:mod:`ferromq.auth.scram`); a Mosquitto hash (:mod:`ferromq.auth.mosquitto`)
+checks a CONNECT password only, until the broker derives a SCRAM credential from the
+first password that matches it (:func:`replace_credential`) or ``ferromq users
+passwd`` sets a new one. ``ferromq users`` edits the file (:func:`save_users`); it is rewritten
+whole through a temporary file and a rename, readable by its owner only. Errors are
+:class:`UsersFileError` and name the file and the key, like configuration errors.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ferromq.auth.mosquitto import MosquittoHash, MosquittoHashError
 from ferromq.auth.provider import CLIENT_TYPES, ClientType
 from ferromq.auth.scram import ScramCredential
 from ferromq.config import ConfigError, toml_table, toml_value
@@ -37,11 +44,11 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-__all__ = ["UserRecord", "UsersFileError", "add_user", "load_users"]
+__all__ = ["UserRecord", "UsersFileError", "load_users", "replace_credential", "save_users"]
 
 _HEADER = (
     "# ferromq users: SCRAM-SHA-256 credentials (RFC 5802/7677), no passwords.\n"
-    "# Add users with `ferromq users add NAME --file FILE`.\n\n"
+    "# Edit with `ferromq users add | passwd | delete | list | import-mosquitto`.\n\n"
 )
 
 
@@ -51,8 +58,14 @@ class UsersFileError(ConfigError):
 
 @dataclass(frozen=True)
 class UserRecord:
-    credential: ScramCredential
+    credential: ScramCredential | MosquittoHash
     client_type: ClientType = "device"
+
+    @property
+    def scheme(self) -> str:
+        """How the password is kept, as ``ferromq users list`` shows it."""
+        credential = self.credential
+        return "scram-sha-256" if isinstance(credential, ScramCredential) else credential.scheme
 
 
 def _bytes_field(table: Mapping[str, Any], key: str, where: str) -> bytes:
@@ -68,14 +81,16 @@ def _bytes_field(table: Mapping[str, Any], key: str, where: str) -> bytes:
 def _record(table: object, where: str) -> UserRecord:
     if not isinstance(table, dict):
         raise UsersFileError(f"{where}: expected a table")
-    unknown = set(table) - {"client_type", "iterations", "salt", "stored_key", "server_key"}
-    if unknown:
-        raise UsersFileError(f"{where}.{sorted(unknown)[0]}: unknown key")
     client_type = table.get("client_type", "device")
     if client_type not in CLIENT_TYPES:
         raise UsersFileError(
             f"{where}.client_type: expected one of {', '.join(CLIENT_TYPES)}, got {client_type!r}"
         )
+    if "mosquitto_hash" in table:
+        return UserRecord(_mosquitto_hash(table, where), client_type)
+    unknown = set(table) - {"client_type", "iterations", "salt", "stored_key", "server_key"}
+    if unknown:
+        raise UsersFileError(f"{where}.{sorted(unknown)[0]}: unknown key")
     iterations = table.get("iterations")
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise UsersFileError(f"{where}.iterations: expected a positive integer")
@@ -86,6 +101,19 @@ def _record(table: object, where: str) -> UserRecord:
         _bytes_field(table, "server_key", where),
     )
     return UserRecord(credential, client_type)
+
+
+def _mosquitto_hash(table: Mapping[str, Any], where: str) -> MosquittoHash:
+    unknown = set(table) - {"client_type", "mosquitto_hash"}
+    if unknown:
+        raise UsersFileError(f"{where}.{sorted(unknown)[0]}: not allowed with mosquitto_hash")
+    value = table["mosquitto_hash"]
+    if not isinstance(value, str):
+        raise UsersFileError(f"{where}.mosquitto_hash: expected a string")
+    try:
+        return MosquittoHash.parse(value)
+    except MosquittoHashError as exc:
+        raise UsersFileError(f"{where}.mosquitto_hash: {exc}") from None
 
 
 def load_users(path: Path) -> dict[str, UserRecord]:
@@ -107,25 +135,20 @@ def _render(users: Mapping[str, UserRecord]) -> str:
     lines: list[str] = []
     for name, record in users.items():
         credential = record.credential
-        lines += toml_table(
-            f"[users.{toml_value(name)}]",
-            {
-                "client_type": record.client_type,
-                "iterations": credential.iterations,
-                "salt": base64.b64encode(credential.salt).decode(),
-                "stored_key": base64.b64encode(credential.stored_key).decode(),
-                "server_key": base64.b64encode(credential.server_key).decode(),
-            },
-        )
+        table: dict[str, object] = {"client_type": record.client_type}
+        if isinstance(credential, MosquittoHash):
+            table["mosquitto_hash"] = str(credential)
+        else:
+            table["iterations"] = credential.iterations
+            table["salt"] = base64.b64encode(credential.salt).decode()
+            table["stored_key"] = base64.b64encode(credential.stored_key).decode()
+            table["server_key"] = base64.b64encode(credential.server_key).decode()
+        lines += toml_table(f"[users.{toml_value(name)}]", table)
     return _HEADER + "\n".join(lines)
 
 
-def add_user(path: Path, name: str, record: UserRecord) -> None:
-    """Add ``name`` to the users file at ``path`` (created if missing)."""
-    users = load_users(path) if path.exists() else {}
-    if name in users:
-        raise UsersFileError(f"users file {path}: user {name!r} exists")
-    users[name] = record
+def save_users(path: Path, users: Mapping[str, UserRecord]) -> None:
+    """Write ``users`` as the users file at ``path``, replacing it whole."""
     directory = path.parent
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     try:
@@ -135,3 +158,15 @@ def add_user(path: Path, name: str, record: UserRecord) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def replace_credential(path: Path, name: str, old: object, record: UserRecord) -> bool:
+    """Put ``record`` in place of ``name``'s entry when that still holds the credential
+    ``old`` (nobody changed it meanwhile); True when the file was rewritten."""
+    users = load_users(path)
+    current = users.get(name)
+    if current is None or current.credential != old:
+        return False
+    users[name] = record
+    save_users(path, users)
+    return True

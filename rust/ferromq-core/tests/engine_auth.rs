@@ -308,6 +308,47 @@ fn without_authentication_a_method_is_refused_with_0x8c() {
 }
 
 /// A v5 client connected with METHOD through one round trip.
+#[test]
+fn disconnect_closes_a_connected_client_with_the_reason_and_publishes_its_will() {
+    let mut h = harness();
+    let (mut watcher, token) = start(&mut h, connect("watcher", V5, true));
+    h.engine
+        .complete_auth(watcher.conn, token, ReasonCode::Success, None, h.now);
+    h.send(&watcher, subscribe(1, "wills/#", QoS::AtMostOnce));
+    h.recv(&mut watcher);
+    let c = with_will(connect("dev1", V5, true), "wills/dev1", b"gone", None);
+    let (mut client, token) = start(&mut h, c);
+    // Not connected yet: nothing to close.
+    h.engine
+        .disconnect(client.conn, token, ReasonCode::MaximumConnectTime, h.now);
+    assert!(!h.is_closed(&client));
+    h.engine
+        .complete_auth(client.conn, token, ReasonCode::Success, None, h.now);
+    h.recv(&mut client);
+    // Another token is another socket's: ignored.
+    h.engine.disconnect(
+        client.conn,
+        token + 1,
+        ReasonCode::MaximumConnectTime,
+        h.now,
+    );
+    assert!(!h.is_closed(&client));
+    h.engine
+        .disconnect(client.conn, token, ReasonCode::MaximumConnectTime, h.now);
+    let got = h.recv(&mut client);
+    let (kind, packet) = reason_only(&got[0]);
+    assert_eq!(
+        (kind, packet.reason),
+        ("disconnect", ReasonCode::MaximumConnectTime)
+    );
+    assert!(h.is_closed(&client));
+    let will = h.recv(&mut watcher);
+    assert!(
+        matches!(&will[..], [Packet::Publish(p)] if &p.payload[..] == b"gone"),
+        "{will:?}"
+    );
+}
+
 fn connected_with_method(h: &mut Harness, id: &str) -> (Client, u64) {
     let (mut client, token) = start(h, with_method(connect(id, V5, true), METHOD, None));
     h.engine

@@ -62,14 +62,21 @@ impl Engine {
         data: Option<&[u8]>,
         client_type: Option<&str>,
     ) -> PyResult<()> {
-        let reason = ReasonCode::from_u8(reason_code).ok_or_else(|| {
-            errors::bad_argument(format!("0x{reason_code:02X} is not a reason code"))
-        })?;
+        let reason = reason_of(reason_code)?;
         if let Some(name) = client_type {
             let client_type: ClientType = name.parse().map_err(|e| errors::unknown_name(&e))?;
             self.inner.set_client_type(conn, token, client_type);
         }
         self.inner.complete_auth(conn, token, reason, data, now);
+        Ok(())
+    }
+
+    /// Close the connected client `conn` (the socket of `token`) with `reason_code`:
+    /// v5 clients get DISCONNECT with it, the will is published. Ignored when the
+    /// socket is gone or not connected yet.
+    fn disconnect(&mut self, conn: u32, token: u64, reason_code: u8, now: u64) -> PyResult<()> {
+        let reason = reason_of(reason_code)?;
+        self.inner.disconnect(conn, token, reason, now);
         Ok(())
     }
 
@@ -224,4 +231,9 @@ impl Engine {
         }
         Ok(d)
     }
+}
+
+fn reason_of(code: u8) -> PyResult<ReasonCode> {
+    ReasonCode::from_u8(code)
+        .ok_or_else(|| errors::bad_argument(format!("0x{code:02X} is not a reason code")))
 }

@@ -180,6 +180,20 @@ impl Engine {
             .filter(|a| a.turn == Turn::Broker)
     }
 
+    /// Close a connected client from outside the protocol, e.g. when its credentials
+    /// expire: a v5 client gets DISCONNECT `reason` first, and the will is published as
+    /// for any close the client did not ask for [MQTT-3.1.2-8]. Ignored for another
+    /// token (the socket is gone) or a connection not connected yet.
+    pub fn disconnect(&mut self, conn_id: ConnId, token: u64, reason: ReasonCode, now: u64) {
+        let connected = self
+            .conn_mut(conn_id)
+            .is_some_and(|c| c.token == token && !c.is_closed() && c.session().is_some());
+        if connected {
+            self.disconnect_with(conn_id, reason);
+            self.close_connection(conn_id, true, false, now);
+        }
+    }
+
     /// Python's answer "continue": send AUTH 0x18 with `data` and wait for the
     /// client. Without a method in CONNECT there is nothing to continue
     /// [MQTT-4.12.0-6]: the connection is refused as not authorized. An answer for
