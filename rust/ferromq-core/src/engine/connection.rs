@@ -64,6 +64,9 @@ pub struct Connection {
     pub session_expiry_from_connect: u32,
     /// Already listed among the engine's dirty connections.
     pub flush_queued: bool,
+    /// Already listed among the connections to drain after `take_output` (its
+    /// deliveries stopped at the engine's write high-water mark).
+    pub refill_queued: bool,
     /// Packets that arrived while CONNECT was being authenticated.
     pub parked: Vec<Packet>,
     /// Retained messages its subscriptions still have to receive.
@@ -86,6 +89,7 @@ impl Connection {
             keepalive_grace_ms: 0,
             last_received: now,
             writable: true,
+            refill_queued: false,
             send_window: 0,
             client_max_packet: u32::MAX,
             topic_aliases: HashMap::new(),

@@ -218,11 +218,11 @@ impl Engine {
         if self.is_writable(conn) {
             return true;
         }
-        let full = self.conns[conn as usize]
-            .as_ref()
-            .is_some_and(|c| c.writable && !c.is_closed());
-        if full && !self.refill.contains(&conn) {
-            self.refill.push(conn);
+        if let Some(c) = self.conns[conn as usize].as_mut() {
+            if c.writable && !c.is_closed() && !c.refill_queued {
+                c.refill_queued = true;
+                self.refill.push(conn);
+            }
         }
         false
     }

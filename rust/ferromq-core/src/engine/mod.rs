@@ -382,7 +382,11 @@ impl Engine {
             }
         }
         for conn_id in std::mem::take(&mut self.refill) {
-            if let Some(session) = self.conn_mut(conn_id).and_then(|c| c.session()) {
+            let Some(conn) = self.conn_mut(conn_id) else {
+                continue;
+            };
+            conn.refill_queued = false;
+            if let Some(session) = conn.session() {
                 self.drain_queue(session, self.clock);
             }
         }
