@@ -14,6 +14,14 @@
   unfinished frame are kept per connection, which keeps an idle connection near the
   transport's own memory floor.
 
+Reading less: the engine's C entry reports after each read whether it now holds the
+connection's input (a publish rate spent, or the memory budget exceeded); the
+connection then pauses the transport at once, before the loop reads it again, and
+``IOHub.flush`` resumes it on the engine's ``ResumeReading`` event. A ``Wake`` event
+asks for ``Engine.wake`` at a time (a rate refilled): ``IOHub`` sets a loop timer.
+Reading stays paused while either the engine holds the input or the transport's
+write buffer is above its high-water mark. Transitions only, never per message.
+
 Per ``buffer_updated`` every complete frame in the buffer goes to the consumer
 (``FrameDecoder`` or the engine) in one call; the tail of an unfinished frame is kept
 as ``bytes`` and copied back to the front of the arena at the next ``get_buffer``. A
@@ -29,7 +37,7 @@ from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove
 
-from ferromq._core import Close
+from ferromq._core import Close, ResumeReading, Wake
 
 DEFAULT_ARENA_SIZE = 256 * 1024
 cdef Py_ssize_t MIN_FREE = 4096
@@ -44,7 +52,7 @@ cdef extern from "ferromq_raw_feed.h":
         uint32_t version
         uint32_t size
         void *engine
-        size_t (*feed)(void *, uint32_t, const uint8_t *, size_t, uint64_t) noexcept
+        size_t (*feed)(void *, uint32_t, const uint8_t *, size_t, uint64_t, uint8_t *) noexcept
 
 
 cdef ferromq_raw_feed *raw_feed_of(object capsule) except NULL:
@@ -185,7 +193,8 @@ cdef class IOHub:
     loop tick, after every read of that tick has been handed to the engine.
 
     ``on_event`` receives the engine events Python decides (``Authenticate``, ...);
-    ``Close`` events are handled here, after the output they follow.
+    ``Close``, ``ResumeReading`` and ``Wake`` events are handled here, after the
+    output they follow.
     """
 
     cdef readonly object engine
@@ -195,6 +204,7 @@ cdef class IOHub:
     cdef object _loop
     cdef object _on_event
     cdef dict _transports
+    cdef dict _connections
     cdef bint _flush_scheduled
     cdef readonly Py_ssize_t write_high_water
 
@@ -206,6 +216,7 @@ cdef class IOHub:
         self._loop = loop
         self._on_event = on_event
         self._transports = {}
+        self._connections = {}
         self._flush_scheduled = False
         self.write_high_water = write_high_water
 
@@ -230,15 +241,27 @@ cdef class IOHub:
             transport = self._transports.get(conn)
             if transport is not None:
                 transport.write(data)
+        cdef MqttConnection connection
         for event in self.engine.take_events():
-            if type(event) is Close:
+            kind = type(event)
+            if kind is Close:
                 transport = self._transports.get(event.conn)
                 if transport is not None:
                     transport.close()
+            elif kind is ResumeReading:
+                connection = self._connections.get(event.conn)
+                if connection is not None:
+                    connection.set_input_held(False)
+            elif kind is Wake:
+                self._loop.call_at(event.at / 1000.0, self._wake)
             else:
                 self._on_event(event)
         if self.engine.has_output():
             self.schedule_flush()
+
+    def _wake(self):
+        self.engine.wake(self.now())
+        self.flush()
 
     def peer(self, conn):
         """The remote address of a connection, or None once it is gone."""
@@ -257,6 +280,7 @@ cdef class EngineReader(ArenaReader):
     cdef ferromq_raw_feed *_raw
     cdef unsigned int _conn
     cdef IOHub _hub
+    cdef uint8_t held
 
     def __init__(self, IOHub hub not None, unsigned int conn):
         ArenaReader.__init__(self, hub.arena)
@@ -265,11 +289,12 @@ cdef class EngineReader(ArenaReader):
         # and checked its version when it took it.
         self._raw = hub._raw
         self._conn = conn
+        self.held = 0
 
     cdef Py_ssize_t consume(self, bytearray source, Py_ssize_t end) except -1:
         return <Py_ssize_t>self._raw.feed(
             self._raw.engine, self._conn, <const uint8_t *><char *>source,
-            <size_t>end, <uint64_t>self._hub.now()
+            <size_t>end, <uint64_t>self._hub.now(), &self.held
         )
 
     cpdef buffer_updated(self, Py_ssize_t nbytes):
@@ -280,15 +305,20 @@ cdef class MqttConnection:
     """The protocol core of one MQTT connection: reads go to the engine through a
     ``ReceiveBuffer`` on the hub's shared arena; writes happen in ``IOHub.flush``.
     Backpressure: while the transport's write buffer is above the high-water mark the
-    engine queues this connection's deliveries and reading from it pauses."""
+    engine queues this connection's deliveries and reading from it pauses; reading
+    also pauses while the engine holds the connection's input (see the module)."""
 
     cdef IOHub _hub
     cdef object _transport
     cdef EngineReader _receive
     cdef unsigned int _conn
+    cdef bint _write_paused
+    cdef bint _input_held
 
     def __init__(self, IOHub hub not None):
         self._hub = hub
+        self._write_paused = False
+        self._input_held = False
 
     @property
     def conn(self):
@@ -300,6 +330,7 @@ cdef class MqttConnection:
         self._transport = transport
         self._conn = hub.engine.open(hub.now())
         hub._transports[self._conn] = transport
+        hub._connections[self._conn] = self
         transport.set_write_buffer_limits(high=hub.write_high_water)
         self._receive = EngineReader(hub, self._conn)
 
@@ -308,7 +339,22 @@ cdef class MqttConnection:
 
     def buffer_updated(self, Py_ssize_t nbytes):
         self._receive.buffer_updated(nbytes)
+        if self._receive.held and not self._input_held:
+            self.set_input_held(True)
         self._hub.schedule_flush()
+
+    cdef int set_input_held(self, bint held) except -1:
+        self._input_held = held
+        return self._update_reading()
+
+    cdef int _update_reading(self) except -1:
+        if self._transport is None or self._transport.is_closing():
+            return 0
+        if self._write_paused or self._input_held:
+            self._transport.pause_reading()
+        else:
+            self._transport.resume_reading()
+        return 0
 
     def eof_received(self):
         return False
@@ -318,17 +364,19 @@ cdef class MqttConnection:
         hub.engine.connection_lost(self._conn, hub.now())
         if hub._transports.get(self._conn) is self._transport:
             del hub._transports[self._conn]
+        if hub._connections.get(self._conn) is self:
+            del hub._connections[self._conn]
         hub.schedule_flush()
 
     def pause_writing(self):
         self._hub.engine.set_writable(self._conn, False, self._hub.now())
-        if not self._transport.is_closing():
-            self._transport.pause_reading()
+        self._write_paused = True
+        self._update_reading()
 
     def resume_writing(self):
         self._hub.engine.set_writable(self._conn, True, self._hub.now())
-        if not self._transport.is_closing():
-            self._transport.resume_reading()
+        self._write_paused = False
+        self._update_reading()
         self._hub.schedule_flush()
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "RedisReplies",
     "Rejected",
     "RestoreReport",
+    "ResumeReading",
     "RetainedIndex",
     "StreamDone",
     "StreamMember",
@@ -39,6 +40,7 @@ __all__ = [
     "TopicFilterInvalid",
     "TopicNameInvalid",
     "UnsupportedProtocolVersion",
+    "Wake",
     "__version__",
     "encode",
     "encode_many",
@@ -144,7 +146,18 @@ class EngineSettings:
         response_information_prefix: str,
         outbound_topic_aliases: int,
         validate_utf8_payload: bool,
+        max_queued_bytes: int,
+        memory_budget: int,
         max_publish_rate: int,
+        max_publish_bytes_rate: int,
+        max_publish_rate_per_user: int,
+        max_publish_bytes_rate_per_user: int,
+        max_subscriptions_per_client: int,
+        max_retained_messages: int,
+        max_retained_bytes: int,
+        max_retained_messages_per_user: int,
+        max_retained_bytes_per_user: int,
+        retained_max_expiry_ms: int,
         redirect_server_reference: str,
         redirect_permanent: bool,
     ) -> EngineSettings: ...
@@ -215,8 +228,26 @@ class StreamMember:
 @final
 class StreamDone: ...
 
+@final
+class ResumeReading:
+    @property
+    def conn(self) -> int: ...
+
+@final
+class Wake:
+    @property
+    def at(self) -> int: ...
+
 EngineEvent: TypeAlias = (
-    Authenticate | Auth | Rejected | Close | Persist | StreamMember | StreamDone
+    Authenticate
+    | Auth
+    | Rejected
+    | Close
+    | Persist
+    | StreamMember
+    | StreamDone
+    | ResumeReading
+    | Wake
 )
 
 @final
@@ -263,6 +294,7 @@ class Engine:
     def continue_auth(self, conn: int, token: int, data: bytes, now: int) -> None: ...
     def set_writable(self, conn: int, writable: bool, now: int) -> None: ...
     def tick(self, now: int) -> None: ...
+    def wake(self, now: int) -> None: ...
     def publish(
         self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, now: int = 0
     ) -> int: ...

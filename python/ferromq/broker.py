@@ -42,6 +42,8 @@ from ferromq._core import (
     Persist,
     Rejected,
     StreamDone,
+    ResumeReading,
+    Wake,
     StreamMember,
 )
 from ferromq._protocol import IOHub, ReadArena
@@ -305,8 +307,8 @@ class Broker:
                 # CONNECT itself.
                 if self.auth is not None:
                     self.auth.on_event(event)
-            case Close():
-                pass  # IOHub closes the transport itself
+            case Close() | ResumeReading() | Wake():
+                pass  # IOHub acts on these itself
             case _:
                 # mypy: an event class added to the binding but not handled here.
                 _unhandled(event)

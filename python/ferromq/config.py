@@ -219,6 +219,9 @@ class _Quantity:
         return self.parse(text, where)  # the string spelling already accepts bare digits
 
 
+MAX_U63: Final = (1 << 63) - 1
+
+
 def _size(low: int, high: int | None = None) -> _Quantity:
     return _Quantity(_SIZE_UNITS, 'a size like 1048576 or "1MiB"', low, high)
 
@@ -421,8 +424,41 @@ class LimitsConfig:
     and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
     max_publish_rate: int = _setting(0, _Int(0, 0xFFFF_FFFF))
     """PUBLISH packets per second one connection may send (a token bucket holding one
-    second's worth); above it the connection ends (v5: DISCONNECT 0x97 Quota exceeded).
-    0 means no quota."""
+    second's worth). Above it an MQTT 5.0 client is disconnected with 0x96 (Message rate
+    too high) and a 3.1/3.1.1 client, which has no code for it, is throttled: the broker
+    stops reading it until the bucket refills, so its messages arrive later, none lost.
+    0 means no limit. (Before issue 13 every client was disconnected, v5 with 0x97.)"""
+    max_publish_bytes_rate: int = _setting(0, _size(0, MAX_U63))
+    """PUBLISH bytes (topic + payload) per second one connection may send, a second
+    token bucket handled as ``max_publish_rate``; 0 means no limit."""
+    max_publish_rate_per_user: int = _setting(0, _Int(0, 0xFFFF_FFFF))
+    """PUBLISH packets per second all connections of one user name may send together
+    (one bucket per user name; connections without a user name are not counted);
+    handled as ``max_publish_rate``. 0 means no limit."""
+    max_publish_bytes_rate_per_user: int = _setting(0, _size(0, MAX_U63))
+    """PUBLISH bytes per second all connections of one user name may send together;
+    0 means no limit."""
+    max_subscriptions_per_client: int = _setting(0, _Int(0, 0xFFFF_FFFF))
+    """Subscriptions one session may hold; a SUBSCRIBE filter beyond it is refused
+    with 0x97 Quota exceeded (3.1.1: 0x80), replacing a held filter is allowed.
+    0 means no limit."""
+    max_retained_messages: int = _setting(0, _Int(0, MAX_U63))
+    """Retained messages the broker keeps in all. A retained PUBLISH beyond it is not
+    stored (the topic's existing retained message stays): an MQTT 5.0 QoS 1/2 publisher
+    gets PUBACK/PUBREC 0x97 Quota exceeded and the message is not delivered, others are
+    delivered live and only not retained; counted in
+    ``$SYS/broker/retained messages/refused``. 0 means no limit."""
+    max_retained_bytes: int = _setting(0, _size(0, MAX_U63))
+    """Bytes (topic + payload) of all retained messages, enforced as
+    ``max_retained_messages``; 0 means no limit."""
+    max_retained_messages_per_user: int = _setting(0, _Int(0, MAX_U63))
+    """Retained messages one user name may own (the last publisher of each topic owns
+    it); enforced as ``max_retained_messages``. 0 means no limit."""
+    max_retained_bytes_per_user: int = _setting(0, _size(0, MAX_U63))
+    """Bytes of the retained messages one user name owns; 0 means no limit."""
+    retained_max_expiry: int = _setting(0, _duration(0, MAX_U63 // 1000))
+    """Longest a retained message is kept (from its PUBLISH), whatever its Message Expiry
+    Interval says or if it has none; live delivery is unaffected. 0 means no cap."""
     allow_control_characters: bool = _setting(False, _Bool())
     """Accept control characters (U+0001-U+001F, U+007F-U+009F) in client ids, user names,
     topic names and topic filters. The spec says they SHOULD NOT be sent and lets a server
@@ -438,6 +474,16 @@ class SessionConfig:
 
     queue_limit: int = _setting(1000, _Int(1, 65535))
     """Messages queued per session beyond the in-flight window."""
+    max_queued_bytes: int = _setting(0, _size(0, MAX_U63))
+    """Bytes queued per session (topic + payload + about 100 bytes of bookkeeping per
+    message), beside ``queue_limit``; over it ``drop_policy`` applies and the drops are
+    counted in ``$SYS/broker/messages/dropped/session_bytes``. 0 means no bound."""
+    memory_budget: int = _setting(0, _size(0, MAX_U63))
+    """Bytes of all queued deliveries and unsent output together. Above it the broker
+    reads less from publishers: a connection that sends a PUBLISH is not read again until
+    the total is back at three quarters of the budget, so publishers slow to what the
+    subscribers take instead of the broker queueing what it would drop. A publisher with
+    deliveries of its own pending is not paused. 0 means no budget."""
     drop_policy: str = _setting("drop_oldest", _Choice(("drop_oldest", "refuse_newest")))
     """When the queue is full: ``drop_oldest`` evicts the oldest message, ``refuse_newest``
     discards the arriving one. Either way a queued QoS 0 message is dropped first, before

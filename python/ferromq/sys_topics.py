@@ -3,7 +3,11 @@
 The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
-count, uptime, version), the accept path's refusals by reason and its pauses for want
+count, uptime, version), drops by reason (``messages/dropped/<reason>``: queue_full,
+session_bytes, expired, qos0_offline, too_large, group_ended, summing to
+``publish/messages/dropped``), the limits' refusals (publish rate, subscriptions,
+retained) and the memory budget (``memory/used`` bytes, ``clients/held`` connections
+not read, ``publishers/paused`` times), the accept path's refusals by reason and its pauses for want
 of file descriptors (:mod:`ferromq.listener`), and the store writer's health
 (``store/state`` ok or failing, ``store/errors``, ``store/last_error``). ``#`` never
 matches ``$SYS`` [MQTT-4.7.2-1]; the engine's index enforces that. One publish per
@@ -30,6 +34,18 @@ COUNTERS: Mapping[str, str] = {
     "publish/messages/received": "publish_received",
     "publish/messages/sent": "publish_sent",
     "publish/messages/dropped": "publish_dropped",
+    "messages/dropped/queue_full": "dropped_queue_full",
+    "messages/dropped/session_bytes": "dropped_session_bytes",
+    "messages/dropped/expired": "dropped_expired",
+    "messages/dropped/qos0_offline": "dropped_qos0_offline",
+    "messages/dropped/too_large": "dropped_too_large",
+    "messages/dropped/group_ended": "dropped_group_ended",
+    "publish/messages/rate_exceeded": "publish_rate_exceeded",
+    "publishers/paused": "publishers_paused",
+    "clients/held": "connections_held",
+    "memory/used": "memory_used",
+    "subscriptions/refused": "subscriptions_refused",
+    "retained messages/refused": "retained_refused",
     "clients/connected": "clients_connected",
     "clients/active": "clients_connected",
     "clients/inactive": "clients_disconnected",

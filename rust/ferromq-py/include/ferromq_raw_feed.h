@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FERROMQ_RAW_FEED_VERSION 1
+#define FERROMQ_RAW_FEED_VERSION 2
 #define FERROMQ_RAW_FEED_CAPSULE "ferromq._core.RawFeed"
 
 typedef struct {
@@ -22,8 +22,12 @@ typedef struct {
     uint32_t size; /* sizeof(ferromq_raw_feed) as `_core` built it */
     void *engine; /* the Engine's core, owned by the Python Engine the capsule keeps alive */
     /* Handle every complete packet of data[0..len) for connection `conn` at `now`
-     * (milliseconds); returns the bytes used. Call with the GIL held. */
-    size_t (*feed)(void *engine, uint32_t conn, const uint8_t *data, size_t len, uint64_t now);
+     * (milliseconds) and return the bytes used. Set *held to 1 when the engine now
+     * holds the connection's input (a publish rate or the memory budget: stop
+     * reading it until the engine's ResumeReading event), else to 0. Call with the
+     * GIL held. */
+    size_t (*feed)(void *engine, uint32_t conn, const uint8_t *data, size_t len, uint64_t now,
+                   uint8_t *held);
 } ferromq_raw_feed;
 
 #endif

@@ -93,6 +93,11 @@ impl Engine {
         self.inner.tick(now);
     }
 
+    /// Release held connections that are due (a `Wake` event's time has come).
+    fn wake(&mut self, now: u64) {
+        self.inner.wake(now);
+    }
+
     /// Publish from the broker itself; returns the number of sessions reached.
     #[pyo3(signature = (topic, payload, qos = 0, retain = false, now = 0))]
     fn publish(
@@ -214,6 +219,18 @@ impl Engine {
             ("publish_received", s.publish_received),
             ("publish_sent", s.publish_sent),
             ("publish_dropped", s.publish_dropped),
+            ("dropped_queue_full", s.dropped.queue_full),
+            ("dropped_session_bytes", s.dropped.session_bytes),
+            ("dropped_expired", s.dropped.expired),
+            ("dropped_qos0_offline", s.dropped.qos0_offline),
+            ("dropped_too_large", s.dropped.too_large),
+            ("dropped_group_ended", s.dropped.group_ended),
+            ("publish_rate_exceeded", s.publish_rate_exceeded),
+            ("publishers_paused", s.publishers_paused),
+            ("subscriptions_refused", s.subscriptions_refused),
+            ("retained_refused", s.retained_refused),
+            ("memory_used", s.memory_used),
+            ("connections_held", s.connections_held),
             ("shared_released", s.shared_released),
             ("connections_opened", s.connections_opened),
             ("protocol_errors", s.protocol_errors),

@@ -71,8 +71,21 @@ pub(crate) struct StreamMember {
 #[pyclass(module = "ferromq._core", frozen)]
 pub(crate) struct StreamDone;
 
+/// The connection's input is no longer held: read its transport again (handled in
+/// `IOHub`; the raw feed said when to stop).
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct ResumeReading {
+    conn: u32,
+}
+
+/// Call `Engine.wake` at engine time `at` (milliseconds; handled in `IOHub`).
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Wake {
+    at: u64,
+}
+
 /// Every event class, in the stub's `EngineEvent` order.
-fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 7] {
+fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 9] {
     [
         py.get_type::<Authenticate>(),
         py.get_type::<Auth>(),
@@ -81,6 +94,8 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 7] {
         py.get_type::<Persist>(),
         py.get_type::<StreamMember>(),
         py.get_type::<StreamDone>(),
+        py.get_type::<ResumeReading>(),
+        py.get_type::<Wake>(),
     ]
 }
 
@@ -162,6 +177,8 @@ pub(crate) fn events_from_core(
             .into_pyobject(py)?
             .into_any(),
             Event::StreamDone => StreamDone.into_pyobject(py)?.into_any(),
+            Event::ResumeReading { conn } => ResumeReading { conn }.into_pyobject(py)?.into_any(),
+            Event::Wake { at } => Wake { at }.into_pyobject(py)?.into_any(),
         };
         list.append(item)?;
     }

@@ -2,6 +2,11 @@
 //! holding a `RawFeed`, whose `feed` the `EngineReader` calls once per read with the
 //! arena's pointer and length, so no Python object is made per read.
 //!
+//! `feed` also reports through `held` whether the engine now holds the connection's
+//! input (a publish rate or the memory budget, `ferromq_core::engine` `hold`): the
+//! reader then pauses the transport at once, before the loop reads it again, and
+//! resumes it on the engine's `ResumeReading` event.
+//!
 //! The layout is declared once, in `include/ferromq_raw_feed.h`, which the Cython
 //! module includes; `RawFeed` mirrors it with `#[repr(C)]`, and the tests below read
 //! the header and check its version, capsule name and every field's offset against
@@ -14,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 /// `FERROMQ_RAW_FEED_VERSION` of the header: bump both with any change of layout.
-pub(crate) const RAW_FEED_VERSION: u32 = 1;
+pub(crate) const RAW_FEED_VERSION: u32 = 2;
 /// `FERROMQ_RAW_FEED_CAPSULE` of the header.
 const CAPSULE_NAME: &CStr = c"ferromq._core.RawFeed";
 
@@ -24,7 +29,7 @@ struct RawFeed {
     version: u32,
     size: u32,
     engine: *mut CoreEngine,
-    feed: unsafe extern "C" fn(*mut CoreEngine, u32, *const u8, usize, u64) -> usize,
+    feed: unsafe extern "C" fn(*mut CoreEngine, u32, *const u8, usize, u64, *mut u8) -> usize,
 }
 
 // SAFETY: a RawFeed is only dereferenced by the Cython IO layer on the thread that
@@ -44,29 +49,36 @@ pub(crate) fn capsule(py: Python<'_>, engine: *mut CoreEngine) -> PyResult<Bound
 }
 
 /// `ferromq_core::engine::Engine::feed` for C callers: handle every complete packet of
-/// `data[..len]` for `conn` at `now`, return the bytes used.
+/// `data[..len]` for `conn` at `now`, return the bytes used, and set `*held` to 1 when
+/// the engine holds the connection's input (stop reading it), else 0.
 ///
 /// # Safety
 /// `engine` must point to the `inner` engine of a live `Engine` object, `data` to
-/// `len` readable bytes, and the caller must hold the GIL on the engine's thread with
-/// no other borrow of that engine active (the engine never calls back into Python).
+/// `len` readable bytes, `held` to one writable byte, and the caller must hold the GIL
+/// on the engine's thread with no other borrow of that engine active (the engine
+/// never calls back into Python).
 unsafe extern "C" fn feed(
     engine: *mut CoreEngine,
     conn: u32,
     data: *const u8,
     len: usize,
     now: u64,
+    held: *mut u8,
 ) -> usize {
     // SAFETY: guaranteed by the caller, as documented above.
     let (engine, bytes) = unsafe { (&mut *engine, std::slice::from_raw_parts(data, len)) };
     // A panic must not unwind into C: the read is dropped and the connection closed.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        engine.feed(conn, bytes, now)
+    let (used, is_held) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let used = engine.feed(conn, bytes, now);
+        (used, engine.input_held(conn))
     }))
     .unwrap_or_else(|_| {
         engine.connection_lost(conn, now);
-        len
-    })
+        (len, false)
+    });
+    // SAFETY: `held` points to one writable byte, as documented above.
+    unsafe { *held = u8::from(is_held) };
+    used
 }
 
 #[cfg(test)]
@@ -117,6 +129,7 @@ mod tests {
                 };
                 let ty = if ty.ends_with('*') { "void *" } else { ty };
                 let size = match ty {
+                    "uint8_t" => 1,
                     "uint32_t" => 4,
                     "uint64_t" | "size_t" => 8,
                     "void *" => size_of::<usize>(),

@@ -7,7 +7,9 @@
 //! `ValueError` from `errors.rs` naming the setting.
 
 use ferromq_core::codec::QoS;
-use ferromq_core::engine::{DropPolicy, EngineConfig, Features, Redirect};
+use ferromq_core::engine::{
+    DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits,
+};
 use ferromq_core::topic::ShareStrategy;
 use pyo3::prelude::*;
 
@@ -57,7 +59,18 @@ impl EngineSettings {
         response_information_prefix,
         outbound_topic_aliases,
         validate_utf8_payload,
+        max_queued_bytes,
+        memory_budget,
         max_publish_rate,
+        max_publish_bytes_rate,
+        max_publish_rate_per_user,
+        max_publish_bytes_rate_per_user,
+        max_subscriptions_per_client,
+        max_retained_messages,
+        max_retained_bytes,
+        max_retained_messages_per_user,
+        max_retained_bytes_per_user,
+        retained_max_expiry_ms,
         redirect_server_reference,
         redirect_permanent,
     ))]
@@ -91,7 +104,18 @@ impl EngineSettings {
         response_information_prefix: String,
         outbound_topic_aliases: u16,
         validate_utf8_payload: bool,
+        max_queued_bytes: u64,
+        memory_budget: u64,
         max_publish_rate: u32,
+        max_publish_bytes_rate: u64,
+        max_publish_rate_per_user: u32,
+        max_publish_bytes_rate_per_user: u64,
+        max_subscriptions_per_client: u32,
+        max_retained_messages: u64,
+        max_retained_bytes: u64,
+        max_retained_messages_per_user: u64,
+        max_retained_bytes_per_user: u64,
+        retained_max_expiry_ms: u64,
         redirect_server_reference: String,
         redirect_permanent: bool,
     ) -> PyResult<EngineSettings> {
@@ -107,7 +131,6 @@ impl EngineSettings {
             response_information_prefix,
             outbound_topic_aliases,
             validate_utf8_payload,
-            max_publish_rate,
             // An empty server reference: no redirect.
             redirect: (!redirect_server_reference.is_empty()).then_some(Redirect {
                 server_reference: redirect_server_reference,
@@ -125,6 +148,22 @@ impl EngineSettings {
             drop_policy: drop_policy
                 .parse::<DropPolicy>()
                 .map_err(|e| errors::unknown_name(&e))?,
+            max_queued_bytes,
+            memory_budget,
+            publish_rate: PublishRateLimits {
+                messages_per_client: max_publish_rate,
+                bytes_per_client: max_publish_bytes_rate,
+                messages_per_user: max_publish_rate_per_user,
+                bytes_per_user: max_publish_bytes_rate_per_user,
+            },
+            max_subscriptions_per_client,
+            retained_limits: RetainedLimits {
+                max_messages: max_retained_messages,
+                max_bytes: max_retained_bytes,
+                max_messages_per_user: max_retained_messages_per_user,
+                max_bytes_per_user: max_retained_bytes_per_user,
+                max_expiry_ms: retained_max_expiry_ms,
+            },
             queue_qos0_offline,
             max_session_expiry,
             persistent_session_expiry,

@@ -55,8 +55,6 @@ pub struct Features {
     pub outbound_topic_aliases: u16,
     /// Refuse a PUBLISH whose Payload Format Indicator is 1 and payload not UTF-8.
     pub validate_utf8_payload: bool,
-    /// PUBLISH packets per second per connection; 0: no quota.
-    pub max_publish_rate: u32,
     pub redirect: Option<Redirect>,
 }
 
@@ -74,7 +72,6 @@ impl Default for Features {
             response_information_prefix: String::new(),
             outbound_topic_aliases: 16,
             validate_utf8_payload: false,
-            max_publish_rate: 0,
             redirect: None,
         }
     }

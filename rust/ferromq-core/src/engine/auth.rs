@@ -112,7 +112,7 @@ impl Engine {
                 self.refuse(conn_id, ReasonCode::ProtocolError, now)
             }
             // Packets sent right behind CONNECT wait for the decision.
-            (false, packet) => conn.parked.push(packet),
+            (false, packet) => conn.parked.push_back(packet),
         }
     }
 

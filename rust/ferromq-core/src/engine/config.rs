@@ -18,6 +18,38 @@ crate::choice::named!(DropPolicy, "drop policy", [
     "refuse_newest" => DropPolicy::RefuseNewest,
 ]);
 
+/// Publish rates (`rate`), each 0 for none: per connection and per user name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublishRateLimits {
+    pub messages_per_client: u32,
+    pub bytes_per_client: u64,
+    pub messages_per_user: u32,
+    pub bytes_per_user: u64,
+}
+
+impl PublishRateLimits {
+    pub fn per_user(&self) -> bool {
+        self.messages_per_user > 0 || self.bytes_per_user > 0
+    }
+}
+
+/// Retained-message limits (`retained_store`), each 0 for none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetainedLimits {
+    pub max_messages: u64,
+    pub max_bytes: u64,
+    pub max_messages_per_user: u64,
+    pub max_bytes_per_user: u64,
+    /// Longest a retained message is kept, in milliseconds.
+    pub max_expiry_ms: u64,
+}
+
+impl RetainedLimits {
+    pub fn per_user(&self) -> bool {
+        self.max_messages_per_user > 0 || self.max_bytes_per_user > 0
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Largest packet accepted, in bytes, checked from the length header.
@@ -37,6 +69,15 @@ pub struct EngineConfig {
     /// Messages queued per session beyond the in-flight window (at most 65,535).
     pub queue_limit: u16,
     pub drop_policy: DropPolicy,
+    /// Bytes queued per session (`queue`, `memory::delivery_bytes`); 0: no bound.
+    pub max_queued_bytes: u64,
+    /// Bytes of queued deliveries and unsent output above which publishers are read
+    /// less (`memory`); 0: no budget.
+    pub memory_budget: u64,
+    pub publish_rate: PublishRateLimits,
+    /// Subscriptions one session may hold; 0: any number.
+    pub max_subscriptions_per_client: u32,
+    pub retained_limits: RetainedLimits,
     /// Queue QoS 0 messages for offline persistent sessions.
     pub queue_qos0_offline: bool,
     /// Cap on a v5 Session Expiry Interval in seconds; `u32::MAX` means no cap.
@@ -83,6 +124,11 @@ impl Default for EngineConfig {
             connect_timeout_ms: 10_000,
             queue_limit: 1000,
             drop_policy: DropPolicy::DropOldest,
+            max_queued_bytes: 0,
+            memory_budget: 0,
+            publish_rate: PublishRateLimits::default(),
+            max_subscriptions_per_client: 0,
+            retained_limits: RetainedLimits::default(),
             queue_qos0_offline: false,
             max_session_expiry: u32::MAX,
             persistent_session_expiry: 7 * 24 * 3600,

@@ -24,7 +24,8 @@ use crate::codec::{
 use super::alias_out::OutboundAliases;
 use super::connection::ConnState;
 use super::message::Message;
-use super::quota::PublishQuota;
+use super::rate::PublishRate;
+use super::stats::DropReason;
 use super::session::{Awaiting, PendingWill, Session};
 use super::{ConnId, Engine, Event};
 
@@ -148,7 +149,17 @@ impl Engine {
             }
             _ => 0,
         };
-        let publish_quota = PublishQuota::new(self.config.features.max_publish_rate, now);
+        let limits = self.config.publish_rate;
+        let rate = PublishRate::new(limits.messages_per_client, limits.bytes_per_client, now);
+        let user = connect
+            .username
+            .as_ref()
+            .filter(|_| limits.per_user() || self.config.retained_limits.per_user())
+            .map(|name| {
+                self.users.acquire(name.as_str(), || {
+                    PublishRate::new(limits.messages_per_user, limits.bytes_per_user, now)
+                })
+            });
         let keepalive = match self.config.max_keepalive {
             0 => connect.keep_alive,
             cap if connect.keep_alive == 0 || connect.keep_alive > cap => cap,
@@ -160,7 +171,8 @@ impl Engine {
         conn.session_expiry_from_connect = requested_expiry;
         conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
         conn.aliases_out = OutboundAliases::new(aliases_out);
-        conn.publish_quota = publish_quota;
+        conn.rate = rate;
+        conn.user = user;
         conn.send_window = match connect.properties.get(PropertyId::ReceiveMaximum) {
             Some(Property::ReceiveMaximum(n)) => (*n).min(max_inflight),
             _ => max_inflight,
@@ -207,16 +219,7 @@ impl Engine {
         }
         self.resend_inflight(conn_id, session, now);
         self.drain_queue(session, now);
-        let parked = self
-            .conn_mut(conn_id)
-            .map(|c| std::mem::take(&mut c.parked))
-            .unwrap_or_default();
-        for packet in parked {
-            if self.conn_mut(conn_id).is_none_or(|c| c.is_closed()) {
-                break;
-            }
-            self.handle_connected(conn_id, session, packet, now);
-        }
+        self.handle_parked(conn_id, now);
     }
 
     pub(super) fn create_session(&mut self, client_id: &str, expiry: u32) -> u32 {
@@ -224,7 +227,7 @@ impl Engine {
             .free_sessions
             .pop()
             .unwrap_or(self.sessions.len() as u32);
-        let session = Session::new(client_id, expiry);
+        let session = Session::new(client_id, expiry, self.ledger.clone());
         if id as usize == self.sessions.len() {
             self.sessions.push(Some(session));
         } else {
@@ -280,7 +283,7 @@ impl Engine {
             if !self.write(conn_id, &packet) {
                 // Too large for the client's new Maximum Packet Size: completed as
                 // far as the broker is concerned [MQTT-3.1.2-26].
-                self.stats.publish_dropped += 1;
+                self.stats.count_drop(DropReason::TooLarge, 1);
                 if let Some(state) = self.session_mut(session) {
                     state.inflight.remove(&packet_id);
                 }
@@ -436,7 +439,10 @@ impl Engine {
         }
         let state = std::mem::replace(&mut conn.state, ConnState::Closed);
         let will = conn.will.take().filter(|_| abnormal);
-        conn.parked.clear();
+        if let Some(user) = conn.user.take() {
+            self.users.release_connection(user);
+        }
+        self.forget_hold(conn_id);
         self.events.push(Event::Close { conn: conn_id });
         let ConnState::Connected { session } = state else {
             return;

@@ -1,7 +1,7 @@
 //! A network connection as the engine sees it: decoder, protocol state, output
 //! buffer and timers. It points at its session once CONNECT is accepted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::BytesMut;
 
@@ -9,8 +9,10 @@ use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Wi
 
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
-use super::quota::PublishQuota;
+use super::hold::Hold;
+use super::rate::PublishRate;
 use super::retained_cursor::RetainedCursor;
+use super::users::UserId;
 
 #[derive(Debug)]
 pub enum ConnState {
@@ -56,8 +58,12 @@ pub struct Connection {
     pub aliases_out: OutboundAliases,
     /// The v5 client's Request Problem Information (1 unless it sent 0).
     pub request_problem_info: bool,
-    /// Inbound PUBLISH rate quota, when configured.
-    pub publish_quota: Option<PublishQuota>,
+    /// The connection's publish rate, when configured (`rate`).
+    pub rate: Option<PublishRate>,
+    /// Its user name's entry, when a per-user limit is configured (`users`).
+    pub user: Option<UserId>,
+    /// Why its input is held, if it is (`hold`); `parked` holds what waits.
+    pub hold: Option<Hold>,
     /// The client's will, published unless it disconnects normally.
     pub will: Option<Will>,
     /// Session Expiry Interval the connection asked for (v5 DISCONNECT may change it).
@@ -67,8 +73,9 @@ pub struct Connection {
     /// Already listed among the connections to drain after `take_output` (its
     /// deliveries stopped at the engine's write high-water mark).
     pub refill_queued: bool,
-    /// Packets that arrived while CONNECT was being authenticated.
-    pub parked: Vec<Packet>,
+    /// Packets not handled yet, in order: those that arrived while CONNECT was
+    /// being authenticated, or while the input is held.
+    pub parked: VecDeque<Packet>,
     /// Retained messages its subscriptions still have to receive.
     pub retained: RetainedCursor,
 }
@@ -95,11 +102,13 @@ impl Connection {
             topic_aliases: HashMap::new(),
             aliases_out: OutboundAliases::default(),
             request_problem_info: true,
-            publish_quota: None,
+            rate: None,
+            user: None,
+            hold: None,
             will: None,
             session_expiry_from_connect: 0,
             flush_queued: false,
-            parked: Vec::new(),
+            parked: VecDeque::new(),
             retained: RetainedCursor::default(),
         }
     }

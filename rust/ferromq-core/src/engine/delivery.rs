@@ -18,7 +18,8 @@
 
 use crate::codec::{Packet, Publish, QoS};
 
-use super::queue::Pushed;
+use super::queue::{Pushed, QueueLimit};
+use super::stats::DropReason;
 use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
 
@@ -36,7 +37,7 @@ impl Engine {
     /// journal gets it once it is sent or queued.
     pub(super) fn deliver(&mut self, session: u32, mut out: Outgoing, now: u64) -> bool {
         if out.message.is_expired(now) {
-            self.stats.publish_dropped += 1;
+            self.stats.count_drop(DropReason::Expired, 1);
             return false;
         }
         let Some(state) = self.session_mut(session) else {
@@ -59,27 +60,28 @@ impl Engine {
                 return self.send_now(session, conn, out, now);
             }
             (None, QoS::AtMostOnce) if online.is_none() && !self.config.queue_qos0_offline => {
-                self.stats.publish_dropped += 1;
+                self.stats.count_drop(DropReason::Qos0Offline, 1);
                 return false;
             }
             _ => {}
         }
-        let limit = usize::from(self.config.queue_limit);
-        let policy = self.config.drop_policy;
+        let limit = self.queue_limit();
         if held {
             self.drain_when_stored(session, &out.message);
         }
         let state = self.session_mut(session).expect("session checked above");
         let record = (state.journaled && out.qos != QoS::AtMostOnce).then(|| out.clone());
-        let pushed = state.queue.push(out, limit, policy);
+        let pushed = state.queue.push(out, limit);
         match pushed {
-            Pushed::Refused => {
-                self.stats.publish_dropped += 1;
+            Pushed::Refused(reason) => {
+                self.stats.count_drop(reason, 1);
                 return false;
             }
-            Pushed::QueuedDropping(dropped) => {
-                self.stats.publish_dropped += 1;
-                self.journal_removed(session, &dropped);
+            Pushed::QueuedDropping(dropped, reason) => {
+                self.stats.count_drop(reason, dropped.len() as u64);
+                for dropped in &dropped {
+                    self.journal_removed(session, dropped);
+                }
             }
             Pushed::Queued => {}
         }
@@ -87,6 +89,18 @@ impl Engine {
             self.journal_delivery(session, &out);
         }
         true
+    }
+
+    /// The bounds of a session's or group's queue.
+    pub(super) fn queue_limit(&self) -> QueueLimit {
+        QueueLimit {
+            count: usize::from(self.config.queue_limit),
+            bytes: match self.config.max_queued_bytes {
+                0 => u64::MAX,
+                bytes => bytes,
+            },
+            policy: self.config.drop_policy,
+        }
     }
 
     /// Write a delivery that may go now (a QoS 1/2 one numbered, into the window
@@ -146,7 +160,7 @@ impl Engine {
                 .and_then(|s| s.queue.pop())
                 .expect("queue front checked above");
             if out.message.is_expired(now) {
-                self.stats.publish_dropped += 1;
+                self.stats.count_drop(DropReason::Expired, 1);
                 self.journal_removed(session, &out);
             } else if qos == QoS::AtMostOnce {
                 self.send_publish(conn, &out, 0, now);
@@ -271,7 +285,7 @@ impl Engine {
             self.stats.publish_sent += 1;
             true
         } else {
-            self.stats.publish_dropped += 1;
+            self.stats.count_drop(DropReason::TooLarge, 1);
             false
         }
     }

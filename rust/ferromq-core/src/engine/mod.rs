@@ -18,7 +18,10 @@
 //! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `retained_cursor` (retained
 //! messages a new subscription still has to receive), `timers` (keep alive, expiry,
 //! will delay), `shared` (shared-group queues and redistribution), `names` (names
-//! refused although they decode: Response Topic, control characters).
+//! refused although they decode: Response Topic, control characters), and the
+//! limits: `rate` and `users` (publish rates per client and per user name), `hold`
+//! (reading less from a publisher), `memory` (the memory budget), `retained_store`
+//! (retained payloads and their limits).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -30,14 +33,17 @@ mod connect;
 mod connection;
 mod delivery;
 mod diagnostics;
+mod hold;
 pub(crate) mod journal;
+mod memory;
 mod message;
 mod names;
 mod persist;
 mod publish;
 mod queue;
-mod quota;
+mod rate;
 mod retained_cursor;
+mod retained_store;
 mod session;
 mod shared;
 mod split;
@@ -45,13 +51,16 @@ mod stats;
 mod stream;
 mod subscribe;
 mod timers;
+mod users;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use config::{DropPolicy, EngineConfig, Features, Redirect};
+pub use config::{
+    DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits,
+};
 pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
     RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
@@ -59,7 +68,7 @@ pub use journal::{
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};
-pub use stats::Stats;
+pub use stats::{Drops, Stats};
 
 use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
@@ -163,6 +172,10 @@ pub enum Event {
     /// Streamed deliveries were done with: take their tokens (`take_stream_done`).
     /// Sent once until taken.
     StreamDone,
+    /// The connection's input is no longer held (`hold`): read its transport again.
+    ResumeReading { conn: ConnId },
+    /// Call [`Engine::wake`] at engine time `at` (a held connection's rate refills).
+    Wake { at: u64 },
 }
 
 pub struct Engine {
@@ -175,7 +188,7 @@ pub struct Engine {
     index: SubscriptionIndex,
     matches: MatchResult,
     retained: RetainedIndex,
-    retained_messages: HashMap<u64, Arc<Message>>,
+    retained_messages: retained_store::RetainedStore,
     next_retained_id: u64,
     /// Messages of shared groups waiting for a member that can take them.
     group_queues: shared::GroupQueues,
@@ -207,6 +220,17 @@ pub struct Engine {
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
+    /// Bytes in every delivery queue (`memory`), shared with the queues.
+    ledger: memory::Ledger,
+    /// Bytes encoded into connections' output and not yet taken (`memory`).
+    output_bytes: u64,
+    /// Per user name limits' state (`users`).
+    users: users::Users,
+    /// Connections whose input is held (`hold`), and how many of them for memory.
+    held: Vec<ConnId>,
+    memory_held: usize,
+    /// The earliest `Event::Wake` asked for and not yet delivered (`hold`).
+    wake_at: Option<u64>,
 }
 
 impl Engine {
@@ -220,7 +244,7 @@ impl Engine {
             index: SubscriptionIndex::new(share_strategy),
             matches: MatchResult::new(),
             retained: RetainedIndex::new(),
-            retained_messages: HashMap::new(),
+            retained_messages: retained_store::RetainedStore::default(),
             next_retained_id: 1,
             group_queues: shared::GroupQueues::default(),
             streamed: stream::StreamedGroups::default(),
@@ -239,6 +263,12 @@ impl Engine {
             wall_offset: 0,
             next_token: 1,
             alias_scratch: Vec::new(),
+            ledger: memory::Ledger::default(),
+            output_bytes: 0,
+            users: users::Users::default(),
+            held: Vec::new(),
+            memory_held: 0,
+            wake_at: None,
             config,
         }
     }
@@ -290,7 +320,9 @@ impl Engine {
                 break;
             }
             self.stats.packets_received += 1;
-            self.handle_packet(conn_id, packet, now);
+            if let Some(packet) = self.park_if_held(conn_id, packet) {
+                self.handle_packet(conn_id, packet, now);
+            }
         }
         if let Some(err) = error {
             self.stats.protocol_errors += 1;
@@ -311,18 +343,22 @@ impl Engine {
             self.close_connection(conn_id, true, false, now);
         }
         self.events.retain(|event| match event {
-            Event::Authenticate { conn, .. } | Event::Auth { conn, .. } | Event::Close { conn } => {
-                *conn != conn_id
-            }
+            Event::Authenticate { conn, .. }
+            | Event::Auth { conn, .. }
+            | Event::Close { conn }
+            | Event::ResumeReading { conn } => *conn != conn_id,
             // Still worth logging after the socket is gone; it acts on nothing.
             Event::Rejected { .. }
+            | Event::Wake { .. }
             | Event::Persist
             | Event::StreamMember { .. }
             | Event::StreamDone => true,
         });
         self.held_acks.retain(|held| held.conn != conn_id);
+        self.held.retain(|&held| held != conn_id);
         if let Some(slot) = self.conns.get_mut(conn_id as usize) {
-            if slot.take().is_some() {
+            if let Some(conn) = slot.take() {
+                self.output_bytes -= conn.out.len() as u64;
                 self.free_conns.push(conn_id);
             }
         }
@@ -377,6 +413,7 @@ impl Engine {
                 if !conn.out.is_empty() {
                     let bytes = conn.out.split().freeze();
                     self.stats.bytes_sent += bytes.len() as u64;
+                    self.output_bytes -= bytes.len() as u64;
                     write(conn_id, bytes);
                 }
             }
@@ -390,6 +427,7 @@ impl Engine {
                 self.drain_queue(session, self.clock);
             }
         }
+        self.release_memory_holds();
     }
 
     pub fn has_output(&self) -> bool {
@@ -445,10 +483,12 @@ impl Engine {
         if conn.is_closed() {
             return false;
         }
+        let before = conn.out.len();
         if !diagnostics::encode_fitting(packet, conn.version, &mut conn.out, conn.client_max_packet)
         {
             return false;
         }
+        self.output_bytes += (conn.out.len() - before) as u64;
         if !conn.flush_queued {
             conn.flush_queued = true;
             self.dirty.push(conn_id);

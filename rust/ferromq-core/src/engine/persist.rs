@@ -490,7 +490,7 @@ impl Engine {
                 Some(message) => self.restore_retained(message.clone()),
                 None => {
                     if let Some(previous) = self.retained.clear(&topic) {
-                        self.retained_messages.remove(&previous);
+                        self.retained_messages.remove(&previous, &mut self.users);
                     }
                 }
             },
@@ -561,7 +561,7 @@ impl Engine {
                 Restored::Deliver(out) => {
                     state
                         .queue
-                        .push(out, usize::MAX, super::DropPolicy::DropOldest);
+                        .push(out, super::queue::QueueLimit::NONE);
                 }
                 Restored::AwaitPubComp(packet_id) => state.record_inflight(
                     packet_id,
@@ -576,9 +576,10 @@ impl Engine {
         let id = self.next_retained_id;
         self.next_retained_id += 1;
         if let Ok(previous) = self.retained.set(&message.topic, id, message.expires_at) {
-            self.retained_messages.insert(id, message);
+            self.retained_messages
+                .insert(id, message, None, &mut self.users);
             if let Some(previous) = previous {
-                self.retained_messages.remove(&previous);
+                self.retained_messages.remove(&previous, &mut self.users);
             }
         }
     }

@@ -25,6 +25,7 @@ use crate::codec::{Ack, Packet, Property, PropertyId, Publish, QoS, ReasonCode};
 
 use super::announce::PublishRefusal;
 use super::message::Message;
+use super::retained_store;
 use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
 
@@ -33,19 +34,13 @@ impl Engine {
         &mut self,
         conn_id: ConnId,
         session: u32,
-        mut publish: Publish,
+        publish: Publish,
         now: u64,
     ) {
-        self.stats.publish_received += 1;
-        if !self.take_publish_token(conn_id, now) {
-            self.refuse_with(
-                conn_id,
-                ReasonCode::QuotaExceeded,
-                "PUBLISH rate above limits.max_publish_rate",
-                now,
-            );
+        let Some(mut publish) = self.admit_publish(conn_id, session, publish, now) else {
             return;
-        }
+        };
+        self.stats.publish_received += 1;
         if let Err(reason) = self.resolve_topic_alias(conn_id, &mut publish) {
             self.refuse(conn_id, reason, now);
             return;
@@ -53,7 +48,8 @@ impl Engine {
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let refusal = self
             .publish_refusal(&publish)
-            .or_else(|| self.publish_name_refusal(&publish, v5));
+            .or_else(|| self.publish_name_refusal(&publish, v5))
+            .or_else(|| self.retained_quota_refusal(session, &publish, v5, now));
         match refusal {
             Some(PublishRefusal::Reject(reason, detail)) if publish.qos != QoS::AtMostOnce => {
                 let mut ack = Ack::new(publish.packet_id);
@@ -127,15 +123,23 @@ impl Engine {
         }
     }
 
-    /// A token of the connection's PUBLISH quota, if it has one (`quota`).
-    fn take_publish_token(&mut self, conn_id: ConnId, now: u64) -> bool {
-        match self
-            .conn_mut(conn_id)
-            .and_then(|c| c.publish_quota.as_mut())
-        {
-            Some(quota) => quota.take(now),
-            None => true,
+    /// A v5 QoS 1/2 retained PUBLISH that a retained limit refuses is answered
+    /// 0x97 and not routed; others are routed and only not stored (`retained_store`).
+    fn retained_quota_refusal(
+        &self,
+        session: u32,
+        publish: &Publish,
+        v5: bool,
+        now: u64,
+    ) -> Option<PublishRefusal> {
+        let applies = v5 && publish.retain && !publish.payload.is_empty();
+        if !applies || publish.qos == QoS::AtMostOnce {
+            return None;
         }
+        let size = (publish.topic.len() + publish.payload.len()) as u64;
+        let owner = self.retained_owner(Some(session));
+        let detail = self.retained_refusal(&publish.topic, size, owner, now)?;
+        Some(PublishRefusal::Reject(ReasonCode::QuotaExceeded, detail))
     }
 
     /// PUBACK/PUBREC for a routed message: v5 says 0x10 when nobody subscribed (a
@@ -180,7 +184,7 @@ impl Engine {
     /// the number of sessions it was delivered or queued to.
     pub(super) fn route(&mut self, message: Arc<Message>, now: u64) -> usize {
         if message.retain {
-            self.store_retained(&message);
+            self.store_retained(&message, now);
         }
         let mut matches = std::mem::take(&mut self.matches);
         self.index
@@ -213,17 +217,29 @@ impl Engine {
     }
 
     /// Keep the last retained message per topic; an empty payload clears it
-    /// [MQTT-3.3.1-5..7].
-    fn store_retained(&mut self, message: &Arc<Message>) {
+    /// [MQTT-3.3.1-5..7]. One a retained limit refuses is not stored, and the
+    /// topic's existing one stays (`retained_store`).
+    fn store_retained(&mut self, message: &Arc<Message>, now: u64) {
         let previous = if message.payload.is_empty() {
             self.journal_retained(&message.topic, None);
             self.retained.clear(&message.topic)
         } else {
+            let owner = self.retained_owner(message.publisher);
+            let size = retained_store::size_of(message);
+            if self
+                .retained_refusal(&message.topic, size, owner, now)
+                .is_some()
+            {
+                self.stats.retained_refused += 1;
+                return;
+            }
             let id = self.next_retained_id;
             self.next_retained_id += 1;
-            match self.retained.set(&message.topic, id, message.expires_at) {
+            let deadline = self.retained_deadline(message, now);
+            match self.retained.set(&message.topic, id, deadline) {
                 Ok(previous) => {
-                    self.retained_messages.insert(id, message.clone());
+                    self.retained_messages
+                        .insert(id, message.clone(), owner, &mut self.users);
                     self.journal_retained(&message.topic, Some(message));
                     previous
                 }
@@ -231,7 +247,7 @@ impl Engine {
             }
         };
         if let Some(previous) = previous {
-            self.retained_messages.remove(&previous);
+            self.retained_messages.remove(&previous, &mut self.users);
         }
     }
 

@@ -24,6 +24,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::journal::ClientType;
+use super::memory::Ledger;
 use super::queue::DeliveryQueue;
 use super::{ConnId, Outgoing};
 use crate::codec::Will;
@@ -77,14 +78,15 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(client_id: &str, expiry_interval: u32) -> Session {
+    /// A session whose queue counts its bytes into `ledger` (`memory`).
+    pub fn new(client_id: &str, expiry_interval: u32, ledger: Ledger) -> Session {
         Session {
             client_id: client_id.into(),
             conn: None,
             expiry_interval,
             expires_at: None,
             inflight: HashMap::new(),
-            queue: DeliveryQueue::default(),
+            queue: DeliveryQueue::new(ledger),
             inbound_qos2: HashSet::new(),
             pending_will: None,
             client_type: ClientType::Device,
@@ -135,7 +137,7 @@ mod tests {
 
     #[test]
     fn packet_ids_skip_those_in_flight_and_wrap_past_zero() {
-        let mut s = Session::new("c", 0);
+        let mut s = Session::new("c", 0, Ledger::default());
         s.next_sequence = 65_533;
         s.record_inflight(u16::MAX, 1, Awaiting::PubComp { release_batch: 0 });
         s.record_inflight(1, 2, Awaiting::PubComp { release_batch: 0 });
@@ -145,7 +147,7 @@ mod tests {
 
     #[test]
     fn inflight_order_is_send_order() {
-        let mut s = Session::new("c", 0);
+        let mut s = Session::new("c", 0, Ledger::default());
         for (sequence, id) in [9, 3, 7].into_iter().enumerate() {
             s.record_inflight(id, sequence as u64, Awaiting::PubComp { release_batch: 0 });
         }

@@ -50,7 +50,8 @@ use crate::codec::QoS;
 use crate::topic::{GroupRef, Member};
 
 use super::message::Message;
-use super::queue::{DeliveryQueue, Pushed};
+use super::queue::{DeliveryQueue, Pushed, QueueLimit};
+use super::stats::DropReason;
 use super::session::Awaiting;
 use super::{Engine, Outgoing};
 
@@ -147,19 +148,30 @@ impl Engine {
     /// Put `message` at the tail of `group`'s queue. False when it was dropped.
     fn hold_for_group(&mut self, group: GroupRef, message: Arc<Message>, now: u64) -> bool {
         let offline_qos0 = message.qos == QoS::AtMostOnce && !self.config.queue_qos0_offline;
-        if offline_qos0 || message.is_expired(now) || !self.index.is_group_live(group) {
-            self.stats.publish_dropped += 1;
+        let reason = if message.is_expired(now) {
+            Some(DropReason::Expired)
+        } else if !self.index.is_group_live(group) {
+            Some(DropReason::GroupEnded)
+        } else {
+            offline_qos0.then_some(DropReason::Qos0Offline)
+        };
+        if let Some(reason) = reason {
+            self.stats.count_drop(reason, 1);
             return false;
         }
-        let limit = usize::from(self.config.queue_limit);
-        let policy = self.config.drop_policy;
+        let limit = self.queue_limit();
         let mut out = held(message, group);
         if out.qos != QoS::AtMostOnce {
             self.number_for_journal(group, &mut out);
         }
         let record = out.clone();
-        let queue = self.group_queues.queues.entry(group).or_default();
-        let pushed = queue.push(out, limit, policy);
+        let ledger = self.ledger.clone();
+        let queue = self
+            .group_queues
+            .queues
+            .entry(group)
+            .or_insert_with(|| DeliveryQueue::new(ledger));
+        let pushed = queue.push(out, limit);
         if queue.is_empty() {
             self.group_queues.queues.remove(&group);
         }
@@ -168,14 +180,16 @@ impl Engine {
                 self.journal_group_delivery(group, &record);
                 true
             }
-            Pushed::QueuedDropping(dropped) => {
-                self.stats.publish_dropped += 1;
-                self.journal_group_removed(group, &dropped);
+            Pushed::QueuedDropping(dropped, reason) => {
+                self.stats.count_drop(reason, dropped.len() as u64);
+                for dropped in &dropped {
+                    self.journal_group_removed(group, dropped);
+                }
                 self.journal_group_delivery(group, &record);
                 true
             }
-            Pushed::Refused => {
-                self.stats.publish_dropped += 1;
+            Pushed::Refused(reason) => {
+                self.stats.count_drop(reason, 1);
                 false
             }
         }
@@ -265,16 +279,22 @@ impl Engine {
         deliveries: impl Iterator<Item = Outgoing>,
     ) {
         let Some(group) = self.index.find_shared_group(share_filter) else {
-            self.stats.publish_dropped += deliveries.count() as u64;
+            let n = deliveries.count() as u64;
+            self.stats.count_drop(DropReason::GroupEnded, n);
             self.journal.session_end(&journal_name);
             return;
         };
         let mut next = 0;
-        let queue = self.group_queues.queues.entry(group).or_default();
+        let ledger = self.ledger.clone();
+        let queue = self
+            .group_queues
+            .queues
+            .entry(group)
+            .or_insert_with(|| DeliveryQueue::new(ledger));
         for mut out in deliveries {
             next = next.max(out.sequence + 1);
             out.group = Some(group);
-            queue.push(out, usize::MAX, super::DropPolicy::DropOldest);
+            queue.push(out, QueueLimit::NONE);
         }
         if queue.is_empty() {
             self.group_queues.queues.remove(&group);
@@ -455,7 +475,7 @@ impl Engine {
         self.group_queues.queues.retain(|&group, queue| {
             let live = index.is_group_live(group);
             if !live {
-                stats.publish_dropped += queue.len() as u64;
+                stats.count_drop(DropReason::GroupEnded, queue.len() as u64);
             }
             live
         });

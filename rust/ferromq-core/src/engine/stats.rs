@@ -1,6 +1,38 @@
 //! Counters for $SYS and metrics. Gauges that can be derived from state (sessions,
 //! in-flight, queued, retained, subscriptions) are computed on demand by
 //! [`super::Engine::stats`] instead of being kept in step on every change.
+//!
+//! Drops are counted by reason (`DropReason`, published as
+//! `$SYS/broker/messages/dropped/<reason>`), their sum as `publish_dropped`.
+
+/// Why a delivery was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// The session's or group's queue held `queue_limit` messages.
+    QueueFull,
+    /// The session's queue held `max_queued_bytes`.
+    SessionBytes,
+    /// Its Message Expiry Interval passed before it was sent [MQTT-3.3.2-5].
+    Expired,
+    /// QoS 0 for an offline session (without `queue_qos0_offline`) or for a shared
+    /// group with no member online.
+    Qos0Offline,
+    /// Larger than the client's Maximum Packet Size [MQTT-3.1.2-25].
+    TooLarge,
+    /// The shared group it waited in ended, or had no member left.
+    GroupEnded,
+}
+
+/// Drops by reason; see `DropReason`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drops {
+    pub queue_full: u64,
+    pub session_bytes: u64,
+    pub expired: u64,
+    pub qos0_offline: u64,
+    pub too_large: u64,
+    pub group_ended: u64,
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -13,6 +45,16 @@ pub struct Stats {
     /// for an offline session or a shared group with no member online, the queue of
     /// a shared group that ended.
     pub publish_dropped: u64,
+    pub dropped: Drops,
+    /// PUBLISH packets over a publish rate: v5 connections ended with 0x96, 3.x
+    /// connections held (`hold`).
+    pub publish_rate_exceeded: u64,
+    /// Times a publisher's input was held because the memory budget was exceeded.
+    pub publishers_paused: u64,
+    /// SUBSCRIBE filters refused for `max_subscriptions_per_client`.
+    pub subscriptions_refused: u64,
+    /// Retained messages not stored for a retained limit (`retained_store`).
+    pub retained_refused: u64,
     /// Shared-group deliveries sent back to their group because their member's
     /// connection ended before it acknowledged them (or while they were queued).
     pub shared_released: u64,
@@ -30,6 +72,25 @@ pub struct Stats {
     pub shared_queued: u64,
     pub retained_messages: u64,
     pub subscriptions: u64,
+    /// Bytes the memory budget counts (`memory`), and connections whose input is held.
+    pub memory_used: u64,
+    pub connections_held: u64,
+}
+
+impl Stats {
+    /// Count `n` deliveries dropped for `reason`.
+    pub fn count_drop(&mut self, reason: DropReason, n: u64) {
+        self.publish_dropped += n;
+        let counter = match reason {
+            DropReason::QueueFull => &mut self.dropped.queue_full,
+            DropReason::SessionBytes => &mut self.dropped.session_bytes,
+            DropReason::Expired => &mut self.dropped.expired,
+            DropReason::Qos0Offline => &mut self.dropped.qos0_offline,
+            DropReason::TooLarge => &mut self.dropped.too_large,
+            DropReason::GroupEnded => &mut self.dropped.group_ended,
+        };
+        *counter += n;
+    }
 }
 
 impl super::Engine {
@@ -45,6 +106,8 @@ impl super::Engine {
         stats.shared_queued = self.group_queues.len() as u64;
         stats.retained_messages = self.retained_messages.len() as u64;
         stats.subscriptions = self.index.len() as u64;
+        stats.memory_used = self.memory_used();
+        stats.connections_held = self.held.len() as u64;
         stats
     }
 }

@@ -158,7 +158,7 @@ impl Engine {
         now: u64,
     ) -> bool {
         if message.is_expired(now) || !self.journal.is_enabled() {
-            self.stats.publish_dropped += 1;
+            self.stats.count_drop(super::stats::DropReason::Expired, 1);
             return false;
         }
         let Some(filter) = self.streamed.groups.get(&group) else {

@@ -1,7 +1,9 @@
 //! SUBSCRIBE and UNSUBSCRIBE, and retained messages sent on subscribe.
 //!
 //! Every filter is granted the QoS it asked for up to the Maximum QoS; a filter the
-//! index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1, one using a feature the
+//! index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1, a new one beyond
+//! `max_subscriptions_per_client` 0x97 (Quota exceeded) in 5.0 and 0x80 in 3.1.1,
+//! one using a feature the
 //! broker does not offer its reason code from `announce`, one holding control
 //! characters its code from `names` (also in UNSUBSCRIBE). SUBACK goes out
 //! first, then the retained messages matching each granted filter, per Retain
@@ -47,7 +49,8 @@ impl Engine {
         for (filter, options) in &subscribe.filters {
             let refusal = self
                 .filter_refusal(filter, v5)
-                .or_else(|| self.filter_name_refusal(filter, v5));
+                .or_else(|| self.filter_name_refusal(filter, v5))
+                .or_else(|| self.subscription_quota_refusal(session, filter, v5));
             if let Some(refusal) = refusal {
                 reasons.push(refusal);
                 properties = self.ack_reason_string(conn_id, refusal.name());
@@ -110,6 +113,31 @@ impl Engine {
             }
         }
         self.drain_queue(session, now);
+    }
+
+    /// A new filter beyond `max_subscriptions_per_client`: 0x97 Quota exceeded in
+    /// 5.0, 0x80 in 3.1.1. Replacing a filter the session holds is always allowed.
+    fn subscription_quota_refusal(
+        &mut self,
+        session: u32,
+        filter: &str,
+        v5: bool,
+    ) -> Option<ReasonCode> {
+        let max = self.config.max_subscriptions_per_client as usize;
+        // An invalid filter is the index's to refuse (0x8F / 0x80).
+        if max == 0
+            || self.index.subscription_count(session) < max
+            || self.index.has_subscription(session, filter)
+            || crate::topic::validate_topic_filter(filter).is_err()
+        {
+            return None;
+        }
+        self.stats.subscriptions_refused += 1;
+        Some(if v5 {
+            ReasonCode::QuotaExceeded
+        } else {
+            ReasonCode::UnspecifiedError
+        })
     }
 
     pub(super) fn handle_unsubscribe(

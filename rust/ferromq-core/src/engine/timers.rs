@@ -1,7 +1,8 @@
 //! Time-driven work, once per `tick`: CONNECT timeout, authentication exchanges
 //! past the connect timeout (`auth.rs`), keep alive (1.5 × the
 //! interval [MQTT-3.1.2-24], DISCONNECT 0x8D in 5.0), delayed wills, session expiry
-//! (counted), and expired retained messages.
+//! (counted), expired retained messages, and held connections that are due
+//! (`hold`; the IO layer also calls `wake` at the time the engine asks for).
 //!
 //! Cost: O(connections + sessions) per tick; the broker ticks about once a second.
 
@@ -25,8 +26,10 @@ impl Engine {
                 ConnState::AwaitingConnect { deadline } if now >= deadline => {
                     self.close_connection(conn_id, false, false, now);
                 }
+                // A held connection is not being read: its silence is the broker's.
                 ConnState::Connected { .. }
-                    if conn.keepalive_grace_ms > 0
+                    if conn.hold.is_none()
+                        && conn.keepalive_grace_ms > 0
                         && now.saturating_sub(conn.last_received) > conn.keepalive_grace_ms =>
                 {
                     self.events.push(Event::Rejected {
@@ -56,10 +59,11 @@ impl Engine {
                 self.end_session(session, now);
             }
         }
+        self.wake(now);
         let mut expired = Vec::new();
         self.retained.purge_expired(now, &mut expired);
         for id in expired {
-            self.retained_messages.remove(&id);
+            self.retained_messages.remove(&id, &mut self.users);
         }
     }
 }

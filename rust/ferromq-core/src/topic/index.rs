@@ -413,21 +413,40 @@ impl SubscriptionIndex {
         Ok(new)
     }
 
+    /// How many subscriptions `client` holds. O(1).
+    pub fn subscription_count(&self, client: u32) -> usize {
+        self.clients.get(&client).map_or(0, |r| r.refs.len())
+    }
+
+    /// `client` holds a subscription to exactly `filter`. O(its subscriptions).
+    pub fn has_subscription(&self, client: u32, filter: &str) -> bool {
+        let Some(entry_ref) = self.entry_ref(filter) else {
+            return false;
+        };
+        self.clients
+            .get(&client)
+            .is_some_and(|r| r.refs.contains(&entry_ref))
+    }
+
+    /// Where subscriptions to `filter` are kept (a group's for a shared filter), if
+    /// anyone holds one.
+    fn entry_ref(&self, filter: &str) -> Option<Ref> {
+        let shared = validate_topic_filter(filter)
+            .and_then(|()| parse_shared_filter(filter))
+            .ok()?;
+        let location = self.locate(shared.map_or(filter, |s| s.filter))?;
+        match shared {
+            None => Some(location),
+            Some(shared) => self
+                .find_group(location, shared.group)
+                .map(|group| Ref::new(GROUP, group)),
+        }
+    }
+
     /// Remove `client`'s subscription to `filter`; false when it had none.
     pub fn unsubscribe(&mut self, client: u32, filter: &str) -> bool {
-        let Ok(shared) = validate_topic_filter(filter).and_then(|()| parse_shared_filter(filter))
-        else {
+        let Some(entry_ref) = self.entry_ref(filter) else {
             return false;
-        };
-        let Some(location) = self.locate(shared.map_or(filter, |s| s.filter)) else {
-            return false;
-        };
-        let entry_ref = match shared {
-            None => location,
-            Some(shared) => match self.find_group(location, shared.group) {
-                Some(group) => Ref::new(GROUP, group),
-                None => return false,
-            },
         };
         if !self.remove_entry(client, entry_ref) {
             return false;
