@@ -440,29 +440,6 @@ fn request_problem_information_0_keeps_reason_strings_off_acks_only() {
 }
 
 #[test]
-fn publish_rate_quota_disconnects_with_0x97() {
-    let mut h = harness_with(Features {
-        max_publish_rate: 5,
-        ..Features::default()
-    });
-    let (mut client, _) = h.connect(connect("fast", V5, true));
-    for _ in 0..5 {
-        h.send(&client, publish("t", b"x", QoS::AtMostOnce, 0, false));
-    }
-    assert!(!h.is_closed(&client), "a second's worth is allowed at once");
-    h.advance(200); // one more token
-    h.send(&client, publish("t", b"x", QoS::AtMostOnce, 0, false));
-    assert!(!h.is_closed(&client));
-    h.send(&client, publish("t", b"x", QoS::AtMostOnce, 0, false));
-    let got = h.recv(&mut client);
-    assert_eq!(
-        disconnect_reason(&got).map(|d| d.0),
-        Some(ReasonCode::QuotaExceeded)
-    );
-    assert!(h.is_closed(&client));
-}
-
-#[test]
 fn redirect_answers_every_connect_with_the_server_reference() {
     for (permanent, code) in [
         (false, ReasonCode::UseAnotherServer),

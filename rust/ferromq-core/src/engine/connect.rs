@@ -25,8 +25,8 @@ use super::alias_out::OutboundAliases;
 use super::connection::ConnState;
 use super::message::Message;
 use super::rate::PublishRate;
-use super::stats::DropReason;
 use super::session::{Awaiting, PendingWill, Session};
+use super::stats::DropReason;
 use super::{ConnId, Engine, Event};
 
 impl Engine {

@@ -19,8 +19,8 @@
 use crate::codec::{Packet, Publish, QoS};
 
 use super::queue::{Pushed, QueueLimit};
-use super::stats::DropReason;
 use super::session::Awaiting;
+use super::stats::DropReason;
 use super::{ConnId, Engine, Outgoing};
 
 /// What one step of a retained cursor did.

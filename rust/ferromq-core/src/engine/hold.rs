@@ -172,7 +172,10 @@ impl Engine {
             self.memory_held -= 1;
         }
         self.handle_parked(conn_id, now);
-        if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed() && c.hold.is_none()) {
+        if self
+            .conn_mut(conn_id)
+            .is_some_and(|c| !c.is_closed() && c.hold.is_none())
+        {
             self.events.push(Event::ResumeReading { conn: conn_id });
         }
     }

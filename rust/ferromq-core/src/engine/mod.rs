@@ -58,9 +58,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use config::{
-    DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits,
-};
+pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
     RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,

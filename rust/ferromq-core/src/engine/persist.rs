@@ -559,9 +559,7 @@ impl Engine {
             };
             match restored {
                 Restored::Deliver(out) => {
-                    state
-                        .queue
-                        .push(out, super::queue::QueueLimit::NONE);
+                    state.queue.push(out, super::queue::QueueLimit::NONE);
                 }
                 Restored::AwaitPubComp(packet_id) => state.record_inflight(
                     packet_id,

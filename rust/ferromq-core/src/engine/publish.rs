@@ -126,7 +126,7 @@ impl Engine {
     /// A v5 QoS 1/2 retained PUBLISH that a retained limit refuses is answered
     /// 0x97 and not routed; others are routed and only not stored (`retained_store`).
     fn retained_quota_refusal(
-        &self,
+        &mut self,
         session: u32,
         publish: &Publish,
         v5: bool,
@@ -139,6 +139,7 @@ impl Engine {
         let size = (publish.topic.len() + publish.payload.len()) as u64;
         let owner = self.retained_owner(Some(session));
         let detail = self.retained_refusal(&publish.topic, size, owner, now)?;
+        self.stats.retained_refused += 1;
         Some(PublishRefusal::Reject(ReasonCode::QuotaExceeded, detail))
     }
 

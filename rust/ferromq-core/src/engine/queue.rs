@@ -286,7 +286,10 @@ mod tests {
             policy: DropPolicy::DropOldest,
         };
         for tag in 1..=3 {
-            assert!(matches!(q.push(out(tag, QoS::AtLeastOnce), limit), Pushed::Queued));
+            assert!(matches!(
+                q.push(out(tag, QoS::AtLeastOnce), limit),
+                Pushed::Queued
+            ));
         }
         assert_eq!(ledger.get(), 3 * size);
         match q.push(out(4, QoS::AtLeastOnce), limit) {

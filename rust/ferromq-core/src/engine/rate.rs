@@ -102,9 +102,10 @@ pub fn admit(
     now: u64,
 ) -> Result<(), u64> {
     let (mut client, mut user) = (client, user);
-    let wait = client.as_deref_mut().map_or(0, |r| r.wait(bytes, now)).max(
-        user.as_deref_mut().map_or(0, |r| r.wait(bytes, now)),
-    );
+    let wait = client
+        .as_deref_mut()
+        .map_or(0, |r| r.wait(bytes, now))
+        .max(user.as_deref_mut().map_or(0, |r| r.wait(bytes, now)));
     if wait > 0 {
         return Err(wait);
     }
@@ -135,10 +136,10 @@ mod tests {
         // 400 left: 600 more need 200 ms at 1000 B/s.
         assert_eq!(admit(Some(&mut rate), None, 600, 0), Err(200));
         assert!(admit(Some(&mut rate), None, 600, 200).is_ok());
-        // Above the capacity: waits for a full bucket, then empties it.
-        assert_eq!(admit(Some(&mut rate), None, 5000, 200), Err(600));
-        assert!(admit(Some(&mut rate), None, 5000, 800).is_ok());
-        assert_eq!(admit(Some(&mut rate), None, 1, 800), Err(1));
+        // Above the capacity: waits for a full bucket (empty now), then empties it.
+        assert_eq!(admit(Some(&mut rate), None, 5000, 200), Err(1000));
+        assert!(admit(Some(&mut rate), None, 5000, 1200).is_ok());
+        assert_eq!(admit(Some(&mut rate), None, 1, 1200), Err(1));
     }
 
     #[test]

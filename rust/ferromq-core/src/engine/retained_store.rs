@@ -52,7 +52,13 @@ impl RetainedStore {
         self.messages.values().map(|s| &s.message)
     }
 
-    pub fn insert(&mut self, id: u64, message: Arc<Message>, owner: Option<UserId>, users: &mut Users) {
+    pub fn insert(
+        &mut self,
+        id: u64,
+        message: Arc<Message>,
+        owner: Option<UserId>,
+        users: &mut Users,
+    ) {
         let size = size_of(&message);
         self.bytes += size;
         if let Some(user) = owner.and_then(|o| users.get_mut(o)) {

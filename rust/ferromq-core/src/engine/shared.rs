@@ -51,8 +51,8 @@ use crate::topic::{GroupRef, Member};
 
 use super::message::Message;
 use super::queue::{DeliveryQueue, Pushed, QueueLimit};
-use super::stats::DropReason;
 use super::session::Awaiting;
+use super::stats::DropReason;
 use super::{Engine, Outgoing};
 
 /// The queues of the groups holding messages back; a group is here only while its

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::{Bytes, BytesMut};
 use ferromq_core::codec::{
@@ -32,6 +32,11 @@ pub struct Harness {
     pub stream_members: Vec<(String, String, bool)>,
     /// Tokens of streamed deliveries done with, taken on `StreamDone`.
     pub stream_done: Vec<u64>,
+    /// Connections whose input the engine holds, as the IO layer tracks them: added
+    /// when `input_held` says so after a feed, removed on `ResumeReading`.
+    pub held: HashSet<ConnId>,
+    /// `Wake` times asked for.
+    pub wakes: Vec<u64>,
 }
 
 pub struct Client {
@@ -59,6 +64,8 @@ impl Harness {
             persists: 0,
             stream_members: Vec::new(),
             stream_done: Vec::new(),
+            held: HashSet::new(),
+            wakes: Vec::new(),
         }
     }
 
@@ -95,6 +102,10 @@ impl Harness {
                     online,
                 } => self.stream_members.push((client, share_filter, online)),
                 Event::StreamDone => self.stream_done.extend(self.engine.take_stream_done()),
+                Event::ResumeReading { conn } => {
+                    self.held.remove(&conn);
+                }
+                Event::Wake { at } => self.wakes.push(at),
             }
         }
     }
@@ -115,8 +126,15 @@ impl Harness {
     }
 
     pub fn send_raw(&mut self, client: &Client, wire: &[u8]) {
+        assert!(
+            !self.held.contains(&client.conn),
+            "the IO layer does not read a held connection"
+        );
         let used = self.engine.feed(client.conn, wire, self.now);
         assert_eq!(used, wire.len(), "the engine keeps no partial frames here");
+        if self.engine.input_held(client.conn) {
+            self.held.insert(client.conn);
+        }
         self.pump();
     }
 
@@ -129,6 +147,11 @@ impl Harness {
         }
         assert!(buf.is_empty());
         out
+    }
+
+    /// The IO layer reads this client's bytes (its input is not held).
+    pub fn is_read(&self, client: &Client) -> bool {
+        !self.held.contains(&client.conn)
     }
 
     pub fn is_closed(&self, client: &Client) -> bool {
