@@ -273,13 +273,26 @@ def test_v5_request_problem_information_0(restricted: RunningBroker) -> None:
     assert prop(got[0], "reason_string")
 
 
-@VERSIONS
-def test_publish_quota(restricted: RunningBroker, version: int) -> None:
-    # limits.max_publish_rate = 10: a burst far above it ends the connection.
-    client = connected(restricted, "quota", version)
+def test_publish_rate_v5_disconnects_with_0x96(restricted: RunningBroker) -> None:
+    # limits.max_publish_rate = 10: a burst far above it ends a v5 connection.
+    client = connected(restricted, "quota", V5)
     for _ in range(100):
         client.send({"type": "publish", "topic": "q", "payload": b""})
-    assert closed_with(client) == ([0x97] if version == V5 else [])
+    assert closed_with(client) == [0x96]
+
+
+def test_publish_rate_v311_is_read_less(restricted: RunningBroker) -> None:
+    # 3.1.1 has no reason code for it: the broker stops reading the client until its
+    # bucket refills and acknowledges the rest of the burst later, not never. A PINGREQ
+    # behind the held PUBLISHes is answered at once.
+    client = connected(restricted, "throttled", V311)
+    for packet_id in range(1, 16):
+        client.send({"type": "publish", "topic": "q", "qos": 1, "packet_id": packet_id})
+    client.send({"type": "pingreq"})
+    got = [client.recv(timeout=5) for _ in range(16)]
+    acks = [p["packet_id"] for p in got if p["type"] == "puback"]
+    assert acks == list(range(1, 16))
+    assert [p["type"] for p in got].index("pingresp") == 10
 
 
 # ---------------------------------------------------------------------------------------

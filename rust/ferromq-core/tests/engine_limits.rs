@@ -227,6 +227,10 @@ fn retained_count_limit_keeps_existing_and_refuses_new() {
         max_messages: 2,
         ..Default::default()
     }));
+    // The broker's own retained messages ($SYS) are outside the limit.
+    for topic in ["$SYS/a", "$SYS/b", "$SYS/c"] {
+        h.engine.publish(topic, b"1", QoS::AtMostOnce, true, h.now);
+    }
     let (mut v5, _) = h.connect(connect("p5", V5, true));
     let (v3, _) = h.connect(connect("p3", V3_1_1, true));
     let (mut live, _) = h.connect(connect("live", V5, true));

@@ -72,6 +72,7 @@ use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
 use crate::topic::{GroupRef, MatchResult, ShareStrategy, SubscriptionIndex};
 use connection::{ConnState, Connection};
+use retained_store::Origin;
 use session::Session;
 
 /// A connection handle, chosen by the engine; reused after `connection_lost`.
@@ -393,7 +394,12 @@ impl Engine {
             None,
             now,
         );
-        self.route(Arc::new(message), now)
+        let message = Arc::new(message);
+        if retain {
+            // The broker's own retained messages ($SYS) are outside the limits.
+            self.store_retained(&message, Origin::Broker, now);
+        }
+        self.fan_out(message, now)
     }
 
     /// Each dirty connection's pending output, once, as one buffer. A connection

@@ -32,6 +32,7 @@ use super::journal::{
     ClientType, Damage, Journal, JournalError, Record, RecordReader, StoredMessage,
 };
 use super::message::{next_message_id, Message};
+use super::retained_store::Origin;
 use super::session::{Awaiting, Session};
 use super::shared::group_of_journal_name;
 use super::{ConnId, Engine, Outgoing};
@@ -574,8 +575,14 @@ impl Engine {
         let id = self.next_retained_id;
         self.next_retained_id += 1;
         if let Ok(previous) = self.retained.set(&message.topic, id, message.expires_at) {
+            // The broker's own ($SYS) come back outside the limits, as published.
+            let origin = if message.topic.starts_with('$') {
+                Origin::Broker
+            } else {
+                Origin::Client
+            };
             self.retained_messages
-                .insert(id, message, None, &mut self.users);
+                .insert(id, message, origin, None, &mut self.users);
             if let Some(previous) = previous {
                 self.retained_messages.remove(&previous, &mut self.users);
             }

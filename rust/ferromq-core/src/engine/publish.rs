@@ -25,7 +25,7 @@ use crate::codec::{Ack, Packet, Property, PropertyId, Publish, QoS, ReasonCode};
 
 use super::announce::PublishRefusal;
 use super::message::Message;
-use super::retained_store;
+use super::retained_store::{self, Origin};
 use super::session::Awaiting;
 use super::{ConnId, Engine, Outgoing};
 
@@ -181,12 +181,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Route a message to every matching session and store it if retained. Returns
-    /// the number of sessions it was delivered or queued to.
+    /// Route a client's message (or will) to every matching session and store it if
+    /// retained. Returns the number of sessions it was delivered or queued to.
     pub(super) fn route(&mut self, message: Arc<Message>, now: u64) -> usize {
         if message.retain {
-            self.store_retained(&message, now);
+            self.store_retained(&message, Origin::Client, now);
         }
+        self.fan_out(message, now)
+    }
+
+    /// Deliver or queue a message to every matching session; returns how many.
+    pub(super) fn fan_out(&mut self, message: Arc<Message>, now: u64) -> usize {
         let mut matches = std::mem::take(&mut self.matches);
         self.index
             .match_topic(&message.topic, message.publisher, &mut matches);
@@ -218,19 +223,20 @@ impl Engine {
     }
 
     /// Keep the last retained message per topic; an empty payload clears it
-    /// [MQTT-3.3.1-5..7]. One a retained limit refuses is not stored, and the
-    /// topic's existing one stays (`retained_store`).
-    fn store_retained(&mut self, message: &Arc<Message>, now: u64) {
+    /// [MQTT-3.3.1-5..7]. A client's one that a retained limit refuses is not
+    /// stored, and the topic's existing one stays (`retained_store`).
+    pub(super) fn store_retained(&mut self, message: &Arc<Message>, origin: Origin, now: u64) {
         let previous = if message.payload.is_empty() {
             self.journal_retained(&message.topic, None);
             self.retained.clear(&message.topic)
         } else {
             let owner = self.retained_owner(message.publisher);
             let size = retained_store::size_of(message);
-            if self
-                .retained_refusal(&message.topic, size, owner, now)
-                .is_some()
-            {
+            let refused = origin == Origin::Client
+                && self
+                    .retained_refusal(&message.topic, size, owner, now)
+                    .is_some();
+            if refused {
                 self.stats.retained_refused += 1;
                 return;
             }
@@ -239,8 +245,13 @@ impl Engine {
             let deadline = self.retained_deadline(message, now);
             match self.retained.set(&message.topic, id, deadline) {
                 Ok(previous) => {
-                    self.retained_messages
-                        .insert(id, message.clone(), owner, &mut self.users);
+                    self.retained_messages.insert(
+                        id,
+                        message.clone(),
+                        origin,
+                        owner,
+                        &mut self.users,
+                    );
                     self.journal_retained(&message.topic, Some(message));
                     previous
                 }

@@ -11,6 +11,10 @@
 //! retained copy is kept, never the Message Expiry Interval live subscribers see.
 //! Refusals are counted (`retained_refused`).
 //!
+//! Only clients' retained messages (wills included) count and are limited; the
+//! broker's own (`Engine::publish`: $SYS) are neither, and messages restored from
+//! a store count unless their topic starts with `$`.
+//!
 //! Bytes are topic + payload. The owner is the publishing connection's user name
 //! (`users`, set when a per-user limit is configured); wills, the broker's own
 //! messages and messages restored from a store count towards the totals only.
@@ -23,15 +27,25 @@ use super::message::Message;
 use super::users::{UserId, Users};
 use super::Engine;
 
+/// Who published a retained message: only clients' count against the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Client,
+    Broker,
+}
+
 #[derive(Debug)]
 struct Stored {
     message: Arc<Message>,
+    origin: Origin,
     owner: Option<UserId>,
 }
 
 #[derive(Debug, Default)]
 pub struct RetainedStore {
     messages: HashMap<u64, Stored>,
+    /// Clients' retained messages and their bytes.
+    count: u64,
     bytes: u64,
 }
 
@@ -56,16 +70,25 @@ impl RetainedStore {
         &mut self,
         id: u64,
         message: Arc<Message>,
+        origin: Origin,
         owner: Option<UserId>,
         users: &mut Users,
     ) {
         let size = size_of(&message);
-        self.bytes += size;
+        if origin == Origin::Client {
+            self.count += 1;
+            self.bytes += size;
+        }
         if let Some(user) = owner.and_then(|o| users.get_mut(o)) {
             user.retained_count += 1;
             user.retained_bytes += size;
         }
-        if let Some(old) = self.messages.insert(id, Stored { message, owner }) {
+        let stored = Stored {
+            message,
+            origin,
+            owner,
+        };
+        if let Some(old) = self.messages.insert(id, stored) {
             self.forget(&old, users);
         }
     }
@@ -78,7 +101,10 @@ impl RetainedStore {
 
     fn forget(&mut self, old: &Stored, users: &mut Users) {
         let size = size_of(&old.message);
-        self.bytes -= size;
+        if old.origin == Origin::Client {
+            self.count -= 1;
+            self.bytes -= size;
+        }
         if let Some(owner) = old.owner {
             if let Some(user) = users.get_mut(owner) {
                 user.retained_count -= 1;
@@ -104,9 +130,12 @@ impl Engine {
             .retained
             .get(topic, now)
             .and_then(|id| self.retained_messages.messages.get(&id));
-        let (replaced_size, replaced_owner) =
-            replaced.map_or((0, None), |s| (size_of(&s.message), s.owner));
-        let count = self.retained_messages.len() as u64 + u64::from(replaced.is_none());
+        let replaced_counted = replaced.is_some_and(|s| s.origin == Origin::Client);
+        let (replaced_size, replaced_owner) = match replaced {
+            Some(s) if replaced_counted => (size_of(&s.message), s.owner),
+            _ => (0, None),
+        };
+        let count = self.retained_messages.count + u64::from(!replaced_counted);
         if limits.max_messages > 0 && count > limits.max_messages {
             return Some("retained messages at limits.max_retained_messages");
         }
@@ -115,7 +144,7 @@ impl Engine {
             return Some("retained bytes at limits.max_retained_bytes");
         }
         let user = owner.and_then(|o| self.users.get(o))?;
-        let same_owner = replaced.is_some() && replaced_owner == owner;
+        let same_owner = replaced_counted && replaced_owner == owner;
         let count = user.retained_count + u64::from(!same_owner);
         if limits.max_messages_per_user > 0 && count > limits.max_messages_per_user {
             return Some("retained messages of this user at limits.max_retained_messages_per_user");
