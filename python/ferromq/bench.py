@@ -140,6 +140,9 @@ def register(subparsers: Any) -> None:
     load.add_argument("--payload", type=int, help="payload bytes, at least 24 (64)")
     load.add_argument("--rate", type=float, help="msgs/s per publisher, 0 = max (0)")
     load.add_argument("--inflight", type=int, help="unacked QoS 1/2 per publisher (16)")
+    load.add_argument(
+        "--sub-read-rate", type=float, help="bytes/s each subscriber reads, 0 = max (0)"
+    )
     load.add_argument("--count", type=int, help="measured msgs per publisher (by time)")
     load.add_argument("--duration", type=parse_duration, help="measured window (10s)")
     load.add_argument("--warmup", type=parse_duration, help="unmeasured lead-in (1s)")

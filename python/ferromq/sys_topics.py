@@ -4,9 +4,10 @@ The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
 count, uptime, version), drops by reason (``messages/dropped/<reason>``: queue_full,
-session_bytes, expired, qos0_offline, too_large, group_ended, summing to
+session_bytes, expired, qos0_offline, too_large, group_ended, memory_budget, summing to
 ``publish/messages/dropped``), the limits' refusals (publish rate, subscriptions,
-retained) and the memory budget (``memory/used`` bytes, ``clients/held`` connections
+retained) and the memory budget (``memory/used`` bytes it counts, ``messages/queued_bytes`` in every
+queue, ``clients/held`` connections
 not read, ``publishers/paused`` times), the accept path's refusals by reason and its pauses for want
 of file descriptors (:mod:`ferromq.listener`), and the store writer's health
 (``store/state`` ok or failing, ``store/errors``, ``store/last_error``). ``#`` never
@@ -40,10 +41,12 @@ COUNTERS: Mapping[str, str] = {
     "messages/dropped/qos0_offline": "dropped_qos0_offline",
     "messages/dropped/too_large": "dropped_too_large",
     "messages/dropped/group_ended": "dropped_group_ended",
+    "messages/dropped/memory_budget": "dropped_memory_budget",
     "publish/messages/rate_exceeded": "publish_rate_exceeded",
     "publishers/paused": "publishers_paused",
     "clients/held": "connections_held",
     "memory/used": "memory_used",
+    "messages/queued_bytes": "queued_bytes",
     "subscriptions/refused": "subscriptions_refused",
     "retained messages/refused": "retained_refused",
     "clients/connected": "clients_connected",

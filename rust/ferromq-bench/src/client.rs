@@ -54,6 +54,8 @@ pub struct RunParams {
     pub keep_alive: u16,
     pub reconnect_after: u64,
     pub payload: Bytes,
+    /// Bytes per second a subscriber reads; 0 for no limit.
+    pub sub_read_rate: f64,
 }
 
 impl RunParams {
@@ -76,6 +78,7 @@ impl RunParams {
             keep_alive: config.keep_alive,
             reconnect_after: config.subscriber_reconnect_after,
             payload: Bytes::from(vec![0u8; config.payload]),
+            sub_read_rate: config.sub_read_rate,
         }
     }
 }
@@ -250,6 +253,10 @@ impl Client {
 
     pub fn is_publisher(&self) -> bool {
         matches!(self.role, RoleState::Publisher(_))
+    }
+
+    pub fn is_subscriber(&self) -> bool {
+        matches!(self.role, RoleState::Subscriber(_))
     }
 
     fn is_persistent_subscriber(&self, run: &RunParams) -> bool {

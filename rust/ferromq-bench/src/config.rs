@@ -52,6 +52,9 @@ pub struct Config {
     pub rate: f64,
     /// Unacknowledged QoS 1/2 publishes per publisher.
     pub inflight: u32,
+    /// Bytes per second each subscriber reads from its socket; 0 reads as fast as
+    /// it can. A slow consumer: the broker's overload handling is what it measures.
+    pub sub_read_rate: f64,
     /// Measured messages per publisher; 0 runs for `duration` instead.
     pub count: u64,
     /// Seconds of measured publishing (when `count` is 0), or of holding (`conn`).
@@ -98,6 +101,7 @@ impl Default for Config {
             payload: 64,
             rate: 0.0,
             inflight: 16,
+            sub_read_rate: 0.0,
             count: 0,
             duration: 10.0,
             warmup: 1.0,
@@ -155,6 +159,7 @@ impl Config {
         }
         let non_negative = [
             self.rate,
+            self.sub_read_rate,
             self.duration,
             self.warmup,
             self.drain_timeout,

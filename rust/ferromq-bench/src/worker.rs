@@ -6,7 +6,10 @@
 //! 5 ms, or not at all while a publisher still has budget left. A readable socket is
 //! read in 64 KiB chunks into one buffer the worker lends to whichever connection is
 //! readable; each chunk is appended to the client's input and decoded at once, and
-//! the replies are flushed before the next chunk. A publisher becomes runnable again
+//! the replies are flushed before the next chunk. With `sub_read_rate` a subscriber
+//! reads at most that many bytes a second (a token bucket holding 10 ms of it): out
+//! of tokens it stops reading before `WouldBlock` and a read timer resumes it, so
+//! the broker sees a consumer slower than its publishers. A publisher becomes runnable again
 //! on an acknowledgement, on writability or on its timer, never by scanning: the loop
 //! costs O(events), not O(clients).
 
@@ -65,6 +68,11 @@ struct Worker {
     runnable: Vec<usize>,
     timers: BinaryHeap<Reverse<(u64, usize)>>,
     timer_armed: Vec<bool>,
+    /// Paced subscribers' read tokens (bytes) and when they were last refilled, and
+    /// the timers that resume their reads.
+    read_tokens: Vec<(f64, u64)>,
+    read_timers: BinaryHeap<Reverse<(u64, usize)>>,
+    read_timer_armed: Vec<bool>,
     to_connect: VecDeque<usize>,
     next_connect: u64,
     read_buf: Box<[u8]>,
@@ -92,6 +100,9 @@ pub fn run_worker(setup: WorkerSetup) -> io::Result<WorkerResult> {
         runnable: Vec::new(),
         timers: BinaryHeap::new(),
         timer_armed: vec![false; n],
+        read_tokens: vec![(0.0, 0); n],
+        read_timers: BinaryHeap::new(),
+        read_timer_armed: vec![false; n],
         to_connect: (0..n).collect(),
         next_connect: 0,
         read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
@@ -152,6 +163,15 @@ impl Worker {
                 }
             }
             self.open_due_connections(now);
+            while let Some(&Reverse((due, i))) = self.read_timers.peek() {
+                if due > now {
+                    break;
+                }
+                self.read_timers.pop();
+                self.read_timer_armed[i] = false;
+                self.read(i);
+                self.flush(i);
+            }
             while let Some(&Reverse((due, i))) = self.timers.peek() {
                 if due > now {
                     break;
@@ -187,8 +207,10 @@ impl Worker {
             return 0;
         }
         let mut wait = MAX_WAIT_NS;
-        if let Some(Reverse((due, _))) = self.timers.peek() {
-            wait = wait.min(due.saturating_sub(now));
+        for timers in [&self.timers, &self.read_timers] {
+            if let Some(Reverse((due, _))) = timers.peek() {
+                wait = wait.min(due.saturating_sub(now));
+            }
         }
         if !self.to_connect.is_empty() {
             wait = wait.min(self.next_connect.saturating_sub(now));
@@ -319,14 +341,41 @@ impl Worker {
         }
     }
 
+    /// Bytes client `i` may read now (`sub_read_rate`); 0 arms its read timer.
+    fn read_allowance(&mut self, i: usize) -> usize {
+        let rate = self.setup.run.sub_read_rate;
+        if rate <= 0.0 || !self.clients[i].is_subscriber() {
+            return READ_CHUNK;
+        }
+        let now = self.now();
+        let (tokens, last) = &mut self.read_tokens[i];
+        let burst = (rate / 100.0).max(1.0);
+        *tokens = (*tokens + (now.saturating_sub(*last) as f64) * rate / 1e9).min(burst);
+        *last = now;
+        if *tokens < 1.0 {
+            if !self.read_timer_armed[i] {
+                self.read_timer_armed[i] = true;
+                let due = now + ((1.0 - *tokens) * 1e9 / rate) as u64 + 1;
+                self.read_timers.push(Reverse((due, i)));
+            }
+            return 0;
+        }
+        (*tokens as usize).min(READ_CHUNK)
+    }
+
     fn read(&mut self, i: usize) {
         loop {
+            let allowance = self.read_allowance(i);
+            if allowance == 0 {
+                return;
+            }
             let Some(socket) = &mut self.sockets[i] else {
                 return;
             };
-            match socket.read(&mut self.read_buf) {
+            match socket.read(&mut self.read_buf[..allowance]) {
                 Ok(0) => return self.fail(i, "the broker closed the connection".into()),
                 Ok(n) => {
+                    self.read_tokens[i].0 -= n as f64;
                     self.clients[i].inbuf.extend_from_slice(&self.read_buf[..n]);
                     let (mut ctx, clients) = self.ctx();
                     match clients[i].handle_input(&mut ctx) {

@@ -409,3 +409,62 @@ fn memory_budget_holds_publishers_and_loses_nothing() {
     assert_eq!(h.engine.stats().publish_dropped, 0);
     assert_eq!(h.engine.stats().memory_used, 0);
 }
+
+#[test]
+fn a_subscriber_that_never_reads_is_trimmed_and_stalls_nobody_for_long() {
+    let mut h = harness(EngineConfig {
+        memory_budget: 20_000,
+        max_inflight: 10,
+        queue_limit: 10_000,
+        ..EngineConfig::default()
+    });
+    let (mut stuck, _) = h.connect(connect("stuck", V3_1_1, true));
+    h.send(&stuck, subscribe(1, "t", QoS::AtLeastOnce));
+    h.recv(&mut stuck);
+    // Its transport stopped taking output: the IO layer said so.
+    h.engine.set_writable(stuck.conn, false, h.now);
+    let (mut honest, _) = h.connect(connect("honest", V3_1_1, true));
+    h.send(&honest, subscribe(1, "t", QoS::AtLeastOnce));
+    h.recv(&mut honest);
+    let (publisher, _) = h.connect(connect("pub", V3_1_1, true));
+    let mut received = 0;
+    let mut sent = 0u16;
+    let mut trims = 0;
+    while sent < 300 {
+        if !h.is_read(&publisher) {
+            // Held: the stuck subscriber's backlog is what fills the budget. A
+            // second later the engine trims it and the publisher goes on.
+            let before = h.engine.stats().dropped.memory_budget;
+            h.advance(1_000);
+            assert!(h.engine.stats().dropped.memory_budget > before);
+            assert!(h.is_read(&publisher), "resumed after the trim");
+            trims += 1;
+            continue;
+        }
+        sent += 1;
+        h.send(
+            &publisher,
+            publish("t", &[0; 200], QoS::AtLeastOnce, sent, false),
+        );
+        for p in publishes(&h.recv(&mut honest)) {
+            received += 1;
+            let id = p.packet_id;
+            h.send(&honest, puback(id));
+        }
+    }
+    for p in publishes(&h.recv(&mut honest)) {
+        received += 1;
+        let id = p.packet_id;
+        h.send(&honest, puback(id));
+    }
+    assert_eq!(received, 300, "the honest subscriber got everything");
+    assert!(trims > 0);
+    let stats = h.engine.stats();
+    assert!(stats.memory_used <= 21_000, "{} bytes", stats.memory_used);
+    assert_eq!(stats.publish_dropped, stats.dropped.memory_budget);
+    assert_eq!(
+        stats.dropped.memory_budget + stats.messages_queued,
+        300,
+        "what the stuck subscriber did not get was dropped and counted"
+    );
+}

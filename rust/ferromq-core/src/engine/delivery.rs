@@ -70,6 +70,9 @@ impl Engine {
             self.drain_when_stored(session, &out.message);
         }
         let state = self.session_mut(session).expect("session checked above");
+        if state.queue.is_empty() {
+            state.queue_moved_at = now;
+        }
         let record = (state.journaled && out.qos != QoS::AtMostOnce).then(|| out.clone());
         let pushed = state.queue.push(out, limit);
         match pushed {
@@ -155,10 +158,9 @@ impl Engine {
             if qos != QoS::AtMostOnce && !self.window_open(session, conn) {
                 return;
             }
-            let out = self
-                .session_mut(session)
-                .and_then(|s| s.queue.pop())
-                .expect("queue front checked above");
+            let state = self.session_mut(session).expect("session checked above");
+            state.queue_moved_at = now;
+            let out = state.queue.pop().expect("queue front checked above");
             if out.message.is_expired(now) {
                 self.stats.count_drop(DropReason::Expired, 1);
                 self.journal_removed(session, &out);

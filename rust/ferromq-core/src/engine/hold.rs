@@ -144,6 +144,9 @@ impl Engine {
             self.held.push(conn_id);
         }
         if hold == Hold::Memory && was != Some(Hold::Memory) {
+            if self.memory_held == 0 {
+                self.memory_held_since = self.clock;
+            }
             self.memory_held += 1;
         } else if hold != Hold::Memory && was == Some(Hold::Memory) {
             self.memory_held -= 1;

@@ -228,6 +228,8 @@ pub struct Engine {
     /// Connections whose input is held (`hold`), and how many of them for memory.
     held: Vec<ConnId>,
     memory_held: usize,
+    /// When the first of the connections now held for memory was held.
+    memory_held_since: u64,
     /// The earliest `Event::Wake` asked for and not yet delivered (`hold`).
     wake_at: Option<u64>,
 }
@@ -267,6 +269,7 @@ impl Engine {
             users: users::Users::default(),
             held: Vec::new(),
             memory_held: 0,
+            memory_held_since: 0,
             wake_at: None,
             config,
         }

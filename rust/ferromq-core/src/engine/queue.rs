@@ -90,8 +90,7 @@ impl DeliveryQueue {
     }
 
     /// Bytes queued (`memory::delivery_bytes` of each delivery).
-    #[cfg(test)]
-    fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.bytes
     }
 

@@ -67,6 +67,9 @@ pub struct Session {
     pub expires_at: Option<u64>,
     pub inflight: HashMap<u16, Inflight>,
     pub queue: DeliveryQueue,
+    /// When the queue last moved: a delivery left it, or it stopped being empty
+    /// (`memory`: a queue that has not moved for a while does not drain).
+    pub queue_moved_at: u64,
     pub inbound_qos2: HashSet<u16>,
     pub pending_will: Option<PendingWill>,
     pub client_type: ClientType,
@@ -87,6 +90,7 @@ impl Session {
             expires_at: None,
             inflight: HashMap::new(),
             queue: DeliveryQueue::new(ledger),
+            queue_moved_at: 0,
             inbound_qos2: HashSet::new(),
             pending_will: None,
             client_type: ClientType::Device,

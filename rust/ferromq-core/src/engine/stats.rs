@@ -19,6 +19,9 @@ pub enum DropReason {
     Qos0Offline,
     /// Larger than the client's Maximum Packet Size [MQTT-3.1.2-25].
     TooLarge,
+    /// Trimmed from a queue that did not drain while the memory budget held the
+    /// publishers (`memory`).
+    MemoryBudget,
     /// The shared group it waited in ended, or had no member left.
     GroupEnded,
 }
@@ -32,6 +35,7 @@ pub struct Drops {
     pub qos0_offline: u64,
     pub too_large: u64,
     pub group_ended: u64,
+    pub memory_budget: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,8 +76,10 @@ pub struct Stats {
     pub shared_queued: u64,
     pub retained_messages: u64,
     pub subscriptions: u64,
-    /// Bytes the memory budget counts (`memory`), and connections whose input is held.
+    /// Bytes the memory budget counts (`memory`), the part of them in queues, and
+    /// connections whose input is held.
     pub memory_used: u64,
+    pub queued_bytes: u64,
     pub connections_held: u64,
 }
 
@@ -88,6 +94,7 @@ impl Stats {
             DropReason::Qos0Offline => &mut self.dropped.qos0_offline,
             DropReason::TooLarge => &mut self.dropped.too_large,
             DropReason::GroupEnded => &mut self.dropped.group_ended,
+            DropReason::MemoryBudget => &mut self.dropped.memory_budget,
         };
         *counter += n;
     }
@@ -107,6 +114,7 @@ impl super::Engine {
         stats.retained_messages = self.retained_messages.len() as u64;
         stats.subscriptions = self.index.len() as u64;
         stats.memory_used = self.memory_used();
+        stats.queued_bytes = self.ledger.get();
         stats.connections_held = self.held.len() as u64;
         stats
     }

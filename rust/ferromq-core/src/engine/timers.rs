@@ -60,6 +60,7 @@ impl Engine {
             }
         }
         self.wake(now);
+        self.relieve_memory(now);
         let mut expired = Vec::new();
         self.retained.purge_expired(now, &mut expired);
         for id in expired {
