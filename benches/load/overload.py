@@ -43,15 +43,15 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokers import Ferromq, RunningBroker, start  # noqa: E402
+from brokers import Ferromq, RunningBroker, start
 
 MiB = 1024 * 1024
 CONFIGS: dict[str, dict[str, str]] = {
     "unbounded": {},
-    "budget": {"FERROMQ_SESSION__MEMORY_BUDGET": str(64 * MiB)},
+    "budget": {"FERROMQ_SESSION__MEMORY_BUDGET": str(16 * MiB)},
     "session": {
-        "FERROMQ_SESSION__MEMORY_BUDGET": str(64 * MiB),
-        "FERROMQ_SESSION__MAX_QUEUED_BYTES": str(16 * MiB),
+        "FERROMQ_SESSION__MEMORY_BUDGET": str(16 * MiB),
+        "FERROMQ_SESSION__MAX_QUEUED_BYTES": str(4 * MiB),
     },
 }
 SYS_TOPICS = (
@@ -97,7 +97,9 @@ def sys_values(port: int) -> dict[str, int]:
 
 def run_one(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     os.environ.update(CONFIGS[name])
-    broker: RunningBroker = start(Ferromq("[sys]\ninterval = 1\n[storage]\nbackend = \"memory\"\n"), out / name)
+    broker: RunningBroker = start(
+        Ferromq('[sys]\ninterval = 1\n[storage]\nbackend = "memory"\n'), out / name
+    )
     for key in CONFIGS[name]:
         del os.environ[key]
     try:
@@ -129,6 +131,8 @@ def run_one(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "offered_per_s": fast_report["sent_per_s"],
         "fast_received_per_s": fast_report["received_per_s"],
         "pub_ack_p99_ms": fast_report["ack_latency_ms"]["p99"],
+        "pub_ack_max_ms": fast_report["ack_latency_ms"]["max"],
+        "fast_lost": fast_report["delivery"]["lost"],
         "slow_received": slow_report["delivery"]["stale"] + slow_report["delivery"]["received"],
         **{f"sys:{k}": v for k, v in counters.items()},
     }

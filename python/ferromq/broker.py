@@ -41,10 +41,10 @@ from ferromq._core import (
     EngineEvent,
     Persist,
     Rejected,
-    StreamDone,
     ResumeReading,
-    Wake,
+    StreamDone,
     StreamMember,
+    Wake,
 )
 from ferromq._protocol import IOHub, ReadArena
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config

@@ -9,6 +9,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
@@ -35,9 +36,7 @@ class Client:
         self.client.on_subscribe = lambda _c, _u, _mid, codes, _p: self.subacks.put(
             [code.value for code in codes]
         )
-        self.client.on_disconnect = lambda _c, _u, _f, code, _p: self.disconnects.put(
-            code.value
-        )
+        self.client.on_disconnect = lambda _c, _u, _f, code, _p: self.disconnects.put(code.value)
         if username is not None:
             self.client.username_pw_set(username)
         self.client.max_queued_messages_set(0)
@@ -51,7 +50,9 @@ class Client:
 
     def receive(self, count: int, timeout: float = 30.0) -> list[paho.MQTTMessage]:
         deadline = time.monotonic() + timeout
-        return [self.messages.get(timeout=max(0.1, deadline - time.monotonic())) for _ in range(count)]
+        return [
+            self.messages.get(timeout=max(0.1, deadline - time.monotonic())) for _ in range(count)
+        ]
 
     def stop(self) -> None:
         self.client.disconnect()

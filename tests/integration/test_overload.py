@@ -73,9 +73,7 @@ def never_reading_subscriber(broker: RunningBroker, topic: str) -> socket.socket
     sock.connect((broker.host, broker.port))
     sock.sendall(
         encode({"type": "connect", "protocol_version": 4, "client_id": "stuck"}, 4)
-        + encode(
-            {"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 1}]}, 4
-        )
+        + encode({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 1}]}, 4)
     )
     return sock
 

@@ -70,6 +70,15 @@ def test_defaults_without_file_or_environment() -> None:
         write_buffer_high_water=1024 * 1024,
         max_client_id_length=65535,
         max_publish_rate=0,
+        max_publish_bytes_rate=0,
+        max_publish_rate_per_user=0,
+        max_publish_bytes_rate_per_user=0,
+        max_subscriptions_per_client=0,
+        max_retained_messages=0,
+        max_retained_bytes=0,
+        max_retained_messages_per_user=0,
+        max_retained_bytes_per_user=0,
+        retained_max_expiry=0,
         allow_control_characters=False,
     )
     assert config.mqtt5 == Mqtt5Config(
@@ -86,6 +95,8 @@ def test_defaults_without_file_or_environment() -> None:
     assert config.redirect == RedirectConfig(server_reference="", permanent=False)
     assert config.session == SessionConfig(
         queue_limit=1000,
+        max_queued_bytes=0,
+        memory_budget=0,
         drop_policy="drop_oldest",
         queue_qos0_offline=False,
         max_session_expiry=0,
