@@ -47,6 +47,7 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",
     "errors/protocol": "protocol_errors",
+    "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},
     "clients/banned/flapping": "flapping_banned",
