@@ -796,7 +796,7 @@ def test_a_bad_ban_address_names_the_key_and_the_value(tmp_path: Path) -> None:
         "10.0.0.1/8 has host bits set"
     )
     environ = {"FERROMQ_BANS__ADDRESSES": "1.2.3.4,nowhere"}
-    assert env_error_of(environ).startswith("FERROMQ_BANS__ADDRESSES: \"nowhere\" is not")
+    assert env_error_of(environ).startswith('FERROMQ_BANS__ADDRESSES: "nowhere" is not')
 
 
 def test_a_listener_override_is_checked_like_the_limit(tmp_path: Path) -> None:
