@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, get_args
 
 from ferromq.config import (
     BanList,
@@ -93,15 +93,7 @@ RefusalReason: TypeAlias = Literal[
     "max_connections_per_address",
     "max_connections_per_user",
 ]
-REFUSAL_REASONS: Final[tuple[RefusalReason, ...]] = (
-    "banned",
-    "flapping",
-    "connect_rate",
-    "listener_max_connections",
-    "max_connections",
-    "max_connections_per_address",
-    "max_connections_per_user",
-)
+REFUSAL_REASONS: Final[tuple[RefusalReason, ...]] = get_args(RefusalReason)
 _CONNACK: Final[dict[RefusalReason, int]] = {
     "banned": BANNED,
     "max_connections_per_user": QUOTA_EXCEEDED,

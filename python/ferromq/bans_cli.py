@@ -15,9 +15,6 @@ file whole (:func:`ferromq.textfile.replace_text`). Exit status 2 for a bad requ
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -27,15 +24,14 @@ from ferromq.config import (
     BanList,
     ConfigError,
     load_ban_file,
-    load_config,
     parse_ban_list,
     toml_table,
 )
+from ferromq.file_cli import file_subcommands
 from ferromq.textfile import replace_text
 
 __all__ = ["register"]
 
-EXIT_BAD_REQUEST: Final = 2
 # option → BanList field, and how one is named in messages
 _KINDS: Final = {
     "client_id": ("client_ids", "client id"),
@@ -72,52 +68,15 @@ def bans_list(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def _bans_file(args: argparse.Namespace) -> Path:
-    if args.file is not None:
-        return Path(args.file)
-    named = load_config(args.config, os.environ).bans.file
-    if named is None:
-        raise ConfigError("no --file, and the configuration names no bans.file")
-    return Path(named)
-
-
-def _run(action: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        try:
-            args.file = _bans_file(args)
-            message = action(args)
-        except ConfigError as exc:
-            print(f"ferromq: error: {exc}", file=sys.stderr)
-            return EXIT_BAD_REQUEST
-        if message:
-            print(message)
-        return 0
-
-    return handler
-
-
 def register(commands: Any) -> None:
     """Add ``bans`` to the CLI's subcommands."""
-    from ferromq.cli import add_config_argument  # imported late: ferromq.cli imports us
-
-    bans = commands.add_parser(
+    action = file_subcommands(
+        commands,
         "bans",
-        help="manage the bans file",
-        description="Manage the bans file named by [bans] file; SIGHUP applies it.",
+        "manage the bans file; [bans] file, unless --file; SIGHUP applies it",
+        "bans.file",
+        lambda config: config.bans.file,
     )
-    actions = bans.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    def action(
-        name: str, handler: Callable[[argparse.Namespace], str], description: str
-    ) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(
-            name, help=description.split(".")[0], description=description
-        )
-        parser.add_argument("--file", type=Path, help="the bans file (TOML); default: [bans] file")
-        add_config_argument(parser)
-        parser.set_defaults(handler=_run(handler))
-        return parser
-
     changes = (
         (
             "add",
