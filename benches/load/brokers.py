@@ -73,14 +73,19 @@ class BrokerSpec:
 
 
 class Mosquitto(BrokerSpec):
+    """Debian's Mosquitto 2.0 (built without WebSocket support)."""
+
     name = "mosquitto"
     protocols = frozenset({4, 5})
-    transports = frozenset({"tcp", "tls", "ws", "wss"})
+    transports = frozenset({"tcp", "tls"})
 
     def missing(self) -> str | None:
         if shutil.which("mosquitto") is None:
             return "mosquitto is not installed (apt-get install -y mosquitto)"
         return None
+
+    def executable(self) -> list[str]:
+        return ["mosquitto"]
 
     def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
         conf = workdir / "mosquitto.conf"
@@ -97,7 +102,7 @@ class Mosquitto(BrokerSpec):
             "log_type error\n"
             "log_type warning\n"
         )
-        return ["mosquitto", "-c", str(conf)]
+        return [*self.executable(), "-c", str(conf)]
 
 
 class Amqtt(BrokerSpec):
@@ -183,6 +188,30 @@ class Peer(BrokerSpec):
         return ["env", *self.settings, str(PEERS / "start" / f"{self.name}.sh"), str(port)]
 
 
+class Mosquitto21(Mosquitto):
+    """Mosquitto 2.1 as ``../shared/peers/build.sh mosquitto-2.1`` builds it (with its
+    own WebSocket support), run with the same config as Debian's."""
+
+    name = "mosquitto-2.1"
+    transports = frozenset({"tcp", "tls", "ws", "wss"})
+
+    @property
+    def home(self) -> Path:
+        return PEERS_PREFIX / self.name
+
+    def missing(self) -> str | None:
+        if not (self.home / "sbin" / "mosquitto").exists():
+            return f"{self.name} is not built (../shared/peers/build.sh {self.name})"
+        return None
+
+    def executable(self) -> list[str]:
+        return [
+            "env",
+            f"LD_LIBRARY_PATH={self.home / 'lib'}",
+            str(self.home / "sbin" / "mosquitto"),
+        ]
+
+
 class FlashMQ(Peer):
     name = "flashmq"
     protocols = frozenset({4, 5})
@@ -218,7 +247,7 @@ class Rumqttd(Peer):
 
 
 BROKERS: dict[str, BrokerSpec] = {
-    b.name: b for b in (Ferromq(), Mosquitto(), Amqtt(), FlashMQ(), Rumqttd())
+    b.name: b for b in (Ferromq(), Mosquitto(), Mosquitto21(), Amqtt(), FlashMQ(), Rumqttd())
 }
 
 
