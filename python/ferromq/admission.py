@@ -153,7 +153,6 @@ class Bans:
         self._client_ids = frozenset(client_ids)
         self._usernames = frozenset(usernames)
         self._networks = {key: frozenset(masked) for key, masked in networks.items()}
-        self.size = len(client_ids) + len(usernames) + sum(map(len, networks.values()))
 
     def address(self, address: Address | None) -> str | None:
         """The banned network holding ``address``, if any (``10.0.0.0/8``)."""
@@ -402,12 +401,12 @@ class Admission:
             del state.users[client.username]
 
     def stats(self) -> dict[str, int]:
-        """Open connections, refusals by reason (``refused_<reason>``), temporary bans."""
+        """Open connections, refusals by reason (``refused_<reason>``), addresses banned
+        for flapping now."""
         state, now = self._state, self._clock()
         counts = {f"refused_{reason}": state.refused[reason] for reason in REFUSAL_REASONS}
         return {
             "connections_open": state.open,
             **counts,
             "flapping_banned": sum(until > now for until in state.banned_until.values()),
-            "bans": self._bans.size,
         }

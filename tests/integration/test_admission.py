@@ -212,3 +212,17 @@ def test_the_bans_cli_lists_and_refuses_bad_requests(tmp_path: Path) -> None:
     absent = bans("remove", "--file", bans_file, "--client-id", "nobody")
     assert absent.returncode == 2 and "client id 'nobody' is not banned" in absent.stderr
     assert bans("list", "--file", bans_file).stdout == listed.stdout  # nothing changed
+
+
+def test_bans_that_need_connects_in_python_wait_for_a_restart(started: Starter, loop: str) -> None:
+    # Started without admission at CONNECT, the engine accepts CONNECTs itself: a reload
+    # cannot hand them to Python, so the new bans are logged as needing a restart and
+    # the running (no) bans stay, at CONNECT and at accept alike.
+    broker = started(loop, MEMORY)
+    broker.config_path.write_text(
+        '[bans]\nclient_ids = ["late"]\naddresses = ["127.0.9.9"]\n' + MEMORY
+    )
+    hang_up(broker, "changed settings need a restart")
+    assert "bans.addresses,bans.client_ids" in broker.log()
+    assert connack(broker, "late", 5) == 0
+    assert connects(broker.host, broker.port, "address", "127.0.9.9") is not None
