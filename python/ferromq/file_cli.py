@@ -5,8 +5,8 @@ file) and ``ferromq bans`` (the bans file).
 ``--file FILE`` and ``--config FILE``. The file is ``--file``, or else the one the
 configuration names (``--config`` and ``FERROMQ_*``, read as ``serve`` reads them). An
 action returns the line to print; a :class:`~ferromq.config.ConfigError` (a bad
-request: an unknown or existing entry, an unreadable file) is one line on stderr and
-exit status 2, like a configuration error.
+request: an unknown or existing entry, an unreadable file) or a file that cannot be
+written is one line on stderr and exit status 2, like a configuration error.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ def file_subcommands(
                 message = action(args)
             except ConfigError as exc:
                 print(f"ferromq: error: {exc}", file=sys.stderr)
+                return EXIT_BAD_REQUEST
+            except OSError as exc:  # the file cannot be written (its directory, rights)
+                print(f"ferromq: error: {args.file}: {exc.strerror}", file=sys.stderr)
                 return EXIT_BAD_REQUEST
             if message:
                 print(message)

@@ -212,6 +212,9 @@ def test_the_bans_cli_lists_and_refuses_bad_requests(tmp_path: Path) -> None:
     absent = bans("remove", "--file", bans_file, "--client-id", "nobody")
     assert absent.returncode == 2 and "client id 'nobody' is not banned" in absent.stderr
     assert bans("list", "--file", bans_file).stdout == listed.stdout  # nothing changed
+    nowhere = bans("add", "--file", str(tmp_path / "no" / "bans.toml"), "--username", "x")
+    assert (nowhere.returncode, nowhere.stderr.count("\n")) == (2, 1)
+    assert "bans.toml: No such file or directory" in nowhere.stderr
 
 
 def test_bans_that_need_connects_in_python_wait_for_a_restart(started: Starter, loop: str) -> None:
