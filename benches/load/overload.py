@@ -34,6 +34,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -96,9 +97,10 @@ def sys_values(port: int) -> dict[str, int]:
 
 
 def run_one(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"overload-{name}-"))
     os.environ.update(CONFIGS[name])
     broker: RunningBroker = start(
-        Ferromq('[sys]\ninterval = 1\n[storage]\nbackend = "memory"\n'), out / name
+        Ferromq('[sys]\ninterval = 1\n[storage]\nbackend = "memory"\n'), workdir
     )
     for key in CONFIGS[name]:
         del os.environ[key]
