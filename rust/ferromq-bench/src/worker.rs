@@ -85,6 +85,15 @@ struct Worker {
     setup: WorkerSetup,
 }
 
+/// The client of the earliest timer in `timers` if it is due at `now`, taken off.
+fn pop_due(timers: &mut BinaryHeap<Reverse<(u64, usize)>>, now: u64) -> Option<usize> {
+    let &Reverse((due, i)) = timers.peek()?;
+    (due <= now).then(|| {
+        timers.pop();
+        i
+    })
+}
+
 pub fn run_worker(setup: WorkerSetup) -> io::Result<WorkerResult> {
     let run = setup.run.clone();
     let clients: Vec<Client> = setup
@@ -165,20 +174,12 @@ impl Worker {
                 }
             }
             self.open_due_connections(now);
-            while let Some(&Reverse((due, i))) = self.read_timers.peek() {
-                if due > now {
-                    break;
-                }
-                self.read_timers.pop();
+            while let Some(i) = pop_due(&mut self.read_timers, now) {
                 self.read_timer_armed[i] = false;
                 self.read(i);
                 self.flush(i);
             }
-            while let Some(&Reverse((due, i))) = self.timers.peek() {
-                if due > now {
-                    break;
-                }
-                self.timers.pop();
+            while let Some(i) = pop_due(&mut self.timers, now) {
                 self.timer_armed[i] = false;
                 self.make_runnable(i);
             }

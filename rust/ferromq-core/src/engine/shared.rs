@@ -49,6 +49,7 @@ use std::sync::Arc;
 use crate::codec::QoS;
 use crate::topic::{GroupRef, Member};
 
+use super::memory::Ledger;
 use super::message::Message;
 use super::queue::{DeliveryQueue, Pushed, QueueLimit};
 use super::session::Awaiting;
@@ -78,6 +79,13 @@ impl GroupQueues {
     /// Messages held back over all groups (a gauge for `Engine::stats`).
     pub(super) fn len(&self) -> usize {
         self.queues.values().map(DeliveryQueue::len).sum()
+    }
+
+    /// `group`'s queue, made (counting into `ledger`) if it has none.
+    fn queue(&mut self, group: GroupRef, ledger: &Ledger) -> &mut DeliveryQueue {
+        self.queues
+            .entry(group)
+            .or_insert_with(|| DeliveryQueue::new(ledger.clone()))
     }
 }
 
@@ -165,12 +173,7 @@ impl Engine {
             self.number_for_journal(group, &mut out);
         }
         let record = out.clone();
-        let ledger = self.ledger.clone();
-        let queue = self
-            .group_queues
-            .queues
-            .entry(group)
-            .or_insert_with(|| DeliveryQueue::new(ledger));
+        let queue = self.group_queues.queue(group, &self.ledger);
         let pushed = queue.push(out, limit);
         if queue.is_empty() {
             self.group_queues.queues.remove(&group);
@@ -285,12 +288,7 @@ impl Engine {
             return;
         };
         let mut next = 0;
-        let ledger = self.ledger.clone();
-        let queue = self
-            .group_queues
-            .queues
-            .entry(group)
-            .or_insert_with(|| DeliveryQueue::new(ledger));
+        let queue = self.group_queues.queue(group, &self.ledger);
         for mut out in deliveries {
             next = next.max(out.sequence + 1);
             out.group = Some(group);
