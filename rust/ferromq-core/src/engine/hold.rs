@@ -35,7 +35,7 @@ pub enum Hold {
 }
 
 /// Packets handled even while the connection's input is held.
-fn passes_hold(packet: &Packet) -> bool {
+pub(super) fn passes_hold(packet: &Packet) -> bool {
     matches!(
         packet,
         Packet::PubAck(_)
@@ -150,17 +150,6 @@ impl Engine {
             self.memory_held += 1;
         } else if hold != Hold::Memory && was == Some(Hold::Memory) {
             self.memory_held -= 1;
-        }
-    }
-
-    /// Park `packet` if the connection is held and the packet must wait; true then.
-    pub(super) fn park_if_held(&mut self, conn_id: ConnId, packet: Packet) -> Option<Packet> {
-        match self.conn_mut(conn_id) {
-            Some(conn) if conn.hold.is_some() && !passes_hold(&packet) => {
-                conn.parked.push_back(packet);
-                None
-            }
-            _ => Some(packet),
         }
     }
 

@@ -318,13 +318,16 @@ impl Engine {
         }
         self.stats.bytes_received += consumed as u64;
         for packet in packets {
-            if self.conn_mut(conn_id).is_none_or(|c| c.is_closed()) {
-                break;
+            match self.conn_mut(conn_id) {
+                None => break,
+                Some(conn) if conn.is_closed() => break,
+                // Its input is held (`hold`): the packet waits its turn.
+                Some(conn) if conn.hold.is_some() && !hold::passes_hold(&packet) => {
+                    conn.parked.push_back(packet);
+                }
+                Some(_) => self.handle_packet(conn_id, packet, now),
             }
             self.stats.packets_received += 1;
-            if let Some(packet) = self.park_if_held(conn_id, packet) {
-                self.handle_packet(conn_id, packet, now);
-            }
         }
         if let Some(err) = error {
             self.stats.protocol_errors += 1;
