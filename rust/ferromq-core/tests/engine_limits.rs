@@ -468,3 +468,36 @@ fn a_subscriber_that_never_reads_is_trimmed_and_stalls_nobody_for_long() {
         "what the stuck subscriber did not get was dropped and counted"
     );
 }
+
+#[test]
+fn a_shared_group_nobody_takes_from_is_trimmed_too() {
+    let mut h = harness(EngineConfig {
+        memory_budget: 10_000,
+        queue_limit: 10_000,
+        ..EngineConfig::default()
+    });
+    let (mut member, _) = h.connect(with_expiry(connect("member", V5, false), 600));
+    h.send(&member, subscribe(1, "$share/g/t", QoS::AtLeastOnce));
+    h.recv(&mut member);
+    h.drop_connection(&member);
+    let (publisher, _) = h.connect(connect("pub", V5, true));
+    let mut sent = 0u16;
+    while h.is_read(&publisher) {
+        sent += 1;
+        h.send(
+            &publisher,
+            publish("t", &[0; 200], QoS::AtLeastOnce, sent, false),
+        );
+        assert!(sent < 1000, "the publisher was never held");
+    }
+    assert_eq!(h.engine.stats().shared_queued, u64::from(sent) - 1);
+    h.advance(1_000);
+    assert!(
+        h.is_read(&publisher),
+        "resumed once the group's queue was trimmed"
+    );
+    let stats = h.engine.stats();
+    assert!(stats.dropped.memory_budget > 0);
+    // Trimmed to the low-water mark (7,500), then the held PUBLISH went in.
+    assert!(stats.memory_used <= 8_000, "{} bytes", stats.memory_used);
+}

@@ -20,8 +20,9 @@
 //! `STALL_MS` and the total is still above the low-water mark, the engine drops the
 //! oldest queued deliveries of the sessions that are not draining (offline, or
 //! whose queue has not moved for `STALL_MS`: it neither reads nor acknowledges),
-//! largest queue first, down to the low-water mark (counted as `memory_budget`),
-//! and the publishers resume. A subscriber that reads and acknowledges slowly is
+//! largest queue first, then of shared groups' queues (messages no member could
+//! take), down to the low-water mark (counted as `memory_budget`), and the
+//! publishers resume. A subscriber that reads and acknowledges slowly is
 //! never trimmed: it paces them.
 //!
 //! The trade-off: a publisher whose messages go to one slow subscriber among fast
@@ -113,6 +114,11 @@ impl super::Engine {
                 self.stats.count_drop(DropReason::MemoryBudget, 1);
                 self.journal_removed(session, &out);
             }
+        }
+        let mut groups = self.group_queues.sizes();
+        groups.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (_, group) in groups {
+            while !self.below_memory_low_water() && self.trim_group(group) {}
         }
         self.release_memory_holds();
     }

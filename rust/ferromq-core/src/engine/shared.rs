@@ -81,6 +81,11 @@ impl GroupQueues {
         self.queues.values().map(DeliveryQueue::len).sum()
     }
 
+    /// Groups with messages held and their queued bytes (`memory`).
+    pub(super) fn sizes(&self) -> Vec<(u64, GroupRef)> {
+        self.queues.iter().map(|(g, q)| (q.bytes(), *g)).collect()
+    }
+
     /// `group`'s queue, made (counting into `ledger`) if it has none.
     fn queue(&mut self, group: GroupRef, ledger: &Ledger) -> &mut DeliveryQueue {
         self.queues
@@ -237,6 +242,29 @@ impl Engine {
                 self.wall_offset,
             );
         }
+    }
+
+    /// Drop the oldest message `group` holds (`memory`); false when it holds none.
+    pub(super) fn trim_group(&mut self, group: GroupRef) -> bool {
+        let Some(out) = self
+            .group_queues
+            .queues
+            .get_mut(&group)
+            .and_then(DeliveryQueue::pop)
+        else {
+            return false;
+        };
+        if self
+            .group_queues
+            .queues
+            .get(&group)
+            .is_some_and(DeliveryQueue::is_empty)
+        {
+            self.group_queues.queues.remove(&group);
+        }
+        self.stats.count_drop(DropReason::MemoryBudget, 1);
+        self.journal_group_removed(group, &out);
+        true
     }
 
     fn journal_group_removed(&mut self, group: GroupRef, out: &Outgoing) {
