@@ -116,7 +116,7 @@ impl super::Engine {
             }
         }
         let mut groups = self.group_queues.sizes();
-        groups.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        groups.sort_unstable_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
         for (_, group) in groups {
             while !self.below_memory_low_water() && self.trim_group(group) {}
         }
