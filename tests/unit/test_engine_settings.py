@@ -13,7 +13,7 @@ from dataclasses import fields, replace
 import pytest
 
 from ferromq._core import EngineSettings
-from ferromq.config import Config, SessionConfig
+from ferromq.config import Config, LimitsConfig, SessionConfig
 from ferromq.engine import engine_settings
 
 
@@ -50,3 +50,36 @@ def test_a_name_the_engine_does_not_know_is_one_line_naming_the_choices(
     config = replace(Config(), session=replace(SessionConfig(), **{setting: "x"}))
     with pytest.raises(ValueError, match=f"^{message}$"):
         engine_settings(config)
+
+
+def test_the_limits_largest_values_fit_the_engine() -> None:
+    # Every [limits]/[session] key of issue 13 at the top of its range: the schema's
+    # ranges must be ones the engine's integer types hold.
+    def top(cls: type, name: str) -> int:
+        (field,) = [f for f in fields(cls) if f.name == name]
+        high = field.metadata["kind"].high
+        assert isinstance(high, int)
+        return high
+
+    limits = {
+        name: top(LimitsConfig, name)
+        for name in (
+            "max_publish_rate",
+            "max_publish_bytes_rate",
+            "max_publish_rate_per_user",
+            "max_publish_bytes_rate_per_user",
+            "max_subscriptions_per_client",
+            "max_retained_messages",
+            "max_retained_bytes",
+            "max_retained_messages_per_user",
+            "max_retained_bytes_per_user",
+            "retained_max_expiry",
+        )
+    }
+    session = {name: top(SessionConfig, name) for name in ("max_queued_bytes", "memory_budget")}
+    config = replace(
+        Config(),
+        limits=replace(Config().limits, **limits),
+        session=replace(SessionConfig(), **session),
+    )
+    assert isinstance(engine_settings(config), EngineSettings)
