@@ -137,7 +137,10 @@ impl Rule {
         if matches!(parse_shared_filter(filter), Ok(Some(_))) {
             return Err(RuleError::Shared);
         }
-        let levels = filter.split('/').map(parse_level).collect::<Result<_, _>>()?;
+        let levels = filter
+            .split('/')
+            .map(parse_level)
+            .collect::<Result<_, _>>()?;
         Ok(Rule {
             permission,
             actions,
@@ -264,9 +267,7 @@ mod tests {
             levels("a/%u-in/+/#"),
             vec![
                 Level::Exact("a".into()),
-                Level::Template(
-                    vec![Part::Var(Var::User), Part::Text("-in".into())].into()
-                ),
+                Level::Template(vec![Part::Var(Var::User), Part::Text("-in".into())].into()),
                 Level::Plus,
                 Level::Hash,
             ]
@@ -284,7 +285,10 @@ mod tests {
     #[test]
     fn bad_rules_name_their_problem() {
         let new = |filter| Rule::new(Permission::Allow, 1, Subject::All, filter);
-        assert_eq!(new("a/%x").unwrap_err().to_string(), "unknown placeholder \"%x\" (%u, %c, %C, %{claim} or %%)");
+        assert_eq!(
+            new("a/%x").unwrap_err().to_string(),
+            "unknown placeholder \"%x\" (%u, %c, %C, %{claim} or %%)"
+        );
         assert!(matches!(new("a/%{}"), Err(RuleError::Placeholder(_))));
         assert!(matches!(new("a/#/b"), Err(RuleError::Filter(_))));
         assert_eq!(new("$share/g/a"), Err(RuleError::Shared));
@@ -292,7 +296,10 @@ mod tests {
             Rule::new(Permission::Allow, 0, Subject::All, "a"),
             Err(RuleError::NoAction)
         );
-        assert!(matches!(Action::mask_of("write"), Err(RuleError::UnknownAction(_))));
+        assert!(matches!(
+            Action::mask_of("write"),
+            Err(RuleError::UnknownAction(_))
+        ));
     }
 
     #[test]
@@ -307,7 +314,10 @@ mod tests {
         assert_eq!(binding.value(&Var::Client), None);
         assert_eq!(binding.value(&Var::Certificate), None);
         assert_eq!(binding.value(&Var::Claim("tenant".into())), Some("t1"));
-        let parts = [Part::Text("x-".into()), Part::Var(Var::Claim("tenant".into()))];
+        let parts = [
+            Part::Text("x-".into()),
+            Part::Var(Var::Claim("tenant".into())),
+        ];
         assert!(binding.renders(&parts, "x-t1"));
         assert!(!binding.renders(&parts, "x-t10"));
         assert!(!binding.renders(&parts, "t1"));

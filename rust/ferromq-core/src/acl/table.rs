@@ -108,11 +108,26 @@ mod tests {
         ]);
         let b = alice();
         assert_eq!(table.decide(&b, Action::Publish, "a/secret"), Some(Deny));
-        assert_eq!(table.decide(&b, Action::Publish, "a/b"), Some(Allow), "allow a/# came first");
-        assert_eq!(table.decide(&b, Action::Publish, "a"), Some(Allow), "a/# matches a");
+        assert_eq!(
+            table.decide(&b, Action::Publish, "a/b"),
+            Some(Allow),
+            "allow a/# came first"
+        );
+        assert_eq!(
+            table.decide(&b, Action::Publish, "a"),
+            Some(Allow),
+            "a/# matches a"
+        );
         assert_eq!(table.decide(&b, Action::Publish, "b"), None);
-        assert_eq!(table.decide(&b, Action::Subscribe, "a/b"), None, "publish rules only");
-        let bob = Binding { username: Some("bob".into()), ..alice() };
+        assert_eq!(
+            table.decide(&b, Action::Subscribe, "a/b"),
+            None,
+            "publish rules only"
+        );
+        let bob = Binding {
+            username: Some("bob".into()),
+            ..alice()
+        };
         assert_eq!(table.decide(&bob, Action::Publish, "a/secret"), Some(Allow));
     }
 
@@ -125,14 +140,29 @@ mod tests {
             rule(Allow, READ, Subject::All, "certs/%C"),
         ]);
         let b = alice();
-        assert_eq!(table.decide(&b, Action::Publish, "users/alice/x"), Some(Allow));
+        assert_eq!(
+            table.decide(&b, Action::Publish, "users/alice/x"),
+            Some(Allow)
+        );
         assert_eq!(table.decide(&b, Action::Publish, "users/bob/x"), None);
-        assert_eq!(table.decide(&b, Action::Publish, "dev/dev-1/out"), Some(Allow));
-        assert_eq!(table.decide(&b, Action::Subscribe, "tenants/t1/+"), Some(Allow));
+        assert_eq!(
+            table.decide(&b, Action::Publish, "dev/dev-1/out"),
+            Some(Allow)
+        );
+        assert_eq!(
+            table.decide(&b, Action::Subscribe, "tenants/t1/+"),
+            Some(Allow)
+        );
         assert_eq!(table.decide(&b, Action::Subscribe, "tenants/t2/x"), None);
         assert_eq!(table.decide(&b, Action::Read, "certs/cn-1"), Some(Allow));
-        let anonymous = Binding { username: None, ..alice() };
-        assert_eq!(table.decide(&anonymous, Action::Publish, "users/alice/x"), None);
+        let anonymous = Binding {
+            username: None,
+            ..alice()
+        };
+        assert_eq!(
+            table.decide(&anonymous, Action::Publish, "users/alice/x"),
+            None
+        );
     }
 
     #[test]
@@ -144,12 +174,20 @@ mod tests {
         ]);
         let b = alice();
         assert_eq!(table.decide(&b, Action::Subscribe, "a/x"), Some(Allow));
-        assert_eq!(table.decide(&b, Action::Subscribe, "a/+"), Some(Deny), "would receive a/secret");
+        assert_eq!(
+            table.decide(&b, Action::Subscribe, "a/+"),
+            Some(Deny),
+            "would receive a/secret"
+        );
         assert_eq!(table.decide(&b, Action::Subscribe, "a/#"), Some(Deny));
         assert_eq!(table.decide(&b, Action::Subscribe, "#"), Some(Deny));
         assert_eq!(table.decide(&b, Action::Subscribe, "b/#"), Some(Allow));
         assert_eq!(table.decide(&b, Action::Subscribe, "b/+/c"), Some(Allow));
-        assert_eq!(table.decide(&b, Action::Subscribe, "+/x"), None, "a/+ does not cover +/x");
+        assert_eq!(
+            table.decide(&b, Action::Subscribe, "+/x"),
+            None,
+            "a/+ does not cover +/x"
+        );
         assert_eq!(table.decide(&b, Action::Subscribe, "a/x/y"), None);
     }
 
@@ -162,27 +200,50 @@ mod tests {
         let b = alice();
         assert_eq!(table.decide(&b, Action::Publish, "$SYS/x"), None);
         assert_eq!(table.decide(&b, Action::Subscribe, "$SYS/#"), Some(Deny));
-        assert_eq!(table.decide(&b, Action::Subscribe, "#"), Some(Allow), "# excludes $SYS");
+        assert_eq!(
+            table.decide(&b, Action::Subscribe, "#"),
+            Some(Allow),
+            "# excludes $SYS"
+        );
     }
 
     #[test]
     fn rules_are_indexed_by_subject() {
         let mut rules = Vec::new();
         for i in 0..1000 {
-            rules.push(rule(Allow, PUB, Subject::User(format!("u{i}").into()), "t/%u"));
+            rules.push(rule(
+                Allow,
+                PUB,
+                Subject::User(format!("u{i}").into()),
+                "t/%u",
+            ));
         }
         rules.push(rule(Allow, PUB, Subject::Client("dev-1".into()), "c/x"));
-        rules.push(rule(Allow, PUB, Subject::Certificate("cn-1".into()), "cert/x"));
+        rules.push(rule(
+            Allow,
+            PUB,
+            Subject::Certificate("cn-1".into()),
+            "cert/x",
+        ));
         rules.push(rule(Allow, PUB, Subject::Anonymous, "anon/x"));
         let table = AclTable::new(rules);
         assert_eq!(table.len(), 1003);
-        let u7 = Binding { username: Some("u7".into()), ..alice() };
+        let u7 = Binding {
+            username: Some("u7".into()),
+            ..alice()
+        };
         assert_eq!(table.decide(&u7, Action::Publish, "t/u7"), Some(Allow));
         assert_eq!(table.decide(&u7, Action::Publish, "t/u8"), None);
         assert_eq!(table.decide(&u7, Action::Publish, "c/x"), Some(Allow));
         assert_eq!(table.decide(&u7, Action::Publish, "cert/x"), Some(Allow));
         assert_eq!(table.decide(&u7, Action::Publish, "anon/x"), None);
-        let anonymous = Binding { username: None, ..alice() };
-        assert_eq!(table.decide(&anonymous, Action::Publish, "anon/x"), Some(Allow));
+        let anonymous = Binding {
+            username: None,
+            ..alice()
+        };
+        assert_eq!(
+            table.decide(&anonymous, Action::Publish, "anon/x"),
+            Some(Allow)
+        );
     }
 }

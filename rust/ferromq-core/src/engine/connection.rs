@@ -7,6 +7,7 @@ use bytes::BytesMut;
 
 use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Will};
 
+use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
 use super::quota::PublishQuota;
@@ -71,6 +72,8 @@ pub struct Connection {
     pub parked: Vec<Packet>,
     /// Retained messages its subscriptions still have to receive.
     pub retained: RetainedCursor,
+    /// The ACL binding Python's authentication answer gave, until CONNACK.
+    pub acl: Option<SessionAcl>,
 }
 
 impl Connection {
@@ -101,6 +104,7 @@ impl Connection {
             flush_queued: false,
             parked: Vec::new(),
             retained: RetainedCursor::default(),
+            acl: None,
         }
     }
 
