@@ -12,11 +12,14 @@ before swapping anything, so it applies whole or not at all:
   a changed ``providers`` list applied — and decides every later CONNECT; connected
   clients stay, exchanges under way finish with the chain that began them, which is
   then closed;
+- ``[acl]``: the rules file is read again and its rules, with ``default``, apply at
+  once (:meth:`ferromq.broker.Broker.use_acl`): subscriptions they deny stop
+  delivering, the next PUBLISH is checked against them;
 - a TLS listener's certificate files and TLS settings (:func:`ferromq.tls.reloaded_listeners`,
   when nothing else about the listener changed);
 - ``Broker.reload_hooks``: each called with the old and the new configuration once the
   above is applied; the TLS listeners re-read their certificate files there
-  (:meth:`ferromq.listener.Listeners.reload_certificates`), ACLs will plug in;
+  (:meth:`ferromq.listener.Listeners.reload_certificates`);
 - anything else that changed (listeners, limits, storage, turning authentication on or
   off — from no provider to some or back, which the engine fixes at start) is logged
   as needing a restart, with its keys, and keeps its running value.
@@ -29,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ferromq.acl import load_rules
 from ferromq.auth import provider_from_config
 from ferromq.config import Config, ConfigError, config_as_dict
 from ferromq.log import configure_logging, log_event
@@ -76,6 +80,7 @@ class Reloader:
             new = self._load()
             # With authentication on, the provider files are read again even when unchanged.
             provider = provider_from_config(new.auth) if broker.auth is not None else None
+            rules = load_rules(new.acl)  # the rules file is read again even when unchanged
         except ConfigError as exc:
             log_event(
                 logger,
@@ -90,11 +95,14 @@ class Reloader:
             running,
             log=new.log,
             auth=running.auth if auth_switched else new.auth,
+            acl=new.acl,
             listeners=reloaded_listeners(running.listeners, new.listeners),
         )
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:
             broker.use_provider(provider)
+        broker.use_acl(rules, applied.acl)
+        broker.hub.flush()
         for hook in broker.reload_hooks:
             hook(running, applied)
         broker.config = applied

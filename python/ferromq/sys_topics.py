@@ -44,6 +44,10 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",
     "errors/protocol": "protocol_errors",
+    "acl/denied/publish": "acl_denied_publish",
+    "acl/denied/subscribe": "acl_denied_subscribe",
+    "acl/denied/read": "acl_denied_read",
+    "acl/revoked": "acl_revoked",
     # The accept path (ferromq.listener), not the engine.
     "clients/refused/listener_max_connections": "refused_listener_max_connections",
     "clients/refused/max_connections": "refused_max_connections",
