@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # ferromq.auth's gate imports this package
 
 __all__ = ["binding_for", "load_rules", "rules_from_answer"]
 
-_RULES_HEADER: Final = re.compile(r"^\s*\[\[\s*rules\s*\]\]", re.MULTILINE)
+_RULES_HEADER: Final = re.compile(r"^[ \t]*\[\[[ \t]*rules[ \t]*\]\]", re.MULTILINE)
 
 
 def load_rules(config: AclConfig) -> AclRules | None:

@@ -51,6 +51,9 @@ def rules_from_object(item: object, *, subjects: bool) -> list[AclRule]:
     if "action" not in item:
         raise ValueError("action: required (publish, subscribe, read or all)")
     actions = _names(item["action"], "action")
+    for action in actions:
+        if action not in ACTIONS:
+            raise ValueError(f"action: unknown action {action!r} ({', '.join(ACTIONS)})")
     if ("topic" in item) == ("topics" in item):
         raise ValueError("topic: exactly one of topic and topics is required")
     topics = _names(item["topic"] if "topic" in item else item["topics"], "topics")
@@ -63,6 +66,8 @@ def rules_from_object(item: object, *, subjects: bool) -> list[AclRule]:
         if not isinstance(value, expected):
             raise ValueError(f"{key}: expected a {expected.__name__}, got {value!r}")
         subject[key] = value
+    if len(subject) > 1:
+        raise ValueError(f"{next(iter(subject))}: a rule is for one of {', '.join(_SUBJECTS)}")
     anonymous = bool(subject.pop("anonymous", False))
     names = {key: str(value) for key, value in subject.items()}
     return [
