@@ -181,6 +181,11 @@ impl RuleTrie {
         let (level, next) = split(rest);
         match level {
             "#" => {
+                if let (true, Some(plus)) = (first, n.plus) {
+                    // `+/#` covers `#`: both are every topic not starting with `$`
+                    // (below the root `a/#` also holds `a`, which `a/+/#` lacks).
+                    walk.consider(&self.nodes[plus as usize].multi, mode);
+                }
                 walk.consider(&n.end, Mode::Overlap);
                 let binding = walk.binding;
                 self.each_child(n, first, binding, |child| self.subtree(child, walk));
