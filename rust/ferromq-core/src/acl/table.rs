@@ -205,6 +205,18 @@ mod tests {
             Some(Allow),
             "# excludes $SYS"
         );
+        let plus_hash = AclTable::new([rule(Allow, SUB, Subject::All, "+/#")]);
+        assert_eq!(
+            plus_hash.decide(&b, Action::Subscribe, "#"),
+            Some(Allow),
+            "the same topics"
+        );
+        let below = AclTable::new([rule(Allow, SUB, Subject::All, "a/+/#")]);
+        assert_eq!(
+            below.decide(&b, Action::Subscribe, "a/#"),
+            None,
+            "a/# also holds a"
+        );
     }
 
     #[test]
