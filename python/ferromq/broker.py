@@ -53,7 +53,7 @@ from ferromq._protocol import IOHub, ReadArena
 from ferromq.acl import load_rules
 from ferromq.acl.watch import AclFileWatch
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
-from ferromq.auth.certificate import OpenProvider, certificates_are_users
+from ferromq.auth.certificate import OpenProvider, certificate_identities_needed
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import engine_from_config
 from ferromq.listener import Listeners
@@ -149,7 +149,7 @@ class Broker:
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
         self._provider = provider_from_config(config.auth)
-        if self._provider is None and certificates_are_users(config):
+        if self._provider is None and certificate_identities_needed(config):
             # Certificates decide on their own listeners; every other CONNECT is
             # accepted as the engine accepts it with authentication off.
             self._provider = ProviderChain([OpenProvider()], allow_anonymous=True)

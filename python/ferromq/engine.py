@@ -11,7 +11,7 @@ business happen here once: seconds to milliseconds, "0 means never" to the engin
 from __future__ import annotations
 
 from ferromq._core import Engine, EngineSettings
-from ferromq.auth.certificate import certificates_are_users
+from ferromq.auth.certificate import certificate_identities_needed
 from ferromq.config import Config
 
 __all__ = ["engine_from_config", "engine_settings"]
@@ -40,7 +40,7 @@ def engine_settings(config: Config) -> EngineSettings:
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         stream_application_groups=config.storage.application_store == "kafka",
-        authenticate=bool(config.auth.chain()) or certificates_are_users(config),
+        authenticate=bool(config.auth.chain()) or certificate_identities_needed(config),
         max_publish_rate=limits.max_publish_rate,
         maximum_qos=mqtt5.maximum_qos,
         retain_available=mqtt5.retain_available,

@@ -2,8 +2,9 @@
 real sockets, under uvloop and asyncio: denied publishes (v5 PUBACK 0x87, 3.1.1
 acknowledged and dropped) and filters (SUBACK 0x87 / 0x80, shared filters too), a
 denied will, retained messages a subscriber may not read, %u / %c placeholders, rules
-from a JWT claim and from an HTTP authentication service, Mosquitto's acl_file, the
-$SYS counters, and a SIGHUP that revokes a live subscription and allows a publish.
+from a JWT claim and from an HTTP authentication service, certificate rules and %C
+over TLS, Mosquitto's acl_file, the $SYS counters, a watched rules file, and a SIGHUP
+that revokes a live subscription and allows a publish.
 
 "Not delivered" is asserted by order: the same publisher sends the denied message
 first and an allowed one after it on a topic the subscriber also holds, so the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import queue
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -27,6 +29,7 @@ from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_reload import hang_up
 from tests.json_service import json_service
 from tests.jwt_keys import SigningKey
+from tests.tls_certs import authority
 
 VERSIONS = pytest.mark.parametrize("version", [4, 5])
 NOT_AUTHORIZED = 0x87
@@ -347,3 +350,32 @@ def test_a_rules_file_change_is_applied_when_watched(
         assert time.monotonic() < deadline, broker.log()
         time.sleep(0.2)
     pub.stop()
+
+
+def test_certificate_rules_and_placeholder_over_tls(
+    tmp_path: Path, loop: str, brokers: list[RunningBroker]
+) -> None:
+    ca = authority(tmp_path)
+    server, client_pem = ca.server(), ca.issue("client", "device-7")
+    rules = rules_file(
+        tmp_path,
+        [allow("publish", "fleet/#", certificate="device-7"), allow("all", "certs/%C/#")],
+    )
+    broker = start_broker(
+        tmp_path,
+        loop,
+        f'[[listeners]]\nprotocol = "tls"\ncertfile = "{server.cert}"\n'
+        f'keyfile = "{server.key}"\ncafile = "{ca.cafile}"\nrequire_certificate = true\n'
+        f'[acl]\nfile = "{rules}"\ndefault = "deny"\n[storage]\nbackend = "memory"\n',
+    )
+    brokers.append(broker)
+    context = ssl.create_default_context(cafile=str(ca.cafile))
+    context.load_cert_chain(client_pem.cert, client_pem.key)
+    client = RawClient(broker.host, broker.port, 5, tls=context)
+    assert client.connect("dev-7", username="someone")["reason_code"] == 0
+    acks = []
+    for packet_id, topic in enumerate(("fleet/1", "certs/device-7/x", "certs/device-8/x"), 1):
+        client.send({"type": "publish", "topic": topic, "qos": 1, "packet_id": packet_id})
+        acks.append(client.recv()["reason_code"])
+    assert acks == [0x10, 0x10, NOT_AUTHORIZED]  # no subscribers, allowed; denied
+    client.close()
