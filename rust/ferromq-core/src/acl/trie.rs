@@ -165,7 +165,9 @@ impl RuleTrie {
 
     /// Walk `request` (a topic name or filter) from the root into `walk.best`.
     pub fn check(&self, request: &str, walk: &mut Walk<'_>) {
-        self.walk(0, Some(request), Mode::Cover, true, walk);
+        if self.nodes.len() > 1 || !self.nodes[0].multi.is_empty() {
+            self.walk(0, Some(request), Mode::Cover, true, walk);
+        }
     }
 
     fn walk(&self, node: u32, rest: Option<&str>, mode: Mode, first: bool, walk: &mut Walk<'_>) {
