@@ -11,17 +11,21 @@ The broker binds, listens and accepts itself instead of calling ``loop.create_se
   busy listener cannot hold the loop) and hands each to
   ``loop.connect_accepted_socket``, which makes the loop's own transport (uvloop's or
   asyncio's) around an :class:`~ferromq._protocol.MqttProtocol`.
-- **max_connections at accept.** A connection counts from accept until
-  ``connection_lost``, against its listener's ``max_connections`` and the broker's
-  ``limits.max_connections`` (0: no limit). Over either, the socket is closed before a
-  byte is read, counted by reason (``$SYS/broker/clients/refused/...``) and logged at
-  most once per :data:`LOG_INTERVAL`.
+- **Admission at accept.** Each accepted socket is put to
+  :meth:`~ferromq.admission.Admission.admit` with its listener's name and the peer's
+  address: bans, flapping, the listener's connect rate, ``max_connections`` per
+  listener and broker-wide, connections per address (:mod:`ferromq.admission`). A
+  refused socket is closed before a byte is read, counted by reason
+  (``$SYS/broker/clients/refused/<reason>``) and logged at most once per
+  :data:`~ferromq.log.LOG_INTERVAL` with the rule and the peer. An admitted one holds
+  its slots from accept until ``connection_lost`` (or a failed TLS handshake), and its
+  connection's end is reported to :meth:`~ferromq.admission.Admission.closed`.
 - **File descriptors exhausted.** ``accept`` failing with EMFILE/ENFILE (or the kernel
   out of buffers) pauses accepting for :data:`ACCEPT_PAUSE`: the listener leaves the
   loop, the waiting connections stay in the backlog and are served once descriptors
   free up, and existing connections go on. Each pause is counted
   (``$SYS/broker/clients/accept_paused/fd_exhausted``) and logged at most once per
-  :data:`LOG_INTERVAL` with the RLIMIT_NOFILE limit. For comparison, libuv (uvloop's
+  :data:`~ferromq.log.LOG_INTERVAL` with the RLIMIT_NOFILE limit. For comparison, libuv (uvloop's
   ``create_server``) frees a reserved descriptor, accepts the waiting connections and
   closes them at once, logging nothing: clients see a reset; asyncio logs a traceback
   through the loop's exception handler and retries after a second.
@@ -44,7 +48,7 @@ protocol runs the handshake and the record layer in front of the same
   dropped then or at the first bad record, having held one counted slot and the
   socket, as a plain connection that never sends CONNECT does. Each failure is
   counted (``$SYS/broker/clients/tls_handshake_failed``) and logged with the peer's
-  address at most once per :data:`LOG_INTERVAL`.
+  address at most once per :data:`~ferromq.log.LOG_INTERVAL`.
 - **Client certificates.** With ``require_certificate`` the handshake refuses a
   client without a certificate chained to ``cafile``; once it is done, the
   certificate's identity is kept per connection (:meth:`Listeners.certificate`) for
@@ -70,9 +74,10 @@ from functools import partial
 from typing import Any, Final, TypeAlias
 
 from ferromq._protocol import IOHub, MqttProtocol
+from ferromq.admission import Admission, Refusal
 from ferromq.auth.certificate import PeerCertificate
-from ferromq.config import Config, ConfigError, ListenerConfig
-from ferromq.log import log_event
+from ferromq.config import Config, ConfigError, ListenerConfig, listener_path
+from ferromq.log import RateLimitedLog, log_event, peer_text
 from ferromq.tls import certificate_identity, server_context
 
 __all__ = ["ListenError", "Listeners"]
@@ -83,8 +88,6 @@ ACCEPT_BATCH: Final = 128
 """Sockets accepted per readiness of one listening socket."""
 ACCEPT_PAUSE: Final = 0.25
 """Seconds accepting pauses after running out of file descriptors."""
-LOG_INTERVAL: Final = 10.0
-"""Seconds between two log lines about the same accept-path condition."""
 BACKLOG: Final = 4096
 
 _Address: TypeAlias = tuple[Any, ...]
@@ -101,54 +104,31 @@ class ListenError(Exception):
     """A listener that cannot be opened; the message names it, its address and why."""
 
 
-class _RateLimitedLog:
-    """One log line per :data:`LOG_INTERVAL` at most; the next line says how many were
-    held back."""
-
-    def __init__(self, level: int, message: str) -> None:
-        self._level = level
-        self._message = message
-        self._next_at = 0.0
-        self._held_back = 0
-
-    def __call__(self, now: float, **fields: object) -> None:
-        if now < self._next_at:
-            self._held_back += 1
-            return
-        log_event(logger, self._level, self._message, **fields, since_last=self._held_back)
-        self._next_at = now + LOG_INTERVAL
-        self._held_back = 0
-
-
 @dataclass
 class _Listener:
     index: int
     config: ListenerConfig
     sockets: list[socket.socket]
     tls: ssl.SSLContext | None = None
-    open: int = 0
-
-    @property
-    def where(self) -> str:
-        return _where(self.index, self.config)
 
 
 @dataclass
 class _Counts:
-    open: int = 0
-    refused_listener: int = 0
-    refused_broker: int = 0
     accept_paused: int = 0
     tls_handshake_failed: int = 0
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
 
 class _CountedProtocol(MqttProtocol):
-    """An ``MqttProtocol`` that gives its slot back once, when its connection ends."""
+    """An ``MqttProtocol`` that gives its slots back once, when its connection ends, and
+    tells admission the connection is gone."""
 
-    def __init__(self, hub: IOHub, release: Callable[[], None]) -> None:
+    def __init__(
+        self, hub: IOHub, release: Callable[[], None], closed: Callable[[int], None]
+    ) -> None:
         super().__init__(hub)
         self._release: Callable[[], None] | None = release
+        self._closed = closed
 
     def release(self) -> None:
         if self._release is not None:
@@ -159,6 +139,7 @@ class _CountedProtocol(MqttProtocol):
         try:
             super().connection_lost(exc)
         finally:
+            self._closed(self.conn)
             self.release()
 
 
@@ -170,10 +151,11 @@ class _CertifiedProtocol(_CountedProtocol):
         self,
         hub: IOHub,
         release: Callable[[], None],
+        closed: Callable[[int], None],
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
     ) -> None:
-        super().__init__(hub, release)
+        super().__init__(hub, release, closed)
         self._config = config
         self._certificates = certificates
 
@@ -189,13 +171,8 @@ class _CertifiedProtocol(_CountedProtocol):
         super().connection_lost(exc)
 
 
-def _where(index: int, config: ListenerConfig) -> str:
-    """How errors and logs name a listener: its key path and its name."""
-    return f"listeners[{index}] ({config.name})"
-
-
 def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
-    where = _where(index, config)
+    where = listener_path(index, config)
     try:
         infos = socket.getaddrinfo(
             config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -228,13 +205,13 @@ def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:
 
 
 class Listeners:
-    """Every listener of one broker and the broker-wide connection count."""
+    """Every listener of one broker."""
 
     def __init__(
-        self, listeners: list[_Listener], max_connections: int, handshake_timeout: float
+        self, listeners: list[_Listener], admission: Admission, handshake_timeout: float
     ) -> None:
         self._listeners = listeners
-        self._max_connections = max_connections
+        self._admission = admission
         self._handshake_timeout = handshake_timeout
         # How long a TLS close waits for the peer's close_notify (default 30 s); the
         # keyword is new in Python 3.11's asyncio.
@@ -245,15 +222,15 @@ class Listeners:
         self._certificates: dict[int, PeerCertificate] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
-        self._log_refused = _RateLimitedLog(logging.WARNING, "connection refused at accept")
-        self._log_exhausted = _RateLimitedLog(
-            logging.ERROR, "accept paused: out of file descriptors"
+        self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at accept")
+        self._log_exhausted = RateLimitedLog(
+            logger, logging.ERROR, "accept paused: out of file descriptors"
         )
-        self._log_handshake = _RateLimitedLog(logging.WARNING, "TLS handshake failed")
+        self._log_handshake = RateLimitedLog(logger, logging.WARNING, "TLS handshake failed")
 
     @classmethod
     def bind(
-        cls, configs: tuple[ListenerConfig, ...], max_connections: int, handshake_timeout: float
+        cls, configs: tuple[ListenerConfig, ...], admission: Admission, handshake_timeout: float
     ) -> Listeners:
         """Load every TLS listener's certificates, then bind and listen on every address
         (not accepting yet). Raises :class:`~ferromq.config.ConfigError` (nothing bound)
@@ -268,14 +245,11 @@ class Listeners:
                 for sock in listener.sockets:
                     sock.close()
             raise
-        return cls(listeners, max_connections, handshake_timeout)
+        return cls(listeners, admission, handshake_timeout)
 
     def stats(self) -> dict[str, int]:
         counts = self._counts
         return {
-            "connections_open": counts.open,
-            "refused_listener_max_connections": counts.refused_listener,
-            "refused_max_connections": counts.refused_broker,
             "accept_paused_fd_exhausted": counts.accept_paused,
             "tls_handshake_failed": counts.tls_handshake_failed,
         }
@@ -361,36 +335,21 @@ class Listeners:
                     self._out_of_descriptors(listener, exc)
                     return
                 raise
-            refused = self._refusal(listener)
-            if refused is None:
+            refusal = self._admission.admit(listener.config.name, peer[0])
+            if refusal is None:
                 self._hand_over(listener, conn, peer)
             else:
                 conn.close()
-                self._refused(listener, refused)
+                self._refused(listener, refusal, peer)
 
-    def _refusal(self, listener: _Listener) -> str | None:
-        """Why the connection just accepted on ``listener`` must be closed, if it must."""
-        limit = listener.config.max_connections
-        if limit and listener.open >= limit:
-            return "listener"
-        if self._max_connections and self._counts.open >= self._max_connections:
-            return "broker"
-        return None
-
-    def _refused(self, listener: _Listener, reason: str) -> None:
+    def _refused(self, listener: _Listener, refusal: Refusal, peer: _Address) -> None:
         assert self._loop is not None
-        counts = self._counts
-        if reason == "listener":
-            counts.refused_listener += 1
-            key, limit = f"{listener.where}.max_connections", listener.config.max_connections
-        else:
-            counts.refused_broker += 1
-            key, limit = "limits.max_connections", self._max_connections
         self._log_refused(
             self._loop.time(),
             listener=listener.config.name,
-            limit=f"{key} = {limit}",
-            refused=counts.refused_listener + counts.refused_broker,
+            peer=peer_text(peer),
+            reason=refusal.reason,
+            rule=refusal.rule,
         )
 
     def _out_of_descriptors(self, listener: _Listener, exc: OSError) -> None:
@@ -403,7 +362,7 @@ class Listeners:
             listener=listener.config.name,
             error=exc.strerror,
             nofile_limit=soft,
-            connections=self._counts.open,
+            connections=self._admission.stats()["connections_open"],
             pause=f"{ACCEPT_PAUSE}s",
             paused=self._counts.accept_paused,
         )
@@ -412,20 +371,19 @@ class Listeners:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
         assert self._loop is not None and self._hub is not None
-        listener.open += 1
-        self._counts.open += 1
-        release = partial(self._release, listener)
+        release = partial(self._admission.released, listener.config.name, peer[0])
+        closed = self._admission.closed
         protocol: _CountedProtocol
         if listener.tls is None:
-            protocol = _CountedProtocol(self._hub, release)
+            protocol = _CountedProtocol(self._hub, release, closed)
             started = self._loop.connect_accepted_socket(lambda: protocol, conn)
         else:
             if listener.config.require_certificate:
                 protocol = _CertifiedProtocol(
-                    self._hub, release, listener.config, self._certificates
+                    self._hub, release, closed, listener.config, self._certificates
                 )
             else:
-                protocol = _CountedProtocol(self._hub, release)
+                protocol = _CountedProtocol(self._hub, release, closed)
             started = self._loop.connect_accepted_socket(
                 lambda: protocol,
                 conn,
@@ -463,16 +421,10 @@ class Listeners:
     def _handshake_failed(self, listener: _Listener, peer: _Address, error: BaseException) -> None:
         assert self._loop is not None
         self._counts.tls_handshake_failed += 1
-        host, port = peer[:2]  # IPv4 (host, port) or IPv6 (host, port, flow, scope)
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._log_handshake(
             self._loop.time(),
             listener=listener.config.name,
-            peer=address,
+            peer=peer_text(peer),
             error=str(error) or type(error).__name__,
             failed=self._counts.tls_handshake_failed,
         )
-
-    def _release(self, listener: _Listener) -> None:
-        listener.open -= 1
-        self._counts.open -= 1

@@ -9,6 +9,7 @@ would. It reads but never writes (check-config may run beside a live broker):
   users file exists and parses, the JWT key file is a key, the ``jwt`` / ``http``
   extras are installed, the hook imports;
 - the ACL rules file reads and every rule in it compiles (:func:`ferromq.acl.load_rules`);
+- the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
 - the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
@@ -28,6 +29,7 @@ import os
 from pathlib import Path
 
 from ferromq.acl import load_rules
+from ferromq.admission import load_bans
 from ferromq.auth import check_providers
 from ferromq.config import Config, ConfigError
 from ferromq.tls import server_context
@@ -39,6 +41,7 @@ def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
     check_providers(config.auth)
     load_rules(config.acl)
+    load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol == "tls":
             server_context(f"listeners[{index}]", listener)

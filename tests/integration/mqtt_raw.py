@@ -20,9 +20,13 @@ class RawClient:
         version: int = 4,
         timeout: float = 5.0,
         tls: ssl.SSLContext | None = None,
+        source: str | None = None,
     ) -> None:
+        """``source``: the local address to connect from (any 127.x.y.z on loopback)."""
         self.version = version
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = socket.create_connection(
+            (host, port), timeout=timeout, source_address=None if source is None else (source, 0)
+        )
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.decoder = FrameDecoder(protocol_version=version)

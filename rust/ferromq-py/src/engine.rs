@@ -238,6 +238,7 @@ impl Engine {
             ("shared_released", s.shared_released),
             ("connections_opened", s.connections_opened),
             ("protocol_errors", s.protocol_errors),
+            ("connect_timeouts", s.connect_timeouts),
             ("sessions_expired", s.sessions_expired),
             ("acl_denied_publish", s.acl_denied_publish),
             ("acl_denied_subscribe", s.acl_denied_subscribe),
