@@ -196,6 +196,16 @@ impl Engine {
     /// retained cursor and any streamed group.
     pub(super) fn revoke_denied(&mut self, session: u32) -> Vec<(String, String)> {
         let mut revoked = Vec::new();
+        let unrestricted = self.acl.table.is_none()
+            && self.acl.default_allow
+            && self
+                .sessions
+                .get(session as usize)
+                .and_then(Option::as_ref)
+                .is_none_or(|s| s.acl.own.is_none());
+        if unrestricted {
+            return revoked; // no ACL: a reconnect costs nothing more than before
+        }
         for filter in self.index.client_filters(session) {
             let Some(state) = self
                 .sessions
