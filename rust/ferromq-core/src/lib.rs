@@ -9,8 +9,10 @@
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
+//! - [`acl`]: access-control rules compiled by Python, checked per message.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
+pub mod acl;
 pub mod choice;
 pub mod codec;
 pub mod engine;

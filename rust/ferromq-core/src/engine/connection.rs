@@ -7,6 +7,7 @@ use bytes::BytesMut;
 
 use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Will};
 
+use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
 use super::hold::Hold;
@@ -78,6 +79,8 @@ pub struct Connection {
     pub parked: VecDeque<Packet>,
     /// Retained messages its subscriptions still have to receive.
     pub retained: RetainedCursor,
+    /// The ACL binding Python's authentication answer gave, until CONNACK.
+    pub acl: Option<SessionAcl>,
 }
 
 impl Connection {
@@ -110,6 +113,7 @@ impl Connection {
             flush_queued: false,
             parked: VecDeque::new(),
             retained: RetainedCursor::default(),
+            acl: None,
         }
     }
 

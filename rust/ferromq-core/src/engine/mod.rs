@@ -10,7 +10,7 @@
 //! QoS state → encode inside this module with no callback out: Python runs per
 //! event, never per message (docs/architecture.md, "The one rule").
 //!
-//! Layout: `connection` (per socket), `session` (outlives sockets), `queue` (bounded
+//! Layout: `acl` (rules and each session's binding, checked per message), `connection` (per socket), `session` (outlives sockets), `queue` (bounded
 //! per-session FIFO), `message` (one `Arc` per PUBLISH), and the handlers split by
 //! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `auth` (Python's
 //! CONNECT decision, AUTH exchanges, re-authentication), `publish` (inbound
@@ -25,6 +25,7 @@
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
+mod acl;
 mod alias_out;
 mod announce;
 mod auth;
@@ -232,6 +233,8 @@ pub struct Engine {
     memory_held_since: u64,
     /// The earliest `Event::Wake` asked for and not yet delivered (`hold`).
     wake_at: Option<u64>,
+    /// The access-control rules (`acl`).
+    acl: acl::AclState,
 }
 
 impl Engine {
@@ -271,6 +274,7 @@ impl Engine {
             memory_held: 0,
             memory_held_since: 0,
             wake_at: None,
+            acl: acl::AclState::default(),
             config,
         }
     }

@@ -11,8 +11,8 @@
 //! of a journaled session waits for its stored Release record (`send_pubrel`). v5 topic aliases are resolved
 //! per connection [MQTT-3.3.2-10..12]; a client with more unreleased QoS 2 messages
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
-//! Before any of that a PUBLISH passes the connection's rate quota (`quota`) and
-//! the limits the broker announced (`announce`).
+//! Before any of that a PUBLISH passes the connection's rate quota (`quota`),
+//! the limits the broker announced (`announce`) and the ACL (`acl`).
 //!
 //! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
 //! QoS, every subscription identifier), then per delivery the QoS is lowered to the
@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use crate::acl::Action;
 use crate::codec::{Ack, Packet, Property, PropertyId, Publish, QoS, ReasonCode};
 
 use super::announce::PublishRefusal;
@@ -48,19 +49,10 @@ impl Engine {
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let refusal = self
             .publish_refusal(&publish)
-            .or_else(|| self.publish_name_refusal(&publish, v5))
-            .or_else(|| self.retained_quota_refusal(session, &publish, v5, now));
+            .or_else(|| self.publish_name_refusal(&publish, v5));
         match refusal {
             Some(PublishRefusal::Reject(reason, detail)) if publish.qos != QoS::AtMostOnce => {
-                let mut ack = Ack::new(publish.packet_id);
-                ack.reason = reason;
-                ack.properties = self.ack_reason_string(conn_id, detail);
-                let packet = if publish.qos == QoS::AtLeastOnce {
-                    Packet::PubAck(ack)
-                } else {
-                    Packet::PubRec(ack)
-                };
-                self.write(conn_id, &packet);
+                self.reject_publish(conn_id, &publish, reason, detail);
                 return;
             }
             Some(
@@ -70,6 +62,20 @@ impl Engine {
                 return;
             }
             None => {}
+        }
+        let repeated_qos2 = publish.qos == QoS::ExactlyOnce
+            && self
+                .sessions
+                .get(session as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| s.inbound_qos2.contains(&publish.packet_id));
+        if !repeated_qos2 && !self.acl_allows(session, Action::Publish, &publish.topic) {
+            self.deny_publish(conn_id, &publish, v5);
+            return;
+        }
+        if let Some(detail) = self.retained_quota_refusal(session, &publish, v5, now) {
+            self.reject_publish(conn_id, &publish, ReasonCode::QuotaExceeded, detail);
+            return;
         }
         let make_message = |publish: &Publish| {
             Arc::new(Message::from_publish(
@@ -123,15 +129,50 @@ impl Engine {
         }
     }
 
-    /// A v5 QoS 1/2 retained PUBLISH that a retained limit refuses is answered
-    /// 0x97 and not routed; others are routed and only not stored (`retained_store`).
+    /// A PUBLISH the ACL denies is not routed. v5 QoS 1/2 hear 0x87 Not authorized;
+    /// 3.1.1 has no refusal in PUBACK/PUBREC, so it is acknowledged as usual
+    /// (a QoS 2 id is not kept: its PUBREL gets PUBCOMP all the same).
+    fn deny_publish(&mut self, conn_id: ConnId, publish: &Publish, v5: bool) {
+        let mut ack = Ack::new(publish.packet_id);
+        if v5 {
+            ack.reason = ReasonCode::NotAuthorized;
+            ack.properties = self.ack_reason_string(conn_id, "denied by the ACL");
+        }
+        match publish.qos {
+            QoS::AtMostOnce => {}
+            QoS::AtLeastOnce => self.acknowledge(conn_id, Packet::PubAck(ack)),
+            QoS::ExactlyOnce => self.acknowledge(conn_id, Packet::PubRec(ack)),
+        }
+    }
+
+    /// PUBACK/PUBREC refusing a QoS 1/2 PUBLISH with `reason`; it is not routed.
+    fn reject_publish(
+        &mut self,
+        conn_id: ConnId,
+        publish: &Publish,
+        reason: ReasonCode,
+        detail: &'static str,
+    ) {
+        let mut ack = Ack::new(publish.packet_id);
+        ack.reason = reason;
+        ack.properties = self.ack_reason_string(conn_id, detail);
+        let packet = if publish.qos == QoS::AtLeastOnce {
+            Packet::PubAck(ack)
+        } else {
+            Packet::PubRec(ack)
+        };
+        self.write(conn_id, &packet);
+    }
+
+    /// Why a v5 QoS 1/2 retained PUBLISH is refused by a retained limit (answered
+    /// 0x97 and not routed); others are routed and only not stored (`retained_store`).
     fn retained_quota_refusal(
         &mut self,
         session: u32,
         publish: &Publish,
         v5: bool,
         now: u64,
-    ) -> Option<PublishRefusal> {
+    ) -> Option<&'static str> {
         let applies = v5 && publish.retain && !publish.payload.is_empty();
         if !applies || publish.qos == QoS::AtMostOnce {
             return None;
@@ -140,7 +181,7 @@ impl Engine {
         let owner = self.retained_owner(Some(session));
         let detail = self.retained_refusal(&publish.topic, size, owner, now)?;
         self.stats.retained_refused += 1;
-        Some(PublishRefusal::Reject(ReasonCode::QuotaExceeded, detail))
+        Some(detail)
     }
 
     /// PUBACK/PUBREC for a routed message: v5 says 0x10 when nobody subscribed (a

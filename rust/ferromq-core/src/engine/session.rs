@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::acl::SessionAcl;
 use super::journal::ClientType;
 use super::memory::Ledger;
 use super::queue::DeliveryQueue;
@@ -78,6 +79,8 @@ pub struct Session {
     /// Filter → (options byte, subscription id or 0), kept for journaled sessions.
     pub subscriptions: HashMap<Box<str>, (u8, u32)>,
     pub next_sequence: u64,
+    /// Who the session is for the ACL rules, set at each CONNECT.
+    pub acl: SessionAcl,
 }
 
 impl Session {
@@ -97,6 +100,7 @@ impl Session {
             journaled: false,
             subscriptions: HashMap::new(),
             next_sequence: 0,
+            acl: SessionAcl::default(),
         }
     }
 
