@@ -501,3 +501,33 @@ fn a_shared_group_nobody_takes_from_is_trimmed_too() {
     // Trimmed to the low-water mark (7,500), then the held PUBLISH went in.
     assert!(stats.memory_used <= 8_000, "{} bytes", stats.memory_used);
 }
+
+#[test]
+fn an_acl_denial_is_answered_before_the_retained_limit() {
+    use ferromq_core::acl::{AclTable, Action, Permission, Rule, Subject};
+    let mut h = harness(retained(RetainedLimits {
+        max_messages: 1,
+        ..Default::default()
+    }));
+    let deny = Rule::new(
+        Permission::Deny,
+        Action::Publish as u8,
+        Subject::All,
+        "secret/#",
+    );
+    let table = AclTable::new(vec![deny.unwrap()]);
+    h.engine.set_acl(Some(std::sync::Arc::new(table)), true);
+    let (mut p, _) = h.connect(connect("p", V5, true));
+    h.send(&p, publish("open/1", b"kept", QoS::AtLeastOnce, 1, true));
+    h.send(&p, publish("open/2", b"over", QoS::AtLeastOnce, 2, true));
+    h.send(
+        &p,
+        publish("secret/1", b"denied", QoS::AtLeastOnce, 3, true),
+    );
+    let reasons = ack_reasons(&h.recv(&mut p));
+    assert_eq!(
+        &reasons[1..],
+        [ReasonCode::QuotaExceeded, ReasonCode::NotAuthorized]
+    );
+    assert_eq!(h.engine.stats().retained_refused, 1);
+}
