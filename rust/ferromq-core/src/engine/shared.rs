@@ -86,6 +86,16 @@ impl GroupQueues {
         self.queues.iter().map(|(g, q)| (q.bytes(), *g)).collect()
     }
 
+    /// Take the front of `group`'s queue, dropping the queue once empty.
+    fn pop(&mut self, group: GroupRef) -> Option<Outgoing> {
+        let queue = self.queues.get_mut(&group)?;
+        let front = queue.pop();
+        if queue.is_empty() {
+            self.queues.remove(&group);
+        }
+        front
+    }
+
     /// `group`'s queue, made (counting into `ledger`) if it has none.
     fn queue(&mut self, group: GroupRef, ledger: &Ledger) -> &mut DeliveryQueue {
         self.queues
@@ -246,22 +256,9 @@ impl Engine {
 
     /// Drop the oldest message `group` holds (`memory`); false when it holds none.
     pub(super) fn trim_group(&mut self, group: GroupRef) -> bool {
-        let Some(out) = self
-            .group_queues
-            .queues
-            .get_mut(&group)
-            .and_then(DeliveryQueue::pop)
-        else {
+        let Some(out) = self.group_queues.pop(group) else {
             return false;
         };
-        if self
-            .group_queues
-            .queues
-            .get(&group)
-            .is_some_and(DeliveryQueue::is_empty)
-        {
-            self.group_queues.queues.remove(&group);
-        }
         self.stats.count_drop(DropReason::MemoryBudget, 1);
         self.journal_group_removed(group, &out);
         true
@@ -389,17 +386,8 @@ impl Engine {
             else {
                 return;
             };
-            let queue = self.group_queues.queues.get_mut(&group);
-            if let Some(taken) = queue.and_then(DeliveryQueue::pop) {
+            if let Some(taken) = self.group_queues.pop(group) {
                 self.journal_group_removed(group, &taken);
-            }
-            if self
-                .group_queues
-                .queues
-                .get(&group)
-                .is_some_and(DeliveryQueue::is_empty)
-            {
-                self.group_queues.queues.remove(&group);
             }
             self.deliver(member.client, for_member(message, group, member), now);
         }
