@@ -9,6 +9,8 @@
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
+//! - [`transport`]: what sits between a socket and MQTT: the PROXY protocol header
+//!   and WebSocket framing.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
 pub mod choice;
@@ -17,3 +19,4 @@ pub mod engine;
 pub mod retain;
 pub mod store;
 pub mod topic;
+pub mod transport;

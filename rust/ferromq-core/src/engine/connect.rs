@@ -27,6 +27,7 @@ use super::message::Message;
 use super::quota::PublishQuota;
 use super::session::{Awaiting, PendingWill, Session};
 use super::{ConnId, Engine, Event};
+use crate::transport::websocket::CloseCode;
 
 impl Engine {
     pub(super) fn handle_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
@@ -437,6 +438,7 @@ impl Engine {
         let state = std::mem::replace(&mut conn.state, ConnState::Closed);
         let will = conn.will.take().filter(|_| abnormal);
         conn.parked.clear();
+        self.close_websocket(conn_id, CloseCode::Normal);
         self.events.push(Event::Close { conn: conn_id });
         let ConnState::Connected { session } = state else {
             return;

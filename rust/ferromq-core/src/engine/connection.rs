@@ -9,6 +9,7 @@ use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Wi
 
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
+use super::framing::WebSocket;
 use super::quota::PublishQuota;
 use super::retained_cursor::RetainedCursor;
 
@@ -71,6 +72,8 @@ pub struct Connection {
     pub parked: Vec<Packet>,
     /// Retained messages its subscriptions still have to receive.
     pub retained: RetainedCursor,
+    /// WebSocket framing state; None for a plain MQTT stream (`framing.rs`).
+    pub websocket: Option<Box<WebSocket>>,
 }
 
 impl Connection {
@@ -101,6 +104,7 @@ impl Connection {
             flush_queued: false,
             parked: Vec::new(),
             retained: RetainedCursor::default(),
+            websocket: None,
         }
     }
 
