@@ -195,6 +195,7 @@ cdef class IOHub:
     cdef object _loop
     cdef object _on_event
     cdef dict _transports
+    cdef dict _peers
     cdef bint _flush_scheduled
     cdef readonly Py_ssize_t write_high_water
 
@@ -206,6 +207,7 @@ cdef class IOHub:
         self._loop = loop
         self._on_event = on_event
         self._transports = {}
+        self._peers = {}
         self._flush_scheduled = False
         self.write_high_water = write_high_water
 
@@ -241,9 +243,13 @@ cdef class IOHub:
             self.schedule_flush()
 
     def peer(self, conn):
-        """The remote address of a connection, or None once it is gone."""
+        """The client's address of a connection: the one its PROXY header named, else
+        the socket's peer; None once it is gone."""
         transport = self._transports.get(conn)
-        return None if transport is None else transport.get_extra_info("peername")
+        if transport is None:
+            return None
+        peer = self._peers.get(conn)
+        return transport.get_extra_info("peername") if peer is None else peer
 
     def close_all(self):
         for transport in list(self._transports.values()):
@@ -280,15 +286,23 @@ cdef class MqttConnection:
     """The protocol core of one MQTT connection: reads go to the engine through a
     ``ReceiveBuffer`` on the hub's shared arena; writes happen in ``IOHub.flush``.
     Backpressure: while the transport's write buffer is above the high-water mark the
-    engine queues this connection's deliveries and reading from it pauses."""
+    engine queues this connection's deliveries and reading from it pauses.
+
+    ``framing`` is how the bytes carry MQTT (``"mqtt"``, or ``"websocket"`` after an
+    upgrade: the engine deframes, this class does not change); ``peer`` is the client's
+    address when a PROXY header named it, which ``IOHub.peer`` then reports."""
 
     cdef IOHub _hub
     cdef object _transport
     cdef EngineReader _receive
     cdef unsigned int _conn
+    cdef str _framing
+    cdef object _peer
 
-    def __init__(self, IOHub hub not None):
+    def __init__(self, IOHub hub not None, str framing="mqtt", peer=None):
         self._hub = hub
+        self._framing = framing
+        self._peer = peer
 
     @property
     def conn(self):
@@ -298,8 +312,10 @@ cdef class MqttConnection:
     def connection_made(self, transport):
         hub = self._hub
         self._transport = transport
-        self._conn = hub.engine.open(hub.now())
+        self._conn = hub.engine.open(hub.now(), self._framing)
         hub._transports[self._conn] = transport
+        if self._peer is not None:
+            hub._peers[self._conn] = self._peer
         transport.set_write_buffer_limits(high=hub.write_high_water)
         self._receive = EngineReader(hub, self._conn)
 
@@ -318,6 +334,7 @@ cdef class MqttConnection:
         hub.engine.connection_lost(self._conn, hub.now())
         if hub._transports.get(self._conn) is self._transport:
             del hub._transports[self._conn]
+            hub._peers.pop(self._conn, None)
         hub.schedule_flush()
 
     def pause_writing(self):

@@ -50,7 +50,7 @@ from ferromq.auth.certificate import OpenProvider, certificates_are_users
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
 from ferromq.listener import Listeners
-from ferromq.log import log_event
+from ferromq.log import address_text, log_event
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
@@ -296,7 +296,7 @@ class Broker:
                     logging.WARNING,
                     "connection rejected",
                     conn=event.conn,
-                    peer=self.hub.peer(event.conn),
+                    peer=address_text(self.hub.peer(event.conn)),
                     reason=f"0x{event.reason_code:02X} {event.reason_name}",
                     detail=event.detail,
                 )

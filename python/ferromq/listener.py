@@ -59,21 +59,30 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import resource
 import socket
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ferromq._protocol import IOHub, MqttProtocol
 from ferromq.auth.certificate import PeerCertificate
-from ferromq.config import Config, ConfigError, ListenerConfig
-from ferromq.log import log_event
+from ferromq.config import (
+    TLS_PROTOCOLS,
+    WEBSOCKET_PROTOCOLS,
+    Config,
+    ConfigError,
+    ListenerConfig,
+)
+from ferromq.log import address_text, log_event
+from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
 from ferromq.tls import certificate_identity, server_context
+from ferromq.websocket_upgrade import UpgradeProtocol
 
 __all__ = ["ListenError", "Listeners"]
 
@@ -89,6 +98,8 @@ BACKLOG: Final = 4096
 
 _Address: TypeAlias = tuple[Any, ...]
 """What ``accept`` gives for a TCP peer: (host, port) or (host, port, flow, scope)."""
+_Framing: TypeAlias = Literal["mqtt", "websocket"]
+_Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # accept() failures that mean "no descriptor or memory for one more socket now".
 _EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -127,6 +138,8 @@ class _Listener:
     sockets: list[socket.socket]
     tls: ssl.SSLContext | None = None
     open: int = 0
+    trusted: tuple[_Network, ...] = ()
+    """``proxy_trusted``, parsed."""
 
     @property
     def where(self) -> str:
@@ -140,14 +153,33 @@ class _Counts:
     refused_broker: int = 0
     accept_paused: int = 0
     tls_handshake_failed: int = 0
+    refused_proxy_header: int = 0
+    refused_websocket_upgrade: int = 0
     pending: set[asyncio.Task[object]] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Accepted:
+    """One accepted connection until its transport has started."""
+
+    listener: _Listener
+    sock: socket.socket
+    peer: _Address
+    """The client: the socket's peer, or the address its PROXY header named."""
+    released: bool = False
 
 
 class _CountedProtocol(MqttProtocol):
     """An ``MqttProtocol`` that gives its slot back once, when its connection ends."""
 
-    def __init__(self, hub: IOHub, release: Callable[[], None]) -> None:
-        super().__init__(hub)
+    def __init__(
+        self,
+        hub: IOHub,
+        release: Callable[[], None],
+        framing: _Framing,
+        peer: tuple[str, int] | None,
+    ) -> None:
+        super().__init__(hub, framing, peer)
         self._release: Callable[[], None] | None = release
 
     def release(self) -> None:
@@ -170,10 +202,12 @@ class _CertifiedProtocol(_CountedProtocol):
         self,
         hub: IOHub,
         release: Callable[[], None],
+        framing: _Framing,
+        peer: tuple[str, int] | None,
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
     ) -> None:
-        super().__init__(hub, release)
+        super().__init__(hub, release, framing, peer)
         self._config = config
         self._certificates = certificates
 
@@ -224,7 +258,9 @@ def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
 
 
 def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:
-    return server_context(f"listeners[{index}]", config) if config.protocol == "tls" else None
+    if config.protocol not in TLS_PROTOCOLS:
+        return None
+    return server_context(f"listeners[{index}]", config)
 
 
 class Listeners:
@@ -250,6 +286,10 @@ class Listeners:
             logging.ERROR, "accept paused: out of file descriptors"
         )
         self._log_handshake = _RateLimitedLog(logging.WARNING, "TLS handshake failed")
+        self._log_proxy = _RateLimitedLog(
+            logging.WARNING, "connection refused: no valid PROXY header"
+        )
+        self._log_upgrade = _RateLimitedLog(logging.WARNING, "WebSocket upgrade refused")
 
     @classmethod
     def bind(
@@ -262,7 +302,9 @@ class Listeners:
         listeners: list[_Listener] = []
         try:
             for index, config in enumerate(configs):
-                listeners.append(_Listener(index, config, _bind(index, config), contexts[index]))
+                trusted = tuple(ipaddress.ip_network(net) for net in config.proxy_trusted)
+                sockets = _bind(index, config)
+                listeners.append(_Listener(index, config, sockets, contexts[index], 0, trusted))
         except ListenError:
             for listener in listeners:
                 for sock in listener.sockets:
@@ -278,6 +320,8 @@ class Listeners:
             "refused_max_connections": counts.refused_broker,
             "accept_paused_fd_exhausted": counts.accept_paused,
             "tls_handshake_failed": counts.tls_handshake_failed,
+            "refused_proxy_header": counts.refused_proxy_header,
+            "refused_websocket_upgrade": counts.refused_websocket_upgrade,
         }
 
     def certificate(self, conn: int) -> PeerCertificate | None:
@@ -411,68 +455,141 @@ class Listeners:
     def _hand_over(self, listener: _Listener, conn: socket.socket, peer: _Address) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
-        assert self._loop is not None and self._hub is not None
+        assert self._loop is not None
         listener.open += 1
         self._counts.open += 1
-        release = partial(self._release, listener)
-        protocol: _CountedProtocol
-        if listener.tls is None:
-            protocol = _CountedProtocol(self._hub, release)
-            started = self._loop.connect_accepted_socket(lambda: protocol, conn)
+        accepted = _Accepted(listener, conn, peer)
+        release = partial(self._release, accepted)
+        if listener.config.proxy_protocol:
+            started = self._proxied(accepted, release)
         else:
-            if listener.config.require_certificate:
-                protocol = _CertifiedProtocol(
-                    self._hub, release, listener.config, self._certificates
-                )
-            else:
-                protocol = _CountedProtocol(self._hub, release)
-            started = self._loop.connect_accepted_socket(
-                lambda: protocol,
-                conn,
-                ssl=listener.tls,
-                ssl_handshake_timeout=self._handshake_timeout,
-                **self._shutdown_timeout,
-            )
+            started = self._connect(listener, conn, self._protocol(accepted, release))
         task: asyncio.Task[object] = self._loop.create_task(started)
         self._counts.pending.add(task)
-        task.add_done_callback(partial(self._handed_over, listener, protocol, conn, peer))
+        task.add_done_callback(partial(self._handed_over, accepted, release))
+
+    def _connect(
+        self, listener: _Listener, conn: socket.socket, protocol: asyncio.BaseProtocol
+    ) -> Coroutine[Any, Any, object]:
+        """The loop's transport around ``conn`` (with TLS on a tls/wss listener)."""
+        assert self._loop is not None
+        if listener.tls is None:
+            return self._loop.connect_accepted_socket(lambda: protocol, conn)
+        return self._loop.connect_accepted_socket(
+            lambda: protocol,
+            conn,
+            ssl=listener.tls,
+            ssl_handshake_timeout=self._handshake_timeout,
+            **self._shutdown_timeout,
+        )
+
+    async def _proxied(self, accepted: _Accepted, release: Callable[[], None]) -> object:
+        """A proxy listener's connection: its PROXY header first (the client's address
+        from here on), then the transport as on any listener."""
+        assert self._loop is not None
+        listener = accepted.listener
+        if not is_trusted(accepted.peer[0], listener.trusted):
+            raise ProxyHeaderError(
+                f"not among {listener.where}.proxy_trusted, so no PROXY header is taken from it"
+            )
+        accepted.sock.setblocking(False)
+        try:
+            header = await asyncio.wait_for(
+                read_proxy_header(self._loop, accepted.sock), self._handshake_timeout
+            )
+        except asyncio.TimeoutError:
+            raise ProxyHeaderError(
+                "no complete PROXY header within limits.connect_timeout"
+            ) from None
+        if header.source is not None:
+            accepted.peer = header.source
+        return await self._connect(listener, accepted.sock, self._protocol(accepted, release))
+
+    def _protocol(self, accepted: _Accepted, release: Callable[[], None]) -> asyncio.BaseProtocol:
+        """The connection's first protocol: the WebSocket upgrade on a ws/wss listener
+        (which makes the MQTT protocol once it upgrades), else the MQTT protocol."""
+        config = accepted.listener.config
+        if config.protocol not in WEBSOCKET_PROTOCOLS:
+            return self._mqtt_protocol(accepted, release, "mqtt")
+        return UpgradeProtocol(
+            config.path,
+            config.origins,
+            self._handshake_timeout,
+            partial(self._mqtt_protocol, accepted, release, "websocket"),
+            partial(self._upgrade_refused, accepted),
+            release,
+        )
+
+    def _mqtt_protocol(
+        self, accepted: _Accepted, release: Callable[[], None], framing: _Framing
+    ) -> _CountedProtocol:
+        assert self._hub is not None
+        listener = accepted.listener
+        # The PROXY header's client, for IOHub.peer (else the hub asks the transport).
+        peer = accepted.peer if listener.config.proxy_protocol else None
+        if listener.config.require_certificate:
+            return _CertifiedProtocol(
+                self._hub, release, framing, peer, listener.config, self._certificates
+            )
+        return _CountedProtocol(self._hub, release, framing, peer)
 
     def _handed_over(
-        self,
-        listener: _Listener,
-        protocol: _CountedProtocol,
-        conn: socket.socket,
-        peer: _Address,
-        task: asyncio.Task[object],
+        self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]
     ) -> None:
         self._counts.pending.discard(task)
         if task.cancelled():
-            protocol.release()  # the broker stops
-            conn.close()
+            release()  # the broker stops
+            accepted.sock.close()
             return
         error = task.exception()
         if error is None:
             return
-        # The transport never started: the peer left at once, or its TLS handshake
-        # failed or timed out.
-        protocol.release()
-        conn.close()
-        if listener.tls is not None:
-            self._handshake_failed(listener, peer, error)
+        # The transport never started: the peer left at once, its PROXY header was
+        # missing or bad, or its TLS handshake failed or timed out.
+        release()
+        accepted.sock.close()
+        if isinstance(error, ProxyHeaderError):
+            self._proxy_refused(accepted, error)
+        elif accepted.listener.tls is not None:
+            self._handshake_failed(accepted, error)
 
-    def _handshake_failed(self, listener: _Listener, peer: _Address, error: BaseException) -> None:
+    def _proxy_refused(self, accepted: _Accepted, error: ProxyHeaderError) -> None:
+        assert self._loop is not None
+        self._counts.refused_proxy_header += 1
+        self._log_proxy(
+            self._loop.time(),
+            listener=accepted.listener.config.name,
+            peer=address_text(accepted.peer),
+            error=str(error),
+            refused=self._counts.refused_proxy_header,
+        )
+
+    def _upgrade_refused(self, accepted: _Accepted, why: str) -> None:
+        assert self._loop is not None
+        self._counts.refused_websocket_upgrade += 1
+        self._log_upgrade(
+            self._loop.time(),
+            listener=accepted.listener.config.name,
+            peer=address_text(accepted.peer),
+            answer=why,
+            refused=self._counts.refused_websocket_upgrade,
+        )
+
+    def _handshake_failed(self, accepted: _Accepted, error: BaseException) -> None:
         assert self._loop is not None
         self._counts.tls_handshake_failed += 1
-        host, port = peer[:2]  # IPv4 (host, port) or IPv6 (host, port, flow, scope)
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._log_handshake(
             self._loop.time(),
-            listener=listener.config.name,
-            peer=address,
+            listener=accepted.listener.config.name,
+            peer=address_text(accepted.peer),
             error=str(error) or type(error).__name__,
             failed=self._counts.tls_handshake_failed,
         )
 
-    def _release(self, listener: _Listener) -> None:
-        listener.open -= 1
-        self._counts.open -= 1
+    def _release(self, accepted: _Accepted) -> None:
+        """Give the connection's slot back, once (its protocol, its upgrade and a failed
+        start may each try)."""
+        if not accepted.released:
+            accepted.released = True
+            accepted.listener.open -= 1
+            self._counts.open -= 1

@@ -23,7 +23,7 @@ import logging
 import re
 import sys
 import time
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 from ferromq.config import LogConfig
 
@@ -43,6 +43,16 @@ def log_event(logger: logging.Logger, level: int, message: str, **fields: object
     """
     if logger.isEnabledFor(level):
         logger.log(level, message, extra={_FIELDS_ATTR: fields}, stacklevel=2)
+
+
+def address_text(address: tuple[Any, ...] | None) -> str | None:
+    """A socket address as logs and the auth request show it: ``host:port``, the host
+    in brackets for IPv6 (``accept`` and ``getpeername`` give (host, port) or
+    (host, port, flow, scope)); None stays None."""
+    if not address:
+        return None
+    host, port = address[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def log_error(

@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 
 from ferromq.auth import check_providers
-from ferromq.config import Config, ConfigError
+from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
 from ferromq.tls import server_context
 
 __all__ = ["check"]
@@ -37,7 +37,7 @@ def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
     check_providers(config.auth)
     for index, listener in enumerate(config.listeners):
-        if listener.protocol == "tls":
+        if listener.protocol in TLS_PROTOCOLS:
             server_context(f"listeners[{index}]", listener)
     storage = config.storage
     if storage.backend == "redis":

@@ -48,7 +48,7 @@ from ferromq.auth.provider import (
     Pass,
     Reject,
 )
-from ferromq.log import log_event
+from ferromq.log import address_text, log_event
 
 __all__ = ["AuthGate"]
 
@@ -205,11 +205,7 @@ class AuthGate:
         log_event(logger, logging.INFO, "credentials expired", conn=conn, username=username)
 
     def _peer(self, conn: int) -> str | None:
-        address = self._hub.peer(conn)
-        if not address:
-            return None
-        host, port = address[:2]
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return address_text(self._hub.peer(conn))
 
 
 async def _ready(outcome: Outcome) -> Outcome:
