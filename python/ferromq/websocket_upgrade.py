@@ -24,7 +24,8 @@ What is answered (the reason in a one-line ``text/plain`` body):
   order is echoed [MQTT-6.0.0-3 (5.0: 6.0.0-4)]. A client that offers no subprotocol
   at all is accepted without the header, as Mosquitto and EMQX (by default) accept
   it: some WebSocket libraries cannot send one;
-- a request larger than :data:`MAX_REQUEST`: 431; none complete in time: 408.
+- a request larger than :data:`MAX_REQUEST`: 431; none complete in time: 408; a first
+  line with bytes HTTP never has (an MQTT client on the WebSocket port): 400 at once.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, cast
@@ -44,6 +46,7 @@ MAX_REQUEST: Final = 8192
 """Bytes an upgrade request may take, headers included."""
 SUBPROTOCOLS: Final = ("mqtt", "mqttv3.1")
 """MQTT's WebSocket subprotocols: ``mqtt`` (3.1.1, 5.0) and ``mqttv3.1`` (3.1)."""
+_PRINTABLE: Final = re.compile(rb"[\x20-\x7e]*")
 _GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _REASONS: Final = {
     400: "Bad Request",
@@ -178,7 +181,11 @@ class UpgradeProtocol(asyncio.Protocol):
         self._request += data
         end = self._request.find(b"\r\n\r\n", start)
         if end < 0:
-            if len(self._request) > MAX_REQUEST:
+            line = self._request.partition(b"\r\n")[0].removesuffix(b"\r")
+            if not _PRINTABLE.fullmatch(line):
+                # Not HTTP (an MQTT client on the wrong port): no need to wait.
+                self._finish(_refuse(400, "expected an HTTP/1.1 request line"))
+            elif len(self._request) > MAX_REQUEST:
                 self._finish(_refuse(431, f"request larger than {MAX_REQUEST} bytes"))
             return
         if end + 4 > MAX_REQUEST:
