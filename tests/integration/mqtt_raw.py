@@ -20,9 +20,12 @@ class RawClient:
         version: int = 4,
         timeout: float = 5.0,
         tls: ssl.SSLContext | None = None,
+        preamble: bytes = b"",
     ) -> None:
+        """``preamble`` goes first, before TLS (a PROXY protocol header)."""
         self.version = version
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.sendall(preamble)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.decoder = FrameDecoder(protocol_version=version)

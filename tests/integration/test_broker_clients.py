@@ -8,9 +8,9 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import Literal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import paho.mqtt.client as paho
 import pytest

@@ -168,7 +168,7 @@ def test_upgrades_refused_with_an_http_error(started: Starter, loop: str) -> Non
     for request, status in cases:
         assert http_answer(broker, request).startswith(f"HTTP/1.1 {status}"), request[:40]
     log = wait_for_log(broker, "WebSocket upgrade refused")
-    assert "answer=\"404 no WebSocket endpoint at /mqtt; use /things\"" in log
+    assert 'answer="404 no WebSocket endpoint at /mqtt; use /things"' in log
     client = WsRawClient(host, broker.port, **good)
     assert client.connect("allowed")["reason_code"] == 0
 
@@ -176,9 +176,7 @@ def test_upgrades_refused_with_an_http_error(started: Starter, loop: str) -> Non
 def test_an_upgrade_held_open_is_answered_408_at_the_connect_timeout(
     started: Starter, loop: str
 ) -> None:
-    broker = started(
-        loop, ws_config("", '[limits]\nconnect_timeout = "1s"\n[sys]\ninterval = 1\n')
-    )
+    broker = started(loop, ws_config("", '[limits]\nconnect_timeout = "1s"\n[sys]\ninterval = 1\n'))
     half = upgrade_request(broker.host)[:30]
     assert http_answer(broker, half).startswith("HTTP/1.1 408 Request Timeout")
     client = WsRawClient(broker.host, broker.port)
@@ -197,9 +195,7 @@ def test_wss_keeps_the_certificate_identity(started: Starter, loop: str, pki: Pk
         pki, "require_certificate = true\nuse_identity_as_username = true\n"
     ).replace('"tls"', '"wss"')
     broker = started(loop, ws_config(listener))
-    client = WsRawClient(
-        broker.host, broker.port, tls=client_context(pki.ca.cafile, pki.client)
-    )
+    client = WsRawClient(broker.host, broker.port, tls=client_context(pki.ca.cafile, pki.client))
     assert client.connect("dev-7")["reason_code"] == 0
     log = wait_for_log(broker, "authenticated")
     assert "username=device-7" in log
