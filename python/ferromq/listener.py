@@ -31,10 +31,36 @@ Cost: per connection (never per message) one Python call, a socket object and a
 9,000 connect + CONNECT + CONNACK + close from 3 client threads, broker CPU time per
 connection): asyncio unchanged against ``create_server`` (60-75 µs either way); uvloop
 from about 20-35 µs (libuv accepts in C) to 35-50 µs, 10-16k connects/s against
-15-26k. Starting the coroutine eagerly instead of as a task measured no better. PROXY
-protocol will hang off :meth:`Listeners._hand_over`.
+15-26k. Starting the coroutine eagerly instead of as a task measured no better.
 
-TLS (``protocol = "tls"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
+The preamble, per connection and in this order (each step its own module; a plain
+``tcp`` listener without PROXY skips both and pays nothing new):
+
+1. **PROXY header** (``proxy_protocol = true``, :mod:`ferromq.proxy_protocol`): a peer
+   outside ``proxy_trusted`` is closed at once; otherwise the header is read off the
+   *raw socket* before the loop's transport exists, peeking so that not a byte past it
+   is taken, within ``limits.connect_timeout``. This is the one place that works for
+   every listener alike: the TLS handshake (``connect_accepted_socket(ssl=...)``) and
+   the WebSocket upgrade then start at the first byte after the header, as they would
+   without a proxy (``loop.start_tls`` after a plain transport was the alternative; it
+   cannot be handed bytes the plain transport already read, and a load balancer may
+   send the ClientHello in the header's segment). The header's client address is the
+   connection's peer from then on (the TLS failure log, ``IOHub.peer`` for the auth
+   gate and the engine's rejections). A connection without a valid header is closed,
+   counted (``$SYS/broker/clients/refused/proxy_header``) and logged at most once per
+   :data:`LOG_INTERVAL`.
+2. **TLS** on ``tls``/``wss`` listeners, below.
+3. **WebSocket upgrade** on ``ws``/``wss`` listeners (:mod:`ferromq.websocket_upgrade`):
+   the transport's first protocol answers the HTTP request, then hands the transport to
+   the MQTT protocol with ``framing = "websocket"``, so the engine deframes in Rust and
+   no Python runs per message. Refusals are counted
+   (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
+
+The connection's slot (``max_connections``) is taken at accept and given back once
+(:meth:`Listeners._release`), by whichever ends it: the MQTT protocol, the upgrade
+protocol, or a preamble or handshake that failed.
+
+TLS (``protocol = "tls"`` or ``"wss"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
 listener's ``SSLContext`` to ``connect_accepted_socket``, so the loop's own SSL
 protocol runs the handshake and the record layer in front of the same
 ``MqttProtocol``; the engine sees the connection only once the handshake is done.

@@ -37,7 +37,10 @@ fn server_frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
         assert_eq!(bytes[1] & 0x80, 0, "server frames are not masked");
         let (len, at) = match bytes[1] {
             126 => (u16::from_be_bytes([bytes[2], bytes[3]]) as usize, 4),
-            127 => (u64::from_be_bytes(bytes[2..10].try_into().unwrap()) as usize, 10),
+            127 => (
+                u64::from_be_bytes(bytes[2..10].try_into().unwrap()) as usize,
+                10,
+            ),
             n => (n as usize, 2),
         };
         frames.push((bytes[0] & 0x0F, bytes[at..at + len].to_vec()));
@@ -158,11 +161,14 @@ fn ping_is_answered_with_pong_and_close_is_echoed() {
 fn a_bad_frame_closes_that_connection_with_its_status_only() {
     let mut broker = Broker::new();
     let cases: [(Vec<u8>, u16); 3] = [
-        ({
-            let mut unmasked = frame(0x82, b"x");
-            unmasked[1] &= 0x7F;
-            unmasked
-        }, 1002),
+        (
+            {
+                let mut unmasked = frame(0x82, b"x");
+                unmasked[1] &= 0x7F;
+                unmasked
+            },
+            1002,
+        ),
         (frame(0x81, b"text"), 1003),
         (vec![0x82, 0x80 | 127, 0, 0, 0, 1, 0, 0, 0, 0], 1009),
     ];
@@ -174,7 +180,10 @@ fn a_bad_frame_closes_that_connection_with_its_status_only() {
         assert!(broker.closed(conn));
         broker.engine.connection_lost(conn, 1);
     }
-    assert!(broker.events.iter().any(|e| matches!(e, Event::Rejected { .. })));
+    assert!(broker
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::Rejected { .. })));
     // The other connection goes on.
     let connect = wire(Packet::Connect(Box::new(connect(
         "other",
@@ -182,7 +191,10 @@ fn a_bad_frame_closes_that_connection_with_its_status_only() {
         true,
     ))));
     broker.feed(other, &frame(0x82, &connect));
-    assert!(matches!(packets(&broker.frames(other))[0], Packet::ConnAck(_)));
+    assert!(matches!(
+        packets(&broker.frames(other))[0],
+        Packet::ConnAck(_)
+    ));
     assert!(!broker.closed(other));
 }
 
@@ -191,7 +203,10 @@ fn the_engine_ending_a_connection_sends_its_mqtt_bytes_then_close_1000() {
     let mut broker = Broker::new();
     let conn = broker.engine.open_framed(1, Framing::WebSocket);
     // A PUBLISH before CONNECT is a protocol error [MQTT-3.1.0-1].
-    broker.feed(conn, &frame(0x82, &wire(publish("t", b"x", QoS::AtMostOnce, 0, false))));
+    broker.feed(
+        conn,
+        &frame(0x82, &wire(publish("t", b"x", QoS::AtMostOnce, 0, false))),
+    );
     let frames = broker.frames(conn);
     assert_eq!(frames.last(), Some(&(0x8, 1000u16.to_be_bytes().to_vec())));
     assert!(broker.closed(conn));
