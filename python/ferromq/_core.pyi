@@ -28,6 +28,7 @@ __all__ = [
     "PacketTooLarge",
     "Persist",
     "ProtocolError",
+    "ProxyHeader",
     "RedisCodec",
     "RedisReplies",
     "Rejected",
@@ -46,6 +47,7 @@ __all__ = [
     "journal_header",
     "journal_log_records",
     "key_hash_slot",
+    "parse_proxy_header",
     "reason_code_name",
     "run_bench",
 ]
