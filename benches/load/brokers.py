@@ -2,6 +2,10 @@
 ferromq, Mosquitto (Debian's), amqtt, and the peers ../shared/peers builds (FlashMQ,
 rumqttd).
 
+The port serves one :class:`Listener`: plain TCP, or TLS, WebSocket or WebSocket over
+TLS with a given certificate (each spec names the ``transports`` it can serve), so
+every broker of a transport comparison gets the same certificate and key.
+
 A :class:`BrokerSpec` knows how to write its broker's config and command line and
 whether the broker is installed here; :func:`start` runs it (optionally pinned to one
 core with ``taskset``) and waits until its port accepts connections; the returned
@@ -30,41 +34,75 @@ from typing import ClassVar
 MAX_QUEUED = 1_000_000
 
 
+@dataclass(frozen=True)
+class Listener:
+    """What the broker's port serves: ``transport`` is tcp, tls, ws or wss; the TLS
+    ones use ``certfile`` (the chain) and ``keyfile``."""
+
+    transport: str = "tcp"
+    certfile: Path | None = None
+    keyfile: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.transport in ("tls", "wss")
+
+    @property
+    def websocket(self) -> bool:
+        return self.transport in ("ws", "wss")
+
+
+TCP = Listener()
+
+
 class BrokerSpec:
     name: ClassVar[str]
     #: MQTT protocol levels the broker speaks.
     protocols: ClassVar[frozenset[int]]
+    #: Listener transports it can serve.
+    transports: ClassVar[frozenset[str]] = frozenset({"tcp"})
 
     def missing(self) -> str | None:
         """Why this broker cannot run here, or ``None`` when it can."""
         raise NotImplementedError
 
-    def command(self, port: int, workdir: Path) -> list[str]:
-        """Write the config into ``workdir``; return the command that serves ``port``."""
+    def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
+        """Write the config into ``workdir``; return the command that serves
+        ``listener`` on ``port``."""
         raise NotImplementedError
 
 
 class Mosquitto(BrokerSpec):
+    """Debian's Mosquitto 2.0 (built without WebSocket support)."""
+
     name = "mosquitto"
     protocols = frozenset({4, 5})
+    transports = frozenset({"tcp", "tls"})
 
     def missing(self) -> str | None:
         if shutil.which("mosquitto") is None:
             return "mosquitto is not installed (apt-get install -y mosquitto)"
         return None
 
-    def command(self, port: int, workdir: Path) -> list[str]:
+    def executable(self) -> list[str]:
+        return ["mosquitto"]
+
+    def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
         conf = workdir / "mosquitto.conf"
+        transport = ""
+        if listener.websocket:
+            transport += "protocol websockets\n"
+        if listener.tls:
+            transport += f"certfile {listener.certfile}\nkeyfile {listener.keyfile}\n"
         conf.write_text(
-            f"listener {port} 127.0.0.1\n"
-            "allow_anonymous true\n"
+            f"listener {port} 127.0.0.1\n" + transport + "allow_anonymous true\n"
             f"max_queued_messages {MAX_QUEUED}\n"
             "persistence false\n"
             "log_dest stderr\n"
             "log_type error\n"
             "log_type warning\n"
         )
-        return ["mosquitto", "-c", str(conf)]
+        return [*self.executable(), "-c", str(conf)]
 
 
 class Amqtt(BrokerSpec):
@@ -76,7 +114,7 @@ class Amqtt(BrokerSpec):
             return "amqtt is not installed (pip install amqtt)"
         return None
 
-    def command(self, port: int, workdir: Path) -> list[str]:
+    def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
         conf = workdir / "amqtt.yaml"
         conf.write_text(
             "listeners:\n"
@@ -98,6 +136,7 @@ NO_STORE = '[storage]\nbackend = "memory"\n'
 class Ferromq(BrokerSpec):
     name = "ferromq"
     protocols = frozenset({4, 5})
+    transports = frozenset({"tcp", "tls", "ws", "wss"})
     _serve = (sys.executable, "-m", "ferromq", "serve")
 
     def __init__(self, extra_config: str = NO_STORE) -> None:
@@ -110,15 +149,17 @@ class Ferromq(BrokerSpec):
             return "ferromq is not installed (pip install .)"
         return None
 
-    def command(self, port: int, workdir: Path) -> list[str]:
+    def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
         conf = workdir / "ferromq.toml"
+        transport = f'protocol = "{listener.transport}"\n'
+        if listener.tls:
+            transport += f'certfile = "{listener.certfile}"\nkeyfile = "{listener.keyfile}"\n'
         # Queue + in-flight window (1024 by default) share a session's 65,535 packet ids
         # (config check); Mosquitto's queue is raised to MAX_QUEUED.
         conf.write_text(
             "[[listeners]]\n"
             'host = "127.0.0.1"\n'
-            f"port = {port}\n"
-            "[session]\n"
+            f"port = {port}\n" + transport + "[session]\n"
             f"queue_limit = {min(MAX_QUEUED, 64_000)}\n"
             "[log]\n"
             'level = "warning"\n' + self.extra_config
@@ -143,15 +184,58 @@ class Peer(BrokerSpec):
             return f"{self.name} is not built (../shared/peers/build.sh {self.name})"
         return None
 
-    def command(self, port: int, workdir: Path) -> list[str]:
+    def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
         return ["env", *self.settings, str(PEERS / "start" / f"{self.name}.sh"), str(port)]
+
+
+class Mosquitto21(Mosquitto):
+    """Mosquitto 2.1 as ``../shared/peers/build.sh mosquitto-2.1`` builds it (with its
+    own WebSocket support), run with the same config as Debian's."""
+
+    name = "mosquitto-2.1"
+    transports = frozenset({"tcp", "tls", "ws", "wss"})
+
+    @property
+    def home(self) -> Path:
+        return PEERS_PREFIX / self.name
+
+    def missing(self) -> str | None:
+        if not (self.home / "sbin" / "mosquitto").exists():
+            return f"{self.name} is not built (../shared/peers/build.sh {self.name})"
+        return None
+
+    def executable(self) -> list[str]:
+        return [
+            "env",
+            f"LD_LIBRARY_PATH={self.home / 'lib'}",
+            str(self.home / "sbin" / "mosquitto"),
+        ]
 
 
 class FlashMQ(Peer):
     name = "flashmq"
     protocols = frozenset({4, 5})
+    transports = frozenset({"tcp", "tls", "ws", "wss"})
     binary = "flashmq"
     settings = ("FLASHMQ_LOG_LEVEL=warning",)
+
+    def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
+        if listener == TCP:
+            return super().command(port, workdir, listener)
+        # The start script serves plain MQTT only: the same config, with the
+        # listener's transport and certificate.
+        conf = workdir / "flashmq.conf"
+        tls = f"  fullchain {listener.certfile}\n  privkey {listener.keyfile}\n"
+        conf.write_text(
+            "allow_anonymous true\n"
+            "log_level warning\n"
+            "listen {\n"
+            f"  protocol {'websockets' if listener.websocket else 'mqtt'}\n"
+            "  inet_protocol ip4\n"
+            "  inet4_bind_address 127.0.0.1\n"
+            f"  port {port}\n" + (tls if listener.tls else "") + "}\n"
+        )
+        return [str(PEERS_PREFIX / self.name / "bin" / self.binary), "--config-file", str(conf)]
 
 
 class Rumqttd(Peer):
@@ -163,7 +247,7 @@ class Rumqttd(Peer):
 
 
 BROKERS: dict[str, BrokerSpec] = {
-    b.name: b for b in (Ferromq(), Mosquitto(), Amqtt(), FlashMQ(), Rumqttd())
+    b.name: b for b in (Ferromq(), Mosquitto(), Mosquitto21(), Amqtt(), FlashMQ(), Rumqttd())
 }
 
 
@@ -220,12 +304,17 @@ class RunningBroker:
 
 
 def start(
-    spec: BrokerSpec, workdir: Path, core: int | None = None, timeout: float = 15.0
+    spec: BrokerSpec,
+    workdir: Path,
+    core: int | None = None,
+    timeout: float = 15.0,
+    listener: Listener = TCP,
 ) -> RunningBroker:
-    """Start ``spec`` on a free port (pinned to ``core`` if given) and wait for it."""
+    """Start ``spec`` serving ``listener`` on a free port (pinned to ``core`` if given)
+    and wait until the port accepts connections."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    command: Sequence[str] = spec.command(port, workdir)
+    command: Sequence[str] = spec.command(port, workdir, listener)
     if core is not None:
         command = ["taskset", "-c", str(core), *command]
     log = workdir / f"{spec.name}.log"
@@ -236,6 +325,7 @@ def start(
     while not _accepts(port):
         if process.poll() is not None or time.monotonic() > deadline:
             broker.stop()
-            raise RuntimeError(f"{spec.name} did not start: see {log}")
+            last = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"{spec.name} did not start: {last[0]}")
         time.sleep(0.05)
     return broker

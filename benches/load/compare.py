@@ -19,6 +19,7 @@ is skipped with the reason in the table.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -37,6 +38,9 @@ import plots
 
 from ferromq import bench
 from ferromq._core import BenchError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.tls_certs import Pem, authority  # from the repository root, put on the path above
 
 GENERATOR_CORE = 0
 BROKER_CORE = 1
@@ -185,6 +189,42 @@ SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
             "inflight": 16,
         },
     },
+    # Issue 13: the same shapes over TLS and WebSocket, with one certificate (ECDSA
+    # P-256, from tests/tls_certs.py) for every broker, and the TLS connection set-up
+    # rate (1,000 clients connecting unpaced; TLS 1.3, full handshakes).
+    "transports": {
+        **{
+            f"p2p-qos1-{transport}": {
+                "scenario": "p2p",
+                "pairs": 100,
+                "pub_qos": 1,
+                "sub_qos": 1,
+                "transport": transport,
+            }
+            for transport in ("tcp", "tls", "ws", "wss")
+        },
+        **{
+            f"fanin-qos0-{transport}": {
+                "scenario": "fanin",
+                "publishers": 100,
+                "subscribers": 1,
+                "rate": 1000,
+                "pub_qos": 0,
+                "sub_qos": 0,
+                "transport": transport,
+            }
+            for transport in ("tcp", "tls", "ws")
+        },
+        **{
+            f"conn-1000-{transport}": {
+                "scenario": "conn",
+                "clients": 1000,
+                "duration": 1,
+                "transport": transport,
+            }
+            for transport in ("tcp", "tls")
+        },
+    },
     "large": {
         "p2p-qos1-1k": {"scenario": "p2p", "pairs": 1000, "pub_qos": 1, "sub_qos": 1},
         "p2p-qos1-1k-persistent": {
@@ -242,19 +282,50 @@ class Row:
     report: dict[str, Any] = field(default_factory=dict)
 
 
+def transport_listener(transport: str, work: Path) -> tuple[brokers.Listener, dict[str, Any]]:
+    """The broker listener for ``transport`` and the generator keys that reach it; TLS
+    ones share one certificate per run, made on first use in ``work/certs``."""
+    if transport not in ("tls", "wss"):
+        return brokers.Listener(transport), {}
+    cafile, server = _certificates(work / "certs")
+    return brokers.Listener(transport, server.cert, server.key), {"tls_ca_file": str(cafile)}
+
+
+@functools.cache
+def _certificates(directory: Path) -> tuple[Path, Pem]:
+    directory.mkdir(parents=True, exist_ok=True)
+    # Mosquitto started as root reads them after dropping to its own user.
+    for readable in (directory.parent, directory):
+        readable.chmod(0o755)
+    ca = authority(directory, "bench")
+    return ca.cafile, ca.server()
+
+
 def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: Path) -> Row:
     row = Row(name, spec.name)
     reason = spec.missing()
+    transport = config.get("transport", "tcp")
     if reason is None and config.get("protocol", 4) not in spec.protocols:
         reason = f"{spec.name} does not speak MQTT {config['protocol']}"
+    if reason is None and transport not in spec.transports:
+        reason = f"not set up here for {transport}"
     if reason is not None:
         row.skipped = reason
         return row
-    broker = brokers.start(spec, work / f"{name}-{spec.name}", core=BROKER_CORE)
+    listener, reach = transport_listener(transport, work)
+    try:
+        broker = brokers.start(
+            spec, work / f"{name}-{spec.name}", core=BROKER_CORE, listener=listener
+        )
+    except RuntimeError as err:
+        row.skipped = str(err)
+        return row
     try:
         cpu_before = broker.cpu_seconds()
         with RssSampler(broker) as rss:
-            report = bench.run({**_COMMON, **config, "port": broker.port, "progress": False})
+            report = bench.run(
+                {**_COMMON, **config, **reach, "port": broker.port, "progress": False}
+            )
         row.broker_cpu_s = broker.cpu_seconds() - cpu_before
     except BenchError as err:
         row.skipped = f"run failed: {err}"
@@ -274,6 +345,8 @@ def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: P
     row.connect_per_s = report["clients"]["connect_per_s"]
     if config["scenario"] == "conn" and row.connected:
         row.rss_per_connection = (rss.peak - rss.before) / row.connected
+        # Set-up cost: connections (handshake, CONNECT, CONNACK) per broker CPU second.
+        row.per_core_s = row.connected / row.broker_cpu_s if row.broker_cpu_s else 0.0
     return row
 
 
@@ -381,7 +454,9 @@ def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
                 f"{r.connect_per_s:,.0f} conn/s | {r.rss_per_connection:,.0f} B RSS/conn | | "
                 f"{r.report['connect_latency_ms']['p50']:.2f} | "
                 f"{r.report['connect_latency_ms']['p99']:.2f} | | | "
-                f"{_ratio(r.connect_per_s, ref.connect_per_s) if ref else '-'} | | |"
+                f"{_ratio(r.connect_per_s, ref.connect_per_s) if ref else '-'} "
+                f"| {r.per_core_s:,.0f} conn per broker-core-s"
+                f"{f' ({_ratio(r.per_core_s, ref.per_core_s)})' if ref else ''} | |"
             )
             continue
         label = r.scenario
@@ -404,7 +479,9 @@ def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
         "",
         f"Generator on core {GENERATOR_CORE}, broker on core {BROKER_CORE} (taskset). "
         "conn rows show connections, connect latency (CONNECT → CONNACK) and the "
-        "broker's RSS growth per held connection. "
+        "broker's RSS growth per held connection, and in the per-core column the "
+        "connections set up per second of broker CPU (with TLS the generator's own "
+        "handshakes cap the wall-clock rate; this one does not depend on it). "
         "`*`: the broker had not delivered everything when the drain timeout ended the "
         "run, so *lost* also counts messages still queued in it.",
         "",

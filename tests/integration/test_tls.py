@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from ferromq import bench
+from ferromq._core import BenchError
+
 from tests.conftest import RunningBroker, Starter
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_auth_clients import users_add
@@ -325,3 +328,48 @@ def wait_closed(sock: socket.socket) -> None:
         pass
     finally:
         sock.close()
+
+
+def test_load_generator_over_tls_accounts_every_message(
+    started: Starter, loop: str, pki: Pki
+) -> None:
+    """``ferromq bench --transport tls`` (rustls in the generator) against the TLS
+    listener: QoS 1 both ways, every message delivered exactly once."""
+    broker = started(loop, tls_config(pki))
+    report = bench.run(
+        {
+            "port": broker.port,
+            "transport": "tls",
+            "tls_ca_file": str(pki.ca.cafile),
+            "scenario": "p2p",
+            "pairs": 3,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "count": 500,
+            "warmup": 0,
+            "threads": 1,
+            "drain_timeout": 20,
+        }
+    )
+    assert report["clients"]["first_errors"] == []
+    delivery = report["delivery"]
+    assert (delivery["expected"], delivery["received"]) == (1500, 1500)
+    assert (delivery["lost"], delivery["duplicates"]) == (0, 0)
+
+
+def test_load_generator_refuses_a_broker_its_ca_did_not_sign(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    broker = started(loop, tls_config(pki))
+    stranger = authority(tmp_path, "stranger")
+    with pytest.raises(BenchError, match="could not connect"):
+        bench.run(
+            {
+                "port": broker.port,
+                "transport": "tls",
+                "tls_ca_file": str(stranger.cafile),
+                "pairs": 1,
+                "count": 10,
+                "connect_timeout": 5,
+            }
+        )

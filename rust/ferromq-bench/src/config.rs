@@ -28,12 +28,34 @@ pub enum Scenario {
     Conn,
 }
 
+/// How the clients reach the broker ([`crate::link`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Tcp,
+    /// TLS over TCP, checked against `tls_ca_file` for `tls_server_name`.
+    Tls,
+    /// WebSocket (subprotocol `mqtt`) on `ws_path`.
+    Ws,
+    /// WebSocket over TLS.
+    Wss,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub scenario: Scenario,
     pub host: String,
     pub port: u16,
+    pub transport: Transport,
+    /// PEM file of the CA that signed the broker's certificate (tls, wss).
+    pub tls_ca_file: String,
+    /// The name the broker's certificate must carry (tls, wss).
+    pub tls_server_name: String,
+    /// "1.2" or "1.3": the one TLS version offered.
+    pub tls_version: String,
+    /// Path of the WebSocket upgrade request (ws, wss).
+    pub ws_path: String,
     /// 4 (MQTT 3.1.1) or 5 (MQTT 5.0).
     pub protocol: u8,
     /// QoS of the PUBLISH packets the publishers send.
@@ -88,6 +110,11 @@ impl Default for Config {
             scenario: Scenario::P2p,
             host: "127.0.0.1".into(),
             port: 1883,
+            transport: Transport::Tcp,
+            tls_ca_file: String::new(),
+            tls_server_name: "localhost".into(),
+            tls_version: "1.3".into(),
+            ws_path: "/mqtt".into(),
             protocol: 4,
             pub_qos: 0,
             sub_qos: 0,
@@ -167,6 +194,13 @@ impl Config {
         if self.count == 0 && self.duration == 0.0 {
             return fail("give a message count or a duration");
         }
+        if !matches!(self.tls_version.as_str(), "1.2" | "1.3") {
+            return fail("tls_version must be \"1.2\" or \"1.3\"");
+        }
+        if matches!(self.transport, Transport::Tls | Transport::Wss) && self.tls_ca_file.is_empty()
+        {
+            return fail("tls_ca_file is required for the tls and wss transports");
+        }
         if self.source_addresses == 0 || self.source_addresses == 255 {
             return fail("source_addresses must be between 1 and 254");
         }
@@ -232,6 +266,9 @@ mod tests {
             r#"{"count": 0, "duration": 0}"#,
             r#"{"rate": -1}"#,
             r#"{"bogus": 1}"#,
+            r#"{"transport": "quic"}"#,
+            r#"{"tls_version": "1.1"}"#,
+            r#"{"transport": "tls"}"#,
         ] {
             assert!(
                 Config::from_json(json).is_err(),

@@ -14,6 +14,7 @@
 
 mod client;
 pub mod config;
+mod link;
 pub mod payload;
 pub mod report;
 mod run;

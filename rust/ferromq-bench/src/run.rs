@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::client::RunParams;
 use crate::config::{Config, Scenario};
+use crate::link::Connector;
 use crate::report::{build_report, Outcome, Report};
 use crate::scenario::{plan, Plan};
 use crate::shared::{Instants, Phase, Shared, Totals};
@@ -45,6 +46,7 @@ pub fn run(config: &Config) -> Result<Report, BenchError> {
     let shared = Arc::new(Shared::new(threads));
     let run = Arc::new(RunParams::new(config, run_id));
     let dest = SocketAddr::new(config.destination_ip()?, config.port);
+    let connector = Arc::new(Connector::from_config(config)?);
     let connect_interval = if config.connect_rate > 0.0 {
         (threads as f64 * 1e9 / config.connect_rate) as u64
     } else {
@@ -63,6 +65,7 @@ pub fn run(config: &Config) -> Result<Report, BenchError> {
                 clients,
                 shared: shared.clone(),
                 run: run.clone(),
+                connector: connector.clone(),
                 dest,
                 connect_interval,
             };

@@ -12,7 +12,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::client::{Client, Ctx, Next, Pump, RoleState, RunParams, State, Tally};
+use crate::link::{Connector, Link, Received};
 use crate::scenario::ClientSpec;
 use crate::shared::{Counters, Instants, Phase, Shared};
 use crate::stats::SeqTracker;
@@ -51,6 +52,7 @@ pub struct WorkerSetup {
     pub clients: Vec<ClientSpec>,
     pub shared: Arc<Shared>,
     pub run: Arc<RunParams>,
+    pub connector: Arc<Connector>,
     pub dest: SocketAddr,
     /// Nanoseconds between two connection attempts of this worker; 0 for no pacing.
     pub connect_interval: u64,
@@ -59,7 +61,7 @@ pub struct WorkerSetup {
 struct Worker {
     poll: Poll,
     clients: Vec<Client>,
-    sockets: Vec<Option<TcpStream>>,
+    links: Vec<Option<Link>>,
     write_blocked: Vec<bool>,
     queued: Vec<bool>,
     runnable: Vec<usize>,
@@ -86,7 +88,7 @@ pub fn run_worker(setup: WorkerSetup) -> io::Result<WorkerResult> {
     let mut worker = Worker {
         poll: Poll::new()?,
         clients,
-        sockets: (0..n).map(|_| None).collect(),
+        links: (0..n).map(|_| None).collect(),
         write_blocked: vec![false; n],
         queued: vec![false; n],
         runnable: Vec::new(),
@@ -210,18 +212,19 @@ impl Worker {
     }
 
     fn open(&mut self, i: usize, now: u64) {
-        let result =
-            connect_socket(self.clients[i].spec.source, self.setup.dest).and_then(|mut socket| {
+        let result = connect_socket(self.clients[i].spec.source, self.setup.dest)
+            .and_then(|socket| self.setup.connector.link(socket, i as u32))
+            .and_then(|mut link| {
                 self.poll.registry().register(
-                    &mut socket,
+                    link.tcp_mut(),
                     Token(i),
                     Interest::READABLE | Interest::WRITABLE,
                 )?;
-                Ok(socket)
+                Ok(link)
             });
         match result {
-            Ok(socket) => {
-                self.sockets[i] = Some(socket);
+            Ok(link) => {
+                self.links[i] = Some(link);
                 self.write_blocked[i] = false;
                 self.clients[i].begin_connect(now);
             }
@@ -286,13 +289,13 @@ impl Worker {
     }
 
     fn on_ready(&mut self, i: usize) {
-        if self.sockets[i].is_none() {
+        if self.links[i].is_none() {
             return;
         }
         if self.clients[i].state == State::TcpConnecting {
             self.finish_tcp_connect(i);
         }
-        if self.sockets[i].is_some() && self.clients[i].state != State::TcpConnecting {
+        if self.links[i].is_some() && self.clients[i].state != State::TcpConnecting {
             self.read(i);
         }
         self.flush(i);
@@ -300,9 +303,10 @@ impl Worker {
     }
 
     fn finish_tcp_connect(&mut self, i: usize) {
-        let Some(socket) = &self.sockets[i] else {
+        let Some(link) = &self.links[i] else {
             return;
         };
+        let socket = link.tcp();
         let status = match socket.take_error() {
             Ok(None) => socket.peer_addr().map(|_| ()),
             Ok(Some(err)) | Err(err) => Err(err),
@@ -321,13 +325,15 @@ impl Worker {
 
     fn read(&mut self, i: usize) {
         loop {
-            let Some(socket) = &mut self.sockets[i] else {
+            let Some(link) = &mut self.links[i] else {
                 return;
             };
-            match socket.read(&mut self.read_buf) {
-                Ok(0) => return self.fail(i, "the broker closed the connection".into()),
-                Ok(n) => {
-                    self.clients[i].inbuf.extend_from_slice(&self.read_buf[..n]);
+            match link.read_into(&mut self.read_buf, &mut self.clients[i].inbuf) {
+                Ok(Received::Closed) => {
+                    return self.fail(i, "the broker closed the connection".into())
+                }
+                Ok(Received::Bytes(0)) => {}
+                Ok(Received::Bytes(_)) => {
                     let (mut ctx, clients) = self.ctx();
                     match clients[i].handle_input(&mut ctx) {
                         Ok(Next::Continue) => self.flush(i),
@@ -345,14 +351,22 @@ impl Worker {
     fn flush(&mut self, i: usize) {
         let now = self.now();
         let client = &mut self.clients[i];
-        let Some(socket) = &mut self.sockets[i] else {
+        let Some(link) = &mut self.links[i] else {
             return;
         };
         if client.state == State::TcpConnecting || self.write_blocked[i] {
             return;
         }
+        match link.flush() {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                self.write_blocked[i] = true;
+                return;
+            }
+            Err(err) => return self.fail(i, format!("write failed: {err}")),
+        }
         while !client.out.is_empty() {
-            match socket.write(&client.out) {
+            match link.write(&client.out) {
                 Ok(n) => {
                     client.out.advance(n);
                     client.last_send = now;
@@ -368,10 +382,10 @@ impl Worker {
     }
 
     fn close_socket(&mut self, i: usize) {
-        if let Some(mut socket) = self.sockets[i].take() {
+        if let Some(mut link) = self.links[i].take() {
             // Deregistering a socket we registered cannot fail in a way that matters:
             // it is dropped (and closed) right after.
-            let _ = self.poll.registry().deregister(&mut socket);
+            let _ = self.poll.registry().deregister(link.tcp_mut());
         }
         self.clients[i].drop_connection();
     }
