@@ -308,7 +308,8 @@ class _TextList:
     """A list of strings; in the environment, comma-separated."""
 
     def parse(self, value: object, where: str) -> object:
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        # A tuple is a default (TOML gives lists): defaults pass their own kind.
+        if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
             raise ConfigError(f"{where}: expected an array of strings, got {_describe(value)}")
         return tuple(dict.fromkeys(value))
 

@@ -20,7 +20,6 @@ import pytest
 
 from ferromq import bench
 from ferromq._core import BenchError
-
 from tests.conftest import RunningBroker, Starter
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_auth_clients import users_add
