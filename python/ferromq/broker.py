@@ -45,12 +45,13 @@ from ferromq._core import (
     StreamMember,
 )
 from ferromq._protocol import IOHub, ReadArena
+from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
-from ferromq.auth.certificate import OpenProvider, certificates_are_users
-from ferromq.config import Config
-from ferromq.engine import engine_from_config
+from ferromq.auth.certificate import OpenProvider
+from ferromq.config import Config, ConfigError
+from ferromq.engine import decides_connect_in_python, engine_from_config
 from ferromq.listener import Listeners
-from ferromq.log import address_text, log_event
+from ferromq.log import log_event, peer_text
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
@@ -140,10 +141,11 @@ class Broker:
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
+        self.admission = Admission(config, load_bans(config.bans))
         self._provider = provider_from_config(config.auth)
-        if self._provider is None and certificates_are_users(config):
-            # Certificates decide on their own listeners; every other CONNECT is
-            # accepted as the engine accepts it with authentication off.
+        if self._provider is None and decides_connect_in_python(config):
+            # Certificates (on their own listeners) or admission decide; every other
+            # CONNECT is accepted as the engine accepts it with authentication off.
             self._provider = ProviderChain([OpenProvider()], allow_anonymous=True)
         self._retiring: set[asyncio.Task[None]] = set()  # providers replaced by a reload
         self.auth: AuthGate | None = None
@@ -169,9 +171,9 @@ class Broker:
         return self._hub
 
     def stats(self) -> dict[str, int]:
-        """The engine's counters and the accept path's."""
+        """The engine's counters, the accept path's and admission's."""
         accepted = {} if self._listeners is None else self._listeners.stats()
-        return {**self.engine.stats(), **accepted}
+        return {**self.engine.stats(), **accepted, **self.admission.stats()}
 
     async def start(self) -> None:
         """Bind, restore, serve. Raises :class:`~ferromq.listener.ListenError` (nothing
@@ -179,9 +181,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         config = self.config
         self._listeners = Listeners.bind(
-            config.listeners, config.limits.max_connections, config.limits.connect_timeout
+            config.listeners, self.admission, config.limits.connect_timeout
         )
-        self.reload_hooks.append(self._listeners.reload_certificates)
+        self.reload_hooks += [self._listeners.reload_certificates, self._reload_admission]
         self._hub = IOHub(
             self.engine,
             loop,
@@ -201,7 +203,9 @@ class Broker:
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if self._provider is not None:
-            self.auth = AuthGate(self.engine, hub, self._provider, self._listeners.certificate)
+            self.auth = AuthGate(
+                self.engine, hub, self._provider, self.admission, self._listeners.certificate
+            )
         self._listeners.serve(loop, hub)
         self.serving = True
         self._tasks.append(asyncio.create_task(self._tick_forever()))
@@ -272,6 +276,18 @@ class Broker:
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 
+    def _reload_admission(self, running: Config, applied: Config) -> None:
+        """A reload hook: the applied limits and bans (the bans file read again) decide
+        the next connections; connected clients a ban now matches are closed."""
+        try:
+            bans = load_bans(applied.bans)
+        except ConfigError as exc:  # the file changed since the reload's preflight
+            log_event(logger, logging.ERROR, "bans not reloaded, old ones kept", error=str(exc))
+            return
+        banned = self.admission.use(applied, bans)
+        if banned and self.auth is not None:
+            self.auth.disconnect(banned, ADMINISTRATIVE_ACTION, "banned")
+
     @staticmethod
     async def _retire(provider: ProviderChain, gate: AuthGate) -> None:
         await gate.settled()
@@ -291,12 +307,13 @@ class Broker:
                 self._streams.on_done()
             case Rejected():
                 # Once per refused or aborted connection, never per message.
+                peer = self.hub.peer(event.conn)
                 log_event(
                     logger,
                     logging.WARNING,
                     "connection rejected",
                     conn=event.conn,
-                    peer=address_text(self.hub.peer(event.conn)),
+                    peer=peer_text(peer) if peer else None,
                     reason=f"0x{event.reason_code:02X} {event.reason_name}",
                     detail=event.detail,
                 )

@@ -19,6 +19,7 @@ store is opened, so a port in use leaves nothing on disk.
   configuration (TOML, or JSON with ``--json``).
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 - ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
+- ``bans add | remove | list``: edit the bans file (:mod:`ferromq.bans_cli`, likewise).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ferromq import __version__, bench, preflight
+from ferromq import __version__, bans_cli, bench, preflight
 from ferromq.auth import cli as users_cli
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
 from ferromq.log import configure_logging
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=check_config)
     bench.register(commands)
     users_cli.register(commands)
+    bans_cli.register(commands)
     return parser
 
 

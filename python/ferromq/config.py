@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthConfig",
+    "BanList",
+    "BansConfig",
     "Config",
     "ConfigError",
     "KafkaConfig",
@@ -66,7 +68,10 @@ __all__ = [
     "StorageConfig",
     "SysConfig",
     "config_as_dict",
+    "listener_path",
+    "load_ban_file",
     "load_config",
+    "parse_ban_list",
     "parse_duration",
     "parse_size",
     "render_toml",
@@ -336,20 +341,20 @@ class _Names(_TextList):
 
 @dataclass(frozen=True)
 class _Networks(_TextList):
-    """A list of IP addresses or CIDR networks, held as their normalised text."""
+    """A list of IPv4 / IPv6 addresses or CIDR networks (``10.0.0.0/8``, ``2001:db8::/32``),
+    kept as written; a network with host bits set is refused, as likely a typo."""
 
     def parse(self, value: object, where: str) -> object:
-        items = super().parse(value, where)
-        assert isinstance(items, tuple)
-        networks = []
-        for item in items:
+        networks = super().parse(value, where)
+        assert isinstance(networks, tuple)
+        for item in networks:
             try:
-                networks.append(str(ipaddress.ip_network(item.strip(), strict=False)))
-            except ValueError:
+                ipaddress.ip_network(item)
+            except ValueError as exc:
                 raise ConfigError(
-                    f"{where}: expected IP addresses or CIDRs like 10.0.0.0/8, got {_quote(item)}"
+                    f"{where}: {_quote(item)} is not an IPv4 or IPv6 address or network: {exc}"
                 ) from None
-        return tuple(networks)
+        return networks
 
 
 def _setting(default: object, kind: _Kind) -> Any:
@@ -381,6 +386,12 @@ class ListenerConfig:
     max_connections: int = _setting(0, _Int(0))
     """Connections open at once on this listener; one more is closed at accept, before
     a byte is read, and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
+    max_connections_per_address: int | None = _setting(None, _Int(0))
+    """Overrides ``limits.max_connections_per_address`` for connections accepted here
+    (the count per address spans every listener); unset: the ``[limits]`` value."""
+    max_connect_rate: int | None = _setting(None, _Int(0))
+    """Overrides ``limits.max_connect_rate`` for this listener; unset: the ``[limits]``
+    value."""
     # TLS (protocol = "tls" only), named as Mosquitto names them; see ferromq.tls.
     certfile: str = _setting("", _Text(allow_empty=True))
     """PEM certificate (chain) the listener presents; required with ``tls``."""
@@ -415,6 +426,11 @@ class ListenerConfig:
     connection from elsewhere is closed before a byte is read. Empty: any."""
 
 
+def listener_path(index: int, config: ListenerConfig) -> str:
+    """How errors and logs name a listener: its key path and its name."""
+    return f"listeners[{index}] ({config.name})"
+
+
 _WEBSOCKET_ONLY: Final = ("path", "origins")
 _PROXY_ONLY: Final = ("proxy_trusted",)
 _TLS_ONLY: Final = tuple(
@@ -430,6 +446,8 @@ _TLS_ONLY: Final = tuple(
         "proxy_protocol",
         *_WEBSOCKET_ONLY,
         *_PROXY_ONLY,
+        "max_connections_per_address",
+        "max_connect_rate",
     )
 )
 TLS_PROTOCOLS: Final = ("tls", "wss")
@@ -467,6 +485,26 @@ class LimitsConfig:
     max_connections: int = _setting(0, _Int(0))
     """Connections open at once on all listeners together; one more is closed at accept
     and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
+    max_connections_per_address: int = _setting(0, _Int(0))
+    """Connections open at once from one source address (on all listeners together); one
+    more is closed at accept, before a byte is read. 0 means unlimited."""
+    max_connections_per_user: int = _setting(0, _Int(0))
+    """Connections open at once authenticated as one user name; one more is refused at
+    CONNECT after authentication: v5 CONNACK 0x97 Quota exceeded, 3.1.1 return code 3
+    Server unavailable (the user is not wrong, the service is full for it). A CONNECT
+    taking over the user's session of the same client id is not counted twice. 0 means
+    unlimited; set, every CONNECT is decided in Python (:mod:`ferromq.admission`)."""
+    max_connect_rate: int = _setting(0, _Int(0))
+    """New connections per second one listener accepts (a token bucket holding one
+    second's worth); more are closed at accept. 0 means unlimited."""
+    flapping_max_connects: int = _setting(0, _Int(0))
+    """Connections one address may open within ``flapping_window``; the next one bans the
+    address for ``flapping_ban``: its connections are closed at accept, before a byte is
+    read (EMQX's flapping detection). 0 turns it off."""
+    flapping_window: int = _setting(60, _duration(1))
+    """The window ``flapping_max_connects`` counts in."""
+    flapping_ban: int = _setting(300, _duration(1))
+    """How long a flapping address stays banned."""
     max_publish_rate: int = _setting(0, _Int(0, 0xFFFF_FFFF))
     """PUBLISH packets per second one connection may send (a token bucket holding one
     second's worth); above it the connection ends (v5: DISCONNECT 0x97 Quota exceeded).
@@ -649,6 +687,33 @@ class RedisConfig:
 
 
 @dataclass(frozen=True)
+class BanList:
+    """Who may not connect: the keys of ``[bans]`` and of a bans file
+    (:mod:`ferromq.admission`)."""
+
+    client_ids: tuple[str, ...] = _setting((), _TextList())
+    """Client ids refused at CONNECT (v5 CONNACK 0x8A Banned, 3.1.1 return code 5)."""
+    usernames: tuple[str, ...] = _setting((), _TextList())
+    """User names (as authenticated) refused at CONNECT, as client ids are."""
+    addresses: tuple[str, ...] = _setting((), _Networks())
+    """IPv4 / IPv6 addresses or CIDR networks closed at accept, before a byte is read."""
+
+
+@dataclass(frozen=True)
+class BansConfig(BanList):
+    """``[bans]``: the ban list written here, plus the one in ``file``; both are read
+    again on SIGHUP, and connections a new ban matches are closed (v5 DISCONNECT 0x98
+    Administrative action). Any ban configured makes every CONNECT decided in Python."""
+
+    file: str | None = _setting(None, _Text())
+    """A TOML file with the same three keys, edited by ``ferromq bans add | remove``
+    (relative paths are from the working directory); it must exist."""
+
+    def configured(self) -> bool:
+        return self.file is not None or bool(self.client_ids or self.usernames or self.addresses)
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -742,6 +807,7 @@ class Config:
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    bans: BansConfig = field(default_factory=BansConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -790,8 +856,22 @@ def _apply_document(config: Config, document: Mapping[str, object]) -> Config:
     return config
 
 
-def _read_document(path: Path) -> dict[str, Any]:
-    where = f"config file {path}"
+def parse_ban_list(table: Mapping[str, object], source: str) -> BanList:
+    """The bans of a TOML table read from ``source`` (``bans file /etc/bans.toml``).
+    Raises :class:`ConfigError` naming ``source`` and the key."""
+    try:
+        return _load_table(BanList(), table, "")
+    except ConfigError as exc:  # the key path starts with the empty table path: ".key"
+        raise ConfigError(f"{source}: {str(exc).removeprefix('.')}") from None
+
+
+def load_ban_file(path: Path) -> BanList:
+    """The bans of a bans file (``[bans] file``). Raises :class:`ConfigError`."""
+    return parse_ban_list(_read_document(path, "bans file"), f"bans file {path}")
+
+
+def _read_document(path: Path, what: str = "config file") -> dict[str, Any]:
+    where = f"{what} {path}"
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:

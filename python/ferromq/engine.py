@@ -11,12 +11,21 @@ business happen here once: seconds to milliseconds, "0 means never" to the engin
 from __future__ import annotations
 
 from ferromq._core import Engine, EngineSettings
+from ferromq.admission import checks_connect
 from ferromq.auth.certificate import certificates_are_users
 from ferromq.config import Config
 
-__all__ = ["engine_from_config", "engine_settings"]
+__all__ = ["decides_connect_in_python", "engine_from_config", "engine_settings"]
 
 NEVER_EXPIRES = 0xFFFF_FFFF
+
+
+def decides_connect_in_python(config: Config) -> bool:
+    """Whether the engine hands every CONNECT to Python (the ``AuthGate``): an
+    authentication provider, certificates as user names, or admission checks at CONNECT
+    (bans, ``limits.max_connections_per_user``). Otherwise the engine accepts CONNECTs
+    itself, with no Python per CONNECT."""
+    return bool(config.auth.chain()) or certificates_are_users(config) or checks_connect(config)
 
 
 def engine_settings(config: Config) -> EngineSettings:
@@ -40,7 +49,7 @@ def engine_settings(config: Config) -> EngineSettings:
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
         stream_application_groups=config.storage.application_store == "kafka",
-        authenticate=bool(config.auth.chain()) or certificates_are_users(config),
+        authenticate=decides_connect_in_python(config),
         max_publish_rate=limits.max_publish_rate,
         maximum_qos=mqtt5.maximum_qos,
         retain_available=mqtt5.retain_available,

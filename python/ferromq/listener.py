@@ -11,17 +11,21 @@ The broker binds, listens and accepts itself instead of calling ``loop.create_se
   busy listener cannot hold the loop) and hands each to
   ``loop.connect_accepted_socket``, which makes the loop's own transport (uvloop's or
   asyncio's) around an :class:`~ferromq._protocol.MqttProtocol`.
-- **max_connections at accept.** A connection counts from accept until
-  ``connection_lost``, against its listener's ``max_connections`` and the broker's
-  ``limits.max_connections`` (0: no limit). Over either, the socket is closed before a
-  byte is read, counted by reason (``$SYS/broker/clients/refused/...``) and logged at
-  most once per :data:`LOG_INTERVAL`.
+- **Admission at accept.** Each accepted socket is put to
+  :meth:`~ferromq.admission.Admission.admit` with its listener's name and the peer's
+  address: bans, flapping, the listener's connect rate, ``max_connections`` per
+  listener and broker-wide, connections per address (:mod:`ferromq.admission`). A
+  refused socket is closed before a byte is read, counted by reason
+  (``$SYS/broker/clients/refused/<reason>``) and logged at most once per
+  :data:`~ferromq.log.LOG_INTERVAL` with the rule and the peer. An admitted one holds
+  its slots from accept until ``connection_lost`` (or a failed TLS handshake), and its
+  connection's end is reported to :meth:`~ferromq.admission.Admission.closed`.
 - **File descriptors exhausted.** ``accept`` failing with EMFILE/ENFILE (or the kernel
   out of buffers) pauses accepting for :data:`ACCEPT_PAUSE`: the listener leaves the
   loop, the waiting connections stay in the backlog and are served once descriptors
   free up, and existing connections go on. Each pause is counted
   (``$SYS/broker/clients/accept_paused/fd_exhausted``) and logged at most once per
-  :data:`LOG_INTERVAL` with the RLIMIT_NOFILE limit. For comparison, libuv (uvloop's
+  :data:`~ferromq.log.LOG_INTERVAL` with the RLIMIT_NOFILE limit. For comparison, libuv (uvloop's
   ``create_server``) frees a reserved descriptor, accepts the waiting connections and
   closes them at once, logging nothing: clients see a reset; asyncio logs a traceback
   through the loop's exception handler and retries after a second.
@@ -45,10 +49,14 @@ The preamble, per connection and in this order (each step its own module; a plai
    without a proxy (``loop.start_tls`` after a plain transport was the alternative; it
    cannot be handed bytes the plain transport already read, and a load balancer may
    send the ClientHello in the header's segment). The header's client address is the
-   connection's peer from then on (the TLS failure log, ``IOHub.peer`` for the auth
-   gate and the engine's rejections). A connection without a valid header is closed,
-   counted (``$SYS/broker/clients/refused/proxy_header``) and logged at most once per
-   :data:`LOG_INTERVAL`.
+   connection's peer from then on: admission is asked only now, with that address
+   (on a proxy listener the socket's own address is the load balancer's, which bans,
+   flapping and per-address limits must not see), and it is what the TLS failure log,
+   ``IOHub.peer`` (the auth gate, admission at CONNECT, the engine's rejections) report.
+   Until its header is in, a connection holds no admission slot: ``proxy_trusted`` and
+   the connect timeout bound what a peer can hold that way. A connection without a
+   valid header is closed, counted (``$SYS/broker/clients/refused/proxy_header``) and
+   logged at most once per :data:`~ferromq.log.LOG_INTERVAL`.
 2. **TLS** on ``tls``/``wss`` listeners, below.
 3. **WebSocket upgrade** on ``ws``/``wss`` listeners (:mod:`ferromq.websocket_upgrade`):
    the transport's first protocol answers the HTTP request, then hands the transport to
@@ -56,9 +64,9 @@ The preamble, per connection and in this order (each step its own module; a plai
    no Python runs per message. Refusals are counted
    (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
 
-The connection's slot (``max_connections``) is taken at accept and given back once
-(:meth:`Listeners._release`), by whichever ends it: the MQTT protocol, the upgrade
-protocol, or a preamble or handshake that failed.
+The connection's admission slots are given back once (:meth:`Listeners._release`), by
+whichever ends it: the MQTT protocol, the upgrade protocol, or a preamble or handshake
+that failed.
 
 TLS (``protocol = "tls"`` or ``"wss"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
 listener's ``SSLContext`` to ``connect_accepted_socket``, so the loop's own SSL
@@ -70,7 +78,7 @@ protocol runs the handshake and the record layer in front of the same
   dropped then or at the first bad record, having held one counted slot and the
   socket, as a plain connection that never sends CONNECT does. Each failure is
   counted (``$SYS/broker/clients/tls_handshake_failed``) and logged with the peer's
-  address at most once per :data:`LOG_INTERVAL`.
+  address at most once per :data:`~ferromq.log.LOG_INTERVAL`.
 - **Client certificates.** With ``require_certificate`` the handshake refuses a
   client without a certificate chained to ``cafile``; once it is done, the
   certificate's identity is kept per connection (:meth:`Listeners.certificate`) for
@@ -97,6 +105,7 @@ from functools import partial
 from typing import Any, Final, Literal, TypeAlias
 
 from ferromq._protocol import IOHub, MqttProtocol
+from ferromq.admission import Admission, Refusal
 from ferromq.auth.certificate import PeerCertificate
 from ferromq.config import (
     TLS_PROTOCOLS,
@@ -104,8 +113,9 @@ from ferromq.config import (
     Config,
     ConfigError,
     ListenerConfig,
+    listener_path,
 )
-from ferromq.log import address_text, log_event
+from ferromq.log import RateLimitedLog, log_event, peer_text
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
 from ferromq.tls import certificate_identity, server_context
 from ferromq.websocket_upgrade import UpgradeProtocol
@@ -118,8 +128,6 @@ ACCEPT_BATCH: Final = 128
 """Sockets accepted per readiness of one listening socket."""
 ACCEPT_PAUSE: Final = 0.25
 """Seconds accepting pauses after running out of file descriptors."""
-LOG_INTERVAL: Final = 10.0
-"""Seconds between two log lines about the same accept-path condition."""
 BACKLOG: Final = 4096
 
 _Address: TypeAlias = tuple[Any, ...]
@@ -138,50 +146,27 @@ class ListenError(Exception):
     """A listener that cannot be opened; the message names it, its address and why."""
 
 
-class _RateLimitedLog:
-    """One log line per :data:`LOG_INTERVAL` at most; the next line says how many were
-    held back."""
-
-    def __init__(self, level: int, message: str) -> None:
-        self._level = level
-        self._message = message
-        self._next_at = 0.0
-        self._held_back = 0
-
-    def __call__(self, now: float, **fields: object) -> None:
-        if now < self._next_at:
-            self._held_back += 1
-            return
-        log_event(logger, self._level, self._message, **fields, since_last=self._held_back)
-        self._next_at = now + LOG_INTERVAL
-        self._held_back = 0
-
-
 @dataclass
 class _Listener:
     index: int
     config: ListenerConfig
     sockets: list[socket.socket]
     tls: ssl.SSLContext | None = None
-    open: int = 0
     trusted: tuple[_Network, ...] = ()
     """``proxy_trusted``, parsed."""
-
-    @property
-    def where(self) -> str:
-        return _where(self.index, self.config)
 
 
 @dataclass
 class _Counts:
-    open: int = 0
-    refused_listener: int = 0
-    refused_broker: int = 0
     accept_paused: int = 0
     tls_handshake_failed: int = 0
     refused_proxy_header: int = 0
     refused_websocket_upgrade: int = 0
     pending: set[asyncio.Task[object]] = field(default_factory=set)
+
+
+class _NotAdmitted(Exception):
+    """A proxied connection admission refused once its header named the client."""
 
 
 @dataclass(slots=True)
@@ -192,21 +177,25 @@ class _Accepted:
     sock: socket.socket
     peer: _Address
     """The client: the socket's peer, or the address its PROXY header named."""
-    released: bool = False
+    admitted: bool
+    """Holding admission slots (from accept; on a proxy listener, from its header)."""
 
 
 class _CountedProtocol(MqttProtocol):
-    """An ``MqttProtocol`` that gives its slot back once, when its connection ends."""
+    """An ``MqttProtocol`` that gives its slots back once, when its connection ends, and
+    tells admission the connection is gone."""
 
     def __init__(
         self,
         hub: IOHub,
         release: Callable[[], None],
+        closed: Callable[[int], None],
         framing: _Framing,
         peer: tuple[str, int] | None,
     ) -> None:
         super().__init__(hub, framing, peer)
         self._release: Callable[[], None] | None = release
+        self._closed = closed
 
     def release(self) -> None:
         if self._release is not None:
@@ -217,6 +206,7 @@ class _CountedProtocol(MqttProtocol):
         try:
             super().connection_lost(exc)
         finally:
+            self._closed(self.conn)
             self.release()
 
 
@@ -228,12 +218,13 @@ class _CertifiedProtocol(_CountedProtocol):
         self,
         hub: IOHub,
         release: Callable[[], None],
+        closed: Callable[[int], None],
         framing: _Framing,
         peer: tuple[str, int] | None,
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
     ) -> None:
-        super().__init__(hub, release, framing, peer)
+        super().__init__(hub, release, closed, framing, peer)
         self._config = config
         self._certificates = certificates
 
@@ -249,13 +240,8 @@ class _CertifiedProtocol(_CountedProtocol):
         super().connection_lost(exc)
 
 
-def _where(index: int, config: ListenerConfig) -> str:
-    """How errors and logs name a listener: its key path and its name."""
-    return f"listeners[{index}] ({config.name})"
-
-
 def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
-    where = _where(index, config)
+    where = listener_path(index, config)
     try:
         infos = socket.getaddrinfo(
             config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -290,13 +276,13 @@ def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:
 
 
 class Listeners:
-    """Every listener of one broker and the broker-wide connection count."""
+    """Every listener of one broker."""
 
     def __init__(
-        self, listeners: list[_Listener], max_connections: int, handshake_timeout: float
+        self, listeners: list[_Listener], admission: Admission, handshake_timeout: float
     ) -> None:
         self._listeners = listeners
-        self._max_connections = max_connections
+        self._admission = admission
         self._handshake_timeout = handshake_timeout
         # How long a TLS close waits for the peer's close_notify (default 30 s); the
         # keyword is new in Python 3.11's asyncio.
@@ -307,19 +293,19 @@ class Listeners:
         self._certificates: dict[int, PeerCertificate] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
-        self._log_refused = _RateLimitedLog(logging.WARNING, "connection refused at accept")
-        self._log_exhausted = _RateLimitedLog(
-            logging.ERROR, "accept paused: out of file descriptors"
+        self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at accept")
+        self._log_exhausted = RateLimitedLog(
+            logger, logging.ERROR, "accept paused: out of file descriptors"
         )
-        self._log_handshake = _RateLimitedLog(logging.WARNING, "TLS handshake failed")
-        self._log_proxy = _RateLimitedLog(
-            logging.WARNING, "connection refused: no valid PROXY header"
+        self._log_handshake = RateLimitedLog(logger, logging.WARNING, "TLS handshake failed")
+        self._log_proxy = RateLimitedLog(
+            logger, logging.WARNING, "connection refused: no valid PROXY header"
         )
-        self._log_upgrade = _RateLimitedLog(logging.WARNING, "WebSocket upgrade refused")
+        self._log_upgrade = RateLimitedLog(logger, logging.WARNING, "WebSocket upgrade refused")
 
     @classmethod
     def bind(
-        cls, configs: tuple[ListenerConfig, ...], max_connections: int, handshake_timeout: float
+        cls, configs: tuple[ListenerConfig, ...], admission: Admission, handshake_timeout: float
     ) -> Listeners:
         """Load every TLS listener's certificates, then bind and listen on every address
         (not accepting yet). Raises :class:`~ferromq.config.ConfigError` (nothing bound)
@@ -330,20 +316,17 @@ class Listeners:
             for index, config in enumerate(configs):
                 trusted = tuple(ipaddress.ip_network(net) for net in config.proxy_trusted)
                 sockets = _bind(index, config)
-                listeners.append(_Listener(index, config, sockets, contexts[index], 0, trusted))
+                listeners.append(_Listener(index, config, sockets, contexts[index], trusted))
         except ListenError:
             for listener in listeners:
                 for sock in listener.sockets:
                     sock.close()
             raise
-        return cls(listeners, max_connections, handshake_timeout)
+        return cls(listeners, admission, handshake_timeout)
 
     def stats(self) -> dict[str, int]:
         counts = self._counts
         return {
-            "connections_open": counts.open,
-            "refused_listener_max_connections": counts.refused_listener,
-            "refused_max_connections": counts.refused_broker,
             "accept_paused_fd_exhausted": counts.accept_paused,
             "tls_handshake_failed": counts.tls_handshake_failed,
             "refused_proxy_header": counts.refused_proxy_header,
@@ -431,36 +414,25 @@ class Listeners:
                     self._out_of_descriptors(listener, exc)
                     return
                 raise
-            refused = self._refusal(listener)
-            if refused is None:
-                self._hand_over(listener, conn, peer)
+            if listener.config.proxy_protocol:
+                # Admitted once its header names the client (_proxied).
+                self._hand_over(listener, conn, peer, admitted=False)
+                continue
+            refusal = self._admission.admit(listener.config.name, peer[0])
+            if refusal is None:
+                self._hand_over(listener, conn, peer, admitted=True)
             else:
                 conn.close()
-                self._refused(listener, refused)
+                self._refused(listener, refusal, peer)
 
-    def _refusal(self, listener: _Listener) -> str | None:
-        """Why the connection just accepted on ``listener`` must be closed, if it must."""
-        limit = listener.config.max_connections
-        if limit and listener.open >= limit:
-            return "listener"
-        if self._max_connections and self._counts.open >= self._max_connections:
-            return "broker"
-        return None
-
-    def _refused(self, listener: _Listener, reason: str) -> None:
+    def _refused(self, listener: _Listener, refusal: Refusal, peer: _Address) -> None:
         assert self._loop is not None
-        counts = self._counts
-        if reason == "listener":
-            counts.refused_listener += 1
-            key, limit = f"{listener.where}.max_connections", listener.config.max_connections
-        else:
-            counts.refused_broker += 1
-            key, limit = "limits.max_connections", self._max_connections
         self._log_refused(
             self._loop.time(),
             listener=listener.config.name,
-            limit=f"{key} = {limit}",
-            refused=counts.refused_listener + counts.refused_broker,
+            peer=peer_text(peer),
+            reason=refusal.reason,
+            rule=refusal.rule,
         )
 
     def _out_of_descriptors(self, listener: _Listener, exc: OSError) -> None:
@@ -473,18 +445,18 @@ class Listeners:
             listener=listener.config.name,
             error=exc.strerror,
             nofile_limit=soft,
-            connections=self._counts.open,
+            connections=self._admission.stats()["connections_open"],
             pause=f"{ACCEPT_PAUSE}s",
             paused=self._counts.accept_paused,
         )
 
-    def _hand_over(self, listener: _Listener, conn: socket.socket, peer: _Address) -> None:
+    def _hand_over(
+        self, listener: _Listener, conn: socket.socket, peer: _Address, admitted: bool
+    ) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
         assert self._loop is not None
-        listener.open += 1
-        self._counts.open += 1
-        accepted = _Accepted(listener, conn, peer)
+        accepted = _Accepted(listener, conn, peer, admitted)
         release = partial(self._release, accepted)
         if listener.config.proxy_protocol:
             started = self._proxied(accepted, release)
@@ -515,8 +487,9 @@ class Listeners:
         assert self._loop is not None
         listener = accepted.listener
         if not is_trusted(accepted.peer[0], listener.trusted):
+            where = listener_path(listener.index, listener.config)
             raise ProxyHeaderError(
-                f"not among {listener.where}.proxy_trusted, so no PROXY header is taken from it"
+                f"not among {where}.proxy_trusted, so no PROXY header is taken from it"
             )
         accepted.sock.setblocking(False)
         try:
@@ -529,6 +502,11 @@ class Listeners:
             ) from None
         if header.source is not None:
             accepted.peer = header.source
+        refusal = self._admission.admit(listener.config.name, accepted.peer[0])
+        if refusal is not None:
+            self._refused(listener, refusal, accepted.peer)
+            raise _NotAdmitted
+        accepted.admitted = True
         return await self._connect(listener, accepted.sock, self._protocol(accepted, release))
 
     def _protocol(self, accepted: _Accepted, release: Callable[[], None]) -> asyncio.BaseProtocol:
@@ -553,11 +531,12 @@ class Listeners:
         listener = accepted.listener
         # The PROXY header's client, for IOHub.peer (else the hub asks the transport).
         peer = accepted.peer if listener.config.proxy_protocol else None
+        closed = self._admission.closed
         if listener.config.require_certificate:
             return _CertifiedProtocol(
-                self._hub, release, framing, peer, listener.config, self._certificates
+                self._hub, release, closed, framing, peer, listener.config, self._certificates
             )
-        return _CountedProtocol(self._hub, release, framing, peer)
+        return _CountedProtocol(self._hub, release, closed, framing, peer)
 
     def _handed_over(
         self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]
@@ -576,6 +555,8 @@ class Listeners:
         accepted.sock.close()
         if isinstance(error, ProxyHeaderError):
             self._proxy_refused(accepted, error)
+        elif isinstance(error, _NotAdmitted):
+            pass  # logged and counted by admission's refusal
         elif accepted.listener.tls is not None:
             self._handshake_failed(accepted, error)
 
@@ -585,7 +566,7 @@ class Listeners:
         self._log_proxy(
             self._loop.time(),
             listener=accepted.listener.config.name,
-            peer=address_text(accepted.peer),
+            peer=peer_text(accepted.peer),
             error=str(error),
             refused=self._counts.refused_proxy_header,
         )
@@ -596,7 +577,7 @@ class Listeners:
         self._log_upgrade(
             self._loop.time(),
             listener=accepted.listener.config.name,
-            peer=address_text(accepted.peer),
+            peer=peer_text(accepted.peer),
             answer=why,
             refused=self._counts.refused_websocket_upgrade,
         )
@@ -607,15 +588,14 @@ class Listeners:
         self._log_handshake(
             self._loop.time(),
             listener=accepted.listener.config.name,
-            peer=address_text(accepted.peer),
+            peer=peer_text(accepted.peer),
             error=str(error) or type(error).__name__,
             failed=self._counts.tls_handshake_failed,
         )
 
     def _release(self, accepted: _Accepted) -> None:
-        """Give the connection's slot back, once (its protocol, its upgrade and a failed
-        start may each try)."""
-        if not accepted.released:
-            accepted.released = True
-            accepted.listener.open -= 1
-            self._counts.open -= 1
+        """Give the connection's admission slots back, once (its protocol, its upgrade
+        and a failed start may each try), if it holds them."""
+        if accepted.admitted:
+            accepted.admitted = False
+            self._admission.released(accepted.listener.config.name, accepted.peer[0])

@@ -23,11 +23,20 @@ import logging
 import re
 import sys
 import time
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
 from ferromq.config import LogConfig
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "log_error", "log_event"]
+__all__ = [
+    "LOG_INTERVAL",
+    "JsonFormatter",
+    "RateLimitedLog",
+    "TextFormatter",
+    "configure_logging",
+    "log_error",
+    "log_event",
+    "peer_text",
+]
 
 _FIELDS_ATTR: Final = "ferromq_fields"  # the LogRecord attribute that carries the fields
 _HANDLER_NAME: Final = "ferromq"  # marks the handler configure_logging installs, to replace it
@@ -45,13 +54,35 @@ def log_event(logger: logging.Logger, level: int, message: str, **fields: object
         logger.log(level, message, extra={_FIELDS_ATTR: fields}, stacklevel=2)
 
 
-def address_text(address: tuple[Any, ...] | None) -> str | None:
-    """A socket address as logs and the auth request show it: ``host:port``, the host
-    in brackets for IPv6 (``accept`` and ``getpeername`` give (host, port) or
-    (host, port, flow, scope)); None stays None."""
-    if not address:
-        return None
-    host, port = address[:2]
+LOG_INTERVAL: Final = 10.0
+"""Seconds between two lines of one :class:`RateLimitedLog`."""
+
+
+class RateLimitedLog:
+    """One event per :data:`LOG_INTERVAL` at most, for conditions an attacker can repeat
+    (refused connections, failed handshakes); the next line says how many were held
+    back (``since_last``)."""
+
+    def __init__(self, logger: logging.Logger, level: int, message: str) -> None:
+        self._logger = logger
+        self._level = level
+        self._message = message
+        self._next_at = 0.0
+        self._held_back = 0
+
+    def __call__(self, now: float, **fields: object) -> None:
+        if now < self._next_at:
+            self._held_back += 1
+            return
+        log_event(self._logger, self._level, self._message, **fields, since_last=self._held_back)
+        self._next_at = now + LOG_INTERVAL
+        self._held_back = 0
+
+
+def peer_text(peer: tuple[object, ...]) -> str:
+    """A peer address as logs show it: ``host:port``, ``[host]:port`` for IPv6 (an IPv6
+    peer is ``(host, port, flow, scope)``)."""
+    host, port = str(peer[0]), peer[1]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 

@@ -12,6 +12,11 @@ before swapping anything, so it applies whole or not at all:
   a changed ``providers`` list applied — and decides every later CONNECT; connected
   clients stay, exchanges under way finish with the chain that began them, which is
   then closed;
+- ``[bans]`` (the bans file read again) and the ``[limits]`` admission decides with
+  (:data:`ADMISSION_LIMITS`): the next connections are decided with them, and connected
+  clients a new ban matches are closed (``Broker._reload_admission``) — unless they
+  need CONNECTs decided in Python while the engine, started without, accepts them
+  itself; then they need a restart;
 - a TLS listener's certificate files and TLS settings (:func:`ferromq.tls.reloaded_listeners`,
   when nothing else about the listener changed);
 - ``Broker.reload_hooks``: each called with the old and the new configuration once the
@@ -29,8 +34,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ferromq.admission import checks_connect
 from ferromq.auth import provider_from_config
-from ferromq.config import Config, ConfigError, config_as_dict
+from ferromq.config import Config, ConfigError, LimitsConfig, config_as_dict
 from ferromq.log import configure_logging, log_event
 from ferromq.tls import reloaded_listeners
 
@@ -43,6 +49,21 @@ logger = logging.getLogger("ferromq.reload")
 
 ReloadHook = Callable[[Config, Config], None]
 """Called on reload with the running configuration and the one being applied."""
+
+ADMISSION_LIMITS = (
+    "max_connections",
+    "max_connections_per_address",
+    "max_connections_per_user",
+    "max_connect_rate",
+    "flapping_max_connects",
+    "flapping_window",
+    "flapping_ban",
+)
+"""The ``[limits]`` keys only :mod:`ferromq.admission` reads, so a reload applies them."""
+
+
+def _admission_limits(running: LimitsConfig, new: LimitsConfig) -> LimitsConfig:
+    return replace(running, **{key: getattr(new, key) for key in ADMISSION_LIMITS})
 
 
 def _flat(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, object]]:
@@ -86,11 +107,14 @@ class Reloader:
             return
         changed = changed_keys(running, new)
         auth_switched = bool(running.auth.chain()) != bool(new.auth.chain())
+        admission = broker.auth is not None or not checks_connect(new)
         applied = replace(
             running,
             log=new.log,
             auth=running.auth if auth_switched else new.auth,
             listeners=reloaded_listeners(running.listeners, new.listeners),
+            bans=new.bans if admission else running.bans,
+            limits=_admission_limits(running.limits, new.limits) if admission else running.limits,
         )
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:

@@ -3,9 +3,11 @@
 The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
-count, uptime, version), the accept path's refusals by reason and its pauses for want
-of file descriptors (:mod:`ferromq.listener`), and the store writer's health
-(``store/state`` ok or failing, ``store/errors``, ``store/last_error``). ``#`` never
+count, uptime, version), refused connections by reason (``clients/refused/<reason>``,
+:data:`ferromq.admission.REFUSAL_REASONS`), the addresses banned for flapping, the
+accept path's pauses for want of file descriptors (:mod:`ferromq.listener`), and the
+store writer's health (``store/state`` ok or failing, ``store/errors``,
+``store/last_error``). ``#`` never
 matches ``$SYS`` [MQTT-4.7.2-1]; the engine's index enforces that. One publish per
 topic per interval: an event, not a per-message cost.
 """
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ferromq import __version__
+from ferromq.admission import REFUSAL_REASONS
 
 if TYPE_CHECKING:
     from ferromq.storage.persister import StoreHealth
@@ -44,9 +47,10 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",
     "errors/protocol": "protocol_errors",
-    # The accept path (ferromq.listener), not the engine.
-    "clients/refused/listener_max_connections": "refused_listener_max_connections",
-    "clients/refused/max_connections": "refused_max_connections",
+    "clients/connect_timeouts": "connect_timeouts",
+    # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
+    **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},
+    "clients/banned/flapping": "flapping_banned",
     "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
     "clients/tls_handshake_failed": "tls_handshake_failed",
     "clients/refused/proxy_header": "refused_proxy_header",

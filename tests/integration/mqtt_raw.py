@@ -20,11 +20,15 @@ class RawClient:
         version: int = 4,
         timeout: float = 5.0,
         tls: ssl.SSLContext | None = None,
+        source: str | None = None,
         preamble: bytes = b"",
     ) -> None:
-        """``preamble`` goes first, before TLS (a PROXY protocol header)."""
+        """``source``: the local address to connect from (any 127.x.y.z on loopback);
+        ``preamble`` goes first, before TLS (a PROXY protocol header)."""
         self.version = version
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = socket.create_connection(
+            (host, port), timeout=timeout, source_address=None if source is None else (source, 0)
+        )
         self.sock.sendall(preamble)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)

@@ -53,10 +53,10 @@ def sys_value(client: RawClient, topic: str, at_least: int, timeout: float = 15.
     return value
 
 
-def connects(host: str, port: int, client_id: str) -> RawClient | None:
-    """A client connected as ``client_id``, or None when the broker closed the socket
-    without a CONNACK."""
-    client = RawClient(host, port)
+def connects(host: str, port: int, client_id: str, source: str | None = None) -> RawClient | None:
+    """A client connected as ``client_id`` (from the local address ``source``), or None
+    when the broker closed the socket without a CONNACK."""
+    client = RawClient(host, port, source=source)
     client.send({"type": "connect", "protocol_version": 4, "client_id": client_id})
     if connack_or_none(client, 5.0) is None:
         client.close()
@@ -64,14 +64,16 @@ def connects(host: str, port: int, client_id: str) -> RawClient | None:
     return client
 
 
-def connected(host: str, port: int, client_id: str) -> RawClient:
-    client = connects(host, port, client_id)
+def connected(host: str, port: int, client_id: str, source: str | None = None) -> RawClient:
+    client = connects(host, port, client_id, source)
     assert client is not None, f"{client_id} could not connect"
     return client
 
 
-def subscribed(broker: RunningBroker, client_id: str, *topics: str) -> RawClient:
-    client = connected(broker.host, broker.port, client_id)
+def subscribed(
+    broker: RunningBroker, client_id: str, *topics: str, source: str | None = None
+) -> RawClient:
+    client = connected(broker.host, broker.port, client_id, source)
     client.send(
         {"type": "subscribe", "packet_id": 1, "filters": [{"filter": t, "qos": 0} for t in topics]}
     )

@@ -123,8 +123,9 @@ def test_the_header_comes_before_the_websocket_upgrade(
 
 def refused(broker: RunningBroker, preamble: bytes) -> None:
     """The broker closes the connection without answering a byte (a reset when it closed
-    with our bytes unread); a timeout raises."""
-    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+    with our bytes unread) within 5 s, half the default connect timeout; else a timeout
+    raises."""
+    with socket.create_connection((broker.host, broker.port), timeout=5) as sock:
         sock.sendall(preamble)
         with contextlib.suppress(ConnectionResetError):
             assert sock.recv(4096) == b""
@@ -161,3 +162,27 @@ def test_headers_only_from_trusted_addresses(started: Starter, loop: str) -> Non
     trusting = started(loop, proxy_config('proxy_trusted = ["10.0.0.0/8", "127.0.0.1"]\n'))
     client = RawClient(trusting.host, trusting.port, preamble=v1("192.0.2.7", 1))
     assert client.connect("trusted")["reason_code"] == 0
+
+
+def test_admission_sees_the_headers_address(started: Starter, loop: str) -> None:
+    """Bans and per-address limits apply to the client the header names, not to the
+    load balancer every connection comes from."""
+    broker = started(
+        loop,
+        proxy_config(
+            "",
+            "[limits]\nmax_connections_per_address = 1\n"
+            '[bans]\naddresses = ["192.0.2.66"]\n',
+        ),
+    )
+    refused(broker, v1("192.0.2.66", 1))
+    log = wait_for_log(broker, "connection refused at accept")
+    assert "peer=192.0.2.66:1" in log and "reason=banned" in log
+    # Two clients behind the one proxy address: one connection per address each.
+    first = RawClient(broker.host, broker.port, preamble=v1("192.0.2.67", 1))
+    second = RawClient(broker.host, broker.port, preamble=v2("192.0.2.68", 2))
+    assert first.connect("first")["reason_code"] == 0
+    assert second.connect("second")["reason_code"] == 0
+    # That address's second connection is closed at once (admitted, it would wait for
+    # a CONNECT until the connect timeout, and `refused` would time out).
+    refused(broker, v1("192.0.2.67", 3))

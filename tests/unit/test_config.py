@@ -14,6 +14,7 @@ import pytest
 
 from ferromq.codec import MAX_PACKET_SIZE
 from ferromq.config import (
+    BansConfig,
     Config,
     ConfigError,
     KafkaConfig,
@@ -112,6 +113,8 @@ def test_every_default_passes_its_own_validation(section: object) -> None:
     assert dataclasses.is_dataclass(section) and not isinstance(section, type)
     for setting in dataclasses.fields(section):
         value = getattr(section, setting.name)
+        if value is None:  # unset: a listener's override falls back to [limits]
+            continue
         assert setting.metadata["kind"].parse(value, setting.name) == value
 
 
@@ -377,7 +380,7 @@ def test_websocket_and_proxy_keys(tmp_path: Path) -> None:
         "/ws",
         ("https://app.example",),
     )
-    assert listener.proxy_trusted == ("10.0.0.7/32", "192.168.0.0/16")
+    assert listener.proxy_trusted == ("10.0.0.7", "192.168.0.0/16")
 
 
 @pytest.mark.parametrize(
@@ -388,7 +391,7 @@ def test_websocket_and_proxy_keys(tmp_path: Path) -> None:
         ('proxy_trusted = ["10.0.0.0/8"]', "listeners[0].proxy_trusted: only with proxy_protocol"),
         (
             'proxy_protocol = true\nproxy_trusted = ["ten"]',
-            'listeners[0].proxy_trusted: expected IP addresses or CIDRs like 10.0.0.0/8, got "ten"',
+            'listeners[0].proxy_trusted: "ten" is not an IPv4 or IPv6 address or network',
         ),
         ('protocol = "ws"\npath = "mqtt"', 'listeners[0].path: must start with /, got "mqtt"'),
         ('protocol = "wss"', 'listeners[0].certfile: required with protocol = "wss"'),
@@ -796,3 +799,37 @@ def test_application_queues_in_kafka(tmp_path: Path) -> None:
 )
 def test_kafka_settings_are_checked(tmp_path: Path, text: str, message: str) -> None:
     assert error_of(tmp_path, text) == message.format(path=tmp_path / "ferromq.toml")
+
+
+# --- admission: [limits] connection limits, listener overrides, [bans] ------------------
+
+
+def test_bans_and_admission_limits_load_with_listener_overrides(tmp_path: Path) -> None:
+    config = load_text(
+        tmp_path,
+        "[[listeners]]\nmax_connections_per_address = 50\n"
+        '[[listeners]]\nname = "b"\nport = 1884\n'
+        '[limits]\nmax_connections_per_address = 5\nflapping_window = "2m"\n'
+        '[bans]\naddresses = ["10.0.0.0/8", "2001:db8::/32", "::1"]\nclient_ids = ["x"]\n',
+    )
+    assert [listener.max_connections_per_address for listener in config.listeners] == [50, None]
+    assert config.limits.max_connections_per_address == 5
+    assert config.limits.flapping_window == 120
+    assert config.bans.addresses == ("10.0.0.0/8", "2001:db8::/32", "::1")
+    assert config.bans.configured() and not BansConfig().configured()
+    assert load_text(tmp_path, render_toml(config)) == config
+
+
+def test_a_bad_ban_address_names_the_key_and_the_value(tmp_path: Path) -> None:
+    message = error_of(tmp_path, '[bans]\naddresses = ["10.0.0.1/8"]\n')
+    assert message.endswith(
+        'bans.addresses: "10.0.0.1/8" is not an IPv4 or IPv6 address or network: '
+        "10.0.0.1/8 has host bits set"
+    )
+    environ = {"FERROMQ_BANS__ADDRESSES": "1.2.3.4,nowhere"}
+    assert env_error_of(environ).startswith('FERROMQ_BANS__ADDRESSES: "nowhere" is not')
+
+
+def test_a_listener_override_is_checked_like_the_limit(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "[[listeners]]\nmax_connect_rate = -1\n")
+    assert message.endswith("listeners[0].max_connect_rate: must be at least 0, got -1")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,11 +29,9 @@ from ferromq.auth.mosquitto import MosquittoHashError, read_mosquitto_passwd
 from ferromq.auth.provider import CLIENT_TYPES
 from ferromq.auth.scram import DEFAULT_ITERATIONS, ScramCredential
 from ferromq.auth.users import UserRecord, UsersFileError, load_users, save_users
-from ferromq.config import ConfigError, load_config
+from ferromq.file_cli import file_subcommands
 
 __all__ = ["register"]
-
-EXIT_BAD_REQUEST = 2
 
 
 def _credential(args: argparse.Namespace) -> ScramCredential:
@@ -105,30 +102,6 @@ def users_import_mosquitto(args: argparse.Namespace) -> str:
     return f"imported {count} from {args.passwd_file} into {args.file}"
 
 
-def _users_file(args: argparse.Namespace) -> Path:
-    if args.file is not None:
-        return Path(args.file)
-    named = load_config(args.config, os.environ).auth.users_file
-    if named is None:
-        raise UsersFileError("no --file, and the configuration names no auth.users_file")
-    return Path(named)
-
-
-def _run(action: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        try:
-            args.file = _users_file(args)
-            message = action(args)
-        except ConfigError as exc:  # UsersFileError too
-            print(f"ferromq: error: {exc}", file=sys.stderr)
-            return EXIT_BAD_REQUEST
-        if message:
-            print(message)
-        return 0
-
-    return handler
-
-
 def _iterations(text: str) -> int:
     value = int(text)
     if value < DEFAULT_ITERATIONS:
@@ -147,30 +120,20 @@ def _client_type(parser: argparse.ArgumentParser) -> None:
 
 def register(commands: Any) -> None:
     """Add ``users`` to the CLI's subcommands."""
-    from ferromq.cli import add_config_argument  # imported late: ferromq.cli imports us
-
-    users = commands.add_parser(
+    added = file_subcommands(
+        commands,
         "users",
-        help="manage the users file",
-        description="Manage the users file named by [auth] users_file.",
+        "manage the users file; [auth] users_file, unless --file",
+        "auth.users_file",
+        lambda config: config.auth.users_file,
     )
-    actions = users.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def action(
         name: str, handler: Callable[[argparse.Namespace], str], description: str, *, user: bool
     ) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(
-            name, help=description.split(".")[0], description=description
-        )
+        parser = added(name, handler, description)
         if user:
             parser.add_argument("name", help="the user name clients send in CONNECT")
-        parser.add_argument(
-            "--file",
-            type=Path,
-            help="the users file (TOML); default: [auth] users_file of the configuration",
-        )
-        add_config_argument(parser)
-        parser.set_defaults(handler=_run(handler))
         return parser
 
     def password_options(parser: argparse.ArgumentParser) -> None:

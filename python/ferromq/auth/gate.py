@@ -22,6 +22,14 @@ An identity with ``expires_at`` (a JWT's ``exp``) gets a timer: at that time the
 engine closes the connection, v5 clients first getting DISCONNECT 0xA0 Maximum connect
 time, unless a re-authentication brought a new expiry. A timer left by a closed
 connection finds another token and does nothing.
+
+Admission at CONNECT (:meth:`~ferromq.admission.Admission.admit_connect`): an accepted
+CONNECT (not a re-authentication) is put to admission with the authenticated user
+name, the client id and the peer's address before the CONNACK; a ban or the user's
+connection limit turns the acceptance into CONNACK 0x8A Banned or 0x97 Quota exceeded,
+logged at most once per :data:`~ferromq.log.LOG_INTERVAL` with the rule.
+:meth:`AuthGate.disconnect` closes connected clients from outside (a ban added at run
+time: DISCONNECT 0x98 Administrative action for v5 clients).
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 
 from ferromq._core import Auth, Authenticate, Engine
 from ferromq._protocol import IOHub
+from ferromq.admission import Admission
 from ferromq.auth.certificate import PeerCertificate, certificate_outcome
 from ferromq.auth.provider import (
     MAXIMUM_CONNECT_TIME,
@@ -48,7 +57,7 @@ from ferromq.auth.provider import (
     Pass,
     Reject,
 )
-from ferromq.log import address_text, log_event
+from ferromq.log import RateLimitedLog, log_event, peer_text
 
 __all__ = ["AuthGate"]
 
@@ -71,14 +80,17 @@ class AuthGate:
         engine: Engine,
         hub: IOHub,
         provider: AuthProvider,
+        admission: Admission,
         certificates: Callable[[int], PeerCertificate | None] = lambda conn: None,
     ) -> None:
         self._engine = engine
         self._hub = hub
         self._provider = provider
+        self._admission = admission
         self._certificates = certificates
         self._connections: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at CONNECT")
 
     def use_provider(self, provider: AuthProvider) -> None:
         """Decide every later CONNECT and re-authentication with ``provider`` (a SIGHUP
@@ -165,6 +177,8 @@ class AuthGate:
             # A re-authentication may not turn a connection into another user.
             self._engine.complete_auth(conn, state.token, NOT_AUTHORIZED, self._hub.now())
             return
+        if previous is None and not self._admitted(conn, state, outcome.identity):
+            return
         state.identity = outcome.identity
         self._engine.complete_auth(
             conn,
@@ -186,6 +200,46 @@ class AuthGate:
             method=state.method,
         )
 
+    def _admitted(self, conn: int, state: _Connection, identity: Identity) -> bool:
+        """Put an accepted CONNECT to admission; refused, answer the refusal."""
+        peer = self._hub.peer(conn)
+        if peer is None:
+            return False  # the connection is gone: the engine would ignore any answer
+        username = identity.username
+        refusal = self._admission.admit_connect(
+            conn, state.token, state.client_id, username, peer[0]
+        )
+        if refusal is None:
+            return True
+        self._engine.complete_auth(conn, state.token, refusal.reason_code, self._hub.now())
+        self._log_refused(
+            time.monotonic(),
+            peer=peer_text(peer),
+            client_id=state.client_id,
+            username=username,
+            reason=refusal.reason,
+            rule=refusal.rule,
+        )
+        return False
+
+    def disconnect(self, connections: list[tuple[int, int]], reason_code: int, why: str) -> None:
+        """Close the connected clients ``connections`` (connection id, token) from
+        outside the protocol (v5: DISCONNECT ``reason_code``), logging each with
+        ``why``."""
+        now = self._hub.now()
+        for conn, token in connections:
+            self._engine.disconnect(conn, token, reason_code, now)
+            state = self._connections.get(conn)
+            log_event(
+                logger,
+                logging.INFO,
+                "connection closed",
+                conn=conn,
+                client_id=state.client_id if state else None,
+                reason=why,
+            )
+        self._hub.flush()
+
     def _schedule_expiry(self, conn: int, state: _Connection) -> None:
         if state.expiry is not None:
             state.expiry.cancel()
@@ -205,7 +259,8 @@ class AuthGate:
         log_event(logger, logging.INFO, "credentials expired", conn=conn, username=username)
 
     def _peer(self, conn: int) -> str | None:
-        return address_text(self._hub.peer(conn))
+        address = self._hub.peer(conn)
+        return peer_text(address) if address else None
 
 
 async def _ready(outcome: Outcome) -> Outcome:

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from ferromq.auth.mosquitto import MosquittoHash, MosquittoHashError
 from ferromq.auth.provider import CLIENT_TYPES, ClientType
 from ferromq.auth.scram import ScramCredential
 from ferromq.config import ConfigError, toml_table, toml_value
+from ferromq.textfile import replace_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -149,15 +148,7 @@ def _render(users: Mapping[str, UserRecord]) -> str:
 
 def save_users(path: Path, users: Mapping[str, UserRecord]) -> None:
     """Write ``users`` as the users file at ``path``, replacing it whole."""
-    directory = path.parent
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(_render(users))
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    replace_text(path, _render(users))
 
 
 def replace_credential(path: Path, name: str, old: object, record: UserRecord) -> bool:

@@ -132,6 +132,11 @@ fn plain_connect_waits_for_the_decision_and_maps_refusals_per_version() {
         (V5, ReasonCode::NotAuthorized, 0x87),
         (V3_1_1, ReasonCode::BadUserNameOrPassword, 4),
         (V3_1_1, ReasonCode::NotAuthorized, 5),
+        // Admission's refusals (ferromq.admission): a ban, a user's connection limit.
+        (V5, ReasonCode::Banned, 0x8A),
+        (V5, ReasonCode::QuotaExceeded, 0x97),
+        (V3_1_1, ReasonCode::Banned, 5),
+        (V3_1_1, ReasonCode::QuotaExceeded, 3),
     ] {
         let (mut client, token) = start(&mut h, connect("dev2", version, true));
         h.engine

@@ -275,6 +275,7 @@ fn connect_timeout_closes_silent_sockets() {
     assert!(!h.is_closed(&silent));
     h.advance(2_000);
     assert!(h.is_closed(&silent));
+    assert_eq!(h.engine.stats().connect_timeouts, 1);
 }
 
 #[test]

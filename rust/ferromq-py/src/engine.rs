@@ -220,6 +220,7 @@ impl Engine {
             ("shared_released", s.shared_released),
             ("connections_opened", s.connections_opened),
             ("protocol_errors", s.protocol_errors),
+            ("connect_timeouts", s.connect_timeouts),
             ("sessions_expired", s.sessions_expired),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),

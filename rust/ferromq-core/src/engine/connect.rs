@@ -367,6 +367,8 @@ impl Engine {
                         | ReasonCode::Banned
                         | ReasonCode::ServerUnavailable
                         | ReasonCode::ServerBusy
+                        // A user's connection limit: 3 Server unavailable, try later.
+                        | ReasonCode::QuotaExceeded
                         | ReasonCode::BadAuthenticationMethod
                         | ReasonCode::QosNotSupported
                         | ReasonCode::RetainNotSupported

@@ -18,6 +18,9 @@ pub struct Stats {
     pub shared_released: u64,
     pub connections_opened: u64,
     pub protocol_errors: u64,
+    /// Connections closed for sending no whole CONNECT within the connect timeout
+    /// (silent sockets, slowloris).
+    pub connect_timeouts: u64,
     pub sessions_expired: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,

@@ -23,6 +23,7 @@ impl Engine {
             }
             match conn.state {
                 ConnState::AwaitingConnect { deadline } if now >= deadline => {
+                    self.stats.connect_timeouts += 1;
                     self.close_connection(conn_id, false, false, now);
                 }
                 ConnState::Connected { .. }
