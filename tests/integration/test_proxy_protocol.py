@@ -171,8 +171,7 @@ def test_admission_sees_the_headers_address(started: Starter, loop: str) -> None
         loop,
         proxy_config(
             "",
-            "[limits]\nmax_connections_per_address = 1\n"
-            '[bans]\naddresses = ["192.0.2.66"]\n',
+            '[limits]\nmax_connections_per_address = 1\n[bans]\naddresses = ["192.0.2.66"]\n',
         ),
     )
     refused(broker, v1("192.0.2.66", 1))
