@@ -99,10 +99,11 @@ import resource
 import socket
 import ssl
 import sys
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ferromq._protocol import IOHub, MqttProtocol
 from ferromq.admission import Admission, Refusal
@@ -156,12 +157,16 @@ class _Listener:
     """``proxy_trusted``, parsed."""
 
 
+_PreambleFailure: TypeAlias = Literal[
+    "tls_handshake_failed", "refused_proxy_header", "refused_websocket_upgrade"
+]
+"""How a connection can end before MQTT, as its stats key."""
+
+
 @dataclass
 class _Counts:
     accept_paused: int = 0
-    tls_handshake_failed: int = 0
-    refused_proxy_header: int = 0
-    refused_websocket_upgrade: int = 0
+    failures: Counter[_PreambleFailure] = field(default_factory=Counter)
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
 
@@ -328,9 +333,7 @@ class Listeners:
         counts = self._counts
         return {
             "accept_paused_fd_exhausted": counts.accept_paused,
-            "tls_handshake_failed": counts.tls_handshake_failed,
-            "refused_proxy_header": counts.refused_proxy_header,
-            "refused_websocket_upgrade": counts.refused_websocket_upgrade,
+            **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
 
     def certificate(self, conn: int) -> PeerCertificate | None:
@@ -554,43 +557,30 @@ class Listeners:
         release()
         accepted.sock.close()
         if isinstance(error, ProxyHeaderError):
-            self._proxy_refused(accepted, error)
+            self._closed_before_mqtt(accepted, "refused_proxy_header", self._log_proxy, str(error))
         elif isinstance(error, _NotAdmitted):
             pass  # logged and counted by admission's refusal
         elif accepted.listener.tls is not None:
-            self._handshake_failed(accepted, error)
-
-    def _proxy_refused(self, accepted: _Accepted, error: ProxyHeaderError) -> None:
-        assert self._loop is not None
-        self._counts.refused_proxy_header += 1
-        self._log_proxy(
-            self._loop.time(),
-            listener=accepted.listener.config.name,
-            peer=peer_text(accepted.peer),
-            error=str(error),
-            refused=self._counts.refused_proxy_header,
-        )
+            why = str(error) or type(error).__name__
+            self._closed_before_mqtt(accepted, "tls_handshake_failed", self._log_handshake, why)
 
     def _upgrade_refused(self, accepted: _Accepted, why: str) -> None:
-        assert self._loop is not None
-        self._counts.refused_websocket_upgrade += 1
-        self._log_upgrade(
-            self._loop.time(),
-            listener=accepted.listener.config.name,
-            peer=peer_text(accepted.peer),
-            answer=why,
-            refused=self._counts.refused_websocket_upgrade,
-        )
+        self._closed_before_mqtt(accepted, "refused_websocket_upgrade", self._log_upgrade, why)
 
-    def _handshake_failed(self, accepted: _Accepted, error: BaseException) -> None:
+    def _closed_before_mqtt(
+        self, accepted: _Accepted, kind: _PreambleFailure, log: RateLimitedLog, why: str
+    ) -> None:
+        """A connection closed in its preamble (PROXY header, TLS handshake, WebSocket
+        upgrade): counted under ``kind`` (its stats key) and logged, rate-limited."""
         assert self._loop is not None
-        self._counts.tls_handshake_failed += 1
-        self._log_handshake(
+        failures = self._counts.failures
+        failures[kind] += 1
+        log(
             self._loop.time(),
             listener=accepted.listener.config.name,
             peer=peer_text(accepted.peer),
-            error=str(error) or type(error).__name__,
-            failed=self._counts.tls_handshake_failed,
+            why=why,
+            total=failures[kind],
         )
 
     def _release(self, accepted: _Accepted) -> None:

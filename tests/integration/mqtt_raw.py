@@ -7,7 +7,7 @@ import select
 import socket
 import ssl
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from ferromq._core import FrameDecoder, encode
 
@@ -97,3 +97,19 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _Client(Protocol):
+    def send(self, packet: dict[str, Any]) -> None: ...
+    def recv(self, timeout: float = 5.0) -> dict[str, Any]: ...
+
+
+def sys_value_reaches(client: _Client, topic: str, at_least: int) -> None:
+    """Subscribe the connected ``client`` to the $SYS ``topic`` and wait until its value
+    reaches ``at_least`` (within 10 of the broker's $SYS intervals)."""
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 0}]})
+    assert client.recv()["type"] == "suback"
+    values = [int(bytes(client.recv()["payload"]))]
+    while values[-1] < at_least:
+        assert len(values) < 10, f"{topic}: {values}"
+        values.append(int(bytes(client.recv()["payload"])))

@@ -14,8 +14,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, Starter
+from tests.integration.mqtt_raw import sys_value_reaches
 from tests.integration.test_broker_clients import paho_client, round_trip
-from tests.integration.test_tls import Pki, client_context, pki, tls_keys, wait_for_log
+from tests.integration.test_tls import (
+    Pki,
+    client_context,
+    generator_delivers_exactly_once,
+    pki,
+    tls_keys,
+    wait_for_log,
+)
 from tests.integration.ws_raw import WsRawClient, client_frame, upgrade_request
 
 __all__ = ["pki", "ws_config"]  # pki: the fixture, shared with test_tls
@@ -168,7 +176,7 @@ def test_upgrades_refused_with_an_http_error(started: Starter, loop: str) -> Non
     for request, status in cases:
         assert http_answer(broker, request).startswith(f"HTTP/1.1 {status}"), request[:40]
     log = wait_for_log(broker, "WebSocket upgrade refused")
-    assert 'answer="404 no WebSocket endpoint at /mqtt; use /things"' in log
+    assert 'why="404 no WebSocket endpoint at /mqtt; use /things"' in log
     client = WsRawClient(host, broker.port, **good)
     assert client.connect("allowed")["reason_code"] == 0
 
@@ -181,13 +189,7 @@ def test_an_upgrade_held_open_is_answered_408_at_the_connect_timeout(
     assert http_answer(broker, half).startswith("HTTP/1.1 408 Request Timeout")
     client = WsRawClient(broker.host, broker.port)
     client.connect("sys-reader")
-    topic = "$SYS/broker/clients/refused/websocket_upgrade"
-    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 0}]})
-    assert client.recv()["type"] == "suback"
-    values = [int(bytes(client.recv()["payload"]))]
-    while values[-1] < 1:
-        assert len(values) < 10, values
-        values.append(int(bytes(client.recv()["payload"])))
+    sys_value_reaches(client, "$SYS/broker/clients/refused/websocket_upgrade", 1)
 
 
 def test_wss_keeps_the_certificate_identity(started: Starter, loop: str, pki: Pki) -> None:
@@ -218,26 +220,9 @@ def test_load_generator_over_websocket_accounts_every_message(
     """``ferromq bench --transport ws|wss`` (its own WebSocket framing, several MQTT
     packets per frame) against the engine's deframer: QoS 1 both ways, every message
     delivered exactly once."""
-    from ferromq import bench
-
     listener = tls_keys(pki).replace('"tls"', '"wss"') if secure else ""
     broker = started(loop, ws_config(listener))
-    report = bench.run(
-        {
-            "port": broker.port,
-            "transport": "wss" if secure else "ws",
-            **({"tls_ca_file": str(pki.ca.cafile)} if secure else {}),
-            "scenario": "p2p",
-            "pairs": 3,
-            "pub_qos": 1,
-            "sub_qos": 1,
-            "count": 500,
-            "warmup": 0,
-            "threads": 1,
-            "drain_timeout": 20,
-        }
-    )
-    assert report["clients"]["first_errors"] == []
-    delivery = report["delivery"]
-    assert (delivery["expected"], delivery["received"]) == (1500, 1500)
-    assert (delivery["lost"], delivery["duplicates"]) == (0, 0)
+    if secure:
+        generator_delivers_exactly_once(broker, "wss", pki.ca.cafile)
+    else:
+        generator_delivers_exactly_once(broker, "ws")
