@@ -27,6 +27,9 @@ use crate::transport::websocket::{
     put_binary_header, put_close, CloseCode, Deframer, FrameError, Progress, MAX_SERVER_HEADER,
 };
 
+/// Inbound capacity a WebSocket connection keeps once its stream is drained.
+const IDLE_INBOUND_CAPACITY: usize = 4096;
+
 /// How a connection's bytes carry MQTT; chosen when it opens ([`Engine::open_framed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -101,6 +104,10 @@ impl Engine {
         let replied = ws.has_output();
         let (packets, used, error) = conn.decoder.decode_slice(&ws.inbound);
         ws.inbound.advance(used);
+        if ws.inbound.is_empty() && ws.inbound.capacity() > IDLE_INBOUND_CAPACITY {
+            // A large packet has gone through: an idle connection keeps no large buffer.
+            ws.inbound = BytesMut::new();
+        }
         if replied {
             self.mark_dirty(conn_id);
         }

@@ -412,11 +412,9 @@ impl Engine {
                 let bytes = match conn.websocket.as_deref_mut() {
                     None if conn.out.is_empty() => continue,
                     None => conn.out.split().freeze(),
-                    Some(ws) => {
-                        let bytes = ws.wrap(&conn.out);
-                        conn.out.clear();
-                        bytes
-                    }
+                    // The MQTT bytes are copied behind the frame header; the buffer
+                    // goes, as a TCP connection's does, so an idle one keeps none.
+                    Some(ws) => ws.wrap(&conn.out.split()),
                 };
                 if !bytes.is_empty() {
                     self.stats.bytes_sent += bytes.len() as u64;

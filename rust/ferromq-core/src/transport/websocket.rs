@@ -7,7 +7,7 @@
 //! streaming: a frame's payload is taken as it arrives (its remaining length and mask
 //! position are kept), so no frame is held whole. Only a frame *header* (2-14 bytes)
 //! or a control frame (at most 125 bytes of payload) is left unconsumed until it is
-//! complete. Cost: one pass over the input, one XOR per payload byte.
+//! complete. Cost: one copy of the payload and one 64-bit XOR per 8 bytes of it.
 //!
 //! Refused, with the close status the peer is sent ([`FrameError`]): a frame from the
 //! client without a mask [RFC 6455 §5.1], reserved bits set (no extension is ever
@@ -210,12 +210,20 @@ impl Deframer {
     fn unmask_into(&mut self, payload: &[u8], data: &mut BytesMut) {
         let start = data.len();
         data.extend_from_slice(payload);
-        let mask = self.mask;
-        let at = self.mask_at;
-        for (i, byte) in data[start..].iter_mut().enumerate() {
-            *byte ^= mask[(at + i) % 4];
+        // The mask as it applies from this payload's first byte, then 8 bytes per XOR.
+        let key: [u8; 4] = std::array::from_fn(|i| self.mask[(self.mask_at + i) % 4]);
+        let wide = u64::from_ne_bytes([
+            key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3],
+        ]);
+        let mut chunks = data[start..].chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            let word = u64::from_ne_bytes(chunk.try_into().expect("8 bytes")) ^ wide;
+            chunk.copy_from_slice(&word.to_ne_bytes());
         }
-        self.mask_at = (at + payload.len()) % 4;
+        for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
+            *byte ^= key[i % 4];
+        }
+        self.mask_at = (self.mask_at + payload.len()) % 4;
     }
 }
 
