@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ferromq._core import encode
 from tests.conftest import RunningBroker, Starter
 from tests.integration.mqtt_raw import sys_value_reaches
 from tests.integration.test_broker_clients import paho_client, round_trip
@@ -84,8 +85,6 @@ def test_packets_span_frames_and_frames_hold_several_packets(started: Starter, l
     assert client.recv()["type"] == "suback"
     assert [bytes(client.recv()["payload"]) for _ in range(3)] == [b"p0", big, b"p2"]
     # ...and one PUBLISH cut into 7-byte frames, the middle ones a fragmented message.
-    from ferromq._core import encode
-
     wire = encode({"type": "publish", "topic": "f/cut", "payload": b"x" * 50}, 4)
     pieces = [wire[i : i + 7] for i in range(0, len(wire), 7)]
     frames = [client_frame(pieces[0])]
@@ -96,6 +95,13 @@ def test_packets_span_frames_and_frames_hold_several_packets(started: Starter, l
     for frame in frames:
         client.send_raw(frame)
     assert bytes(client.recv()["payload"]) == b"x" * 50
+
+
+def test_frames_sent_with_the_upgrade_request_are_not_lost(started: Starter, loop: str) -> None:
+    broker = started(loop, ws_config())
+    connect = encode({"type": "connect", "protocol_version": 4, "client_id": "eager"}, 4)
+    client = WsRawClient(broker.host, broker.port, early=client_frame(connect))
+    assert client.recv()["type"] == "connack"
 
 
 def test_ping_pong_and_the_close_handshake(started: Starter, loop: str) -> None:

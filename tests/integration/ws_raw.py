@@ -65,14 +65,17 @@ class WsRawClient:
         version: int = 4,
         tls: ssl.SSLContext | None = None,
         preamble: bytes = b"",
+        early: bytes = b"",
         **upgrade: Any,
     ) -> None:
+        """``preamble`` goes before TLS (a PROXY header), ``early`` right behind the
+        upgrade request, in the same write (frames sent before the 101 came back)."""
         self.version = version
         self.sock = socket.create_connection((host, port), timeout=5.0)
         self.sock.sendall(preamble)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
-        self.sock.sendall(upgrade_request(host, **upgrade))
+        self.sock.sendall(upgrade_request(host, **upgrade) + early)
         self.buffer = b""
         head = self._read_until(b"\r\n\r\n")
         self.response = head.decode("latin-1")
