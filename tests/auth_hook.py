@@ -22,7 +22,8 @@ class TicketProvider:
             return PASS
         if request.password != b"hook-pass":
             return Reject(NOT_AUTHORIZED)
-        return Accept(Identity(request.username, "application", acl={"publish": ["tickets/#"]}))
+        rules = [{"permission": "allow", "action": "publish", "topic": "tickets/#"}]
+        return Accept(Identity(request.username, "application", acl=rules))
 
 
 NOT_A_PROVIDER = 42

@@ -225,6 +225,22 @@ SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
             for transport in ("tcp", "tls")
         },
     },
+    # Issue 13: P2P QoS 1 with and without 1,000 ACL rules (ferromq only). Every rule
+    # applies to every client and shares the generator's first topic level, so each
+    # check walks the same trie node the run's own rule sits in; default deny.
+    "acl": {
+        **{
+            f"p2p-qos1-acl-{rules}": {
+                "scenario": "p2p",
+                "pairs": 100,
+                "pub_qos": 1,
+                "sub_qos": 1,
+                "topic_prefix": "fleet",
+                **({"acl_rules": rules} if rules else {}),
+            }
+            for rules in (0, 1000)
+        },
+    },
     "large": {
         "p2p-qos1-1k": {"scenario": "p2p", "pairs": 1000, "pub_qos": 1, "sub_qos": 1},
         "p2p-qos1-1k-persistent": {
@@ -301,8 +317,30 @@ def _certificates(directory: Path) -> tuple[Path, Pem]:
     return ca.cafile, ca.server()
 
 
+def acl_broker(rules: int, prefix: str, work: Path) -> brokers.BrokerSpec:
+    """ferromq with ``rules`` ACL rules for every client: ``rules - 1`` denials under
+    the generator's topic ``prefix`` that its topics never match, then one allow for
+    the prefix, default deny."""
+    work.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f'[[rules]]\npermission = "deny"\naction = "all"\ntopic = "{prefix}/blocked-{i}/#"\n'
+        for i in range(rules - 1)
+    ]
+    lines.append(f'[[rules]]\npermission = "allow"\naction = "all"\ntopic = "{prefix}/#"\n')
+    acl_file = work / "acl.toml"
+    acl_file.write_text("".join(lines))
+    return brokers.Ferromq(f'{brokers.NO_STORE}[acl]\nfile = "{acl_file}"\ndefault = "deny"\n')
+
+
 def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: Path) -> Row:
     row = Row(name, spec.name)
+    if "acl_rules" in config:
+        if spec.name != "ferromq":
+            row.skipped = "ACL cost is measured on ferromq only"
+            return row
+        rules = config["acl_rules"]
+        config = {k: v for k, v in config.items() if k != "acl_rules"}
+        spec = acl_broker(rules, config["topic_prefix"], work / f"{name}-acl")
     reason = spec.missing()
     transport = config.get("transport", "tcp")
     if reason is None and config.get("protocol", 4) not in spec.protocols:

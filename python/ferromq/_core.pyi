@@ -7,6 +7,9 @@ __all__ = [
     "DELIVERY_SHARED",
     "JOURNAL_FORMAT_VERSION",
     "MAX_PACKET_SIZE",
+    "AclBinding",
+    "AclRule",
+    "AclRules",
     "ApplicationAck",
     "ApplicationEnd",
     "ApplicationEnqueue",
@@ -248,6 +251,35 @@ class DamagedRange:
     def error(self) -> str: ...
 
 @final
+class AclRule:
+    def __new__(
+        cls,
+        permission: str,
+        actions: list[str],
+        topic: str,
+        *,
+        user: str | None = None,
+        client_id: str | None = None,
+        certificate: str | None = None,
+        anonymous: bool = False,
+    ) -> AclRule: ...
+
+@final
+class AclRules:
+    def __new__(cls, rules: list[AclRule]) -> AclRules: ...
+    def __len__(self) -> int: ...
+
+@final
+class AclBinding:
+    def __new__(
+        cls,
+        username: str | None,
+        certificate: str | None = None,
+        claims: dict[str, str] = ...,
+        rules: AclRules | None = None,
+    ) -> AclBinding: ...
+
+@final
 class Engine:
     def __new__(cls, settings: EngineSettings) -> Engine: ...
     def open(self, now: int, framing: Literal["mqtt", "websocket"] = "mqtt") -> int: ...
@@ -260,7 +292,9 @@ class Engine:
         now: int,
         data: bytes | None = None,
         client_type: str | None = None,
+        acl: AclBinding | None = None,
     ) -> None: ...
+    def set_acl(self, rules: AclRules | None, default_allow: bool) -> list[tuple[str, str]]: ...
     def disconnect(self, conn: int, token: int, reason_code: int, now: int) -> None: ...
     def continue_auth(self, conn: int, token: int, data: bytes, now: int) -> None: ...
     def set_writable(self, conn: int, writable: bool, now: int) -> None: ...

@@ -17,6 +17,10 @@ With the Kafka application store, shared groups of application clients are serve
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
 ``StreamMember`` and ``StreamDone`` events.
 
+ACL rules (:mod:`ferromq.acl`) are compiled at start and handed to the engine
+(``Engine.set_acl``); SIGHUP and, with ``[acl] watch``, a change of the rules file
+hand it new ones, which apply to connected sessions at once.
+
 SIGHUP (``ferromq serve``) reloads what can change while running
 (:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
 DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ferromq._core import (
+    AclRules,
     Auth,
     Authenticate,
     Close,
@@ -45,10 +50,12 @@ from ferromq._core import (
     StreamMember,
 )
 from ferromq._protocol import IOHub, ReadArena
+from ferromq.acl import load_rules
+from ferromq.acl.watch import AclFileWatch
 from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
-from ferromq.config import Config, ConfigError
+from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config
 from ferromq.listener import Listeners
 from ferromq.log import log_event, peer_text
@@ -64,6 +71,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ferromq.broker")
 
 TICK_SECONDS = 0.5
+_REVOKED_LOGGED = 100  # revoked subscriptions logged one by one per reload
 
 
 def store_from_config(config: Config) -> Store | None:
@@ -144,14 +152,15 @@ class Broker:
         self.admission = Admission(config, load_bans(config.bans))
         self._provider = provider_from_config(config.auth)
         if self._provider is None and decides_connect_in_python(config):
-            # Certificates (on their own listeners) or admission decide; every other
-            # CONNECT is accepted as the engine accepts it with authentication off.
+            # Certificates (as user names, or for ACL rules) or admission decide; every
+            # other CONNECT is accepted as the engine accepts it with authentication off.
             self._provider = ProviderChain([OpenProvider()], allow_anonymous=True)
         self._retiring: set[asyncio.Task[None]] = set()  # providers replaced by a reload
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.serving = False
         self.reload_hooks: list[ReloadHook] = []
+        self.use_acl(load_rules(config.acl), config.acl)
 
     @property
     def store_health(self) -> StoreHealth | None:
@@ -211,6 +220,8 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._tick_forever()))
         if self.config.sys.interval > 0:
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
+        watch = AclFileWatch(lambda: self.config.acl, self.reload_acl)
+        self._tasks.append(asyncio.create_task(watch.run()))
 
     async def _restore(self, store: Store) -> None:
         now = self.hub.now()
@@ -275,6 +286,41 @@ class Broker:
         task = asyncio.ensure_future(self._retire(retired, self.auth))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
+
+    def use_acl(self, rules: AclRules | None, config: AclConfig) -> None:
+        """Check every later message against ``rules`` and ``config.default``; the
+        subscriptions they deny stop at once (removed from the index, each logged:
+        MQTT has no server-side UNSUBSCRIBE to tell the client)."""
+        revoked = self.engine.set_acl(rules, config.default == "allow")
+        for client_id, subscription in revoked[:_REVOKED_LOGGED]:
+            log_event(
+                logger,
+                logging.INFO,
+                "subscription revoked by the ACL",
+                client_id=client_id,
+                filter=subscription,
+            )
+        if rules is not None or config.default != "allow":
+            log_event(
+                logger,
+                logging.INFO,
+                "acl applied",
+                file=config.file,
+                rules=len(rules) if rules is not None else 0,
+                default=config.default,
+                revoked=len(revoked),
+            )
+
+    def reload_acl(self) -> None:
+        """Read the running configuration's rules file again (it changed); a file that
+        does not parse is logged and the rules in force stay."""
+        try:
+            rules = load_rules(self.config.acl)
+        except ConfigError as exc:
+            log_event(logger, logging.ERROR, "acl reload refused, rules kept", error=str(exc))
+            return
+        self.use_acl(rules, self.config.acl)
+        self.hub.flush()
 
     def _reload_admission(self, running: Config, applied: Config) -> None:
         """A reload hook: the applied limits and bans (the bans file read again) decide

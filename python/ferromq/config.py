@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 __all__ = [
+    "AclConfig",
     "AuthConfig",
     "BanList",
     "BansConfig",
@@ -793,6 +794,23 @@ class AuthConfig:
 
 
 @dataclass(frozen=True)
+class AclConfig:
+    """``[acl]``: what clients may publish, subscribe to and read (:mod:`ferromq.acl`,
+    docs/acl.md). Unset, every client may do everything, as before ACLs existed."""
+
+    file: str | None = _setting(None, _Text())
+    """The rules file, read at start and again on SIGHUP (and when it changes, with
+    ``watch``); relative paths are from the working directory."""
+    format: str = _setting("toml", _Choice(("toml", "mosquitto")))
+    """``toml``: ``[[rules]]`` tables; ``mosquitto``: Mosquitto's ``acl_file``."""
+    default: str = _setting("allow", _Choice(("allow", "deny")))
+    """The answer when no rule matches (Mosquitto's ``acl_file`` behaves as ``deny``)."""
+    watch: int = _setting(0, _duration(0))
+    """Seconds between checks of the rules file for a change, applied like a SIGHUP;
+    0 (the default): only SIGHUP reloads it."""
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; every section has production defaults."""
 
@@ -807,6 +825,7 @@ class Config:
     sys: SysConfig = field(default_factory=SysConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    acl: AclConfig = field(default_factory=AclConfig)
     bans: BansConfig = field(default_factory=BansConfig)
 
 

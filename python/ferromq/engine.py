@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ferromq._core import Engine, EngineSettings
 from ferromq.admission import checks_connect
-from ferromq.auth.certificate import certificates_are_users
+from ferromq.auth.certificate import certificate_identities_needed
 from ferromq.config import Config
 
 __all__ = ["decides_connect_in_python", "engine_from_config", "engine_settings"]
@@ -22,10 +22,12 @@ NEVER_EXPIRES = 0xFFFF_FFFF
 
 def decides_connect_in_python(config: Config) -> bool:
     """Whether the engine hands every CONNECT to Python (the ``AuthGate``): an
-    authentication provider, certificates as user names, or admission checks at CONNECT
-    (bans, ``limits.max_connections_per_user``). Otherwise the engine accepts CONNECTs
-    itself, with no Python per CONNECT."""
-    return bool(config.auth.chain()) or certificates_are_users(config) or checks_connect(config)
+    authentication provider, certificates as user names or named by ACL rules, or
+    admission checks at CONNECT (bans, ``limits.max_connections_per_user``). Otherwise
+    the engine accepts CONNECTs itself, with no Python per CONNECT."""
+    return (
+        bool(config.auth.chain()) or certificate_identities_needed(config) or checks_connect(config)
+    )
 
 
 def engine_settings(config: Config) -> EngineSettings:

@@ -8,6 +8,7 @@ would. It reads but never writes (check-config may run beside a live broker):
 - what the authentication providers name (:func:`ferromq.auth.check_providers`): the
   users file exists and parses, the JWT key file is a key, the ``jwt`` / ``http``
   extras are installed, the hook imports;
+- the ACL rules file reads and every rule in it compiles (:func:`ferromq.acl.load_rules`);
 - the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
@@ -27,6 +28,7 @@ import importlib
 import os
 from pathlib import Path
 
+from ferromq.acl import load_rules
 from ferromq.admission import load_bans
 from ferromq.auth import check_providers
 from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
@@ -38,6 +40,7 @@ __all__ = ["check"]
 def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
     check_providers(config.auth)
+    load_rules(config.acl)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol in TLS_PROTOCOLS:

@@ -12,6 +12,9 @@ before swapping anything, so it applies whole or not at all:
   a changed ``providers`` list applied — and decides every later CONNECT; connected
   clients stay, exchanges under way finish with the chain that began them, which is
   then closed;
+- ``[acl]``: the rules file is read again and its rules, with ``default``, apply at
+  once (:meth:`ferromq.broker.Broker.use_acl`): subscriptions they deny stop
+  delivering, the next PUBLISH is checked against them;
 - ``[bans]`` (the bans file read again) and the ``[limits]`` admission decides with
   (:data:`ADMISSION_LIMITS`): the next connections are decided with them, and connected
   clients a new ban matches are closed (``Broker._reload_admission``) — unless they
@@ -21,7 +24,7 @@ before swapping anything, so it applies whole or not at all:
   when nothing else about the listener changed);
 - ``Broker.reload_hooks``: each called with the old and the new configuration once the
   above is applied; the TLS listeners re-read their certificate files there
-  (:meth:`ferromq.listener.Listeners.reload_certificates`), ACLs will plug in;
+  (:meth:`ferromq.listener.Listeners.reload_certificates`);
 - anything else that changed (listeners, limits, storage, turning authentication on or
   off — from no provider to some or back, which the engine fixes at start) is logged
   as needing a restart, with its keys, and keeps its running value.
@@ -34,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ferromq.acl import load_rules
 from ferromq.admission import checks_connect
 from ferromq.auth import provider_from_config
 from ferromq.config import Config, ConfigError, LimitsConfig, config_as_dict
@@ -97,6 +101,7 @@ class Reloader:
             new = self._load()
             # With authentication on, the provider files are read again even when unchanged.
             provider = provider_from_config(new.auth) if broker.auth is not None else None
+            rules = load_rules(new.acl)  # the rules file is read again even when unchanged
         except ConfigError as exc:
             log_event(
                 logger,
@@ -112,6 +117,7 @@ class Reloader:
             running,
             log=new.log,
             auth=running.auth if auth_switched else new.auth,
+            acl=new.acl,
             listeners=reloaded_listeners(running.listeners, new.listeners),
             bans=new.bans if admission else running.bans,
             limits=_admission_limits(running.limits, new.limits) if admission else running.limits,
@@ -119,6 +125,8 @@ class Reloader:
         configure_logging(applied.log)
         if broker.auth is not None and provider is not None and not auth_switched:
             broker.use_provider(provider)
+        broker.use_acl(rules, applied.acl)
+        broker.hub.flush()
         for hook in broker.reload_hooks:
             hook(running, applied)
         broker.config = applied

@@ -47,6 +47,10 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/count": "subscriptions",
     "connections/opened": "connections_opened",
     "errors/protocol": "protocol_errors",
+    "acl/denied/publish": "acl_denied_publish",
+    "acl/denied/subscribe": "acl_denied_subscribe",
+    "acl/denied/read": "acl_denied_read",
+    "acl/revoked": "acl_revoked",
     "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},

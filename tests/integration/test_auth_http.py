@@ -36,7 +36,11 @@ def answer(release: threading.Event, _method: str, _path: str, body: Any) -> tup
         return 200, {"result": "ignore"}
     if body["password"] != "good":
         return 200, {"result": "deny"}
-    return 200, {"result": "allow", "client_type": "application", "acl": [{"pub": "x/#"}]}
+    return 200, {
+        "result": "allow",
+        "client_type": "application",
+        "acl": [{"permission": "allow", "action": "publish", "topic": "x/#"}],
+    }
 
 
 def http_config(url: str, users: Path, extra: str = "") -> str:

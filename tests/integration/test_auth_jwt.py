@@ -50,7 +50,12 @@ def test_tokens_signed_with_the_key_log_in_and_others_are_refused(
 ) -> None:
     broker, key = key_file_broker
     refused = "Bad user name or password"
-    valid = key.sign(claims(client_type="application", acl=[{"allow": "sensors/#"}]))
+    valid = key.sign(
+        claims(
+            client_type="application",
+            acl=[{"permission": "allow", "action": "subscribe", "topic": "sensors/#"}],
+        )
+    )
     assert connack(broker, "dev-1", valid, version) == "Success"
     forged = SigningKey.generate(key.algorithm).sign(claims())
     assert connack(broker, "dev-1", forged, version) == refused

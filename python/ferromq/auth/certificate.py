@@ -14,7 +14,8 @@ once its handshake has verified the client's certificate against ``cafile``;
   :attr:`~ferromq.auth.AuthRequest.certificate`, to use as they see fit.
 
 When only certificates authenticate (no ``[auth]`` provider) the engine still asks
-Python at every CONNECT, so that the identity can be applied; connections without a
+Python at every CONNECT, so that the identity can be applied (as the user name, or
+to ACL rules); connections without a
 certificate identity then meet :class:`OpenProvider`, which answers what the engine
 answers with authentication off.
 """
@@ -34,13 +35,24 @@ from ferromq.auth.provider import (
 )
 from ferromq.config import Config
 
-__all__ = ["OpenProvider", "PeerCertificate", "certificate_outcome", "certificates_are_users"]
+__all__ = [
+    "OpenProvider",
+    "PeerCertificate",
+    "certificate_identities_needed",
+    "certificate_outcome",
+]
 
 
-def certificates_are_users(config: Config) -> bool:
-    """Some TLS listener makes client certificates' identities user names, so the engine
-    must hand every CONNECT to the :class:`~ferromq.auth.AuthGate`."""
-    return any(listener.use_identity_as_username for listener in config.listeners)
+def certificate_identities_needed(config: Config) -> bool:
+    """Some TLS listener makes client certificates' identities user names, or ACL rules
+    may name them (``certificate``, ``%C``) on a listener that requires certificates:
+    the engine must hand every CONNECT to the :class:`~ferromq.auth.AuthGate`, which
+    knows each connection's certificate."""
+    return any(
+        listener.use_identity_as_username
+        or (listener.require_certificate and config.acl.file is not None)
+        for listener in config.listeners
+    )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ A connection over a TLS listener with ``require_certificate`` has a
 :class:`~ferromq.auth.certificate.PeerCertificate` (``certificates(conn)``, given by the
 listeners): with ``use_identity_as_username`` its identity is the user and no provider
 is asked; otherwise providers see it in ``AuthRequest.certificate``.
+On acceptance the engine gets the identity's ACL binding (:func:`ferromq.acl.binding_for`:
+user name, certificate identity, claims, the answer's own rules); rules that do not
+parse refuse the client with 0x87 (fail closed).
 An identity with ``expires_at`` (a JWT's ``exp``) gets a timer: at that time the
 engine closes the connection, v5 clients first getting DISCONNECT 0xA0 Maximum connect
 time, unless a re-authentication brought a new expiry. A timer left by a closed
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 
 from ferromq._core import Auth, Authenticate, Engine
 from ferromq._protocol import IOHub
+from ferromq.acl import binding_for
 from ferromq.admission import Admission
 from ferromq.auth.certificate import PeerCertificate, certificate_outcome
 from ferromq.auth.provider import (
@@ -69,6 +73,7 @@ class _Connection:
     token: int
     client_id: str
     method: str | None
+    certificate: str | None = None
     identity: Identity | None = None
     challenge: Challenge | None = None
     expiry: asyncio.TimerHandle | None = None
@@ -110,8 +115,13 @@ class AuthGate:
         """Handle an ``Authenticate`` or ``Auth`` event from ``Engine.take_events``."""
         conn, token, data = event.conn, event.token, event.data
         if isinstance(event, Authenticate):
-            self._connections[conn] = _Connection(token, event.client_id, event.method)
             certificate = self._certificates(conn)
+            self._connections[conn] = _Connection(
+                token,
+                event.client_id,
+                event.method,
+                certificate.identity if certificate is not None else None,
+            )
             if certificate is not None and certificate.as_username:
                 self._run(conn, token, _ready(certificate_outcome(certificate)))
                 return
@@ -177,6 +187,20 @@ class AuthGate:
             # A re-authentication may not turn a connection into another user.
             self._engine.complete_auth(conn, state.token, NOT_AUTHORIZED, self._hub.now())
             return
+        try:
+            acl = binding_for(outcome.identity, state.certificate) if previous is None else None
+        except ValueError as exc:
+            # Rules the client cannot be held to: fail closed.
+            log_event(
+                logger,
+                logging.WARNING,
+                "authentication answer's ACL refused",
+                conn=conn,
+                client_id=state.client_id,
+                error=str(exc),
+            )
+            self._engine.complete_auth(conn, state.token, NOT_AUTHORIZED, self._hub.now())
+            return
         if previous is None and not self._admitted(conn, state, outcome.identity):
             return
         state.identity = outcome.identity
@@ -187,6 +211,7 @@ class AuthGate:
             self._hub.now(),
             outcome.data,
             client_type=outcome.identity.client_type,
+            acl=acl,
         )
         self._schedule_expiry(conn, state)
         log_event(

@@ -8,7 +8,8 @@ The broker POSTs JSON to ``[auth] http_url``::
 (the password as UTF-8 text; one that is not UTF-8 is refused 0x86 without asking)
 and reads a 200 answer ``{"result": "allow" | "deny" | "ignore", "client_type":
 "device" | "application", "acl": ...}``: allow accepts (``client_type`` default
-device, ``acl`` kept opaque with the identity), deny refuses 0x86, ignore passes the
+device, ``acl`` a list of ACL rule objects, :mod:`ferromq.acl.rules`, checked
+before the rules file), deny refuses 0x86, ignore passes the
 client to the next provider. Fail closed: no answer within ``http_timeout``, no
 connection, a 5xx, a body that is not such JSON — 0x88 server unavailable (3.1.1:
 return code 3), the MQTT 5 code for "the server cannot serve you now"; another status

@@ -19,7 +19,8 @@ token whose signature, ``exp``, ``nbf``, ``aud`` (``jwt_audience``) or ``iss``
 (``jwt_issuer``) does not hold is refused 0x86, as is one whose ``jwt_username_claim``
 (default ``sub``) differs from the CONNECT user name; without a user name the claim
 names the client. The ``jwt_client_type_claim`` (``"device"`` or ``"application"``,
-default device) and ``jwt_acl_claim`` (opaque, for the ACL work) ride on the
+default device), ``jwt_acl_claim`` (a list of ACL rule objects, :mod:`ferromq.acl`)
+and the claims themselves (for ``%{name}`` placeholders) ride on the
 :class:`Identity`; ``exp`` becomes ``Identity.expires_at``, at which the gate closes the
 connection (v5 DISCONNECT 0xA0 Maximum connect time).
 """
@@ -205,6 +206,7 @@ class JwtProvider:
                 client_type,
                 acl=claims.get(settings.acl_claim),
                 expires_at=float(expires) if isinstance(expires, int | float) else None,
+                claims=claims,
             )
         )
 

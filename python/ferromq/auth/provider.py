@@ -6,8 +6,8 @@ one rule"). ``authenticate`` is async, so a provider may look users up in a file
 database or a remote service. Its answer is one of:
 
 - :class:`Accept`: the client is in. ``identity`` says who it is — the user name, its
-  ``client_type`` (``"device"``, the default, or ``"application"``) and the ACL data
-  the provider returned (kept opaque for the ACL work) — and ``data`` is the final
+  ``client_type`` (``"device"``, the default, or ``"application"``) and the ACL
+  rules the provider returned (:mod:`ferromq.acl`) — and ``data`` is the final
   Authentication Data for the CONNACK (or the AUTH 0x00 that ends a
   re-authentication) when an enhanced method is in use.
 - :class:`Reject`: the MQTT 5 reason code to refuse with; the engine maps it to a
@@ -21,7 +21,7 @@ database or a remote service. Its answer is one of:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, TypeAlias
 
@@ -60,14 +60,17 @@ CLIENT_TYPES: Final[tuple[ClientType, ...]] = ("device", "application")
 @dataclass(frozen=True)
 class Identity:
     """Who an accepted connection is. ``username`` is None for an anonymous client.
-    ``acl`` is what the provider said the client may do, as it said it, and
-    ``expires_at`` (Unix time) when the credentials end and the connection is closed;
-    neither is compared: a re-authentication may renew them for the same user."""
+    ``acl`` is the rules the provider gave the client, as it gave them (a list of
+    rule objects, :mod:`ferromq.acl.rules`), ``claims`` the token's claims for
+    ``%{name}`` placeholders, and ``expires_at`` (Unix time) when the credentials
+    end and the connection is closed; none is compared: a re-authentication may
+    renew them for the same user."""
 
     username: str | None
     client_type: ClientType = "device"
     acl: object = field(default=None, compare=False)
     expires_at: float | None = field(default=None, compare=False)
+    claims: Mapping[str, object] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

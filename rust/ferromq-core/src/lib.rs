@@ -11,8 +11,10 @@
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
 //! - [`transport`]: what sits between a socket and MQTT: the PROXY protocol header
 //!   and WebSocket framing.
+//! - [`acl`]: access-control rules compiled by Python, checked per message.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
+pub mod acl;
 pub mod choice;
 pub mod codec;
 pub mod engine;

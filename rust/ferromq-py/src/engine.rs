@@ -11,6 +11,7 @@ use ferromq_core::engine::{ClientType, Engine as CoreEngine, Framing};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 
+use crate::acl::{AclBinding, AclRules};
 use crate::errors;
 use crate::events::events_from_core;
 use crate::raw_feed;
@@ -54,8 +55,11 @@ impl Engine {
     /// code 0 accepts, with `data` as the final Authentication Data. Ignored when
     /// `token` is not the connection's (the socket it was for is gone).
     /// `client_type` ("device" or "application") is the accepted user's, for the
-    /// store its persistent session goes to.
-    #[pyo3(signature = (conn, token, reason_code, now, data = None, client_type = None))]
+    /// store its persistent session goes to. `acl` binds the ACL rules'
+    /// placeholders and carries the answer's own rules (else the CONNECT's user
+    /// name binds `%u`).
+    #[pyo3(signature = (conn, token, reason_code, now, data = None, client_type = None, acl = None))]
+    #[allow(clippy::too_many_arguments)]
     fn complete_auth(
         &mut self,
         conn: u32,
@@ -64,8 +68,13 @@ impl Engine {
         now: u64,
         data: Option<&[u8]>,
         client_type: Option<&str>,
+        acl: Option<PyRef<'_, AclBinding>>,
     ) -> PyResult<()> {
         let reason = reason_of(reason_code)?;
+        if let Some(acl) = acl {
+            self.inner
+                .set_acl_binding(conn, token, acl.binding.clone(), acl.rules.clone());
+        }
         if let Some(name) = client_type {
             let client_type: ClientType = name.parse().map_err(|e| errors::unknown_name(&e))?;
             self.inner.set_client_type(conn, token, client_type);
@@ -202,6 +211,18 @@ impl Engine {
         RestoreReport::from_core(py, report)
     }
 
+    /// Check every later message against `rules` (None: no rules file) and
+    /// `default_allow`, and remove the subscriptions they deny at once; returns
+    /// the removed `(client_id, filter)` pairs.
+    fn set_acl(
+        &mut self,
+        rules: Option<PyRef<'_, AclRules>>,
+        default_allow: bool,
+    ) -> Vec<(String, String)> {
+        self.inner
+            .set_acl(rules.map(|r| r.table.clone()), default_allow)
+    }
+
     fn shutdown(&mut self, now: u64) {
         self.inner.shutdown(now);
     }
@@ -222,6 +243,10 @@ impl Engine {
             ("protocol_errors", s.protocol_errors),
             ("connect_timeouts", s.connect_timeouts),
             ("sessions_expired", s.sessions_expired),
+            ("acl_denied_publish", s.acl_denied_publish),
+            ("acl_denied_subscribe", s.acl_denied_subscribe),
+            ("acl_denied_read", s.acl_denied_read),
+            ("acl_revoked", s.acl_revoked),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),
             ("clients_disconnected", s.clients_disconnected),

@@ -8,6 +8,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
+mod acl;
 mod bench;
 mod buffer;
 mod codec;
@@ -31,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bench::register(m)?;
     settings::register(m)?;
     engine::register(m)?;
+    acl::register(m)?;
     events::register(m)?;
     restore_report::register(m)?;
     topic::register(m)?;

@@ -16,11 +16,14 @@
 
 use std::sync::Arc;
 
+use crate::acl::Binding;
+
 use crate::codec::{
     ConnAck, Connect, Packet, Properties, Property, PropertyId, ProtocolVersion, ReasonCode,
     ReasonOnly, Will,
 };
 
+use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::connection::ConnState;
 use super::message::Message;
@@ -131,12 +134,19 @@ impl Engine {
             }
             None => (self.create_session(&client_id, expiry), false),
         };
+        let acl = self.connection_acl(conn_id, &connect, &client_id);
         if let Some(state) = self.session_mut(session) {
             state.conn = Some(conn_id);
             state.expiry_interval = expiry;
             state.expires_at = None;
             // A return before the will delay ends cancels the will [MQTT-3.1.3-9].
             state.pending_will = None;
+            state.acl = acl;
+        }
+        if session_present {
+            // Its subscriptions were granted to an earlier CONNECT, maybe under
+            // other rules or as another user (engine/acl.rs).
+            self.revoke_denied(session);
         }
         self.journal_session(session, expiry);
         self.index.set_client_online(session, true);
@@ -220,6 +230,26 @@ impl Engine {
         }
     }
 
+    /// The connection's ACL side: what authentication gave, else its CONNECT's
+    /// user name; the client id is the one the session has (maybe assigned).
+    fn connection_acl(
+        &mut self,
+        conn_id: ConnId,
+        connect: &Connect,
+        client_id: &str,
+    ) -> SessionAcl {
+        let given = self.conn_mut(conn_id).and_then(|c| c.acl.take());
+        let mut acl = given.unwrap_or_else(|| {
+            let binding = Binding {
+                username: connect.username.as_ref().map(|u| u.as_str().into()),
+                ..Binding::default()
+            };
+            SessionAcl::new(binding, None)
+        });
+        acl.binding.client_id = client_id.into();
+        acl
+    }
+
     pub(super) fn create_session(&mut self, client_id: &str, expiry: u32) -> u32 {
         let id = self
             .free_sessions
@@ -249,8 +279,14 @@ impl Engine {
         self.by_client_id.remove(&state.client_id);
         self.index.remove_client(session);
         self.forget_removed_groups();
-        if let Some(pending) = state.pending_will {
-            self.publish_will(pending.will, now);
+        let mut state = state;
+        if let Some(pending) = state.pending_will.take() {
+            if self
+                .acl
+                .will_allowed(&mut state.acl, &pending.will, &mut self.stats)
+            {
+                self.publish_will(pending.will, now);
+            }
         }
     }
 
@@ -448,11 +484,17 @@ impl Engine {
         self.stats.clients_connected -= 1;
         self.index.set_client_online(session, false);
         self.stream_member_presence(session, false);
-        let Some(state) = self.session_mut(session) else {
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
             return;
         };
         state.conn = None;
         let expiry = state.expiry_interval;
+        let (acl, stats) = (&self.acl, &mut self.stats);
+        let will = will.filter(|will| acl.will_allowed(&mut state.acl, will, stats));
         if let Some(will) = will {
             let delay = match will.properties.get(PropertyId::WillDelayInterval) {
                 Some(Property::WillDelayInterval(seconds)) => u64::from(*seconds) * 1000,

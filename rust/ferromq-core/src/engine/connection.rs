@@ -7,6 +7,7 @@ use bytes::BytesMut;
 
 use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Will};
 
+use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
 use super::framing::WebSocket;
@@ -74,6 +75,8 @@ pub struct Connection {
     pub retained: RetainedCursor,
     /// WebSocket framing state; None for a plain MQTT stream (`framing.rs`).
     pub websocket: Option<Box<WebSocket>>,
+    /// The ACL binding Python's authentication answer gave, until CONNACK.
+    pub acl: Option<SessionAcl>,
 }
 
 impl Connection {
@@ -105,6 +108,7 @@ impl Connection {
             parked: Vec::new(),
             retained: RetainedCursor::default(),
             websocket: None,
+            acl: None,
         }
     }
 

@@ -10,12 +10,14 @@
 //! drain takes the retained cursor's turn first, then the queue; one stopped by
 //! the engine's own output buffer (not the transport) runs again after
 //! `take_output` empties it. Expired messages are dropped at send time
-//! [MQTT-3.3.2-5]. A PUBLISH above the client's Maximum Packet Size is dropped for
+//! [MQTT-3.3.2-5], and a retained message the ACL does not let the client read is
+//! skipped (`acl`). A PUBLISH above the client's Maximum Packet Size is dropped for
 //! that client only and, for QoS 1/2, never enters the window; it counts as sent,
 //! so a publisher whose every match was too large still hears 0x00, not 0x10
 //! [MQTT-3.1.2-25, 3.1.2-26]. Outbound topic aliases are applied as each PUBLISH is
 //! written (`alias_out`).
 
+use crate::acl::Action;
 use crate::codec::{Packet, Publish, QoS};
 
 use super::queue::Pushed;
@@ -175,7 +177,10 @@ impl Engine {
             .get(&pending.id)
             .filter(|m| !m.is_expired(now))
             .cloned();
-        let Some(message) = message else {
+        let readable = message
+            .as_ref()
+            .is_some_and(|m| self.acl_allows(session, Action::Read, &m.topic));
+        let Some(message) = message.filter(|_| readable) else {
             self.advance_retained(conn);
             return Step::Done;
         };

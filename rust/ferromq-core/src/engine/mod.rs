@@ -10,7 +10,7 @@
 //! QoS state → encode inside this module with no callback out: Python runs per
 //! event, never per message (docs/architecture.md, "The one rule").
 //!
-//! Layout: `connection` (per socket), `session` (outlives sockets), `queue` (bounded
+//! Layout: `acl` (rules and each session's binding, checked per message), `connection` (per socket), `session` (outlives sockets), `queue` (bounded
 //! per-session FIFO), `message` (one `Arc` per PUBLISH), and the handlers split by
 //! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `auth` (Python's
 //! CONNECT decision, AUTH exchanges, re-authentication), `publish` (inbound
@@ -22,6 +22,7 @@
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
+mod acl;
 mod alias_out;
 mod announce;
 mod auth;
@@ -209,6 +210,8 @@ pub struct Engine {
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
+    /// The access-control rules (`acl`).
+    acl: acl::AclState,
 }
 
 impl Engine {
@@ -241,6 +244,7 @@ impl Engine {
             wall_offset: 0,
             next_token: 1,
             alias_scratch: Vec::new(),
+            acl: acl::AclState::default(),
             config,
         }
     }

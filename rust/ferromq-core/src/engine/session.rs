@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::acl::SessionAcl;
 use super::journal::ClientType;
 use super::queue::DeliveryQueue;
 use super::{ConnId, Outgoing};
@@ -74,6 +75,8 @@ pub struct Session {
     /// Filter → (options byte, subscription id or 0), kept for journaled sessions.
     pub subscriptions: HashMap<Box<str>, (u8, u32)>,
     pub next_sequence: u64,
+    /// Who the session is for the ACL rules, set at each CONNECT.
+    pub acl: SessionAcl,
 }
 
 impl Session {
@@ -91,6 +94,7 @@ impl Session {
             journaled: false,
             subscriptions: HashMap::new(),
             next_sequence: 0,
+            acl: SessionAcl::default(),
         }
     }
 

@@ -22,6 +22,12 @@ pub struct Stats {
     /// (silent sockets, slowloris).
     pub connect_timeouts: u64,
     pub sessions_expired: u64,
+    /// ACL denials (engine/acl.rs): PUBLISHes and wills, SUBSCRIBE filters,
+    /// retained messages not sent; subscriptions removed by new rules.
+    pub acl_denied_publish: u64,
+    pub acl_denied_subscribe: u64,
+    pub acl_denied_read: u64,
+    pub acl_revoked: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,
     pub clients_maximum: u64,

@@ -3,7 +3,9 @@
 //! Every filter is granted the QoS it asked for up to the Maximum QoS; a filter the
 //! index refuses gets 0x8F in 5.0 and 0x80 in 3.1.1, one using a feature the
 //! broker does not offer its reason code from `announce`, one holding control
-//! characters its code from `names` (also in UNSUBSCRIBE). SUBACK goes out
+//! characters its code from `names` (also in UNSUBSCRIBE), one the ACL denies 0x87
+//! in 5.0 and 0x80 in 3.1.1 (`acl`; a shared filter checked without its
+//! `$share/{group}/`). SUBACK goes out
 //! first, then the retained messages matching each granted filter, per Retain
 //! Handling (0 always, 1 only for a new subscription, 2 never) and never for shared
 //! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
@@ -11,11 +13,14 @@
 //! (`retained_cursor`), which the delivery drain sends from as the socket and the
 //! window allow; an UNSUBSCRIBE drops what its filter still had to send.
 
+use crate::acl::Action;
 use crate::codec::{
     Packet, Properties, Property, PropertyId, ProtocolVersion, QoS, ReasonCode, RetainHandling,
     SubAck, Subscribe, UnsubAck, Unsubscribe,
 };
 use crate::topic::parse_shared_filter;
+
+use super::acl::subscribe_request;
 
 use super::{ConnId, Engine};
 
@@ -51,6 +56,15 @@ impl Engine {
             if let Some(refusal) = refusal {
                 reasons.push(refusal);
                 properties = self.ack_reason_string(conn_id, refusal.name());
+                continue;
+            }
+            if !self.acl_allows(session, Action::Subscribe, subscribe_request(filter)) {
+                reasons.push(if v5 {
+                    ReasonCode::NotAuthorized
+                } else {
+                    ReasonCode::UnspecifiedError
+                });
+                properties = self.ack_reason_string(conn_id, "denied by the ACL");
                 continue;
             }
             let options = &self.granted(*options);

@@ -47,7 +47,12 @@ impl Engine {
             };
             if state.pending_will.as_ref().is_some_and(|w| now >= w.due_at) {
                 let will = state.pending_will.take().expect("checked above").will;
-                self.publish_will(will, now);
+                if self
+                    .acl
+                    .will_allowed(&mut state.acl, &will, &mut self.stats)
+                {
+                    self.publish_will(will, now);
+                }
             }
             let expired = self.sessions[session as usize]
                 .as_ref()

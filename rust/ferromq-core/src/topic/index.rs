@@ -617,6 +617,27 @@ impl SubscriptionIndex {
         Some(out)
     }
 
+    /// Every filter `client` subscribes to, shared ones with their `$share/{group}/`
+    /// prefix: O(its own subscriptions), for the rare re-checks (an ACL reload),
+    /// never for routing.
+    pub fn client_filters(&self, client: u32) -> Vec<String> {
+        let Some(record) = self.clients.get(&client) else {
+            return Vec::new();
+        };
+        record
+            .refs
+            .iter()
+            .filter_map(|&entry_ref| {
+                if entry_ref.tag() == GROUP {
+                    return self.shared_group_filter(entry_ref.id());
+                }
+                let mut filter = String::new();
+                self.write_filter(entry_ref, &mut filter);
+                Some(filter)
+            })
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.subscriptions
     }

@@ -1,0 +1,239 @@
+//! Access control in the engine: the configured rule table, each session's
+//! binding, and the checks on the message path (ACL rules: `crate::acl`).
+//!
+//! Python compiles the rules file into an [`AclTable`] and hands it over with
+//! `set_acl` (at start and on every reload); the authentication answer of a
+//! connection may add the binding of its placeholders and rules of its own
+//! (`set_acl_binding`, before `complete_auth`), checked before the table. Without
+//! either, every check is the default (allow unless `[acl] default = "deny"`),
+//! answered without a lookup.
+//!
+//! Checks, each counted when it denies (`Stats::acl_denied_*`):
+//! - PUBLISH (`publish.rs`): v5 QoS 1/2 get PUBACK/PUBREC 0x87; 3.1.1 is acked as
+//!   usual (it has no refusal code) and the message is dropped; QoS 0 is dropped;
+//! - a will, when it is due to be published (`connect.rs`, `timers.rs`);
+//! - each SUBSCRIBE filter (`subscribe.rs`): SUBACK 0x87 (v5) / 0x80 (3.1.1) for
+//!   that filter only; a `$share/{group}/f` is checked as `f`;
+//! - each retained message as the retained cursor sends it (`delivery.rs`).
+//!
+//! A session keeps one cached publish decision (topic and rules generation): a
+//! publisher repeating its topic pays one string compare, not a walk. A new table
+//! bumps the generation, so the next PUBLISH is checked against it.
+//!
+//! Revocation: `set_acl` checks every subscription of every session bound in this
+//! process again and removes those now denied from the index at once (no later
+//! message reaches them); a session restored from the store, whose binding is not
+//! known yet, and every resumed session, is checked again when it reconnects.
+//! MQTT has no server-side UNSUBSCRIBE, so the client is not told; each removal is
+//! counted (`acl_revoked`) and `set_acl` returns them for the log.
+
+use std::sync::Arc;
+
+use crate::acl::{AclTable, Action, Binding, Permission};
+use crate::codec::Will;
+use crate::topic::parse_shared_filter;
+
+use super::stats::Stats;
+use super::{ConnId, Engine};
+
+/// The configured rules, shared by every check.
+#[derive(Debug)]
+pub struct AclState {
+    table: Option<Arc<AclTable>>,
+    default_allow: bool,
+    generation: u64,
+}
+
+impl Default for AclState {
+    fn default() -> AclState {
+        AclState {
+            table: None,
+            default_allow: true,
+            generation: 0,
+        }
+    }
+}
+
+/// One session's side: who it is for the rules, and its cached publish decision.
+#[derive(Debug, Default)]
+pub struct SessionAcl {
+    pub binding: Binding,
+    /// Rules the authentication answer carried, checked before the table.
+    pub own: Option<Arc<AclTable>>,
+    /// Bound by a CONNECT in this process (a restored session is not, until it
+    /// reconnects).
+    pub bound: bool,
+    last_publish: Option<(u64, String, bool)>,
+}
+
+impl SessionAcl {
+    pub fn new(binding: Binding, own: Option<Arc<AclTable>>) -> SessionAcl {
+        SessionAcl {
+            binding,
+            own,
+            bound: true,
+            last_publish: None,
+        }
+    }
+}
+
+impl AclState {
+    /// Whether `session` may do `action` on `request` (a topic name, or a filter
+    /// without its `$share/{group}/` prefix).
+    pub fn allows(&self, session: &mut SessionAcl, action: Action, request: &str) -> bool {
+        if self.table.is_none() && session.own.is_none() {
+            return self.default_allow;
+        }
+        if action == Action::Publish {
+            if let Some((generation, topic, allowed)) = &session.last_publish {
+                if *generation == self.generation && topic == request {
+                    return *allowed;
+                }
+            }
+        }
+        let binding = &session.binding;
+        let decision = session
+            .own
+            .as_ref()
+            .and_then(|own| own.decide(binding, action, request))
+            .or_else(|| self.table.as_ref()?.decide(binding, action, request));
+        let allowed = decision.map_or(self.default_allow, |p| p == Permission::Allow);
+        if action == Action::Publish {
+            let (generation, topic, cached) = session
+                .last_publish
+                .get_or_insert_with(|| (0, String::new(), false));
+            *generation = self.generation;
+            topic.clear();
+            topic.push_str(request);
+            *cached = allowed;
+        }
+        allowed
+    }
+
+    /// A will may be published: checked and counted like a PUBLISH.
+    pub fn will_allowed(&self, session: &mut SessionAcl, will: &Will, stats: &mut Stats) -> bool {
+        let allowed = self.allows(session, Action::Publish, &will.topic);
+        if !allowed {
+            stats.acl_denied_publish += 1;
+        }
+        allowed
+    }
+}
+
+/// What a SUBSCRIBE filter is checked as: `$share/{group}/f` as `f`.
+pub fn subscribe_request(filter: &str) -> &str {
+    match parse_shared_filter(filter) {
+        Ok(Some(shared)) => shared.filter,
+        _ => filter,
+    }
+}
+
+impl Engine {
+    /// Use `table` (None: no rules file) and `default_allow` for every later check,
+    /// and remove the subscriptions they deny from every session bound in this
+    /// process. Returns the removed (client id, filter) pairs.
+    pub fn set_acl(
+        &mut self,
+        table: Option<Arc<AclTable>>,
+        default_allow: bool,
+    ) -> Vec<(String, String)> {
+        self.acl = AclState {
+            table,
+            default_allow,
+            generation: self.acl.generation + 1,
+        };
+        let mut revoked = Vec::new();
+        for session in 0..self.sessions.len() as u32 {
+            let bound = self
+                .sessions
+                .get(session as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| s.acl.bound);
+            if bound {
+                revoked.extend(self.revoke_denied(session));
+            }
+        }
+        revoked
+    }
+
+    /// The binding and own rules Python's authentication answer gives `conn` (the
+    /// socket of `token`), applied when its CONNECT is accepted. Ignored for
+    /// another token.
+    pub fn set_acl_binding(
+        &mut self,
+        conn_id: ConnId,
+        token: u64,
+        binding: Binding,
+        own: Option<Arc<AclTable>>,
+    ) {
+        if let Some(conn) = self.conn_mut(conn_id).filter(|c| c.token == token) {
+            conn.acl = Some(SessionAcl::new(binding, own));
+        }
+    }
+
+    /// Check `action` on `request` for `session`, counting a denial.
+    pub(super) fn acl_allows(&mut self, session: u32, action: Action, request: &str) -> bool {
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
+            return false;
+        };
+        let allowed = self.acl.allows(&mut state.acl, action, request);
+        if !allowed {
+            match action {
+                Action::Publish => self.stats.acl_denied_publish += 1,
+                Action::Subscribe => self.stats.acl_denied_subscribe += 1,
+                Action::Read => self.stats.acl_denied_read += 1,
+            }
+        }
+        allowed
+    }
+
+    /// Remove `session`'s subscriptions the rules now deny (a reload, or a
+    /// session resumed by a new CONNECT): out of the index, the journal, the
+    /// retained cursor and any streamed group.
+    pub(super) fn revoke_denied(&mut self, session: u32) -> Vec<(String, String)> {
+        let mut revoked = Vec::new();
+        let unrestricted = self.acl.table.is_none()
+            && self.acl.default_allow
+            && self
+                .sessions
+                .get(session as usize)
+                .and_then(Option::as_ref)
+                .is_none_or(|s| s.acl.own.is_none());
+        if unrestricted {
+            return revoked; // no ACL: a reconnect costs nothing more than before
+        }
+        for filter in self.index.client_filters(session) {
+            let Some(state) = self
+                .sessions
+                .get_mut(session as usize)
+                .and_then(Option::as_mut)
+            else {
+                break;
+            };
+            if self.acl.allows(
+                &mut state.acl,
+                Action::Subscribe,
+                subscribe_request(&filter),
+            ) {
+                continue;
+            }
+            let client_id = state.client_id.to_string();
+            if let Some(conn) = state.conn.and_then(|c| self.conn_mut(c)) {
+                conn.retained.remove(&filter);
+            }
+            self.stream_unsubscribing(session, &filter);
+            self.index.unsubscribe(session, &filter);
+            self.journal_unsubscribe(session, &filter);
+            self.stats.acl_revoked += 1;
+            revoked.push((client_id, filter));
+        }
+        if !revoked.is_empty() {
+            self.forget_removed_groups();
+        }
+        revoked
+    }
+}
