@@ -205,6 +205,7 @@ cdef class IOHub:
     cdef object _on_event
     cdef dict _transports
     cdef dict _connections
+    cdef dict _peers
     cdef bint _flush_scheduled
     cdef readonly Py_ssize_t write_high_water
 
@@ -217,6 +218,7 @@ cdef class IOHub:
         self._on_event = on_event
         self._transports = {}
         self._connections = {}
+        self._peers = {}
         self._flush_scheduled = False
         self.write_high_water = write_high_water
 
@@ -264,9 +266,13 @@ cdef class IOHub:
         self.flush()
 
     def peer(self, conn):
-        """The remote address of a connection, or None once it is gone."""
+        """The client's address of a connection: the one its PROXY header named, else
+        the socket's peer; None once it is gone."""
         transport = self._transports.get(conn)
-        return None if transport is None else transport.get_extra_info("peername")
+        if transport is None:
+            return None
+        peer = self._peers.get(conn)
+        return transport.get_extra_info("peername") if peer is None else peer
 
     def close_all(self):
         for transport in list(self._transports.values()):
@@ -306,7 +312,11 @@ cdef class MqttConnection:
     ``ReceiveBuffer`` on the hub's shared arena; writes happen in ``IOHub.flush``.
     Backpressure: while the transport's write buffer is above the high-water mark the
     engine queues this connection's deliveries and reading from it pauses; reading
-    also pauses while the engine holds the connection's input (see the module)."""
+    also pauses while the engine holds the connection's input (see the module).
+
+    ``framing`` is how the bytes carry MQTT (``"mqtt"``, or ``"websocket"`` after an
+    upgrade: the engine deframes, this class does not change); ``peer`` is the client's
+    address when a PROXY header named it, which ``IOHub.peer`` then reports."""
 
     cdef IOHub _hub
     cdef object _transport
@@ -314,11 +324,15 @@ cdef class MqttConnection:
     cdef unsigned int _conn
     cdef bint _write_paused
     cdef bint _input_held
+    cdef str _framing
+    cdef object _peer
 
-    def __init__(self, IOHub hub not None):
+    def __init__(self, IOHub hub not None, str framing="mqtt", peer=None):
         self._hub = hub
         self._write_paused = False
         self._input_held = False
+        self._framing = framing
+        self._peer = peer
 
     @property
     def conn(self):
@@ -328,9 +342,11 @@ cdef class MqttConnection:
     def connection_made(self, transport):
         hub = self._hub
         self._transport = transport
-        self._conn = hub.engine.open(hub.now())
+        self._conn = hub.engine.open(hub.now(), self._framing)
         hub._transports[self._conn] = transport
         hub._connections[self._conn] = self
+        if self._peer is not None:
+            hub._peers[self._conn] = self._peer
         transport.set_write_buffer_limits(high=hub.write_high_water)
         self._receive = EngineReader(hub, self._conn)
 
@@ -364,6 +380,7 @@ cdef class MqttConnection:
         hub.engine.connection_lost(self._conn, hub.now())
         if hub._transports.get(self._conn) is self._transport:
             del hub._transports[self._conn]
+            hub._peers.pop(self._conn, None)
         if hub._connections.get(self._conn) is self:
             del hub._connections[self._conn]
         hub.schedule_flush()

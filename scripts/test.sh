@@ -8,7 +8,8 @@
 #
 # Services and Debian packages come from apt-get; Python packages from pip into
 # .venv (cached in ~/.cache/pip); Rust crates from crates.io (cached in ~/.cargo);
-# Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq).
+# Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq); MQTT.js from
+# npm into tests/node/node_modules, as its package-lock.json pins it (cached in ~/.npm).
 #
 # The machine's own services are left alone: every test starts the brokers, Redis and
 # Kafka it needs on free loopback ports and stops only those. A package this script
@@ -61,6 +62,8 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)  # the cluster tests' --cluster create
 command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
+command -v node >/dev/null || need_apt+=(nodejs)  # MQTT.js, the WebSocket tests' Node client
+command -v npm >/dev/null || need_apt+=(npm)
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # Debian starts mosquitto and redis-server as system services on install; the tests
@@ -81,6 +84,9 @@ source .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q ".[test]"
 
+step "node packages: MQTT.js for the WebSocket tests"
+(cd tests/node && npm ci --no-audit --no-fund --cache "$HOME/.npm")
+
 step "rust toolchain components"
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
 command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
@@ -100,9 +106,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "rust tests"
 cargo test --workspace --quiet
 
-step "fuzz: decoder for ${FUZZ_SECONDS}s"
+step "fuzz: decoder, WebSocket deframer, PROXY header parser (${FUZZ_SECONDS}s in all)"
 FUZZ_DIR=rust/ferromq-core/fuzz
-FUZZ_WORK=$(mktemp -d)
 if rustup toolchain list | grep -q '^nightly'; then
     FUZZ=(cargo +nightly fuzz)
 else
@@ -110,8 +115,15 @@ else
     export RUSTC_BOOTSTRAP=1
     FUZZ=(cargo fuzz)
 fi
-(cd "$FUZZ_DIR" && "${FUZZ[@]}" run decode "$FUZZ_WORK" corpus/decode -- \
-    -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 | tail -n 5)
+# The budget is shared: half for the MQTT decoder, a quarter for each transport parser.
+for target_share in decode:2 websocket:4 proxy_header:4; do
+    target=${target_share%%:*}
+    seconds=$((FUZZ_SECONDS / ${target_share##*:}))
+    FUZZ_WORK=$(mktemp -d)
+    (cd "$FUZZ_DIR" && "${FUZZ[@]}" run "$target" "$FUZZ_WORK" "corpus/$target" -- \
+        -max_total_time="$seconds" -print_final_stats=1 2>&1 | tail -n 5)
+    rm -rf "$FUZZ_WORK"
+done
 
 step "services: Redis and single-node Kafka (KRaft) for the persistence tests"
 # Started once for the whole pytest run (the fixtures read these variables), stopped by

@@ -1,4 +1,4 @@
-from typing import Any, Final, TypeAlias, final
+from typing import Any, Final, Literal, TypeAlias, final
 
 from typing_extensions import Buffer, CapsuleType
 
@@ -31,6 +31,7 @@ __all__ = [
     "PacketTooLarge",
     "Persist",
     "ProtocolError",
+    "ProxyHeader",
     "RedisCodec",
     "RedisReplies",
     "Rejected",
@@ -51,6 +52,7 @@ __all__ = [
     "journal_header",
     "journal_log_records",
     "key_hash_slot",
+    "parse_proxy_header",
     "reason_code_name",
     "run_bench",
 ]
@@ -311,7 +313,7 @@ class AclBinding:
 @final
 class Engine:
     def __new__(cls, settings: EngineSettings) -> Engine: ...
-    def open(self, now: int) -> int: ...
+    def open(self, now: int, framing: Literal["mqtt", "websocket"] = "mqtt") -> int: ...
     def connection_lost(self, conn: int, now: int) -> None: ...
     def complete_auth(
         self,
@@ -447,3 +449,14 @@ class RedisReplies:
     def errors(self) -> list[tuple[int, str]]: ...
     def noscript(self) -> bool: ...
     def strings(self, index: int) -> list[str] | None: ...
+
+@final
+class ProxyHeader:
+    @property
+    def version(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def source(self) -> tuple[str, int] | None: ...
+
+def parse_proxy_header(data: Buffer) -> ProxyHeader | None: ...

@@ -1,6 +1,6 @@
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from typing_extensions import CapsuleType, disjoint_base
 
@@ -58,7 +58,12 @@ class IOHub:
 
 @disjoint_base
 class MqttConnection:
-    def __init__(self, hub: IOHub) -> None: ...
+    def __init__(
+        self,
+        hub: IOHub,
+        framing: Literal["mqtt", "websocket"] = "mqtt",
+        peer: tuple[str, int] | None = None,
+    ) -> None: ...
     @property
     def conn(self) -> int: ...
     def connection_made(self, transport: asyncio.BaseTransport) -> None: ...

@@ -60,7 +60,7 @@ from ferromq.auth.certificate import OpenProvider
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config
 from ferromq.listener import Listeners
-from ferromq.log import log_event
+from ferromq.log import log_event, peer_text
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
@@ -355,12 +355,13 @@ class Broker:
                 self._streams.on_done()
             case Rejected():
                 # Once per refused or aborted connection, never per message.
+                peer = self.hub.peer(event.conn)
                 log_event(
                     logger,
                     logging.WARNING,
                     "connection rejected",
                     conn=event.conn,
-                    peer=self.hub.peer(event.conn),
+                    peer=peer_text(peer) if peer else None,
                     reason=f"0x{event.reason_code:02X} {event.reason_name}",
                     detail=event.detail,
                 )

@@ -270,7 +270,6 @@ class _Bool:
 @dataclass(frozen=True)
 class _Choice:
     options: tuple[str, ...]
-    reserved: tuple[str, ...] = ()  # named in the schema, not implemented yet
 
     def parse(self, value: object, where: str) -> object:
         if not isinstance(value, str):
@@ -279,8 +278,6 @@ class _Choice:
         if choice in self.options:
             return choice
         supported = ", ".join(_quote(option) for option in self.options)
-        if choice in self.reserved:
-            raise ConfigError(f"{where}: {_quote(choice)} is not supported yet (use {supported})")
         raise ConfigError(f"{where}: expected one of {supported}, got {_quote(value)}")
 
     def parse_env(self, text: str, where: str) -> object:
@@ -320,7 +317,8 @@ class _TextList:
     """A list of strings; in the environment, comma-separated."""
 
     def parse(self, value: object, where: str) -> object:
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        # A tuple is a default (TOML gives lists): defaults pass their own kind.
+        if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
             raise ConfigError(f"{where}: expected an array of strings, got {_describe(value)}")
         return tuple(dict.fromkeys(value))
 
@@ -386,7 +384,9 @@ class ListenerConfig:
     host: str = _setting("127.0.0.1", _Text())
     """Loopback by default: exposing a broker is a decision, not an accident."""
     port: int = _setting(1883, _Int(1, 65535))
-    protocol: str = _setting("tcp", _Choice(("tcp", "tls"), reserved=("ws",)))
+    protocol: str = _setting("tcp", _Choice(("tcp", "tls", "ws", "wss")))
+    """``tcp``, ``tls``, ``ws`` (MQTT over WebSocket) or ``wss`` (WebSocket over TLS, with
+    the TLS keys below)."""
     max_connections: int = _setting(0, _Int(0))
     """Connections open at once on this listener; one more is closed at accept, before
     a byte is read, and counted in ``$SYS/broker/clients/refused/``. 0 means unlimited."""
@@ -415,6 +415,19 @@ class ListenerConfig:
     """OpenSSL cipher list for TLS 1.2 (TLS 1.3 suites are OpenSSL's defaults)."""
     tls_version: str = _setting("1.2", _Choice(("1.2", "1.3")))
     """Lowest TLS version accepted."""
+    # WebSocket (protocol = "ws" or "wss" only); see ferromq.websocket_upgrade.
+    path: str = _setting("/mqtt", _Text())
+    """The HTTP path a WebSocket upgrade must ask for (any other gets 404)."""
+    origins: tuple[str, ...] = _setting((), _TextList())
+    """``Origin`` values an upgrade may carry, e.g. ``["https://app.example"]``; an upgrade
+    from another origin gets 403. Empty: any origin, or none."""
+    # PROXY protocol, on any listener; see ferromq.proxy_protocol.
+    proxy_protocol: bool = _setting(False, _Bool())
+    """Every connection starts with a PROXY protocol v1 or v2 header (HAProxy, a cloud
+    load balancer) whose client address the broker uses; one without is closed."""
+    proxy_trusted: tuple[str, ...] = _setting((), _Networks())
+    """Addresses or CIDRs (``10.0.0.0/8``) the PROXY header is accepted from; a
+    connection from elsewhere is closed before a byte is read. Empty: any."""
 
 
 def listener_path(index: int, config: ListenerConfig) -> str:
@@ -422,6 +435,8 @@ def listener_path(index: int, config: ListenerConfig) -> str:
     return f"listeners[{index}] ({config.name})"
 
 
+_WEBSOCKET_ONLY: Final = ("path", "origins")
+_PROXY_ONLY: Final = ("proxy_trusted",)
 _TLS_ONLY: Final = tuple(
     f.name
     for f in fields(ListenerConfig)
@@ -432,10 +447,17 @@ _TLS_ONLY: Final = tuple(
         "port",
         "protocol",
         "max_connections",
+        "proxy_protocol",
+        *_WEBSOCKET_ONLY,
+        *_PROXY_ONLY,
         "max_connections_per_address",
         "max_connect_rate",
     )
 )
+TLS_PROTOCOLS: Final = ("tls", "wss")
+"""Listener protocols that run TLS (and take the TLS keys)."""
+WEBSOCKET_PROTOCOLS: Final = ("ws", "wss")
+"""Listener protocols that carry MQTT over WebSocket."""
 
 
 @dataclass(frozen=True)
@@ -1027,6 +1049,20 @@ def _check(config: Config) -> Config:
         names[listener.name] = index
         addresses[address] = index
         _check_tls(index, listener)
+        _check_only_for(
+            index,
+            listener,
+            _WEBSOCKET_ONLY,
+            listener.protocol in WEBSOCKET_PROTOCOLS,
+            'protocol = "ws" or "wss"',
+        )
+        _check_only_for(
+            index, listener, _PROXY_ONLY, listener.proxy_protocol, "proxy_protocol = true"
+        )
+        if not listener.path.startswith("/"):
+            raise ConfigError(
+                f"listeners[{index}].path: must start with /, got {_quote(listener.path)}"
+            )
     _check_auth(config.auth)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
@@ -1054,20 +1090,38 @@ def _check(config: Config) -> Config:
     return config
 
 
+def _check_only_for(
+    index: int, listener: ListenerConfig, keys: tuple[str, ...], applies: bool, needs: str
+) -> None:
+    """Keys that mean something only when ``applies`` must keep their defaults otherwise."""
+    if applies:
+        return
+    default = ListenerConfig()
+    for key in keys:
+        if getattr(listener, key) != getattr(default, key):
+            raise ConfigError(
+                f"listeners[{index}].{key}: only with {needs} (this listener is "
+                f"protocol = {_quote(listener.protocol)}, proxy_protocol = "
+                f"{str(listener.proxy_protocol).lower()})"
+            )
+
+
 def _check_tls(index: int, listener: ListenerConfig) -> None:
     where = f"listeners[{index}]"
-    if listener.protocol != "tls":
+    if listener.protocol not in TLS_PROTOCOLS:
         default = ListenerConfig()
         for key in _TLS_ONLY:
             if getattr(listener, key) != getattr(default, key):
                 raise ConfigError(
-                    f'{where}.{key}: only for protocol = "tls" (this listener is '
+                    f'{where}.{key}: only for protocol = "tls" or "wss" (this listener is '
                     f"{_quote(listener.protocol)})"
                 )
         return
     for key in ("certfile", "keyfile"):
         if not getattr(listener, key):
-            raise ConfigError(f'{where}.{key}: required with protocol = "tls"')
+            raise ConfigError(
+                f"{where}.{key}: required with protocol = {_quote(listener.protocol)}"
+            )
     if listener.require_certificate and not listener.cafile:
         raise ConfigError(
             f"{where}.cafile: required with require_certificate = true "

@@ -35,10 +35,40 @@ Cost: per connection (never per message) one Python call, a socket object and a
 9,000 connect + CONNECT + CONNACK + close from 3 client threads, broker CPU time per
 connection): asyncio unchanged against ``create_server`` (60-75 µs either way); uvloop
 from about 20-35 µs (libuv accepts in C) to 35-50 µs, 10-16k connects/s against
-15-26k. Starting the coroutine eagerly instead of as a task measured no better. PROXY
-protocol will hang off :meth:`Listeners._hand_over`.
+15-26k. Starting the coroutine eagerly instead of as a task measured no better.
 
-TLS (``protocol = "tls"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
+The preamble, per connection and in this order (each step its own module; a plain
+``tcp`` listener without PROXY skips both and pays nothing new):
+
+1. **PROXY header** (``proxy_protocol = true``, :mod:`ferromq.proxy_protocol`): a peer
+   outside ``proxy_trusted`` is closed at once; otherwise the header is read off the
+   *raw socket* before the loop's transport exists, peeking so that not a byte past it
+   is taken, within ``limits.connect_timeout``. This is the one place that works for
+   every listener alike: the TLS handshake (``connect_accepted_socket(ssl=...)``) and
+   the WebSocket upgrade then start at the first byte after the header, as they would
+   without a proxy (``loop.start_tls`` after a plain transport was the alternative; it
+   cannot be handed bytes the plain transport already read, and a load balancer may
+   send the ClientHello in the header's segment). The header's client address is the
+   connection's peer from then on: admission is asked only now, with that address
+   (on a proxy listener the socket's own address is the load balancer's, which bans,
+   flapping and per-address limits must not see), and it is what the TLS failure log,
+   ``IOHub.peer`` (the auth gate, admission at CONNECT, the engine's rejections) report.
+   Until its header is in, a connection holds no admission slot: ``proxy_trusted`` and
+   the connect timeout bound what a peer can hold that way. A connection without a
+   valid header is closed, counted (``$SYS/broker/clients/refused/proxy_header``) and
+   logged at most once per :data:`~ferromq.log.LOG_INTERVAL`.
+2. **TLS** on ``tls``/``wss`` listeners, below.
+3. **WebSocket upgrade** on ``ws``/``wss`` listeners (:mod:`ferromq.websocket_upgrade`):
+   the transport's first protocol answers the HTTP request, then hands the transport to
+   the MQTT protocol with ``framing = "websocket"``, so the engine deframes in Rust and
+   no Python runs per message. Refusals are counted
+   (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
+
+The connection's admission slots are given back once (:meth:`Listeners._release`), by
+whichever ends it: the MQTT protocol, the upgrade protocol, or a preamble or handshake
+that failed.
+
+TLS (``protocol = "tls"`` or ``"wss"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
 listener's ``SSLContext`` to ``connect_accepted_socket``, so the loop's own SSL
 protocol runs the handshake and the record layer in front of the same
 ``MqttProtocol``; the engine sees the connection only once the handshake is done.
@@ -63,22 +93,33 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import resource
 import socket
 import ssl
 import sys
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ferromq._protocol import IOHub, MqttProtocol
 from ferromq.admission import Admission, Refusal
 from ferromq.auth.certificate import PeerCertificate
-from ferromq.config import Config, ConfigError, ListenerConfig, listener_path
+from ferromq.config import (
+    TLS_PROTOCOLS,
+    WEBSOCKET_PROTOCOLS,
+    Config,
+    ConfigError,
+    ListenerConfig,
+    listener_path,
+)
 from ferromq.log import RateLimitedLog, log_event, peer_text
+from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
 from ferromq.tls import certificate_identity, server_context
+from ferromq.websocket_upgrade import UpgradeProtocol
 
 __all__ = ["ListenError", "Listeners"]
 
@@ -92,6 +133,8 @@ BACKLOG: Final = 4096
 
 _Address: TypeAlias = tuple[Any, ...]
 """What ``accept`` gives for a TCP peer: (host, port) or (host, port, flow, scope)."""
+_Framing: TypeAlias = Literal["mqtt", "websocket"]
+_Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # accept() failures that mean "no descriptor or memory for one more socket now".
 _EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -110,13 +153,37 @@ class _Listener:
     config: ListenerConfig
     sockets: list[socket.socket]
     tls: ssl.SSLContext | None = None
+    trusted: tuple[_Network, ...] = ()
+    """``proxy_trusted``, parsed."""
+
+
+_PreambleFailure: TypeAlias = Literal[
+    "tls_handshake_failed", "refused_proxy_header", "refused_websocket_upgrade"
+]
+"""How a connection can end before MQTT, as its stats key."""
 
 
 @dataclass
 class _Counts:
     accept_paused: int = 0
-    tls_handshake_failed: int = 0
+    failures: Counter[_PreambleFailure] = field(default_factory=Counter)
     pending: set[asyncio.Task[object]] = field(default_factory=set)
+
+
+class _NotAdmitted(Exception):
+    """A proxied connection admission refused once its header named the client."""
+
+
+@dataclass(slots=True)
+class _Accepted:
+    """One accepted connection until its transport has started."""
+
+    listener: _Listener
+    sock: socket.socket
+    peer: _Address
+    """The client: the socket's peer, or the address its PROXY header named."""
+    admitted: bool
+    """Holding admission slots (from accept; on a proxy listener, from its header)."""
 
 
 class _CountedProtocol(MqttProtocol):
@@ -124,9 +191,14 @@ class _CountedProtocol(MqttProtocol):
     tells admission the connection is gone."""
 
     def __init__(
-        self, hub: IOHub, release: Callable[[], None], closed: Callable[[int], None]
+        self,
+        hub: IOHub,
+        release: Callable[[], None],
+        closed: Callable[[int], None],
+        framing: _Framing,
+        peer: tuple[str, int] | None,
     ) -> None:
-        super().__init__(hub)
+        super().__init__(hub, framing, peer)
         self._release: Callable[[], None] | None = release
         self._closed = closed
 
@@ -152,10 +224,12 @@ class _CertifiedProtocol(_CountedProtocol):
         hub: IOHub,
         release: Callable[[], None],
         closed: Callable[[int], None],
+        framing: _Framing,
+        peer: tuple[str, int] | None,
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
     ) -> None:
-        super().__init__(hub, release, closed)
+        super().__init__(hub, release, closed, framing, peer)
         self._config = config
         self._certificates = certificates
 
@@ -201,7 +275,9 @@ def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
 
 
 def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:
-    return server_context(f"listeners[{index}]", config) if config.protocol == "tls" else None
+    if config.protocol not in TLS_PROTOCOLS:
+        return None
+    return server_context(f"listeners[{index}]", config)
 
 
 class Listeners:
@@ -227,6 +303,10 @@ class Listeners:
             logger, logging.ERROR, "accept paused: out of file descriptors"
         )
         self._log_handshake = RateLimitedLog(logger, logging.WARNING, "TLS handshake failed")
+        self._log_proxy = RateLimitedLog(
+            logger, logging.WARNING, "connection refused: no valid PROXY header"
+        )
+        self._log_upgrade = RateLimitedLog(logger, logging.WARNING, "WebSocket upgrade refused")
 
     @classmethod
     def bind(
@@ -239,7 +319,9 @@ class Listeners:
         listeners: list[_Listener] = []
         try:
             for index, config in enumerate(configs):
-                listeners.append(_Listener(index, config, _bind(index, config), contexts[index]))
+                trusted = tuple(ipaddress.ip_network(net) for net in config.proxy_trusted)
+                sockets = _bind(index, config)
+                listeners.append(_Listener(index, config, sockets, contexts[index], trusted))
         except ListenError:
             for listener in listeners:
                 for sock in listener.sockets:
@@ -251,7 +333,7 @@ class Listeners:
         counts = self._counts
         return {
             "accept_paused_fd_exhausted": counts.accept_paused,
-            "tls_handshake_failed": counts.tls_handshake_failed,
+            **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
 
     def certificate(self, conn: int) -> PeerCertificate | None:
@@ -335,9 +417,13 @@ class Listeners:
                     self._out_of_descriptors(listener, exc)
                     return
                 raise
+            if listener.config.proxy_protocol:
+                # Admitted once its header names the client (_proxied).
+                self._hand_over(listener, conn, peer, admitted=False)
+                continue
             refusal = self._admission.admit(listener.config.name, peer[0])
             if refusal is None:
-                self._hand_over(listener, conn, peer)
+                self._hand_over(listener, conn, peer, admitted=True)
             else:
                 conn.close()
                 self._refused(listener, refusal, peer)
@@ -367,64 +453,139 @@ class Listeners:
             paused=self._counts.accept_paused,
         )
 
-    def _hand_over(self, listener: _Listener, conn: socket.socket, peer: _Address) -> None:
+    def _hand_over(
+        self, listener: _Listener, conn: socket.socket, peer: _Address, admitted: bool
+    ) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
-        assert self._loop is not None and self._hub is not None
-        release = partial(self._admission.released, listener.config.name, peer[0])
-        closed = self._admission.closed
-        protocol: _CountedProtocol
-        if listener.tls is None:
-            protocol = _CountedProtocol(self._hub, release, closed)
-            started = self._loop.connect_accepted_socket(lambda: protocol, conn)
+        assert self._loop is not None
+        accepted = _Accepted(listener, conn, peer, admitted)
+        release = partial(self._release, accepted)
+        if listener.config.proxy_protocol:
+            started = self._proxied(accepted, release)
         else:
-            if listener.config.require_certificate:
-                protocol = _CertifiedProtocol(
-                    self._hub, release, closed, listener.config, self._certificates
-                )
-            else:
-                protocol = _CountedProtocol(self._hub, release, closed)
-            started = self._loop.connect_accepted_socket(
-                lambda: protocol,
-                conn,
-                ssl=listener.tls,
-                ssl_handshake_timeout=self._handshake_timeout,
-                **self._shutdown_timeout,
-            )
+            started = self._connect(listener, conn, self._protocol(accepted, release))
         task: asyncio.Task[object] = self._loop.create_task(started)
         self._counts.pending.add(task)
-        task.add_done_callback(partial(self._handed_over, listener, protocol, conn, peer))
+        task.add_done_callback(partial(self._handed_over, accepted, release))
+
+    def _connect(
+        self, listener: _Listener, conn: socket.socket, protocol: asyncio.BaseProtocol
+    ) -> Coroutine[Any, Any, object]:
+        """The loop's transport around ``conn`` (with TLS on a tls/wss listener)."""
+        assert self._loop is not None
+        if listener.tls is None:
+            return self._loop.connect_accepted_socket(lambda: protocol, conn)
+        return self._loop.connect_accepted_socket(
+            lambda: protocol,
+            conn,
+            ssl=listener.tls,
+            ssl_handshake_timeout=self._handshake_timeout,
+            **self._shutdown_timeout,
+        )
+
+    async def _proxied(self, accepted: _Accepted, release: Callable[[], None]) -> object:
+        """A proxy listener's connection: its PROXY header first (the client's address
+        from here on), then the transport as on any listener."""
+        assert self._loop is not None
+        listener = accepted.listener
+        if not is_trusted(accepted.peer[0], listener.trusted):
+            where = listener_path(listener.index, listener.config)
+            raise ProxyHeaderError(
+                f"not among {where}.proxy_trusted, so no PROXY header is taken from it"
+            )
+        accepted.sock.setblocking(False)
+        try:
+            header = await asyncio.wait_for(
+                read_proxy_header(self._loop, accepted.sock), self._handshake_timeout
+            )
+        except asyncio.TimeoutError:
+            raise ProxyHeaderError(
+                "no complete PROXY header within limits.connect_timeout"
+            ) from None
+        if header.source is not None:
+            accepted.peer = header.source
+        refusal = self._admission.admit(listener.config.name, accepted.peer[0])
+        if refusal is not None:
+            self._refused(listener, refusal, accepted.peer)
+            raise _NotAdmitted
+        accepted.admitted = True
+        return await self._connect(listener, accepted.sock, self._protocol(accepted, release))
+
+    def _protocol(self, accepted: _Accepted, release: Callable[[], None]) -> asyncio.BaseProtocol:
+        """The connection's first protocol: the WebSocket upgrade on a ws/wss listener
+        (which makes the MQTT protocol once it upgrades), else the MQTT protocol."""
+        config = accepted.listener.config
+        if config.protocol not in WEBSOCKET_PROTOCOLS:
+            return self._mqtt_protocol(accepted, release, "mqtt")
+        return UpgradeProtocol(
+            config.path,
+            config.origins,
+            self._handshake_timeout,
+            partial(self._mqtt_protocol, accepted, release, "websocket"),
+            partial(self._upgrade_refused, accepted),
+            release,
+        )
+
+    def _mqtt_protocol(
+        self, accepted: _Accepted, release: Callable[[], None], framing: _Framing
+    ) -> _CountedProtocol:
+        assert self._hub is not None
+        listener = accepted.listener
+        # The PROXY header's client, for IOHub.peer (else the hub asks the transport).
+        peer = accepted.peer if listener.config.proxy_protocol else None
+        closed = self._admission.closed
+        if listener.config.require_certificate:
+            return _CertifiedProtocol(
+                self._hub, release, closed, framing, peer, listener.config, self._certificates
+            )
+        return _CountedProtocol(self._hub, release, closed, framing, peer)
 
     def _handed_over(
-        self,
-        listener: _Listener,
-        protocol: _CountedProtocol,
-        conn: socket.socket,
-        peer: _Address,
-        task: asyncio.Task[object],
+        self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]
     ) -> None:
         self._counts.pending.discard(task)
         if task.cancelled():
-            protocol.release()  # the broker stops
-            conn.close()
+            release()  # the broker stops
+            accepted.sock.close()
             return
         error = task.exception()
         if error is None:
             return
-        # The transport never started: the peer left at once, or its TLS handshake
-        # failed or timed out.
-        protocol.release()
-        conn.close()
-        if listener.tls is not None:
-            self._handshake_failed(listener, peer, error)
+        # The transport never started: the peer left at once, its PROXY header was
+        # missing or bad, or its TLS handshake failed or timed out.
+        release()
+        accepted.sock.close()
+        if isinstance(error, ProxyHeaderError):
+            self._closed_before_mqtt(accepted, "refused_proxy_header", self._log_proxy, str(error))
+        elif isinstance(error, _NotAdmitted):
+            pass  # logged and counted by admission's refusal
+        elif accepted.listener.tls is not None:
+            why = str(error) or type(error).__name__
+            self._closed_before_mqtt(accepted, "tls_handshake_failed", self._log_handshake, why)
 
-    def _handshake_failed(self, listener: _Listener, peer: _Address, error: BaseException) -> None:
+    def _upgrade_refused(self, accepted: _Accepted, why: str) -> None:
+        self._closed_before_mqtt(accepted, "refused_websocket_upgrade", self._log_upgrade, why)
+
+    def _closed_before_mqtt(
+        self, accepted: _Accepted, kind: _PreambleFailure, log: RateLimitedLog, why: str
+    ) -> None:
+        """A connection closed in its preamble (PROXY header, TLS handshake, WebSocket
+        upgrade): counted under ``kind`` (its stats key) and logged, rate-limited."""
         assert self._loop is not None
-        self._counts.tls_handshake_failed += 1
-        self._log_handshake(
+        failures = self._counts.failures
+        failures[kind] += 1
+        log(
             self._loop.time(),
-            listener=listener.config.name,
-            peer=peer_text(peer),
-            error=str(error) or type(error).__name__,
-            failed=self._counts.tls_handshake_failed,
+            listener=accepted.listener.config.name,
+            peer=peer_text(accepted.peer),
+            why=why,
+            total=failures[kind],
         )
+
+    def _release(self, accepted: _Accepted) -> None:
+        """Give the connection's admission slots back, once (its protocol, its upgrade
+        and a failed start may each try), if it holds them."""
+        if accepted.admitted:
+            accepted.admitted = False
+            self._admission.released(accepted.listener.config.name, accepted.peer[0])

@@ -31,7 +31,7 @@ from pathlib import Path
 from ferromq.acl import load_rules
 from ferromq.admission import load_bans
 from ferromq.auth import check_providers
-from ferromq.config import Config, ConfigError
+from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
 from ferromq.tls import server_context
 
 __all__ = ["check"]
@@ -43,7 +43,7 @@ def check(config: Config) -> None:
     load_rules(config.acl)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
-        if listener.protocol == "tls":
+        if listener.protocol in TLS_PROTOCOLS:
             server_context(f"listeners[{index}]", listener)
     storage = config.storage
     if storage.backend == "redis":

@@ -76,6 +76,8 @@ COUNTERS: Mapping[str, str] = {
     "clients/banned/flapping": "flapping_banned",
     "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
     "clients/tls_handshake_failed": "tls_handshake_failed",
+    "clients/refused/proxy_header": "refused_proxy_header",
+    "clients/refused/websocket_upgrade": "refused_websocket_upgrade",
 }
 
 

@@ -42,7 +42,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Final
 
-from ferromq.config import ConfigError, ListenerConfig
+from ferromq.config import TLS_PROTOCOLS, ConfigError, ListenerConfig
 
 __all__ = ["RELOADABLE", "certificate_identity", "reloaded_listeners", "server_context"]
 
@@ -148,7 +148,8 @@ def reloaded_listeners(
     fixed = [key.name for key in fields(ListenerConfig) if key.name not in RELOADABLE]
     return tuple(
         replace(old, **{key: getattr(fresh, key) for key in RELOADABLE})
-        if old.protocol == "tls" and all(getattr(old, k) == getattr(fresh, k) for k in fixed)
+        if old.protocol in TLS_PROTOCOLS
+        and all(getattr(old, k) == getattr(fresh, k) for k in fixed)
         else old
         for old, fresh in zip(running, new, strict=True)
     )

@@ -7,7 +7,7 @@ import select
 import socket
 import ssl
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from ferromq._core import FrameDecoder, encode
 
@@ -21,12 +21,15 @@ class RawClient:
         timeout: float = 5.0,
         tls: ssl.SSLContext | None = None,
         source: str | None = None,
+        preamble: bytes = b"",
     ) -> None:
-        """``source``: the local address to connect from (any 127.x.y.z on loopback)."""
+        """``source``: the local address to connect from (any 127.x.y.z on loopback);
+        ``preamble`` goes first, before TLS (a PROXY protocol header)."""
         self.version = version
         self.sock = socket.create_connection(
             (host, port), timeout=timeout, source_address=None if source is None else (source, 0)
         )
+        self.sock.sendall(preamble)
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.decoder = FrameDecoder(protocol_version=version)
@@ -94,3 +97,19 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _Client(Protocol):
+    def send(self, packet: dict[str, Any]) -> None: ...
+    def recv(self, timeout: float = 5.0) -> dict[str, Any]: ...
+
+
+def sys_value_reaches(client: _Client, topic: str, at_least: int) -> None:
+    """Subscribe the connected ``client`` to the $SYS ``topic`` and wait until its value
+    reaches ``at_least`` (within 10 of the broker's $SYS intervals)."""
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 0}]})
+    assert client.recv()["type"] == "suback"
+    values = [int(bytes(client.recv()["payload"]))]
+    while values[-1] < at_least:
+        assert len(values) < 10, f"{topic}: {values}"
+        values.append(int(bytes(client.recv()["payload"])))

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import paho.mqtt.client as paho
 import pytest
@@ -28,14 +29,20 @@ def paho_client(
     clean: bool = True,
     on_message: Callable[[paho.MQTTMessage], None] | None = None,
     configure: Callable[[paho.Client], None] | None = None,
+    transport: Literal["tcp", "websockets"] = "tcp",
 ) -> tuple[paho.Client, queue.Queue[paho.MQTTMessage]]:
     """A connected paho client running its network loop; messages go to the returned
     inbox, or to `on_message` (set before CONNECT, so queued messages are seen);
-    `configure` runs before CONNECT (e.g. ``tls_set``)."""
+    `configure` runs before CONNECT (e.g. ``tls_set``); ``transport`` "websockets" is
+    MQTT over WebSocket at paho's default path, /mqtt."""
     protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
     kwargs = {} if version == 5 else {"clean_session": clean}
     client = paho.Client(
-        CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol, **kwargs
+        CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=protocol,
+        transport=transport,
+        **kwargs,
     )
     inbox: queue.Queue[paho.MQTTMessage] = queue.Queue()
     deliver = on_message or inbox.put

@@ -21,7 +21,7 @@ import pytest
 from ferromq import bench
 from ferromq._core import BenchError
 from tests.conftest import RunningBroker, Starter
-from tests.integration.mqtt_raw import RawClient
+from tests.integration.mqtt_raw import RawClient, sys_value_reaches
 from tests.integration.test_auth_clients import users_add
 from tests.integration.test_broker_clients import paho_client, round_trip
 from tests.integration.test_reload import hang_up
@@ -288,12 +288,7 @@ def wait_for_sys_value(broker: RunningBroker, pki: Pki, topic: str, at_least: in
     """``topic`` reaches ``at_least`` within a few of the broker's $SYS intervals."""
     client = tls_client(broker, pki.ca.cafile)
     client.connect("sys-reader")
-    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 0}]})
-    assert client.recv()["type"] == "suback"
-    values = [int(bytes(client.recv()["payload"]))]
-    while values[-1] < at_least:
-        assert len(values) < 10, f"{topic}: {values}"
-        values.append(int(bytes(client.recv()["payload"])))
+    sys_value_reaches(client, topic, at_least)
 
 
 def test_garbage_and_stalled_handshakes_are_dropped_and_counted(
@@ -335,11 +330,20 @@ def test_load_generator_over_tls_accounts_every_message(
     """``ferromq bench --transport tls`` (rustls in the generator) against the TLS
     listener: QoS 1 both ways, every message delivered exactly once."""
     broker = started(loop, tls_config(pki))
+    generator_delivers_exactly_once(broker, "tls", pki.ca.cafile)
+
+
+def generator_delivers_exactly_once(
+    broker: RunningBroker, transport: str, cafile: Path | None = None
+) -> None:
+    """The load generator over ``transport``: 3 pairs, 500 QoS 1 messages each, every
+    one delivered once."""
+    ca = {} if cafile is None else {"tls_ca_file": str(cafile)}
     report = bench.run(
         {
             "port": broker.port,
-            "transport": "tls",
-            "tls_ca_file": str(pki.ca.cafile),
+            "transport": transport,
+            **ca,
             "scenario": "p2p",
             "pairs": 3,
             "pub_qos": 1,

@@ -379,14 +379,44 @@ def test_bad_value_names_key_path(tmp_path: Path, text: str, message: str) -> No
     assert error_of(tmp_path, text) == f"config file {path}: {message}"
 
 
-def test_reserved_protocols_are_not_supported_yet(tmp_path: Path) -> None:
-    message = error_of(tmp_path, '[[listeners]]\nprotocol = "ws"\n')
-    assert message.endswith('listeners[0].protocol: "ws" is not supported yet (use "tcp", "tls")')
+def test_websocket_and_proxy_keys(tmp_path: Path) -> None:
+    path = tmp_path / "ferromq.toml"
+    path.write_text(
+        '[[listeners]]\nprotocol = "ws"\npath = "/ws"\norigins = ["https://app.example"]\n'
+        'proxy_protocol = true\nproxy_trusted = ["10.0.0.7", "192.168.0.0/16"]\n'
+    )
+    listener = load_config(path, {}).listeners[0]
+    assert (listener.protocol, listener.path, listener.origins) == (
+        "ws",
+        "/ws",
+        ("https://app.example",),
+    )
+    assert listener.proxy_trusted == ("10.0.0.7", "192.168.0.0/16")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('path = "/ws"', 'listeners[0].path: only with protocol = "ws" or "wss"'),
+        ('origins = ["x"]', 'listeners[0].origins: only with protocol = "ws" or "wss"'),
+        ('proxy_trusted = ["10.0.0.0/8"]', "listeners[0].proxy_trusted: only with proxy_protocol"),
+        (
+            'proxy_protocol = true\nproxy_trusted = ["ten"]',
+            'listeners[0].proxy_trusted: "ten" is not an IPv4 or IPv6 address or network',
+        ),
+        ('protocol = "ws"\npath = "mqtt"', 'listeners[0].path: must start with /, got "mqtt"'),
+        ('protocol = "wss"', 'listeners[0].certfile: required with protocol = "wss"'),
+    ],
+)
+def test_websocket_and_proxy_key_errors(tmp_path: Path, text: str, message: str) -> None:
+    assert message in error_of(tmp_path, f"[[listeners]]\n{text}\n")
 
 
 def test_unknown_protocol(tmp_path: Path) -> None:
     message = error_of(tmp_path, '[[listeners]]\nprotocol = "udp"\n')
-    assert message.endswith('listeners[0].protocol: expected one of "tcp", "tls", got "udp"')
+    assert message.endswith(
+        'listeners[0].protocol: expected one of "tcp", "tls", "ws", "wss", got "udp"'
+    )
 
 
 def test_a_tls_listener_needs_its_certificate_and_key(tmp_path: Path) -> None:
@@ -667,7 +697,8 @@ def test_check_config_json_without_file() -> None:
     result = run_cli("check-config", "--json", env=clean_env())
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["listeners"] == [dataclasses.asdict(ListenerConfig())]
+    # Through JSON, as the CLI prints it (tuples become lists).
+    assert data["listeners"] == [json.loads(json.dumps(dataclasses.asdict(ListenerConfig())))]
     assert data["limits"]["max_inflight"] == 1024
 
 

@@ -86,7 +86,7 @@ pub(crate) use named;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{ClientType, DropPolicy};
+    use crate::engine::{ClientType, DropPolicy, Framing};
     use crate::topic::ShareStrategy;
 
     fn round_trips<T: Named + std::str::FromStr<Err = UnknownName> + fmt::Debug>() {
@@ -102,6 +102,7 @@ mod tests {
         round_trips::<ShareStrategy>();
         round_trips::<DropPolicy>();
         round_trips::<ClientType>();
+        round_trips::<Framing>();
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
+//! - [`transport`]: what sits between a socket and MQTT: the PROXY protocol header
+//!   and WebSocket framing.
 //! - [`acl`]: access-control rules compiled by Python, checked per message.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
@@ -19,3 +21,4 @@ pub mod engine;
 pub mod retain;
 pub mod store;
 pub mod topic;
+pub mod transport;

@@ -7,7 +7,7 @@
 //! read. Events leave as typed objects (events.rs).
 
 use ferromq_core::codec::{QoS, ReasonCode, Utf8Bytes};
-use ferromq_core::engine::{ClientType, Engine as CoreEngine};
+use ferromq_core::engine::{ClientType, Engine as CoreEngine, Framing};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 
@@ -39,9 +39,12 @@ impl Engine {
         }
     }
 
-    /// Register an accepted socket; returns its connection id.
-    fn open(&mut self, now: u64) -> u32 {
-        self.inner.open(now)
+    /// Register an accepted socket whose bytes carry MQTT in `framing` ("mqtt" for
+    /// TCP and TLS, "websocket" after an HTTP upgrade); returns its connection id.
+    #[pyo3(signature = (now, framing = "mqtt"))]
+    fn open(&mut self, now: u64, framing: &str) -> PyResult<u32> {
+        let framing: Framing = framing.parse().map_err(|e| errors::unknown_name(&e))?;
+        Ok(self.inner.open_framed(now, framing))
     }
 
     fn connection_lost(&mut self, conn: u32, now: u64) {

@@ -17,6 +17,7 @@ use ferromq_core::choice::UnknownName;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
 use ferromq_core::engine::JournalError;
 use ferromq_core::topic::IndexError;
+use ferromq_core::transport::proxy::ProxyError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -156,4 +157,9 @@ pub(crate) fn journal_error(err: JournalError) -> PyErr {
 /// RESP, an error reply while loading, a slot map with a gap).
 pub(crate) fn store_error(err: impl Display) -> PyErr {
     PyValueError::new_err(err.to_string())
+}
+
+/// Bytes at the front of a proxy listener's connection that are not a PROXY header.
+pub(crate) fn proxy_header(err: ProxyError) -> PyErr {
+    PyValueError::new_err(err.detail)
 }

@@ -16,6 +16,7 @@ mod engine;
 mod errors;
 mod events;
 mod journal;
+mod proxy;
 mod raw_feed;
 mod redis;
 mod restore_report;
@@ -38,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     journal::register(m)?;
     redis::register(m)?;
     split::register(m)?;
+    proxy::register(m)?;
     Ok(())
 }
 

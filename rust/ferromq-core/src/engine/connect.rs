@@ -31,6 +31,7 @@ use super::rate::PublishRate;
 use super::session::{Awaiting, PendingWill, Session};
 use super::stats::DropReason;
 use super::{ConnId, Engine, Event};
+use crate::transport::websocket::CloseCode;
 
 impl Engine {
     pub(super) fn handle_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
@@ -481,6 +482,7 @@ impl Engine {
             self.users.release_connection(user);
         }
         self.forget_hold(conn_id);
+        self.close_websocket(conn_id, CloseCode::Normal);
         self.events.push(Event::Close { conn: conn_id });
         let ConnState::Connected { session } = state else {
             return;

@@ -10,6 +10,7 @@ use crate::codec::{Connect, FrameDecoder, Packet, ProtocolVersion, Utf8Bytes, Wi
 use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::auth::AuthExchange;
+use super::framing::WebSocket;
 use super::hold::Hold;
 use super::rate::PublishRate;
 use super::retained_cursor::RetainedCursor;
@@ -79,6 +80,8 @@ pub struct Connection {
     pub parked: VecDeque<Packet>,
     /// Retained messages its subscriptions still have to receive.
     pub retained: RetainedCursor,
+    /// WebSocket framing state; None for a plain MQTT stream (`framing.rs`).
+    pub websocket: Option<Box<WebSocket>>,
     /// The ACL binding Python's authentication answer gave, until CONNACK.
     pub acl: Option<SessionAcl>,
 }
@@ -113,6 +116,7 @@ impl Connection {
             flush_queued: false,
             parked: VecDeque::new(),
             retained: RetainedCursor::default(),
+            websocket: None,
             acl: None,
         }
     }

@@ -34,6 +34,7 @@ mod connect;
 mod connection;
 mod delivery;
 mod diagnostics;
+mod framing;
 mod hold;
 pub(crate) mod journal;
 mod memory;
@@ -60,6 +61,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
+pub use framing::Framing;
 pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
     RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
@@ -285,14 +287,24 @@ impl Engine {
 
     /// Register an accepted socket; it must send CONNECT within the connect timeout.
     pub fn open(&mut self, now: u64) -> ConnId {
+        self.open_framed(now, Framing::Mqtt)
+    }
+
+    /// `open`, for a connection whose bytes carry MQTT in `framing` (`framing.rs`).
+    pub fn open_framed(&mut self, now: u64, framing: Framing) -> ConnId {
         self.clock = now;
         let id = self.free_conns.pop().unwrap_or(self.conns.len() as ConnId);
-        let conn = Connection::new(
+        let mut conn = Connection::new(
             self.config.max_packet_size,
             now,
             self.config.connect_timeout_ms,
             self.next_token,
         );
+        if framing == Framing::WebSocket {
+            conn.websocket = Some(Box::new(framing::WebSocket::new(
+                self.config.max_packet_size,
+            )));
+        }
         self.next_token += 1;
         if id as usize == self.conns.len() {
             self.conns.push(Some(conn));
@@ -314,7 +326,30 @@ impl Engine {
         if conn.is_closed() {
             return data.len();
         }
+        if conn.websocket.is_some() {
+            return self.feed_websocket(conn_id, data, now);
+        }
         let (packets, consumed, error) = conn.decoder.decode_slice(data);
+        if self.handle_decoded(conn_id, packets, consumed, error, now) {
+            consumed
+        } else {
+            data.len()
+        }
+    }
+
+    /// Handle the packets one read decoded (`consumed` bytes of them), then its decode
+    /// error if any: false when that error closed the connection.
+    fn handle_decoded(
+        &mut self,
+        conn_id: ConnId,
+        packets: Vec<Packet>,
+        consumed: usize,
+        error: Option<crate::codec::DecodeError>,
+        now: u64,
+    ) -> bool {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return false;
+        };
         // Keep alive counts whole Control Packets [MQTT-3.1.2-24]: bytes of a packet
         // still arriving do not keep a connection alive.
         if !packets.is_empty() {
@@ -336,9 +371,9 @@ impl Engine {
         if let Some(err) = error {
             self.stats.protocol_errors += 1;
             self.refuse_with(conn_id, err.reason, err.detail, now);
-            return data.len();
+            return false;
         }
-        consumed
+        true
     }
 
     /// The socket is gone (closed by the peer, an error, or after a `Close` event).
@@ -424,10 +459,17 @@ impl Engine {
                 .and_then(Option::as_mut)
             {
                 conn.flush_queued = false;
-                if !conn.out.is_empty() {
-                    let bytes = conn.out.split().freeze();
+                // The MQTT bytes leave the engine's count, framed or not.
+                self.output_bytes -= conn.out.len() as u64;
+                let bytes = match conn.websocket.as_deref_mut() {
+                    None if conn.out.is_empty() => continue,
+                    None => conn.out.split().freeze(),
+                    // The MQTT bytes are copied behind the frame header; the buffer
+                    // goes, as a TCP connection's does, so an idle one keeps none.
+                    Some(ws) => ws.wrap(&conn.out.split()),
+                };
+                if !bytes.is_empty() {
                     self.stats.bytes_sent += bytes.len() as u64;
-                    self.output_bytes -= bytes.len() as u64;
                     write(conn_id, bytes);
                 }
             }
@@ -508,6 +550,16 @@ impl Engine {
             self.dirty.push(conn_id);
         }
         true
+    }
+
+    /// List the connection among those `take_output` flushes, once.
+    fn mark_dirty(&mut self, conn_id: ConnId) {
+        if let Some(conn) = self.conn_mut(conn_id) {
+            if !conn.flush_queued {
+                conn.flush_queued = true;
+                self.dirty.push(conn_id);
+            }
+        }
     }
 
     fn handle_packet(&mut self, conn_id: ConnId, packet: Packet, now: u64) {

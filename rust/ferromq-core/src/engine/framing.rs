@@ -1,0 +1,154 @@
+//! Per-connection framing: how a connection's bytes carry MQTT. `Framing::Mqtt` is the
+//! stream itself (TCP, TLS); `Framing::WebSocket` wraps it in WebSocket frames
+//! (`crate::transport::websocket`), undone here so the IO layer feeds a WebSocket
+//! connection exactly as a TCP one: one `feed` per read, one buffer per connection
+//! from `take_output`.
+//!
+//! - **In.** `feed` unmasks the read's frames onto the connection's `inbound` stream
+//!   (an unfinished packet's bytes stay there, bounded by the decoder's maximum packet
+//!   size, as a TCP connection's stay in the IO layer's buffer), then decodes it like
+//!   a TCP read. A frame the deframer refuses is logged as `Rejected`, answered with a
+//!   close frame carrying its status (1002, 1003, 1009), and the connection ends as if
+//!   the socket dropped (the will is published). A client's close frame is echoed and
+//!   ends the connection the same way, unless an MQTT DISCONNECT came first.
+//! - **Out.** `take_output` sends the connection's MQTT output as one binary frame,
+//!   followed by its control frames (pong, close): a header copy per flush, never a
+//!   frame per packet. A connection the engine ends gets a close frame (1000) after its
+//!   last MQTT bytes.
+//!
+//! A TCP connection pays one `Option` check per `feed` and per flushed buffer.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::{ConnId, Engine, Event};
+use crate::choice::named;
+use crate::codec::ReasonCode;
+use crate::transport::websocket::{
+    put_binary_header, put_close, CloseCode, Deframer, FrameError, Progress, MAX_SERVER_HEADER,
+};
+
+/// Inbound capacity a WebSocket connection keeps once its stream is drained.
+const IDLE_INBOUND_CAPACITY: usize = 4096;
+
+/// How a connection's bytes carry MQTT; chosen when it opens ([`Engine::open_framed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// The MQTT byte stream as it is (TCP, TLS).
+    Mqtt,
+    /// MQTT in WebSocket binary frames, after the HTTP upgrade (which the IO layer ran).
+    WebSocket,
+}
+
+named!(Framing, "framing", ["mqtt" => Framing::Mqtt, "websocket" => Framing::WebSocket]);
+
+/// A WebSocket connection's framing state.
+#[derive(Debug)]
+pub(super) struct WebSocket {
+    deframer: Deframer,
+    /// Unmasked MQTT bytes not decoded yet (an unfinished packet).
+    inbound: BytesMut,
+    /// Control frames to send after the connection's MQTT output.
+    replies: BytesMut,
+    close_sent: bool,
+}
+
+impl WebSocket {
+    pub(super) fn new(max_packet_size: u32) -> WebSocket {
+        WebSocket {
+            deframer: Deframer::new(max_packet_size),
+            inbound: BytesMut::new(),
+            replies: BytesMut::new(),
+            close_sent: false,
+        }
+    }
+
+    pub(super) fn has_output(&self) -> bool {
+        !self.replies.is_empty()
+    }
+
+    /// One buffer for the socket: `mqtt` in one binary frame, then the control frames.
+    pub(super) fn wrap(&mut self, mqtt: &[u8]) -> Bytes {
+        let mut out = BytesMut::with_capacity(MAX_SERVER_HEADER + mqtt.len() + self.replies.len());
+        if !mqtt.is_empty() {
+            put_binary_header(&mut out, mqtt.len());
+            out.extend_from_slice(mqtt);
+        }
+        out.extend_from_slice(&self.replies);
+        self.replies.clear();
+        out.freeze()
+    }
+
+    /// Queue the close frame, once.
+    fn close(&mut self, code: CloseCode) {
+        if !self.close_sent {
+            self.close_sent = true;
+            put_close(&mut self.replies, Some(code.status()));
+        }
+    }
+}
+
+impl Engine {
+    /// `feed` for a WebSocket connection: deframe, then decode as TCP does.
+    pub(super) fn feed_websocket(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
+        let Some(conn) = self.conn_mut(conn_id) else {
+            return data.len();
+        };
+        let Some(ws) = conn.websocket.as_deref_mut() else {
+            return data.len();
+        };
+        let progress = ws.deframer.deframe(data, &mut ws.inbound, &mut ws.replies);
+        if let Ok(Progress::Closed) = progress {
+            // The peer's close was answered with a close frame of its own.
+            ws.close_sent = true;
+        }
+        let replied = ws.has_output();
+        let (packets, used, error) = conn.decoder.decode_slice(&ws.inbound);
+        ws.inbound.advance(used);
+        if ws.inbound.is_empty() && ws.inbound.capacity() > IDLE_INBOUND_CAPACITY {
+            // A large packet has gone through: an idle connection keeps no large buffer.
+            ws.inbound = BytesMut::new();
+        }
+        if replied {
+            self.mark_dirty(conn_id);
+        }
+        if !self.handle_decoded(conn_id, packets, used, error, now) {
+            return data.len();
+        }
+        match progress {
+            Ok(Progress::Open(consumed)) => consumed,
+            Ok(Progress::Closed) => {
+                self.close_connection(conn_id, true, false, now);
+                data.len()
+            }
+            Err(FrameError { code, detail }) => {
+                self.stats.protocol_errors += 1;
+                let reason = match code {
+                    CloseCode::MessageTooBig => ReasonCode::PacketTooLarge,
+                    _ => ReasonCode::ProtocolError,
+                };
+                self.events.push(Event::Rejected {
+                    conn: conn_id,
+                    reason,
+                    detail,
+                });
+                self.close_websocket(conn_id, code);
+                self.close_connection(conn_id, true, false, now);
+                data.len()
+            }
+        }
+    }
+
+    /// Queue a WebSocket connection's close frame with `code` (nothing for TCP).
+    pub(super) fn close_websocket(&mut self, conn_id: ConnId, code: CloseCode) {
+        let Some(ws) = self
+            .conn_mut(conn_id)
+            .and_then(|conn| conn.websocket.as_deref_mut())
+        else {
+            return;
+        };
+        if !ws.close_sent {
+            ws.close(code);
+            self.mark_dirty(conn_id);
+        }
+    }
+}
