@@ -56,9 +56,11 @@ def start_broker(
     config_text: str = "",
     env: dict[str, str] | None = None,
     nofile: int | None = None,
+    log_text: Callable[[], str] | None = None,
 ) -> RunningBroker:
     """A ``ferromq serve`` on a free port; ``nofile`` caps its file descriptors
-    (RLIMIT_NOFILE, soft and hard)."""
+    (RLIMIT_NOFILE, soft and hard); ``log_text`` reads the log where the broker writes
+    it (a file, a syslog socket), for its "listening" line, when not to its output."""
     port = free_port()
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
@@ -84,7 +86,7 @@ def start_broker(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
-        if "listening" in log_path.read_text(errors="replace"):
+        if "listening" in (log_text() if log_text else log_path.read_text(errors="replace")):
             return RunningBroker("127.0.0.1", port, process, log_path, config)
         time.sleep(0.05)
     process.kill()
