@@ -343,9 +343,7 @@ class Broker:
         on, on its live connection and its later ones, or stop. For the admin API and
         ``[log] trace_clients``; other clients' packets are not touched."""
         self.engine.trace(client_id, enabled)
-        log_event(
-            logger, logging.INFO, "trace on" if enabled else "trace off", client_id=client_id
-        )
+        log_event(logger, logging.INFO, "trace on" if enabled else "trace off", client_id=client_id)
 
     def traced(self) -> list[str]:
         """The client ids traced now, sorted."""

@@ -104,7 +104,7 @@ def add_override_arguments(parser: argparse.ArgumentParser) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="log at debug level (as [log] level = \"debug\")",
+        help='log at debug level (as [log] level = "debug")',
     )
 
 

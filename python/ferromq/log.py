@@ -45,8 +45,8 @@ __all__ = [
     "configure_logging",
     "install_handler",
     "log_error",
-    "log_handler",
     "log_event",
+    "log_handler",
     "peer_text",
 ]
 

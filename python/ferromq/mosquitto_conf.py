@@ -41,7 +41,7 @@ def _plain(key: str, render: Callable[[str], str] = str) -> Callable[[str], _Key
 def _listener(value: str) -> _Keys:
     port, _, host = value.partition(" ")
     keys = [("port", port)]
-    return keys + [("host", _text(host.strip()))] if host.strip() else keys
+    return [*keys, ("host", _text(host.strip()))] if host.strip() else keys
 
 
 def _log_dest(value: str) -> _Keys:
@@ -66,7 +66,10 @@ _KEYS: Final[dict[str, tuple[str, Callable[[str], _Keys]]]] = {
     "listener": ("[[listeners]]", _listener),
     "port": ("[[listeners]]", _plain("port")),
     "bind_address": ("[[listeners]]", _plain("host", _text)),
-    "protocol": ("[[listeners]]", lambda v: [("protocol", '"ws"' if v == "websockets" else '"tcp"')]),
+    "protocol": (
+        "[[listeners]]",
+        lambda v: [("protocol", '"ws"' if v == "websockets" else '"tcp"')],
+    ),
     "certfile": ("[[listeners]]", _plain("certfile", _text)),
     "keyfile": ("[[listeners]]", _plain("keyfile", _text)),
     "cafile": ("[[listeners]]", _plain("cafile", _text)),

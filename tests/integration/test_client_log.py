@@ -63,7 +63,7 @@ def test_connect_subscribe_unsubscribe_disconnect_as_text(started: Starter, loop
     assert re.search(r" username=alice peer=127\.0\.0\.1:\d+ ", connected), connected
     assert "listener=default protocol=5.0 keep_alive=60 clean_start=true" in connected
     assert "session_expiry=0 session_present=false" in connected
-    assert line_with(broker, "subscribed client_id=text-1").endswith(
+    assert line_with(broker, "ferromq.client subscribed client_id=text-1").endswith(
         "filter=plant/# qos=1 granted=1"
     )
     assert line_with(broker, "unsubscribed client_id=text-1").endswith("filter=plant/#")
@@ -125,7 +125,7 @@ def test_disconnect_reasons(started: Starter, loop: str) -> None:
 
 
 def test_the_peer_is_the_proxy_headers_client(started: Starter, loop: str) -> None:
-    broker = started(loop, "[[listeners]]\nname = \"lb\"\nproxy_protocol = true\n" + MEMORY)
+    broker = started(loop, '[[listeners]]\nname = "lb"\nproxy_protocol = true\n' + MEMORY)
     client = RawClient(broker.host, broker.port, preamble=v1("192.0.2.7", 50312))
     client.connect("proxied")
     line = line_with(broker, "client connected client_id=proxied")
@@ -156,7 +156,7 @@ def test_a_rotating_log_file(tmp_path: Path, loop: str) -> None:
             client.connect(f"rotating-{i}")
             client.send({"type": "disconnect"})
             client.expect_closed()
-        line_with_file = _wait_in(path, "client_id=rotating-39")
+        line_with_file = _wait_in(path.parent, "client connected client_id=rotating-39")
     finally:
         broker.stop()
     assert sorted(p.name for p in path.parent.iterdir()) == [
@@ -173,12 +173,17 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def _wait_in(path: Path, text: str) -> str:
+def _wait_in(directory: Path, text: str) -> str:
+    """The line holding ``text`` in the log file or its rotated copies, waiting for it."""
+
+    def every_file() -> str:
+        return "\n".join(_read(path) for path in sorted(directory.iterdir()))
+
     deadline = time.monotonic() + 10
-    while text not in _read(path):
-        assert time.monotonic() < deadline, f"no {text!r} in {path}:\n{_read(path)}"
+    while text not in every_file():
+        assert time.monotonic() < deadline, f"no {text!r} in {directory}:\n{every_file()}"
         time.sleep(0.05)
-    return next(line for line in _read(path).splitlines() if text in line)
+    return next(line for line in every_file().splitlines() if text in line)
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ mod support;
 
 use bytes::Bytes;
 use ferromq_core::codec::{
-    Packet, ProtocolVersion::*, QoS, ReasonCode, ReasonOnly, Subscribe,
-    SubscriptionOptions, Unsubscribe,
+    Packet, ProtocolVersion::*, QoS, ReasonCode, ReasonOnly, Subscribe, SubscriptionOptions,
+    Unsubscribe,
 };
 use ferromq_core::engine::{DisconnectReason, EngineConfig, Event, PREVIEW_BYTES};
 use support::*;
@@ -184,7 +184,10 @@ fn shutdown_and_a_kick_are_reported_as_such() {
         ..logging()
     });
     let mut kicked = h.open(V5);
-    h.send(&kicked, Packet::Connect(Box::new(connect("kicked", V5, true))));
+    h.send(
+        &kicked,
+        Packet::Connect(Box::new(connect("kicked", V5, true))),
+    );
     let token = match h.auth_events.remove(0) {
         Event::Authenticate { token, .. } => token,
         other => panic!("expected Authenticate, got {other:?}"),
@@ -192,12 +195,8 @@ fn shutdown_and_a_kick_are_reported_as_such() {
     h.engine
         .complete_auth(kicked.conn, token, ReasonCode::Success, None, h.now);
     h.recv(&mut kicked);
-    h.engine.disconnect(
-        kicked.conn,
-        token,
-        ReasonCode::AdministrativeAction,
-        h.now,
-    );
+    h.engine
+        .disconnect(kicked.conn, token, ReasonCode::AdministrativeAction, h.now);
     h.pump();
 
     let mut last = h.open(V5);

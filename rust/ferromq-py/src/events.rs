@@ -319,7 +319,9 @@ pub(crate) fn events_from_core(
                 qos: packet.qos,
                 reason_codes: packet.reason_codes,
                 payload_size: packet.payload_size,
-                payload_preview: packet.payload_preview.map(|b| PyBytes::new(py, &b).unbind()),
+                payload_preview: packet
+                    .payload_preview
+                    .map(|b| PyBytes::new(py, &b).unbind()),
             }
             .into_pyobject(py)?
             .into_any(),

@@ -19,21 +19,20 @@ use std::sync::Arc;
 use crate::acl::Binding;
 
 use crate::codec::{
-    ConnAck, Connect, Packet, Properties, Property, PropertyId, ProtocolVersion, ReasonCode,
-    ReasonOnly, Will,
+    ConnAck, Connect, Packet, PacketType, Properties, Property, PropertyId, ProtocolVersion,
+    ReasonCode, ReasonOnly, Will,
 };
 
 use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::connection::ConnState;
+use super::lifecycle::DisconnectReason;
 use super::message::Message;
 use super::rate::PublishRate;
 use super::session::{Awaiting, PendingWill, Session};
 use super::stats::DropReason;
-use super::lifecycle::DisconnectReason;
 use super::trace::PacketSummary;
 use super::{ConnId, Engine, Event};
-use crate::codec::PacketType;
 use crate::transport::websocket::CloseCode;
 
 impl Engine {

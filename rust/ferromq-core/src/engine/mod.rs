@@ -65,11 +65,11 @@ use bytes::Bytes;
 
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use framing::Framing;
-pub use lifecycle::DisconnectReason;
 pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
     RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
 };
+pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};
@@ -404,20 +404,21 @@ impl Engine {
         }
         self.stats.bytes_received += consumed as u64;
         for packet in packets {
-            let traced = match self.conn_mut(conn_id) {
+            let (traced, held) = match self.conn_mut(conn_id) {
                 None => break,
                 Some(conn) if conn.is_closed() => break,
-                Some(conn) => conn.traced,
+                Some(conn) => (conn.traced, conn.hold.is_some()),
             };
             if traced {
                 self.trace_packet(conn_id, true, PacketSummary::of(&packet));
             }
-            match self.conn_mut(conn_id) {
+            if held && !hold::passes_hold(&packet) {
                 // Its input is held (`hold`): the packet waits its turn.
-                Some(conn) if conn.hold.is_some() && !hold::passes_hold(&packet) => {
+                if let Some(conn) = self.conn_mut(conn_id) {
                     conn.parked.push_back(packet);
                 }
-                _ => self.handle_packet(conn_id, packet, now),
+            } else {
+                self.handle_packet(conn_id, packet, now);
             }
             self.stats.packets_received += 1;
         }

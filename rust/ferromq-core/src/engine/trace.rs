@@ -62,7 +62,10 @@ impl PacketSummary {
                 let preview = publish.payload.len().min(PREVIEW_BYTES);
                 summary.payload_preview = Some(publish.payload.slice(..preview));
             }
-            Packet::PubAck(ack) | Packet::PubRec(ack) | Packet::PubRel(ack) | Packet::PubComp(ack) => {
+            Packet::PubAck(ack)
+            | Packet::PubRec(ack)
+            | Packet::PubRel(ack)
+            | Packet::PubComp(ack) => {
                 summary.packet_id = Some(ack.packet_id);
                 summary.reason_codes.push(ack.reason as u8);
             }
