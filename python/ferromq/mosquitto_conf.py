@@ -21,7 +21,8 @@ from typing import Final
 
 __all__ = ["toml_hint"]
 
-_DIRECTIVE: Final = re.compile(r"\s*([a-z_]+)\s+(\S.*?)\s*")
+# `name value`; a value starting with "=" is a TOML line (`port = 1883`), not Mosquitto's.
+_DIRECTIVE: Final = re.compile(r"\s*([a-z_]+)\s+([^=\s].*?)\s*")
 
 _Keys = list[tuple[str, str]]  # (key, TOML value) pairs of one table
 

@@ -85,7 +85,10 @@ fn a_connect_is_reported_with_the_settings_in_force() {
 
 #[test]
 fn subscribe_and_unsubscribe_are_reported_with_each_filter_and_its_answer() {
-    let mut h = Harness::new(logging());
+    let mut h = Harness::new(EngineConfig {
+        max_subscriptions_per_client: 1,
+        ..logging()
+    });
     let (mut c, _) = h.connect(connect("dev-2", V5, true));
     let options = |qos| SubscriptionOptions {
         qos,
@@ -98,7 +101,7 @@ fn subscribe_and_unsubscribe_are_reported_with_each_filter_and_its_answer() {
             properties: Default::default(),
             filters: vec![
                 (s("sensors/+/temp"), options(QoS::AtLeastOnce)),
-                (s("bad/#/filter"), options(QoS::AtMostOnce)),
+                (s("one/too/many"), options(QoS::AtMostOnce)),
             ],
         }),
     );
@@ -119,7 +122,7 @@ fn subscribe_and_unsubscribe_are_reported_with_each_filter_and_its_answer() {
                 client_id: "dev-2".into(),
                 filters: vec![
                     ("sensors/+/temp".into(), 1, ReasonCode::GrantedQos1),
-                    ("bad/#/filter".into(), 0, ReasonCode::TopicFilterInvalid),
+                    ("one/too/many".into(), 0, ReasonCode::QuotaExceeded),
                 ],
             },
             Event::Unsubscribed {
@@ -138,7 +141,7 @@ fn each_end_of_a_connected_client_is_reported_once_with_its_reason() {
     let with_will = ReasonOnly::new(ReasonCode::DisconnectWithWillMessage);
     h.send(&polite, Packet::Disconnect(with_will));
 
-    let (gone, _) = h.connect(connect("gone", V311, true));
+    let (gone, _) = h.connect(connect("gone", V3_1_1, true));
     h.drop_connection(&gone);
 
     let (_old, _) = h.connect(connect("twin", V5, false));
@@ -147,7 +150,7 @@ fn each_end_of_a_connected_client_is_reported_once_with_its_reason() {
     let (rude, _) = h.connect(connect("rude", V5, true));
     h.send(&rude, Packet::Connect(Box::new(connect("rude", V5, true))));
 
-    let (_silent, _) = h.connect(connect("silent", V311, true));
+    let (_silent, _) = h.connect(connect("silent", V3_1_1, true));
     h.advance(91_000); // past 1.5 x 60 s: "twin" (the new one) and "silent"
 
     h.engine.shutdown(h.now);
@@ -263,7 +266,7 @@ fn a_traced_client_has_every_packet_copied_and_no_other_client_does() {
 #[test]
 fn a_trace_switched_at_run_time_applies_to_the_live_connection() {
     let mut h = Harness::new(EngineConfig::default());
-    let (mut c, _) = h.connect(connect("live", V311, true));
+    let (mut c, _) = h.connect(connect("live", V3_1_1, true));
     h.send(&c, Packet::PingReq);
     h.recv(&mut c);
     assert!(traces(&h).is_empty());
