@@ -180,46 +180,37 @@ fn each_end_of_a_connected_client_is_reported_once_with_its_reason() {
     assert_eq!(connected, disconnect_reasons(&h).len());
 }
 
+/// A client whose CONNECT Python accepted, and its connection's token.
+fn accepted(h: &mut Harness, id: &str) -> (support::Client, u64) {
+    let mut client = h.open(V5);
+    h.send(&client, Packet::Connect(Box::new(connect(id, V5, true))));
+    let token = match h.auth_events.remove(0) {
+        Event::Authenticate { token, .. } => token,
+        other => panic!("expected Authenticate, got {other:?}"),
+    };
+    h.engine
+        .complete_auth(client.conn, token, ReasonCode::Success, None, h.now);
+    h.recv(&mut client);
+    (client, token)
+}
+
 #[test]
 fn shutdown_and_a_kick_are_reported_as_such() {
     let mut h = Harness::new(EngineConfig {
         authenticate: true,
         ..logging()
     });
-    let mut kicked = h.open(V5);
-    h.send(
-        &kicked,
-        Packet::Connect(Box::new(connect("kicked", V5, true))),
-    );
-    let token = match h.auth_events.remove(0) {
-        Event::Authenticate { token, .. } => token,
-        other => panic!("expected Authenticate, got {other:?}"),
-    };
-    h.engine
-        .complete_auth(kicked.conn, token, ReasonCode::Success, None, h.now);
-    h.recv(&mut kicked);
-    h.engine
-        .disconnect(kicked.conn, token, ReasonCode::AdministrativeAction, h.now);
+    let (kicked, token) = accepted(&mut h, "kicked");
+    let reason = ReasonCode::AdministrativeAction;
+    h.engine.disconnect(kicked.conn, token, reason, h.now);
     h.pump();
-
-    let mut last = h.open(V5);
-    h.send(&last, Packet::Connect(Box::new(connect("last", V5, true))));
-    let token = match h.auth_events.remove(0) {
-        Event::Authenticate { token, .. } => token,
-        other => panic!("expected Authenticate, got {other:?}"),
-    };
-    h.engine
-        .complete_auth(last.conn, token, ReasonCode::Success, None, h.now);
-    h.recv(&mut last);
+    accepted(&mut h, "last");
     h.engine.shutdown(h.now);
     h.pump();
     assert_eq!(
         disconnect_reasons(&h),
         vec![
-            (
-                "kicked".into(),
-                DisconnectReason::Kicked(ReasonCode::AdministrativeAction)
-            ),
+            ("kicked".into(), DisconnectReason::Kicked(reason)),
             ("last".into(), DisconnectReason::ServerShutdown),
         ]
     );
