@@ -224,6 +224,21 @@ def version_line() -> str:
     )
 
 
+class _ShowVersion(argparse.Action):
+    """``-V``: the version line, built only when asked for (it imports both compiled
+    modules)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def version(args: argparse.Namespace) -> int:
     print("\n".join(version_report()))
     return 0
@@ -255,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run 'ferromq COMMAND --help' for a command's options.",
     )
     parser.add_argument(
-        "-V", "--version", action="version", version=version_line(), help="show the version"
+        "-V", "--version", action=_ShowVersion, nargs=0, help="show the version and exit"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -266,10 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
         description=_paragraphs(
             "Run the MQTT broker until it gets SIGTERM or SIGINT (Ctrl-C). SIGHUP reloads "
             "the configuration file.",
-            "Without a configuration file it listens on 127.0.0.1:1883 and accepts any "
-            "client. -p and -b replace the port and host of the first listener the "
-            "configuration file (or FERROMQ_LISTEN) names; other listeners stay as "
-            "configured.",
+            "Without a configuration file it listens on 127.0.0.1:1883, accepts any "
+            "client and keeps its sessions in ./ferromq-data. -p and -b replace the port "
+            "and host of the first listener the configuration file (or FERROMQ_LISTEN) "
+            "names; other listeners stay as configured.",
         ),
         epilog="examples:\n"
         "  ferromq serve -p 1884\n"
@@ -324,12 +339,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(commands)
     users_cli.register(commands)
     bans_cli.register(commands)
+    for command_parser in commands.choices.values():
+        # The parser to name in an "unrecognized arguments" error (see main).
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would name the top parser; the command's help is the useful one
+        named: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        named.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 0

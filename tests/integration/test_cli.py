@@ -146,7 +146,10 @@ def test_check_config_shows_what_the_command_line_changes(tmp_path: Path) -> Non
     [
         (["serve", "-p", "70000"], ["--port", "between 1 and 65535", "70000"]),
         (["serve", "-p", "mqtt"], ["--port", "integer"]),
-        (["serve", "--no-such-option"], ["unrecognized arguments", "--no-such-option"]),
+        (
+            ["serve", "--no-such-option"],
+            ["unrecognized arguments: --no-such-option", "(see ferromq serve --help)"],
+        ),
         (["serve", "-c"], ["-c/--config", "expected one argument"]),
         (["serve", "-c", "/nonexistent/ferromq.toml"], ["/nonexistent/ferromq.toml", "not found"]),
     ],
