@@ -162,6 +162,8 @@ class Broker:
         self._started_at = time.monotonic()
         self.serving = False
         self.reload_hooks: list[ReloadHook] = []
+        self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
+        self.acl_rules: AclRules | None = None
         self.use_acl(load_rules(config.acl), config.acl)
 
     @property
@@ -294,6 +296,7 @@ class Broker:
         subscriptions they deny stop at once (removed from the index, each logged:
         MQTT has no server-side UNSUBSCRIBE to tell the client)."""
         revoked = self.engine.set_acl(rules, config.default == "allow")
+        self.acl_rules = rules
         for client_id, subscription in revoked[:_REVOKED_LOGGED]:
             log_event(
                 logger,
@@ -313,16 +316,22 @@ class Broker:
                 revoked=len(revoked),
             )
 
-    def reload_acl(self) -> None:
-        """Read the running configuration's rules file again (it changed); a file that
-        does not parse is logged and the rules in force stay."""
+    def reload_acl(self) -> str | None:
+        """Read the running configuration's rules file again (it changed, or the admin
+        API asks); a file that does not parse is logged, the rules in force stay, and
+        its error is returned."""
         try:
             rules = load_rules(self.config.acl)
         except ConfigError as exc:
             log_event(logger, logging.ERROR, "acl reload refused, rules kept", error=str(exc))
-            return
+            return str(exc)
         self.use_acl(rules, self.config.acl)
         self.hub.flush()
+        return None
+
+    def apply_bans(self) -> None:
+        """Read the bans file again now (the admin API changed it), as SIGHUP does."""
+        self._reload_admission(self.config, self.config)
 
     def _reload_admission(self, running: Config, applied: Config) -> None:
         """A reload hook: the applied limits and bans (the bans file read again) decide
@@ -405,8 +414,8 @@ async def serve(
     """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``."""
     broker = Broker(config)
     if reload_config is not None:
-        reloader = Reloader(broker, reload_config)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
+        broker.reloader = Reloader(broker, reload_config)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
     await broker.start()
     try:
         await stop.wait()

@@ -20,6 +20,7 @@ store is opened, so a port in use leaves nothing on disk.
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 - ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
 - ``bans add | remove | list``: edit the bans file (:mod:`ferromq.bans_cli`, likewise).
+- ``ctl``: operate a running broker over its admin API (:mod:`ferromq.ctl`, likewise).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ferromq import __version__, bans_cli, bench, preflight
+from ferromq import __version__, bans_cli, bench, ctl, preflight
 from ferromq.auth import cli as users_cli
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
 from ferromq.log import configure_logging
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(commands)
     users_cli.register(commands)
     bans_cli.register(commands)
+    ctl.register(commands)
     return parser
 
 

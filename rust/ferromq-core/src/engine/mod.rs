@@ -21,11 +21,13 @@
 //! refused although they decode: Response Topic, control characters), and the
 //! limits: `rate` and `users` (publish rates per client and per user name), `hold`
 //! (reading less from a publisher), `memory` (the memory budget), `retained_store`
-//! (retained payloads and their limits).
+//! (retained payloads and their limits); `admin` answers the admin API (paginated
+//! queries and operator actions, bounded work per call).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
 mod acl;
+mod admin;
 mod alias_out;
 mod announce;
 mod auth;
@@ -60,6 +62,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use admin::{
+    AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
+    MAX_PAGE, SCAN_BUDGET,
+};
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use framing::Framing;
 pub use journal::{
@@ -421,7 +427,7 @@ impl Engine {
         }
     }
 
-    /// Publish a message from the broker itself ($SYS, the admin API).
+    /// Publish a message from the broker itself ($SYS); returns the sessions reached.
     pub fn publish(
         &mut self,
         topic: &str,
@@ -430,15 +436,22 @@ impl Engine {
         retain: bool,
         now: u64,
     ) -> usize {
-        let message = Message::from_publish(
-            topic,
-            payload,
-            qos,
-            retain,
-            &crate::codec::Properties::new(),
-            None,
-            now,
-        );
+        let properties = crate::codec::Properties::new();
+        self.publish_with_properties(topic, payload, qos, retain, &properties, now)
+    }
+
+    /// `publish` with MQTT 5.0 properties (the admin API): forwarded to v5
+    /// subscribers as a client's would be (`Message::from_publish`).
+    pub fn publish_with_properties(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        qos: QoS,
+        retain: bool,
+        properties: &crate::codec::Properties,
+        now: u64,
+    ) -> usize {
+        let message = Message::from_publish(topic, payload, qos, retain, properties, None, now);
         let message = Arc::new(message);
         if retain {
             // The broker's own retained messages ($SYS) are outside the limits.

@@ -1,0 +1,920 @@
+"""The admin REST API (``/api/v1``): read and act on the running broker.
+
+Every route is one row of :data:`ROUTES` (:class:`~ferromq.admin.openapi.Route`): the
+handler, its parameters and the JSON schemas of its body and answer. :func:`api_app`
+mounts the table on an aiohttp application and serves the OpenAPI 3.1 document made
+from it at ``/api/v1/openapi.json``; request bodies are checked against the same
+schemas (:func:`ferromq.admin.schema.check`). Errors are ``{"error": "..."}``: 400 a
+bad request, 403 denied by the ACL, 404 nothing of that name, 409 a state that
+forbids it (a connected session, no users or bans file configured).
+
+Queries go to the engine per request (``Engine.sessions``, ``retained_messages``, ...)
+and are paginated there: a page is at most 1,000 items and a call examines a bounded
+number of sessions, so a request never holds up message flow for long; lists answer
+``{"items": [...], "next": cursor | null}`` and the next page is ``?cursor=<next>``.
+Actions that change the engine (kick, delete a session, subscribe, publish, clear a
+retained message) flush its output at once, as any event handler does. Nothing here
+runs per message.
+
+Users and bans are files (:mod:`ferromq.auth.users`, the bans file of
+:mod:`ferromq.bans_cli`): the API edits them with the CLI's helpers and applies them at
+once — users through a new provider chain (as SIGHUP builds it), bans through
+``Admission.use`` (``Broker.apply_bans``), which closes connected clients a new ban
+matches. ``POST /reload`` runs SIGHUP's reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ferromq import __version__
+from ferromq._core import (
+    MessageProperties,
+    NotAuthorized,
+    RetainedMessage,
+    SessionInfo,
+    SessionInUse,
+    Subscription,
+    UnknownClient,
+)
+from ferromq.admin.openapi import Param, Route, openapi_document
+from ferromq.admin.schema import (
+    BOOLEAN,
+    STRING,
+    Schema,
+    array,
+    check,
+    integer,
+    nullable,
+    obj,
+    string,
+)
+from ferromq.auth import provider_from_config
+from ferromq.auth.provider import CLIENT_TYPES
+from ferromq.auth.scram import ScramCredential
+from ferromq.auth.users import UserRecord, add_user, delete_user, load_users
+from ferromq.bans_cli import BAN_KINDS, ban_entries, edit_ban_file
+from ferromq.config import ConfigError, load_ban_file
+from ferromq.log import peer_text
+
+if TYPE_CHECKING:
+    from ferromq.broker import Broker
+
+__all__ = ["PREFIX", "ROUTES", "AdminApi", "api_app"]
+
+PREFIX = "/api/v1"
+MAX_PAGE = 1000  # the engine's cap (ferromq-core engine::admin::MAX_PAGE)
+
+
+class ApiError(Exception):
+    """An answer other than success: ``status`` and the one-line error."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AdminApi:
+    """The handlers' view of one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @property
+    def now(self) -> int:
+        return self.broker.hub.now()
+
+    def wall_time(self, engine_ms: int) -> str:
+        """An engine time as an ISO 8601 UTC timestamp."""
+        unix = time.time() - (self.now - engine_ms) / 1000
+        return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="seconds")
+
+    def flush(self) -> None:
+        self.broker.hub.flush()
+
+
+# --- JSON shapes --------------------------------------------------------------------
+
+_COUNTS: dict[str, Schema] = {
+    "subscription_count": integer(0),
+    "inflight": integer(0),
+    "queued": integer(0),
+    "queued_bytes": integer(0),
+}
+CLIENT = obj(
+    {
+        "client_id": STRING,
+        "username": nullable(STRING),
+        "connected": BOOLEAN,
+        "peer": nullable(STRING),
+        "protocol": nullable(integer(3, 5)),
+        "keep_alive": nullable(integer(0)),
+        "connected_at": nullable(STRING),
+        **_COUNTS,
+    },
+    required=("client_id", "connected"),
+)
+SESSION = obj(
+    {
+        "client_id": STRING,
+        "connected": BOOLEAN,
+        "client_type": string(*CLIENT_TYPES),
+        "expiry_interval": integer(0),
+        "expires_in": nullable(integer(0)),
+        **_COUNTS,
+    },
+    required=("client_id", "connected"),
+)
+SUBSCRIPTION = obj(
+    {
+        "filter": string(min_length=1),
+        "qos": integer(0, 2),
+        "no_local": BOOLEAN,
+        "retain_as_published": BOOLEAN,
+        "retain_handling": integer(0, 2),
+        "subscription_id": nullable(integer(1, 268_435_455)),
+    },
+    required=("filter",),
+)
+ENCODING = string("utf-8", "base64")
+PROPERTIES = obj(
+    {
+        "content_type": STRING,
+        "response_topic": string(min_length=1),
+        "correlation_data": STRING,
+        "user_properties": obj({}, extra=STRING),
+        "message_expiry": integer(0, 4_294_967_295),
+        "payload_format_indicator": integer(0, 1),
+    }
+)
+RETAINED = obj(
+    {
+        "topic": STRING,
+        "payload": STRING,
+        "encoding": ENCODING,
+        "qos": integer(0, 2),
+        "properties": PROPERTIES,
+    },
+    required=("topic", "payload", "encoding", "qos"),
+)
+PUBLISH = obj(
+    {
+        "topic": string(min_length=1),
+        "payload": STRING,
+        "encoding": ENCODING,
+        "qos": integer(0, 2),
+        "retain": BOOLEAN,
+        "properties": PROPERTIES,
+    },
+    required=("topic", "payload"),
+)
+USER = obj(
+    {"name": string(min_length=1), "client_type": string(*CLIENT_TYPES), "scheme": STRING},
+    required=("name",),
+)
+NEW_USER = obj(
+    {
+        "name": string(min_length=1),
+        "password": string(min_length=1),
+        "client_type": string(*CLIENT_TYPES),
+    },
+    required=("name", "password"),
+)
+BAN_KIND = string(*BAN_KINDS)
+BAN = obj({"kind": BAN_KIND, "value": string(min_length=1)}, required=("kind", "value"))
+LISTED_BAN = obj({**BAN["properties"], "source": string("config", "file")})
+ACL = obj(
+    {
+        "file": nullable(STRING),
+        "format": STRING,
+        "default": STRING,
+        "watch": integer(0),
+        "rules": integer(0),
+    }
+)
+
+
+def page_of(items: Schema) -> Schema:
+    return obj({"items": array(items), "next": nullable(integer(0))}, required=("items", "next"))
+
+
+def list_of(items: Schema) -> Schema:
+    return obj({"items": array(items)}, required=("items",))
+
+
+def client_json(api: AdminApi, info: SessionInfo) -> dict[str, object]:
+    peer = None if info.conn is None else api.broker.hub.peer(info.conn)
+    return {
+        "client_id": info.client_id,
+        "username": info.username,
+        "connected": info.connected,
+        "peer": peer_text(peer) if peer else None,
+        "protocol": info.protocol,
+        "keep_alive": info.keep_alive,
+        "connected_at": None if info.connected_at is None else api.wall_time(info.connected_at),
+        **_counts(info),
+    }
+
+
+def session_json(api: AdminApi, info: SessionInfo) -> dict[str, object]:
+    expires_in = None if info.expires_at is None else max(0, (info.expires_at - api.now) // 1000)
+    return {
+        "client_id": info.client_id,
+        "connected": info.connected,
+        "client_type": info.client_type,
+        "expiry_interval": info.expiry_interval,
+        "expires_in": expires_in,
+        **_counts(info),
+    }
+
+
+def _counts(info: SessionInfo) -> dict[str, object]:
+    return {
+        "subscription_count": info.subscriptions,
+        "inflight": info.inflight,
+        "queued": info.queued,
+        "queued_bytes": info.queued_bytes,
+    }
+
+
+def subscription_json(sub: Subscription) -> dict[str, object]:
+    return {key: getattr(sub, key) for key in SUBSCRIPTION["properties"]}
+
+
+def _text(data: bytes) -> tuple[str, str]:
+    """Bytes as JSON carries them: UTF-8 text when they are, else base64."""
+    try:
+        return data.decode(), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode(), "base64"
+
+
+def retained_json(message: RetainedMessage) -> dict[str, object]:
+    payload, encoding = _text(message.payload)
+    props = message.properties
+    properties: dict[str, object] = {
+        "content_type": props.content_type,
+        "response_topic": props.response_topic,
+        "correlation_data": None
+        if props.correlation_data is None
+        else base64.b64encode(props.correlation_data).decode(),
+        "user_properties": dict(props.user_properties) or None,
+        "message_expiry": props.message_expiry,
+        "payload_format_indicator": props.payload_format_indicator,
+    }
+    return {
+        "topic": message.topic,
+        "payload": payload,
+        "encoding": encoding,
+        "qos": message.qos,
+        "properties": {k: v for k, v in properties.items() if v is not None},
+    }
+
+
+# --- request parts ------------------------------------------------------------------
+
+
+def _query_int(request: web.Request, name: str, default: int, minimum: int, maximum: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, f"{name}: expected an integer, got {text!r}") from None
+    if not minimum <= value <= maximum:
+        raise ApiError(400, f"{name}: expected {minimum} to {maximum}, got {value}")
+    return value
+
+
+def _query_bool(request: web.Request, name: str) -> bool | None:
+    text = request.query.get(name)
+    if text is None:
+        return None
+    if text not in ("true", "false"):
+        raise ApiError(400, f"{name}: expected true or false, got {text!r}")
+    return text == "true"
+
+
+def _query_text(request: web.Request, name: str, required: bool = False) -> str | None:
+    text = request.query.get(name)
+    if required and not text:
+        raise ApiError(400, f"{name}: required")
+    return text
+
+
+async def _body(request: web.Request, schema: Schema) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError(400, "body: not JSON") from None
+    check(body, schema)
+    assert isinstance(body, dict), "the schema is an object's"
+    return body
+
+
+def _decode(text: str, encoding: str, what: str) -> bytes:
+    if encoding == "utf-8":
+        return text.encode()
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise ApiError(400, f"{what}: not base64") from None
+
+
+_MAX_CURSOR = 2**63 - 1
+_CURSOR = Param(
+    "cursor", "query", integer(0, _MAX_CURSOR), "where the page starts: the last page's `next`"
+)
+_LIMIT = Param("limit", "query", integer(1, MAX_PAGE), f"items per page (default 100, most {MAX_PAGE})")
+_CLIENT_ID = Param("client_id", "path", string(min_length=1), "the client id")
+_TOPIC = Param("topic", "path", string(min_length=1), "a topic name", pattern=".+")
+_SESSION_FILTERS = (
+    _CURSOR,
+    _LIMIT,
+    Param("client_id_prefix", "query", STRING, "client ids starting with this"),
+    Param("client_id_contains", "query", STRING, "client ids holding this"),
+    Param("username", "query", STRING, "sessions of this user name (its last CONNECT's)"),
+    Param("connected", "query", BOOLEAN, "true: connected clients only; false: offline ones"),
+)
+
+
+def _page_args(request: web.Request) -> tuple[int, int]:
+    """``cursor`` and ``limit`` (:data:`_CURSOR`, :data:`_LIMIT`)."""
+    return (
+        _query_int(request, "cursor", 0, 0, _MAX_CURSOR),
+        _query_int(request, "limit", 100, 1, MAX_PAGE),
+    )
+
+
+def _session_page(api: AdminApi, request: web.Request) -> tuple[list[SessionInfo], int | None]:
+    cursor, limit = _page_args(request)
+    page = api.broker.engine.sessions(
+        cursor,
+        limit,
+        client_id_prefix=_query_text(request, "client_id_prefix"),
+        client_id_contains=_query_text(request, "client_id_contains"),
+        username=_query_text(request, "username"),
+        connected=_query_bool(request, "connected"),
+    )
+    return list(page.items), page.next
+
+
+def _session(api: AdminApi, client_id: str) -> SessionInfo:
+    info = api.broker.engine.session(client_id)
+    if info is None:
+        raise ApiError(404, f"no session for client id {client_id!r}")
+    return info
+
+
+# --- handlers -----------------------------------------------------------------------
+
+
+async def list_clients(api: AdminApi, request: web.Request) -> object:
+    items, next_cursor = _session_page(api, request)
+    return {"items": [client_json(api, info) for info in items], "next": next_cursor}
+
+
+async def show_client(api: AdminApi, request: web.Request) -> object:
+    client_id = request.match_info["client_id"]
+    info = _session(api, client_id)
+    subscriptions = api.broker.engine.subscriptions(client_id)
+    return {**client_json(api, info), "subscriptions": [subscription_json(s) for s in subscriptions]}
+
+
+async def kick_client(api: AdminApi, request: web.Request) -> object:
+    client_id = request.match_info["client_id"]
+    if not api.broker.engine.kick(client_id, api.now):
+        raise ApiError(404, f"client {client_id!r} is not connected")
+    api.flush()
+    return None
+
+
+async def list_sessions(api: AdminApi, request: web.Request) -> object:
+    items, next_cursor = _session_page(api, request)
+    return {"items": [session_json(api, info) for info in items], "next": next_cursor}
+
+
+async def show_session(api: AdminApi, request: web.Request) -> object:
+    client_id = request.match_info["client_id"]
+    info = _session(api, client_id)
+    subscriptions = api.broker.engine.subscriptions(client_id)
+    return {**session_json(api, info), "subscriptions": [subscription_json(s) for s in subscriptions]}
+
+
+async def delete_session(api: AdminApi, request: web.Request) -> object:
+    api.broker.engine.delete_session(request.match_info["client_id"], api.now)
+    api.flush()
+    return None
+
+
+async def list_subscriptions(api: AdminApi, request: web.Request) -> object:
+    subscriptions = api.broker.engine.subscriptions(request.match_info["client_id"])
+    return {"items": [subscription_json(s) for s in subscriptions]}
+
+
+async def add_subscription(api: AdminApi, request: web.Request) -> object:
+    body = await _body(request, SUBSCRIPTION)
+    client_id = request.match_info["client_id"]
+    new = api.broker.engine.subscribe_for(
+        client_id,
+        body["filter"],
+        body.get("qos", 0),
+        api.now,
+        no_local=body.get("no_local", False),
+        retain_as_published=body.get("retain_as_published", False),
+        retain_handling=body.get("retain_handling", 0),
+        subscription_id=body.get("subscription_id"),
+    )
+    api.flush()
+    return {"filter": body["filter"], "new": new}
+
+
+async def remove_subscription(api: AdminApi, request: web.Request) -> object:
+    client_id = request.match_info["client_id"]
+    topic_filter = _query_text(request, "filter", required=True)
+    assert topic_filter is not None
+    if not api.broker.engine.unsubscribe_for(client_id, topic_filter):
+        raise ApiError(404, f"client {client_id!r} has no subscription to {topic_filter!r}")
+    api.flush()
+    return None
+
+
+async def list_retained(api: AdminApi, request: web.Request) -> object:
+    cursor, limit = _page_args(request)
+    topic_filter = _query_text(request, "filter") or "#"
+    page = api.broker.engine.retained_messages(topic_filter, api.now, cursor, limit)
+    return {"items": [retained_json(m) for m in page.items], "next": page.next}
+
+
+async def show_retained(api: AdminApi, request: web.Request) -> object:
+    topic = request.match_info["topic"]
+    message = api.broker.engine.retained_message(topic, api.now)
+    if message is None:
+        raise ApiError(404, f"no retained message on {topic!r}")
+    return retained_json(message)
+
+
+async def delete_retained(api: AdminApi, request: web.Request) -> object:
+    topic = request.match_info["topic"]
+    if not api.broker.engine.clear_retained(topic):
+        raise ApiError(404, f"no retained message on {topic!r}")
+    return None
+
+
+async def publish(api: AdminApi, request: web.Request) -> object:
+    body = await _body(request, PUBLISH)
+    encoding = body.get("encoding", "utf-8")
+    props = body.get("properties", {})
+    correlation = props.get("correlation_data")
+    properties = MessageProperties(
+        content_type=props.get("content_type"),
+        response_topic=props.get("response_topic"),
+        correlation_data=None
+        if correlation is None
+        else _decode(correlation, encoding, "properties.correlation_data"),
+        user_properties=list(props.get("user_properties", {}).items()),
+        message_expiry=props.get("message_expiry"),
+        payload_format_indicator=props.get("payload_format_indicator"),
+    )
+    delivered = api.broker.engine.publish(
+        body["topic"],
+        _decode(body["payload"], encoding, "payload"),
+        body.get("qos", 0),
+        body.get("retain", False),
+        api.now,
+        properties,
+    )
+    api.flush()
+    return {"delivered": delivered}
+
+
+def _users_file(api: AdminApi) -> Path:
+    path = api.broker.config.auth.users_file
+    if path is None:
+        raise ApiError(409, "no users file: set [auth] users_file")
+    return Path(path)
+
+
+def _use_users(api: AdminApi) -> None:
+    """Decide later CONNECTs with the users file as it is now (SIGHUP's chain)."""
+    broker = api.broker
+    if broker.auth is not None:
+        chain = provider_from_config(broker.config.auth)
+        if chain is not None:
+            broker.use_provider(chain)
+
+
+async def list_users(api: AdminApi, request: web.Request) -> object:
+    path = _users_file(api)
+    users = load_users(path) if path.exists() else {}
+    return {
+        "items": [
+            {"name": name, "client_type": record.client_type, "scheme": record.scheme}
+            for name, record in users.items()
+        ]
+    }
+
+
+async def create_user(api: AdminApi, request: web.Request) -> object:
+    body = await _body(request, NEW_USER)
+    path = _users_file(api)
+    if path.exists() and body["name"] in load_users(path):
+        raise ApiError(409, f"user {body['name']!r} exists")
+    try:  # PBKDF2: seconds of CPU, off the loop
+        credential = await asyncio.to_thread(ScramCredential.derive, body["password"])
+    except ValueError as exc:  # SASLprep refused a character
+        raise ApiError(400, f"password: {exc}") from None
+    add_user(path, body["name"], UserRecord(credential, body.get("client_type", "device")))
+    _use_users(api)
+    return {"name": body["name"]}
+
+
+async def remove_user(api: AdminApi, request: web.Request) -> object:
+    name = request.match_info["name"]
+    path = _users_file(api)
+    if not path.exists() or name not in load_users(path):
+        raise ApiError(404, f"no user {name!r}")
+    delete_user(path, name)
+    _use_users(api)
+    return None
+
+
+async def show_acl(api: AdminApi, request: web.Request) -> object:
+    acl = api.broker.config.acl
+    rules = api.broker.acl_rules
+    return {
+        "file": acl.file,
+        "format": acl.format,
+        "default": acl.default,
+        "watch": acl.watch,
+        "rules": 0 if rules is None else len(rules),
+    }
+
+
+async def reload_acl(api: AdminApi, request: web.Request) -> object:
+    error = api.broker.reload_acl()
+    if error is not None:
+        raise ApiError(400, error)
+    return await show_acl(api, request)
+
+
+async def list_bans(api: AdminApi, request: web.Request) -> object:
+    bans = api.broker.config.bans
+    items = [{"kind": k, "value": v, "source": "config"} for k, v in ban_entries(bans)]
+    if bans.file is not None:
+        items += [{"kind": k, "value": v, "source": "file"} for k, v in _file_bans(Path(bans.file))]
+    return {"file": bans.file, "items": items}
+
+
+def _bans_file(api: AdminApi) -> Path:
+    path = api.broker.config.bans.file
+    if path is None:
+        raise ApiError(409, "no bans file: set [bans] file")
+    return Path(path)
+
+
+def _file_bans(path: Path) -> list[tuple[str, str]]:
+    return ban_entries(load_ban_file(path)) if path.exists() else []
+
+
+async def add_ban(api: AdminApi, request: web.Request) -> object:
+    body = await _body(request, BAN)
+    path = _bans_file(api)
+    if (body["kind"], body["value"]) in _file_bans(path):
+        raise ApiError(409, f"{body['kind']} {body['value']!r} is already banned")
+    edit_ban_file(path, body["kind"], body["value"], add=True)
+    api.broker.apply_bans()
+    api.flush()
+    return {"kind": body["kind"], "value": body["value"]}
+
+
+async def remove_ban(api: AdminApi, request: web.Request) -> object:
+    kind = _query_text(request, "kind", required=True)
+    value = _query_text(request, "value", required=True)
+    assert kind is not None and value is not None
+    if kind not in BAN_KINDS:
+        raise ApiError(400, f"kind: must be one of {', '.join(BAN_KINDS)}")
+    path = _bans_file(api)
+    if (kind, value) not in _file_bans(path):
+        raise ApiError(404, f"{kind} {value!r} is not banned in {path}")
+    edit_ban_file(path, kind, value, add=False)
+    api.broker.apply_bans()
+    return None
+
+
+async def list_listeners(api: AdminApi, request: web.Request) -> object:
+    admission = api.broker.admission
+    return {
+        "items": [
+            {
+                "name": listener.name,
+                "protocol": listener.protocol,
+                "host": listener.host,
+                "port": listener.port,
+                "connections": admission.open_connections(listener.name),
+            }
+            for listener in api.broker.config.listeners
+        ]
+    }
+
+
+async def show_stats(api: AdminApi, request: web.Request) -> object:
+    return api.broker.stats()
+
+
+async def reload(api: AdminApi, request: web.Request) -> object:
+    reloader = api.broker.reloader
+    if reloader is None:
+        raise ApiError(409, "this broker has no configuration to reload")
+    reloader.reload()
+    return None
+
+
+async def openapi(api: AdminApi, request: web.Request) -> object:
+    return openapi_document(ROUTES, PREFIX, __version__)
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/openapi.json", "This document", openapi, answer={"type": "object"}),
+    Route(
+        "GET",
+        "/clients",
+        "List clients (sessions with their connection)",
+        list_clients,
+        params=_SESSION_FILTERS,
+        answer=page_of(CLIENT),
+    ),
+    Route(
+        "GET",
+        "/clients/{client_id}",
+        "A client and its subscriptions",
+        show_client,
+        params=(_CLIENT_ID,),
+        answer=obj({**CLIENT["properties"], "subscriptions": array(SUBSCRIPTION)}),
+        errors=(404,),
+    ),
+    Route(
+        "DELETE",
+        "/clients/{client_id}",
+        "Kick a client: v5 DISCONNECT 0x98 Administrative action; its will is published",
+        kick_client,
+        params=(_CLIENT_ID,),
+        status=204,
+        errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/clients/{client_id}/subscriptions",
+        "A client's subscriptions",
+        list_subscriptions,
+        params=(_CLIENT_ID,),
+        answer=list_of(SUBSCRIPTION),
+        errors=(404,),
+    ),
+    Route(
+        "POST",
+        "/clients/{client_id}/subscriptions",
+        "Subscribe a client as its SUBSCRIBE would (ACL checked, retained sent)",
+        add_subscription,
+        params=(_CLIENT_ID,),
+        body=SUBSCRIPTION,
+        status=201,
+        answer=obj({"filter": STRING, "new": BOOLEAN}),
+        errors=(403, 404),
+    ),
+    Route(
+        "DELETE",
+        "/clients/{client_id}/subscriptions",
+        "Unsubscribe a client from `filter`",
+        remove_subscription,
+        params=(_CLIENT_ID, Param("filter", "query", string(min_length=1), "the filter", True)),
+        status=204,
+        errors=(404,),
+    ),
+    Route(
+        "GET",
+        "/sessions",
+        "List sessions",
+        list_sessions,
+        params=_SESSION_FILTERS,
+        answer=page_of(SESSION),
+    ),
+    Route(
+        "GET",
+        "/sessions/{client_id}",
+        "A session: expiry, queue depth, in-flight, subscriptions",
+        show_session,
+        params=(_CLIENT_ID,),
+        answer=obj({**SESSION["properties"], "subscriptions": array(SUBSCRIPTION)}),
+        errors=(404,),
+    ),
+    Route(
+        "DELETE",
+        "/sessions/{client_id}",
+        "End an offline session (a connected one: kick it first)",
+        delete_session,
+        params=(_CLIENT_ID,),
+        status=204,
+        errors=(404, 409),
+    ),
+    Route(
+        "GET",
+        "/retained",
+        "List retained messages matching `filter` (default `#`), oldest first",
+        list_retained,
+        params=(Param("filter", "query", string(min_length=1), "a topic filter"), _CURSOR, _LIMIT),
+        answer=page_of(RETAINED),
+    ),
+    Route(
+        "GET",
+        "/retained/{topic}",
+        "The retained message of a topic",
+        show_retained,
+        params=(_TOPIC,),
+        answer=RETAINED,
+        errors=(404,),
+    ),
+    Route(
+        "DELETE",
+        "/retained/{topic}",
+        "Clear the retained message of a topic",
+        delete_retained,
+        params=(_TOPIC,),
+        status=204,
+        errors=(404,),
+    ),
+    Route(
+        "POST",
+        "/publish",
+        "Publish as the broker (QoS 0/1/2, retain, v5 properties)",
+        publish,
+        body=PUBLISH,
+        answer=obj({"delivered": integer(0)}),
+    ),
+    Route(
+        "GET",
+        "/users",
+        "Users of the users file",
+        list_users,
+        answer=list_of(USER),
+        errors=(409,),
+    ),
+    Route(
+        "POST",
+        "/users",
+        "Add a user (SCRAM-SHA-256 credential); applies to the next CONNECTs",
+        create_user,
+        body=NEW_USER,
+        status=201,
+        answer=obj({"name": STRING}),
+        errors=(409,),
+    ),
+    Route(
+        "DELETE",
+        "/users/{name}",
+        "Delete a user; applies to the next CONNECTs",
+        remove_user,
+        params=(Param("name", "path", string(min_length=1), "the user name"),),
+        status=204,
+        errors=(404, 409),
+    ),
+    Route(
+        "GET",
+        "/acl",
+        "The ACL in force: file, format, default, rule count",
+        show_acl,
+        answer=ACL,
+    ),
+    Route(
+        "POST",
+        "/acl/reload",
+        "Read the ACL rules file again and apply it to every session",
+        reload_acl,
+        answer=ACL,
+        errors=(400,),
+    ),
+    Route(
+        "GET",
+        "/bans",
+        "Bans from [bans] and its file",
+        list_bans,
+        answer=obj({"file": nullable(STRING), "items": array(LISTED_BAN)}, required=("items",)),
+    ),
+    Route(
+        "POST",
+        "/bans",
+        "Ban a client id, user name or address in the bans file; matching clients are closed",
+        add_ban,
+        body=BAN,
+        status=201,
+        answer=BAN,
+        errors=(409,),
+    ),
+    Route(
+        "DELETE",
+        "/bans",
+        "Lift a ban of the bans file",
+        remove_ban,
+        params=(
+            Param("kind", "query", BAN_KIND, "client_id, username or address", True),
+            Param("value", "query", string(min_length=1), "the banned value", True),
+        ),
+        status=204,
+        errors=(409,),
+    ),
+    Route(
+        "GET",
+        "/listeners",
+        "Listeners and their open connections",
+        list_listeners,
+        answer=list_of(
+            obj(
+                {
+                    "name": STRING,
+                    "protocol": STRING,
+                    "host": STRING,
+                    "port": integer(1, 65535),
+                    "connections": integer(0),
+                }
+            )
+        ),
+    ),
+    Route(
+        "GET",
+        "/stats",
+        "The broker's counters ($SYS's and more)",
+        show_stats,
+        answer=obj({}, extra=integer()),
+    ),
+    Route(
+        "POST",
+        "/reload",
+        "Reload the configuration, as SIGHUP does",
+        reload,
+        status=204,
+        errors=(409,),
+    ),
+)
+
+
+_STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
+    (ApiError, 0),  # its own status
+    (UnknownClient, 404),
+    (SessionInUse, 409),
+    (NotAuthorized, 403),
+    (ConfigError, 400),  # users and bans files: a name that exists, an unreadable file
+    (ValueError, 400),  # the engine's argument checks, SchemaError
+)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def _endpoint(api: AdminApi, route: Route) -> Any:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            answer = await route.handler(api, request)
+        except Exception as exc:
+            for kind, status in _STATUS_OF:
+                if isinstance(exc, kind):
+                    code = exc.status if isinstance(exc, ApiError) else status
+                    return _error(code, str(exc))
+            raise
+        if answer is None:
+            return web.Response(status=204)
+        return web.json_response(answer, status=route.status)
+
+    handle.__name__ = route.operation_id
+    return handle
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """aiohttp's own refusals (no such route, method not allowed) as JSON errors too."""
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error(exc.status, exc.reason)
+    return response
+
+
+def api_app(broker: Broker) -> web.Application:
+    """The API as an aiohttp application, for ``app.add_subapp(PREFIX, ...)``."""
+    api = AdminApi(broker)
+    app = web.Application(middlewares=[json_errors])
+    for route in ROUTES:
+        app.router.add_route(route.method, route.aiohttp_path, _endpoint(api, route))
+    return app
