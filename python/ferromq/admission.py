@@ -400,10 +400,9 @@ class Admission:
         if not conns:
             del state.users[client.username]
 
-    def open_connections(self, listener: str) -> int:
-        """Connections open now on ``listener`` (by name; 0 for an unknown one)."""
-        entry = self._listeners.get(listener)
-        return 0 if entry is None else entry.open
+    def open_by_listener(self) -> dict[str, int]:
+        """Open connections per listener name (for metrics)."""
+        return {name: listener.open for name, listener in self._listeners.items()}
 
     def stats(self) -> dict[str, int]:
         """Open connections, refusals by reason (``refused_<reason>``), addresses banned

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AclConfig",
+    "AdminConfig",
     "AuthConfig",
     "BanList",
     "BansConfig",
@@ -761,6 +762,40 @@ class BansConfig(BanList):
 
 
 @dataclass(frozen=True)
+class AdminConfig:
+    """``[admin]``: the admin HTTP listener (:mod:`ferromq.admin`): ``/healthz``,
+    ``/readyz``, Prometheus ``/metrics``; needs the ``admin`` extra."""
+
+    enabled: bool = _setting(False, _Bool())
+    """Serve the admin listener (off by default)."""
+    host: str = _setting("127.0.0.1", _Text())
+    """Loopback by default; any other address needs ``token`` or ``token_file``."""
+    port: int = _setting(8080, _Int(1, 65535))
+    token: str | None = _setting(None, _Text())
+    """The bearer token every request must carry (``Authorization: Bearer <token>``);
+    unset on a loopback host: no authentication."""
+    token_file: str | None = _setting(None, _Text())
+    """A file holding the token (one line; a final newline is ignored), instead of
+    ``token``."""
+    metrics_public: bool = _setting(False, _Bool())
+    """``/healthz``, ``/readyz`` and ``/metrics`` answer without the token (for probes
+    and a Prometheus without credentials); everything else still needs it."""
+    certfile: str = _setting("", _Text(allow_empty=True))
+    """PEM certificate (chain): set with ``keyfile``, the listener speaks HTTPS."""
+    keyfile: str = _setting("", _Text(allow_empty=True))
+    """PEM private key of ``certfile``, unencrypted."""
+
+    def loopback(self) -> bool:
+        """``host`` reaches this machine only."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -873,6 +908,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)
     bans: BansConfig = field(default_factory=BansConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -1064,6 +1100,7 @@ def _check(config: Config) -> Config:
                 f"listeners[{index}].path: must start with /, got {_quote(listener.path)}"
             )
     _check_auth(config.auth)
+    _check_admin(config.admin)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -1088,6 +1125,19 @@ def _check(config: Config) -> Config:
             "the characters Kafka allows in topic names: a-z A-Z 0-9 . _ -"
         )
     return config
+
+
+def _check_admin(admin: AdminConfig) -> None:
+    if admin.token is not None and admin.token_file is not None:
+        raise ConfigError("admin.token_file: set beside admin.token; give one of them")
+    if admin.enabled and not admin.loopback() and admin.token is admin.token_file is None:
+        raise ConfigError(
+            f"admin.token: required when admin.host ({_quote(admin.host)}) is not a "
+            "loopback address; set admin.token or admin.token_file"
+        )
+    if bool(admin.certfile) != bool(admin.keyfile):
+        given, missing = ("certfile", "keyfile") if admin.certfile else ("keyfile", "certfile")
+        raise ConfigError(f"admin.{missing}: required with admin.{given} (HTTPS needs both)")
 
 
 def _check_only_for(

@@ -34,7 +34,7 @@ from typing import Any
 
 __all__ = ["DEFAULT_URL", "register"]
 
-DEFAULT_URL = "http://127.0.0.1:8081"
+DEFAULT_URL = "http://127.0.0.1:8080"  # [admin]'s default host and port
 EXIT_REFUSED = 1
 EXIT_UNAVAILABLE = 69
 _TIMEOUT = 30.0

@@ -1,9 +1,9 @@
 """The admin REST API (``/api/v1``): read and act on the running broker.
 
 Every route is one row of :data:`ROUTES` (:class:`~ferromq.admin.openapi.Route`): the
-handler, its parameters and the JSON schemas of its body and answer. :func:`api_app`
-mounts the table on an aiohttp application and serves the OpenAPI 3.1 document made
-from it at ``/api/v1/openapi.json``; request bodies are checked against the same
+handler, its parameters and the JSON schemas of its body and answer. :func:`register`
+mounts the table on the admin listener (behind its bearer token) and the OpenAPI 3.1
+document made from it is served at ``/api/v1/openapi.json``; request bodies are checked against the same
 schemas (:func:`ferromq.admin.schema.check`). Errors are ``{"error": "..."}``: 400 a
 bad request, 403 denied by the ACL, 404 nothing of that name, 409 a state that
 forbids it (a connected session, no users or bans file configured).
@@ -67,9 +67,10 @@ from ferromq.config import ConfigError, load_ban_file
 from ferromq.log import peer_text
 
 if TYPE_CHECKING:
+    from ferromq.admin.routes import AdminRoutes, RequestHandler
     from ferromq.broker import Broker
 
-__all__ = ["PREFIX", "ROUTES", "AdminApi", "api_app"]
+__all__ = ["PREFIX", "ROUTES", "AdminApi", "register"]
 
 PREFIX = "/api/v1"
 MAX_PAGE = 1000  # the engine's cap (ferromq-core engine::admin::MAX_PAGE)
@@ -613,7 +614,7 @@ async def remove_ban(api: AdminApi, request: web.Request) -> object:
 
 
 async def list_listeners(api: AdminApi, request: web.Request) -> object:
-    admission = api.broker.admission
+    open_now = api.broker.admission.open_by_listener()
     return {
         "items": [
             {
@@ -621,7 +622,7 @@ async def list_listeners(api: AdminApi, request: web.Request) -> object:
                 "protocol": listener.protocol,
                 "host": listener.host,
                 "port": listener.port,
-                "connections": admission.open_connections(listener.name),
+                "connections": open_now.get(listener.name, 0),
             }
             for listener in api.broker.config.listeners
         ]
@@ -881,7 +882,7 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def _endpoint(api: AdminApi, route: Route) -> Any:
+def _endpoint(api: AdminApi, route: Route) -> RequestHandler:
     async def handle(request: web.Request) -> web.StreamResponse:
         try:
             answer = await route.handler(api, request)
@@ -899,22 +900,8 @@ def _endpoint(api: AdminApi, route: Route) -> Any:
     return handle
 
 
-@web.middleware
-async def json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
-    """aiohttp's own refusals (no such route, method not allowed) as JSON errors too."""
-    try:
-        response: web.StreamResponse = await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return _error(exc.status, exc.reason)
-    return response
-
-
-def api_app(broker: Broker) -> web.Application:
-    """The API as an aiohttp application, for ``app.add_subapp(PREFIX, ...)``."""
-    api = AdminApi(broker)
-    app = web.Application(middlewares=[json_errors])
+def register(routes: AdminRoutes) -> None:
+    """Mount :data:`ROUTES` under :data:`PREFIX` (:data:`ferromq.admin.routes.MODULES`)."""
+    api = AdminApi(routes.broker)
     for route in ROUTES:
-        app.router.add_route(route.method, route.aiohttp_path, _endpoint(api, route))
-    return app
+        routes.add(route.method, PREFIX + route.aiohttp_path, _endpoint(api, route))

@@ -7,7 +7,7 @@
 //! read. Events leave as typed objects (events.rs).
 
 use ferromq_core::codec::{
-    Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
+    PacketType, Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
 };
 use ferromq_core::engine::{ClientType, Engine as CoreEngine, Framing, SessionFilter};
 use pyo3::prelude::*;
@@ -419,9 +419,25 @@ impl Engine {
             ("messages_queued", s.messages_queued),
             ("shared_queued", s.shared_queued),
             ("retained_messages", s.retained_messages),
+            ("retained_bytes", s.retained_bytes),
             ("subscriptions", s.subscriptions),
+            ("auth_failed_bad_credentials", s.auth_failed.bad_credentials),
+            ("auth_failed_not_authorized", s.auth_failed.not_authorized),
+            ("auth_failed_bad_method", s.auth_failed.bad_method),
+            ("auth_failed_unavailable", s.auth_failed.unavailable),
+            ("clients_connected_mqtt31", s.clients_connected_by_version[0]),
+            ("clients_connected_mqtt311", s.clients_connected_by_version[1]),
+            ("clients_connected_mqtt5", s.clients_connected_by_version[2]),
         ] {
             d.set_item(key, value)?;
+        }
+        // By packet type, for metrics: `packets_received_publish`, `bytes_sent_suback` ...
+        for kind in (1..=15).filter_map(PacketType::from_u8) {
+            let (name, i) = (kind.name(), kind as usize);
+            d.set_item(format!("packets_received_{name}"), s.received.packets[i])?;
+            d.set_item(format!("bytes_received_{name}"), s.received.bytes[i])?;
+            d.set_item(format!("packets_sent_{name}"), s.sent.packets[i])?;
+            d.set_item(format!("bytes_sent_{name}"), s.sent.bytes[i])?;
         }
         Ok(d)
     }

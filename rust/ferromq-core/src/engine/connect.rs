@@ -46,6 +46,9 @@ impl Engine {
             );
         }
         if let Some(refusal) = self.check_connect(&connect) {
+            if refusal == ReasonCode::BadAuthenticationMethod {
+                self.stats.auth_failed.count(refusal);
+            }
             self.refuse(conn_id, refusal, now);
             return;
         }

@@ -75,7 +75,7 @@ pub use journal::{
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};
-pub use stats::{Drops, Stats};
+pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
 
 use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
@@ -326,7 +326,7 @@ impl Engine {
     /// decode error the connection is closed and all of `data` counts as used.
     pub fn feed(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
         self.clock = now;
-        let Some(conn) = self.conn_mut(conn_id) else {
+        let Some(conn) = self.conns.get_mut(conn_id as usize).and_then(Option::as_mut) else {
             return data.len();
         };
         if conn.is_closed() {
@@ -335,7 +335,10 @@ impl Engine {
         if conn.websocket.is_some() {
             return self.feed_websocket(conn_id, data, now);
         }
-        let (packets, consumed, error) = conn.decoder.decode_slice(data);
+        let received = &mut self.stats.received;
+        let (packets, consumed, error) = conn
+            .decoder
+            .decode_slice_with(data, |kind, len| received.count(kind, len));
         if self.handle_decoded(conn_id, packets, consumed, error, now) {
             consumed
         } else {
@@ -557,7 +560,9 @@ impl Engine {
         {
             return false;
         }
-        self.output_bytes += (conn.out.len() - before) as u64;
+        let written = conn.out.len() - before;
+        self.output_bytes += written as u64;
+        self.stats.sent.count(packet.packet_type(), written);
         if !conn.flush_queued {
             conn.flush_queued = true;
             self.dirty.push(conn_id);

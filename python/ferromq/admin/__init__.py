@@ -1,0 +1,13 @@
+"""The admin listener: an aiohttp server in the broker's own event loop, off the MQTT
+data path (``[admin]``, the ``admin`` extra).
+
+:mod:`~ferromq.admin.server` binds it with the MQTT listeners and serves it once they
+accept; :mod:`~ferromq.admin.auth` checks the bearer token; :mod:`~ferromq.admin.routes`
+is the seam route modules register on (:mod:`~ferromq.admin.health`: ``/healthz`` and
+``/readyz``; :mod:`~ferromq.admin.metrics`: Prometheus ``/metrics``). Handlers run per
+request and read the engine then, never per message.
+"""
+
+from ferromq.admin.server import AdminServer
+
+__all__ = ["AdminServer"]
