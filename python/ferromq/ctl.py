@@ -117,7 +117,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     cells += [["-" if row.get(c) is None else str(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in cells
     )
 
@@ -269,7 +269,9 @@ def _token(args: argparse.Namespace) -> str | None:
 def _run(command: Command) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
-            client = Client(args.url or os.environ.get("FERROMQ_ADMIN_URL", DEFAULT_URL), _token(args))
+            client = Client(
+                args.url or os.environ.get("FERROMQ_ADMIN_URL", DEFAULT_URL), _token(args)
+            )
             answer, text = command(client, args)
         except CtlError as exc:
             print(f"ferromq ctl: {exc}", file=sys.stderr)
@@ -345,7 +347,12 @@ def register(commands: Any) -> None:
 
     for noun, path, columns, delete in (
         ("clients", "/clients", _CLIENT_COLUMNS, ("kick", "kicked", "Disconnect a client")),
-        ("sessions", "/sessions", _SESSION_COLUMNS, ("delete", "deleted", "End an offline session")),
+        (
+            "sessions",
+            "/sessions",
+            _SESSION_COLUMNS,
+            ("delete", "deleted", "End an offline session"),
+        ),
     ):
         actions = group(noun, f"{noun}: list, show, {delete[0]}")
         _listing_options(action(actions, "list", f"List {noun}.", _listing(path, columns)))
@@ -385,7 +392,10 @@ def register(commands: Any) -> None:
     pub.add_argument("--correlation-data", dest="correlation_data")
     pub.add_argument("--message-expiry", dest="message_expiry", type=int, metavar="SECONDS")
     pub.add_argument(
-        "--user-property", dest="user_property", type=_user_property, action="append",
+        "--user-property",
+        dest="user_property",
+        type=_user_property,
+        action="append",
         metavar="KEY=VALUE",
     )
 

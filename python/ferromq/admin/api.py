@@ -3,10 +3,11 @@
 Every route is one row of :data:`ROUTES` (:class:`~ferromq.admin.openapi.Route`): the
 handler, its parameters and the JSON schemas of its body and answer. :func:`register`
 mounts the table on the admin listener (behind its bearer token) and the OpenAPI 3.1
-document made from it is served at ``/api/v1/openapi.json``; request bodies are checked against the same
-schemas (:func:`ferromq.admin.schema.check`). Errors are ``{"error": "..."}``: 400 a
-bad request, 403 denied by the ACL, 404 nothing of that name, 409 a state that
-forbids it (a connected session, no users or bans file configured).
+document made from it is served at ``/api/v1/openapi.json``; request bodies are
+checked against the same schemas (:func:`ferromq.admin.schema.check`). Errors are
+``{"error": "..."}``: 400 a bad request, 403 denied by the ACL, 404 nothing of that
+name, 409 a state that forbids it (a connected session, no users or bans file
+configured, a user or ban that exists).
 
 Queries go to the engine per request (``Engine.sessions``, ``retained_messages``, ...)
 and are paginated there: a page is at most 1,000 items and a call examines a bounded
@@ -336,7 +337,9 @@ _MAX_CURSOR = 2**63 - 1
 _CURSOR = Param(
     "cursor", "query", integer(0, _MAX_CURSOR), "where the page starts: the last page's `next`"
 )
-_LIMIT = Param("limit", "query", integer(1, MAX_PAGE), f"items per page (default 100, most {MAX_PAGE})")
+_LIMIT = Param(
+    "limit", "query", integer(1, MAX_PAGE), f"items per page (default 100, most {MAX_PAGE})"
+)
 _CLIENT_ID = Param("client_id", "path", string(min_length=1), "the client id")
 _TOPIC = Param("topic", "path", string(min_length=1), "a topic name", pattern=".+")
 _SESSION_FILTERS = (
@@ -389,7 +392,10 @@ async def show_client(api: AdminApi, request: web.Request) -> object:
     client_id = request.match_info["client_id"]
     info = _session(api, client_id)
     subscriptions = api.broker.engine.subscriptions(client_id)
-    return {**client_json(api, info), "subscriptions": [subscription_json(s) for s in subscriptions]}
+    return {
+        **client_json(api, info),
+        "subscriptions": [subscription_json(s) for s in subscriptions],
+    }
 
 
 async def kick_client(api: AdminApi, request: web.Request) -> object:
@@ -409,7 +415,10 @@ async def show_session(api: AdminApi, request: web.Request) -> object:
     client_id = request.match_info["client_id"]
     info = _session(api, client_id)
     subscriptions = api.broker.engine.subscriptions(client_id)
-    return {**session_json(api, info), "subscriptions": [subscription_json(s) for s in subscriptions]}
+    return {
+        **session_json(api, info),
+        "subscriptions": [subscription_json(s) for s in subscriptions],
+    }
 
 
 async def delete_session(api: AdminApi, request: web.Request) -> object:
