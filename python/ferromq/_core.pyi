@@ -3,6 +3,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 from typing_extensions import Buffer, CapsuleType
 
 __all__ = [
+    "ADMIN_MAX_PAGE",
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
     "JOURNAL_FORMAT_VERSION",
@@ -68,6 +69,7 @@ __all__ = [
 
 __version__: Final[str]
 MAX_PACKET_SIZE: Final[int]
+ADMIN_MAX_PAGE: Final[int]
 DELIVERY_RETAIN_AS_PUBLISHED: Final[int]
 DELIVERY_SHARED: Final[int]
 

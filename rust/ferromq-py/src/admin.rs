@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ADMIN_MAX_PAGE", ferromq_core::engine::MAX_PAGE)?;
     m.add_class::<SessionInfo>()?;
     m.add_class::<SessionPage>()?;
     m.add_class::<Subscription>()?;

@@ -146,6 +146,7 @@ impl Engine {
     /// 1,000) that match every filter given; a page may be short: follow `next`.
     #[pyo3(signature = (cursor = 0, limit = 100, *, client_id_prefix = None,
         client_id_contains = None, username = None, connected = None))]
+    #[allow(clippy::too_many_arguments)]
     fn sessions(
         &self,
         py: Python<'_>,

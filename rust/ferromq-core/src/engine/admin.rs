@@ -169,13 +169,13 @@ impl Engine {
             if let Some(state) = &self.sessions[slot] {
                 let connected = state.conn.is_some();
                 if filter.accepts(&state.client_id, state.username.as_deref(), connected) {
-                    items.push(self.session_info(slot as u32));
+                    items.extend(self.session_info(slot as u32));
                 }
             }
             slot += 1;
         }
         Page {
-            items: items.into_iter().flatten().collect(),
+            items,
             next: (slot < self.sessions.len()).then_some(slot as u64),
         }
     }

@@ -642,7 +642,7 @@ impl SubscriptionIndex {
     pub fn client_filters(&self, client: u32) -> Vec<String> {
         self.client_subscriptions(client)
             .into_iter()
-            .map(|(filter, _)| filter)
+            .map(|(filter, _, _)| filter)
             .collect()
     }
 
