@@ -30,6 +30,7 @@ import asyncio
 import base64
 import binascii
 import json
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ from ferromq.admin.openapi import Param, Route, openapi_document
 from ferromq.admin.schema import (
     BOOLEAN,
     STRING,
+    TOPIC_FILTER,
     Schema,
     array,
     check,
@@ -130,9 +132,15 @@ def _query_text(request: web.Request, name: str, required: bool = False) -> str 
     return text
 
 
+def _number(text: str) -> int | float:
+    """A JSON number as JSON Schema counts it: 2.0 is the integer 2."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 async def _body(request: web.Request, schema: Schema) -> dict[str, Any]:
     try:
-        body = await request.json()
+        body = await request.json(loads=partial(json.loads, parse_float=_number))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ApiError(400, "body: not JSON") from None
     check(body, schema)
@@ -160,7 +168,7 @@ _LIMIT = Param(
     f"items per page (default 100, most {ADMIN_MAX_PAGE})",
 )
 _CLIENT_ID = Param("client_id", "path", string(min_length=1), "the client id")
-_TOPIC = Param("topic", "path", string(min_length=1), "a topic name", pattern=".+")
+_TOPIC = Param("topic", "path", string(min_length=1), "a topic name", pattern=r"[\s\S]+")
 _SESSION_FILTERS = (
     _CURSOR,
     _LIMIT,
@@ -526,7 +534,7 @@ ROUTES: tuple[Route, ...] = (
         "/clients/{client_id}/subscriptions",
         "Unsubscribe a client from `filter`",
         remove_subscription,
-        params=(_CLIENT_ID, Param("filter", "query", string(min_length=1), "the filter", True)),
+        params=(_CLIENT_ID, Param("filter", "query", TOPIC_FILTER, "the filter", True)),
         status=204,
         errors=(404,),
     ),
@@ -561,7 +569,7 @@ ROUTES: tuple[Route, ...] = (
         "/retained",
         "List retained messages matching `filter` (default `#`), oldest first",
         list_retained,
-        params=(Param("filter", "query", string(min_length=1), "a topic filter"), _CURSOR, _LIMIT),
+        params=(Param("filter", "query", TOPIC_FILTER, "a topic filter"), _CURSOR, _LIMIT),
         answer=page_of(RETAINED),
     ),
     Route(

@@ -35,7 +35,8 @@ class Param:
     description: str
     required: bool = False
     pattern: str | None = None
-    """A path parameter's aiohttp pattern (``.+``: it may hold ``/``, last in the path)."""
+    """A path parameter's aiohttp pattern, for one that may hold ``/`` and newlines (last
+    in the path)."""
 
 
 @dataclass(frozen=True)

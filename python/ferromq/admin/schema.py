@@ -6,19 +6,23 @@ answer; the OpenAPI document (:mod:`ferromq.admin.openapi`) prints them and
 :func:`check` enforces the request ones, so what the document says a request may
 hold is what the handler accepts — one definition, not two. :func:`check` covers the
 subset these builders write (JSON Schema 2020-12 as OpenAPI 3.1 uses it): ``type``
-(one name, or ``[name, "null"]``), ``enum``, ``minimum`` / ``maximum``,
-``minLength`` / ``maxLength``, ``properties`` with ``required`` and
-``additionalProperties``, ``items``.
+(one name, or ``[name, "null"]``), ``enum``, ``const``, ``minimum`` / ``maximum``,
+``minLength`` / ``maxLength``, ``pattern``, ``if`` / ``then``, ``properties`` with
+``required`` and ``additionalProperties``, ``items``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "BASE64",
     "BOOLEAN",
     "STRING",
+    "TOPIC_FILTER",
+    "TOPIC_NAME",
     "Schema",
     "SchemaError",
     "array",
@@ -33,6 +37,25 @@ Schema = dict[str, Any]
 
 STRING: Schema = {"type": "string"}
 BOOLEAN: Schema = {"type": "boolean"}
+
+
+# MQTT's rules as patterns (ECMA-262, as OpenAPI reads them): a topic name has no
+# wildcard and no U+0000 [MQTT-4.7.1-1, 1.5.4-2]; a filter's `+` is a whole level and
+# `#` the whole last one [MQTT-4.7.1-2, 4.7.1-3]. Shared filters (`$share/...`) pass
+# the engine's own check only.
+TOPIC_NAME: Schema = {"type": "string", "minLength": 1, "pattern": "^[^#+\\x00]+$"}
+_LEVEL = "(\\+|[^#+/\\x00]*)"
+TOPIC_FILTER: Schema = {
+    "type": "string",
+    "minLength": 1,
+    "pattern": f"^(#|{_LEVEL}(/{_LEVEL})*(/#)?)$",
+}
+
+
+BASE64: Schema = {
+    "type": "string",
+    "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+}
 
 
 class SchemaError(ValueError):
@@ -108,6 +131,10 @@ def check(value: object, schema: Schema, where: str = "body") -> None:
             raise SchemaError(f"{where}: expected {' or '.join(names)}")
     if value is None:
         return
+    if "const" in schema and value != schema["const"]:
+        raise SchemaError(f"{where}: must be {schema['const']}")
+    if "if" in schema and _holds(value, schema["if"], where):
+        check(value, schema.get("then", {}), where)
     if "enum" in schema and value not in schema["enum"]:
         raise SchemaError(f"{where}: must be one of {', '.join(map(str, schema['enum']))}")
     if isinstance(value, int):
@@ -120,6 +147,8 @@ def check(value: object, schema: Schema, where: str = "body") -> None:
             raise SchemaError(f"{where}: at least {schema['minLength']} characters")
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             raise SchemaError(f"{where}: at most {schema['maxLength']} characters")
+        if "pattern" in schema and re.search(schema["pattern"], value) is None:
+            raise SchemaError(f"{where}: does not match {schema['pattern']}")
     if isinstance(value, list) and "items" in schema:
         for index, item in enumerate(value):
             check(item, schema["items"], f"{where}[{index}]")
@@ -140,3 +169,11 @@ def _check_object(value: dict[str, object], schema: Schema, where: str) -> None:
             raise SchemaError(f"{where}: unknown field {name}")
         elif isinstance(extra, dict):
             check(item, extra, f"{where}.{name}")
+
+
+def _holds(value: object, schema: Schema, where: str) -> bool:
+    try:
+        check(value, schema, where)
+    except SchemaError:
+        return False
+    return True

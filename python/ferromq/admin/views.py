@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING
 
 from ferromq._core import RetainedMessage, SessionInfo, Subscription
 from ferromq.admin.schema import (
+    BASE64,
     BOOLEAN,
     STRING,
+    TOPIC_FILTER,
+    TOPIC_NAME,
     Schema,
     array,
     integer,
@@ -87,7 +90,7 @@ SESSION = obj(
 )
 SUBSCRIPTION = obj(
     {
-        "filter": string(min_length=1),
+        "filter": TOPIC_FILTER,
         "qos": integer(0, 2),
         "no_local": BOOLEAN,
         "retain_as_published": BOOLEAN,
@@ -100,7 +103,7 @@ ENCODING = string("utf-8", "base64")
 PROPERTIES = obj(
     {
         "content_type": STRING,
-        "response_topic": string(min_length=1),
+        "response_topic": TOPIC_NAME,
         "correlation_data": STRING,
         "user_properties": obj({}, extra=STRING),
         "message_expiry": integer(0, 4_294_967_295),
@@ -117,17 +120,27 @@ RETAINED = obj(
     },
     required=("topic", "payload", "encoding", "qos"),
 )
-PUBLISH = obj(
-    {
-        "topic": string(min_length=1),
-        "payload": STRING,
-        "encoding": ENCODING,
-        "qos": integer(0, 2),
-        "retain": BOOLEAN,
-        "properties": PROPERTIES,
+PUBLISH = {
+    **obj(
+        {
+            "topic": TOPIC_NAME,
+            "payload": STRING,
+            "encoding": ENCODING,
+            "qos": integer(0, 2),
+            "retain": BOOLEAN,
+            "properties": PROPERTIES,
+        },
+        required=("topic", "payload"),
+    ),
+    # With "encoding": "base64" the payload and the correlation data are base64.
+    "if": {"properties": {"encoding": {"const": "base64"}}, "required": ["encoding"]},
+    "then": {
+        "properties": {
+            "payload": BASE64,
+            "properties": {"properties": {"correlation_data": BASE64}},
+        }
     },
-    required=("topic", "payload"),
-)
+}
 USER = obj(
     {"name": string(min_length=1), "client_type": string(*CLIENT_TYPES), "scheme": STRING},
     required=("name",),

@@ -138,10 +138,10 @@ pub enum AdminError {
 impl std::fmt::Display for AdminError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AdminError::UnknownClient(id) => write!(f, "no session for client id {id:?}"),
-            AdminError::Connected(id) => write!(f, "client {id:?} is connected; kick it first"),
+            AdminError::UnknownClient(id) => write!(f, "no session for client id '{id}'"),
+            AdminError::Connected(id) => write!(f, "client '{id}' is connected; kick it first"),
             AdminError::Denied { client_id, filter } => {
-                write!(f, "the ACL denies client {client_id:?} filter {filter:?}")
+                write!(f, "the ACL denies client '{client_id}' the filter '{filter}'")
             }
             AdminError::Filter(err) => write!(f, "{err}"),
         }
