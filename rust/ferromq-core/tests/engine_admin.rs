@@ -61,7 +61,11 @@ fn pages_list_every_session_once_with_filters() {
         client_id_contains: Some("-1"),
         ..SessionFilter::default()
     };
-    assert_eq!(listed(&h, &ops, 10), ["dev-10", "dev-15"], "dev-15 is offline, still ops'");
+    assert_eq!(
+        listed(&h, &ops, 10),
+        ["dev-10", "dev-15"],
+        "dev-15 is offline, still ops'"
+    );
     let prefixed = SessionFilter {
         client_id_prefix: Some("dev-2"),
         connected: Some(true),
@@ -96,20 +100,25 @@ fn session_detail_counts_queue_inflight_and_subscriptions() {
     h.send(&sub, subscribe(1, "k/#", QoS::AtLeastOnce));
     h.recv(&mut sub);
     let now = h.now;
-    h.engine.publish("k/1", b"one", QoS::AtLeastOnce, false, now);
+    h.engine
+        .publish("k/1", b"one", QoS::AtLeastOnce, false, now);
     h.pump();
     let info = h.engine.session("keeper").expect("a session");
     let connection = info.connection.expect("connected");
     assert_eq!((connection.protocol, connection.keep_alive), (5, 60));
     assert_eq!((info.inflight, info.queued, info.subscriptions), (1, 0, 1));
     h.drop_connection(&sub);
-    h.engine.publish("k/2", b"two", QoS::AtLeastOnce, false, now);
+    h.engine
+        .publish("k/2", b"two", QoS::AtLeastOnce, false, now);
     let info = h.engine.session("keeper").expect("kept for 600 s");
     assert!(info.connection.is_none() && info.expires_at.is_some());
     assert_eq!((info.inflight, info.queued), (1, 1));
     let subs = h.engine.subscriptions("keeper").unwrap();
     assert_eq!(subs.len(), 1);
-    assert_eq!((subs[0].filter.as_str(), subs[0].options.qos), ("k/#", QoS::AtLeastOnce));
+    assert_eq!(
+        (subs[0].filter.as_str(), subs[0].options.qos),
+        ("k/#", QoS::AtLeastOnce)
+    );
 
     h.engine.delete_session("keeper", now).unwrap();
     assert!(h.engine.session("keeper").is_none());
@@ -123,33 +132,46 @@ fn session_detail_counts_queue_inflight_and_subscriptions() {
 fn subscribe_for_delivers_and_unsubscribe_for_stops() {
     let mut h = Harness::new(EngineConfig::default());
     let now = h.now;
-    h.engine.publish("ops/kept", b"retained", QoS::AtMostOnce, true, now);
+    h.engine
+        .publish("ops/kept", b"retained", QoS::AtMostOnce, true, now);
     let (mut worker, _) = h.connect(connect("worker", V5, true));
     let options = SubscriptionOptions {
         qos: QoS::AtLeastOnce,
         ..SubscriptionOptions::default()
     };
-    assert_eq!(h.engine.subscribe_for("worker", "ops/#", options, Some(9), now), Ok(true));
+    assert_eq!(
+        h.engine
+            .subscribe_for("worker", "ops/#", options, Some(9), now),
+        Ok(true)
+    );
     h.pump();
     let got = h.recv(&mut worker);
-    assert_eq!(payloads(&got), [b"retained".to_vec()], "retained sent as for SUBSCRIBE");
-    h.engine.publish("ops/go", b"live", QoS::AtLeastOnce, false, now);
+    assert_eq!(
+        payloads(&got),
+        [b"retained".to_vec()],
+        "retained sent as for SUBSCRIBE"
+    );
+    h.engine
+        .publish("ops/go", b"live", QoS::AtLeastOnce, false, now);
     h.pump();
     let got = h.recv(&mut worker);
     let live = publishes(&got)[0];
     assert_eq!(live.payload.as_ref(), b"live");
     assert_eq!(
-        live.properties.get(ferromq_core::codec::PropertyId::SubscriptionIdentifier),
+        live.properties
+            .get(ferromq_core::codec::PropertyId::SubscriptionIdentifier),
         Some(&Property::SubscriptionIdentifier(9))
     );
     h.send(&worker, puback(live.packet_id));
     assert_eq!(h.engine.unsubscribe_for("worker", "ops/#"), Ok(true));
     assert_eq!(h.engine.unsubscribe_for("worker", "ops/#"), Ok(false));
-    h.engine.publish("ops/go", b"late", QoS::AtLeastOnce, false, now);
+    h.engine
+        .publish("ops/go", b"late", QoS::AtLeastOnce, false, now);
     h.pump();
     assert!(h.recv(&mut worker).is_empty());
     assert!(matches!(
-        h.engine.subscribe_for("worker", "a/#/b", options, None, now),
+        h.engine
+            .subscribe_for("worker", "a/#/b", options, None, now),
         Err(AdminError::Filter(_))
     ));
 }
@@ -160,15 +182,25 @@ fn kick_sends_administrative_action_and_publishes_the_will() {
     let (mut watcher, _) = h.connect(connect("watcher", V311, true));
     h.send(&watcher, subscribe(1, "wills/#", QoS::AtMostOnce));
     h.recv(&mut watcher);
-    let (mut victim, _) = h.connect(with_will(connect("victim", V5, true), "wills/v", b"gone", None));
+    let (mut victim, _) = h.connect(with_will(
+        connect("victim", V5, true),
+        "wills/v",
+        b"gone",
+        None,
+    ));
     let now = h.now;
     assert_eq!(h.engine.kick("victim", now), Ok(true));
     h.pump();
     let got = h.recv(&mut victim);
-    assert!(matches!(&got[..], [Packet::Disconnect(d)] if d.reason == ReasonCode::AdministrativeAction));
+    assert!(
+        matches!(&got[..], [Packet::Disconnect(d)] if d.reason == ReasonCode::AdministrativeAction)
+    );
     assert!(h.is_closed(&victim));
     assert_eq!(payloads(&h.recv(&mut watcher)), [b"gone".to_vec()]);
-    assert_eq!(h.engine.kick("victim", now), Err(AdminError::UnknownClient("victim".into())));
+    assert_eq!(
+        h.engine.kick("victim", now),
+        Err(AdminError::UnknownClient("victim".into()))
+    );
 }
 
 #[test]
@@ -176,7 +208,8 @@ fn retained_pages_in_stored_order_and_clear() {
     let mut h = Harness::new(EngineConfig::default());
     let now = h.now;
     for n in 0..7 {
-        h.engine.publish(&format!("r/{n}"), b"x", QoS::AtMostOnce, true, now);
+        h.engine
+            .publish(&format!("r/{n}"), b"x", QoS::AtMostOnce, true, now);
     }
     h.engine.publish("other", b"y", QoS::AtMostOnce, true, now);
     let properties = Properties(vec![Property::ContentType(s("text/plain"))]);
@@ -190,12 +223,22 @@ fn retained_pages_in_stored_order_and_clear() {
         topics.extend(page.items.iter().map(|m| m.topic.clone()));
         cursor = page.next;
     }
-    let expected: Vec<String> = (0..7).map(|n| format!("r/{n}")).chain(["r/typed".into()]).collect();
+    let expected: Vec<String> = (0..7)
+        .map(|n| format!("r/{n}"))
+        .chain(["r/typed".into()])
+        .collect();
     assert_eq!(topics, expected);
     let typed = h.engine.retained_message("r/typed", now).unwrap();
     assert_eq!(typed.properties.0, properties.0);
     assert!(h.engine.clear_retained("r/3"));
     assert!(!h.engine.clear_retained("r/3"));
     assert!(h.engine.retained_message("r/3", now).is_none());
-    assert_eq!(h.engine.retained_messages("r/+", 0, 100, now).unwrap().items.len(), 7);
+    assert_eq!(
+        h.engine
+            .retained_messages("r/+", 0, 100, now)
+            .unwrap()
+            .items
+            .len(),
+        7
+    );
 }

@@ -138,7 +138,9 @@ impl MessageProperties {
                 .map_err(|err| errors::bad_argument(format!("response topic {topic:?}: {err}")))?;
         }
         if payload_format_indicator.is_some_and(|v| v > 1) {
-            return Err(errors::bad_argument("payload format indicator must be 0 or 1"));
+            return Err(errors::bad_argument(
+                "payload format indicator must be 0 or 1",
+            ));
         }
         Ok(MessageProperties {
             content_type,

@@ -141,7 +141,10 @@ impl std::fmt::Display for AdminError {
             AdminError::UnknownClient(id) => write!(f, "no session for client id '{id}'"),
             AdminError::Connected(id) => write!(f, "client '{id}' is connected; kick it first"),
             AdminError::Denied { client_id, filter } => {
-                write!(f, "the ACL denies client '{client_id}' the filter '{filter}'")
+                write!(
+                    f,
+                    "the ACL denies client '{client_id}' the filter '{filter}'"
+                )
             }
             AdminError::Filter(err) => write!(f, "{err}"),
         }
@@ -256,7 +259,9 @@ impl Engine {
         let is_new = self
             .add_subscription(session, filter, options, subscription_id)
             .map_err(AdminError::Filter)?;
-        let conn = self.sessions[session as usize].as_ref().and_then(|s| s.conn);
+        let conn = self.sessions[session as usize]
+            .as_ref()
+            .and_then(|s| s.conn);
         if let Some(conn) = conn {
             if sends_retained(filter, options, is_new) {
                 let ids: Vec<u32> = subscription_id.into_iter().collect();
@@ -270,7 +275,9 @@ impl Engine {
     /// Remove `client_id`'s subscription to `filter`; false when it had none.
     pub fn unsubscribe_for(&mut self, client_id: &str, filter: &str) -> Result<bool, AdminError> {
         let session = self.session_of(client_id)?;
-        let conn = self.sessions[session as usize].as_ref().and_then(|s| s.conn);
+        let conn = self.sessions[session as usize]
+            .as_ref()
+            .and_then(|s| s.conn);
         let existed = self.remove_subscription(session, conn, filter);
         self.forget_removed_groups();
         Ok(existed)
@@ -281,7 +288,10 @@ impl Engine {
     /// expiry. False when it is not connected.
     pub fn kick(&mut self, client_id: &str, now: u64) -> Result<bool, AdminError> {
         let session = self.session_of(client_id)?;
-        let Some(conn) = self.sessions[session as usize].as_ref().and_then(|s| s.conn) else {
+        let Some(conn) = self.sessions[session as usize]
+            .as_ref()
+            .and_then(|s| s.conn)
+        else {
             return Ok(false);
         };
         self.disconnect_with(conn, ReasonCode::AdministrativeAction);

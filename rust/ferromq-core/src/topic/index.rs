@@ -663,7 +663,9 @@ impl SubscriptionIndex {
                     let sub = group.members.find(Sub::key(0, client))?;
                     (self.shared_group_filter(entry_ref.id())?, *sub)
                 } else {
-                    let sub = self.list(entry_ref).find(Sub::key(entry_ref.kind(), client))?;
+                    let sub = self
+                        .list(entry_ref)
+                        .find(Sub::key(entry_ref.kind(), client))?;
                     let mut filter = String::new();
                     self.write_filter(entry_ref, &mut filter);
                     (filter, *sub)
