@@ -30,6 +30,7 @@ import asyncio
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,19 +211,30 @@ def _session(api: AdminApi, client_id: str) -> SessionInfo:
 # --- handlers -----------------------------------------------------------------------
 
 
-async def list_clients(api: AdminApi, request: web.Request) -> object:
+SessionView = Callable[[AdminApi, SessionInfo], dict[str, object]]
+"""A projection of a session: a client's (:func:`client_json`) or a session's."""
+
+
+def _listed(api: AdminApi, request: web.Request, view: SessionView) -> object:
     items, next_cursor = _session_page(api, request)
-    return {"items": [client_json(api, info) for info in items], "next": next_cursor}
+    return {"items": [view(api, info) for info in items], "next": next_cursor}
+
+
+def _detailed(api: AdminApi, request: web.Request, view: SessionView) -> object:
+    client_id = request.match_info["client_id"]
+    subscriptions = api.broker.engine.subscriptions(client_id)
+    return {
+        **view(api, _session(api, client_id)),
+        "subscriptions": [subscription_json(s) for s in subscriptions],
+    }
+
+
+async def list_clients(api: AdminApi, request: web.Request) -> object:
+    return _listed(api, request, client_json)
 
 
 async def show_client(api: AdminApi, request: web.Request) -> object:
-    client_id = request.match_info["client_id"]
-    info = _session(api, client_id)
-    subscriptions = api.broker.engine.subscriptions(client_id)
-    return {
-        **client_json(api, info),
-        "subscriptions": [subscription_json(s) for s in subscriptions],
-    }
+    return _detailed(api, request, client_json)
 
 
 async def kick_client(api: AdminApi, request: web.Request) -> object:
@@ -234,18 +246,11 @@ async def kick_client(api: AdminApi, request: web.Request) -> object:
 
 
 async def list_sessions(api: AdminApi, request: web.Request) -> object:
-    items, next_cursor = _session_page(api, request)
-    return {"items": [session_json(api, info) for info in items], "next": next_cursor}
+    return _listed(api, request, session_json)
 
 
 async def show_session(api: AdminApi, request: web.Request) -> object:
-    client_id = request.match_info["client_id"]
-    info = _session(api, client_id)
-    subscriptions = api.broker.engine.subscriptions(client_id)
-    return {
-        **session_json(api, info),
-        "subscriptions": [subscription_json(s) for s in subscriptions],
-    }
+    return _detailed(api, request, session_json)
 
 
 async def delete_session(api: AdminApi, request: web.Request) -> object:
