@@ -383,7 +383,10 @@ fn packets_and_bytes_are_counted_by_type_both_ways() {
     h.recv(&mut sub);
     let before = h.engine.stats();
     for id in 1..=3u16 {
-        h.send(&publisher, publish("t/a", b"12345", QoS::AtLeastOnce, id, false));
+        h.send(
+            &publisher,
+            publish("t/a", b"12345", QoS::AtLeastOnce, id, false),
+        );
     }
     h.recv(&mut publisher);
     h.recv(&mut sub);

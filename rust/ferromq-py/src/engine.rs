@@ -279,8 +279,14 @@ impl Engine {
             ("auth_failed_not_authorized", s.auth_failed.not_authorized),
             ("auth_failed_bad_method", s.auth_failed.bad_method),
             ("auth_failed_unavailable", s.auth_failed.unavailable),
-            ("clients_connected_mqtt31", s.clients_connected_by_version[0]),
-            ("clients_connected_mqtt311", s.clients_connected_by_version[1]),
+            (
+                "clients_connected_mqtt31",
+                s.clients_connected_by_version[0],
+            ),
+            (
+                "clients_connected_mqtt311",
+                s.clients_connected_by_version[1],
+            ),
             ("clients_connected_mqtt5", s.clients_connected_by_version[2]),
         ] {
             d.set_item(key, value)?;

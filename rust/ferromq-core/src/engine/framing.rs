@@ -90,7 +90,11 @@ impl WebSocket {
 impl Engine {
     /// `feed` for a WebSocket connection: deframe, then decode as TCP does.
     pub(super) fn feed_websocket(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
-        let Some(conn) = self.conns.get_mut(conn_id as usize).and_then(Option::as_mut) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+        else {
             return data.len();
         };
         let Some(ws) = conn.websocket.as_deref_mut() else {

@@ -320,7 +320,11 @@ impl Engine {
     /// decode error the connection is closed and all of `data` counts as used.
     pub fn feed(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
         self.clock = now;
-        let Some(conn) = self.conns.get_mut(conn_id as usize).and_then(Option::as_mut) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+        else {
             return data.len();
         };
         if conn.is_closed() {
