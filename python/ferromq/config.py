@@ -1130,7 +1130,8 @@ def _check(config: Config) -> Config:
 def _check_admin(admin: AdminConfig) -> None:
     if admin.token is not None and admin.token_file is not None:
         raise ConfigError("admin.token_file: set beside admin.token; give one of them")
-    if admin.enabled and not admin.loopback() and admin.token is admin.token_file is None:
+    no_token = admin.token is None and admin.token_file is None
+    if admin.enabled and not admin.loopback() and no_token:
         raise ConfigError(
             f"admin.token: required when admin.host ({_quote(admin.host)}) is not a "
             "loopback address; set admin.token or admin.token_file"
