@@ -326,6 +326,26 @@ def test_users_acl_and_bans_apply_to_the_next_connects(
     stop(client)
 
 
+def test_a_subscription_the_acl_denies_is_refused(
+    started: Starter, loop: str, tmp_path: Path
+) -> None:
+    acl = tmp_path / "acl.toml"
+    acl.write_text(
+        '[[rules]]\npermission = "deny"\naction = "subscribe"\ntopic = "secret/#"\n'
+        '[[rules]]\npermission = "allow"\naction = "all"\ntopic = "#"\n'
+    )
+    port = free_port()
+    broker = started(loop, token_config(port, f'[acl]\nfile = "{acl}"\n'))
+    client, _ = paho_client(broker, "curious", 5)
+    status, error = api(port, "POST", "/clients/curious/subscriptions", {"filter": "secret/x"})
+    assert (status, error) == (
+        403,
+        {"error": "the ACL denies client 'curious' the filter 'secret/x'"},
+    )
+    assert api(port, "GET", "/clients/curious/subscriptions")[1] == {"items": []}
+    stop(client)
+
+
 def test_listeners_stats_and_errors(started: Starter, loop: str) -> None:
     port = free_port()
     broker = started(loop, token_config(port))

@@ -8,7 +8,7 @@ hold is what the handler accepts — one definition, not two. :func:`check` cove
 subset these builders write (JSON Schema 2020-12 as OpenAPI 3.1 uses it): ``type``
 (one name, or ``[name, "null"]``), ``enum``, ``const``, ``minimum`` / ``maximum``,
 ``minLength`` / ``maxLength``, ``pattern``, ``if`` / ``then``, ``properties`` with
-``required`` and ``additionalProperties``, ``items``.
+``required``, ``additionalProperties`` and ``propertyNames``, ``items``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "BASE64",
     "BOOLEAN",
+    "MQTT_STRING",
     "STRING",
     "TOPIC_FILTER",
     "TOPIC_NAME",
@@ -52,6 +53,8 @@ TOPIC_FILTER: Schema = {
 }
 
 
+MQTT_STRING: Schema = {"type": "string", "pattern": "^[^\\x00]*$"}
+"""An MQTT UTF-8 string: no U+0000 [MQTT-1.5.4-2]."""
 BASE64: Schema = {
     "type": "string",
     "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
@@ -94,14 +97,17 @@ def obj(
     properties: Mapping[str, Schema],
     required: tuple[str, ...] = (),
     extra: Schema | None = None,
+    keys: Schema | None = None,
 ) -> Schema:
     """An object with ``properties`` (``required`` among them); other keys are refused,
-    or, with ``extra``, allowed with that schema (a map)."""
+    or, with ``extra``, allowed with that schema (a map, its keys as ``keys`` says)."""
     schema: Schema = {
         "type": "object",
         "properties": dict(properties),
         "additionalProperties": extra if extra is not None else False,
     }
+    if keys is not None:
+        schema["propertyNames"] = keys
     if required:
         schema["required"] = list(required)
     return schema
@@ -163,6 +169,8 @@ def _check_object(value: dict[str, object], schema: Schema, where: str) -> None:
             raise SchemaError(f"{where}: {name} is required")
     extra = schema.get("additionalProperties", True)
     for name, item in value.items():
+        if "propertyNames" in schema:
+            check(name, schema["propertyNames"], f"{where} key {name!r}")
         if name in properties:
             check(item, properties[name], f"{where}.{name}")
         elif extra is False:

@@ -21,6 +21,7 @@ from ferromq._core import RetainedMessage, SessionInfo, Subscription
 from ferromq.admin.schema import (
     BASE64,
     BOOLEAN,
+    MQTT_STRING,
     STRING,
     TOPIC_FILTER,
     TOPIC_NAME,
@@ -102,10 +103,10 @@ SUBSCRIPTION = obj(
 ENCODING = string("utf-8", "base64")
 PROPERTIES = obj(
     {
-        "content_type": STRING,
+        "content_type": MQTT_STRING,
         "response_topic": TOPIC_NAME,
         "correlation_data": STRING,
-        "user_properties": obj({}, extra=STRING),
+        "user_properties": obj({}, extra=MQTT_STRING, keys=MQTT_STRING),
         "message_expiry": integer(0, 4_294_967_295),
         "payload_format_indicator": integer(0, 1),
     }
