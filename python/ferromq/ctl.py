@@ -10,8 +10,10 @@
 - ``bans list | add | remove`` (``--client-id`` / ``--username`` / ``--address``);
 - ``reload``: what SIGHUP does.
 
-The URL is ``--url``, else ``FERROMQ_ADMIN_URL``, else :data:`DEFAULT_URL`; the bearer
-token is ``--token``, ``--token-file`` (its first line), or ``FERROMQ_ADMIN_TOKEN``.
+The URL is ``--url``, else ``FERROMQ_ADMIN_URL``, else the ``[admin]`` address of
+``--config FILE`` (the broker's configuration, ``https`` with its ``certfile``), else
+:data:`DEFAULT_URL`; the bearer token is ``--token``, ``--token-file`` (its first
+line), ``FERROMQ_ADMIN_TOKEN``, or that configuration's ``token`` / ``token_file``.
 Answers print as aligned tables (``--json``: the API's JSON as it came). Lists follow
 the API's pages (``next``) until ``--limit`` items or the end. A refusal is one line on
 stderr with the API's error and exit status 1; a broker that cannot be reached, exit
@@ -266,12 +268,34 @@ def _token(args: argparse.Namespace) -> str | None:
     return os.environ.get("FERROMQ_ADMIN_TOKEN")
 
 
+def _from_config(path: Path) -> tuple[str, str | None]:
+    """The admin API's URL and token as the broker's configuration at ``path`` gives
+    them (a wildcard host is reached on loopback)."""
+    from ferromq.admin.auth import load_token  # the admin extra, as the broker's
+    from ferromq.config import ConfigError, load_config
+
+    try:
+        admin = load_config(path, os.environ).admin
+        token = load_token(admin)
+    except ConfigError as exc:
+        raise CtlError(str(exc)) from None
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(admin.host, admin.host)
+    host = f"[{host}]" if ":" in host else host
+    return f"{'https' if admin.certfile else 'http'}://{host}:{admin.port}", token
+
+
+def _client(args: argparse.Namespace) -> Client:
+    url, token = args.url or os.environ.get("FERROMQ_ADMIN_URL"), _token(args)
+    if args.config is not None:
+        configured_url, configured_token = _from_config(args.config)
+        url, token = url or configured_url, token if token is not None else configured_token
+    return Client(url or DEFAULT_URL, token)
+
+
 def _run(command: Command) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
-            client = Client(
-                args.url or os.environ.get("FERROMQ_ADMIN_URL", DEFAULT_URL), _token(args)
-            )
+            client = _client(args)
             answer, text = command(client, args)
         except CtlError as exc:
             print(f"ferromq ctl: {exc}", file=sys.stderr)
@@ -324,7 +348,15 @@ def register(commands: Any) -> None:
         "sessions, subscriptions, retained messages, publish, bans, reload. Exit status "
         "1: the broker refused the request; 69: the broker could not be reached.",
     )
-    ctl.add_argument("--url", help=f"admin API address (FERROMQ_ADMIN_URL, else {DEFAULT_URL})")
+    ctl.add_argument(
+        "--url", help=f"admin API address (FERROMQ_ADMIN_URL, else --config's, else {DEFAULT_URL})"
+    )
+    ctl.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the broker's configuration: its [admin] address and token",
+    )
     token = ctl.add_mutually_exclusive_group()
     token.add_argument("--token", help="bearer token (else FERROMQ_ADMIN_TOKEN)")
     token.add_argument("--token-file", type=Path, metavar="FILE", help="file holding the token")

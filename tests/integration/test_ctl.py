@@ -123,9 +123,19 @@ def test_bans_close_the_client_and_reload_runs(started: Starter, loop: str, tmp_
     stop(victim)
 
 
-def test_refusals_and_an_unreachable_broker(started: Starter, loop: str, tmp_path: Path) -> None:
+def test_configuration_refusals_and_an_unreachable_broker(
+    started: Starter, loop: str, tmp_path: Path
+) -> None:
     port = free_port()
-    started(loop, token_config(port))
+    broker = started(loop, token_config(port))
+    # The broker's own configuration names the address and the token.
+    result = subprocess.run(
+        [*ferromq_command(), "ctl", "--config", str(broker.config_path), "clients", "list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0 and result.stdout.startswith("CLIENT_ID"), result.stderr
     result = ctl(port, "clients", "list", token="wrong")
     assert result.returncode == 1
     assert result.stderr.strip() == (
