@@ -42,8 +42,8 @@ from ferromq._core import (
     ADMIN_MAX_PAGE,
     MessageProperties,
     NotAuthorized,
+    SessionConflict,
     SessionInfo,
-    SessionInUse,
     UnknownClient,
 )
 from ferromq.admin.openapi import Param, Route, openapi_document
@@ -712,7 +712,7 @@ ROUTES: tuple[Route, ...] = (
 _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (ApiError, 0),  # its own status
     (UnknownClient, 404),
-    (SessionInUse, 409),
+    (SessionConflict, 409),
     (NotAuthorized, 403),
     (ConfigError, 400),  # users and bans files: a name that exists, an unreadable file
     (ValueError, 400),  # the engine's argument checks, SchemaError

@@ -177,6 +177,29 @@ fn subscribe_for_delivers_and_unsubscribe_for_stops() {
 }
 
 #[test]
+fn subscribe_for_keeps_to_the_subscription_quota() {
+    let mut h = Harness::new(EngineConfig {
+        max_subscriptions_per_client: 1,
+        ..EngineConfig::default()
+    });
+    h.connect(connect("limited", V5, true));
+    let now = h.now;
+    let options = SubscriptionOptions::default();
+    assert_eq!(
+        h.engine.subscribe_for("limited", "a", options, None, now),
+        Ok(true)
+    );
+    assert_eq!(
+        h.engine.subscribe_for("limited", "b", options, None, now),
+        Err(AdminError::Quota("limited".into()))
+    );
+    assert_eq!(
+        h.engine.subscribe_for("limited", "a", options, None, now),
+        Ok(false)
+    );
+}
+
+#[test]
 fn kick_sends_administrative_action_and_publishes_the_will() {
     let mut h = Harness::new(EngineConfig::default());
     let (mut watcher, _) = h.connect(connect("watcher", V311, true));

@@ -233,7 +233,7 @@ impl Engine {
             .map_err(|err| errors::admin_error(py, err))
     }
 
-    /// End `client_id`'s offline session (`SessionInUse` while it is connected).
+    /// End `client_id`'s offline session (`SessionConflict` while it is connected).
     fn delete_session(&mut self, py: Python<'_>, client_id: &str, now: u64) -> PyResult<()> {
         self.inner
             .delete_session(client_id, now)

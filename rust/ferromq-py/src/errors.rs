@@ -5,7 +5,8 @@
 //! callers can `except MalformedPacket`. `BenchError(RuntimeError)` is a benchmark run
 //! that could not be carried out. An admin action on a client (`Engine.kick`, ...)
 //! raises `UnknownClient(LookupError)` for a client id without a session,
-//! `SessionInUse(RuntimeError)` to delete a connected one and
+//! `SessionConflict(RuntimeError)` to delete a connected one or to subscribe one
+//! past its subscription quota, and
 //! `NotAuthorized(PermissionError)` for a subscription the ACL denies. Everything else is a `ValueError` (an argument or a
 //! setting out of its range, an unknown name, bytes a store cannot read) or an
 //! `IndexError`, made by the functions below. The binding's other files raise nothing
@@ -64,9 +65,9 @@ create_exception!(
 );
 create_exception!(
     _core,
-    SessionInUse,
+    SessionConflict,
     PyRuntimeError,
-    "The session has a connection."
+    "The session's state forbids it: connected, or at its subscription quota."
 );
 create_exception!(
     _core,
@@ -90,7 +91,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EncodeError", py.get_type::<EncodeError>())?;
     m.add("BenchError", py.get_type::<BenchError>())?;
     m.add("UnknownClient", py.get_type::<UnknownClient>())?;
-    m.add("SessionInUse", py.get_type::<SessionInUse>())?;
+    m.add("SessionConflict", py.get_type::<SessionConflict>())?;
     m.add("NotAuthorized", py.get_type::<NotAuthorized>())?;
     Ok(())
 }
@@ -195,7 +196,7 @@ pub(crate) fn admin_error(py: Python<'_>, err: AdminError) -> PyErr {
     let message = err.to_string();
     match err {
         AdminError::UnknownClient(_) => UnknownClient::new_err(message),
-        AdminError::Connected(_) => SessionInUse::new_err(message),
+        AdminError::Connected(_) | AdminError::Quota(_) => SessionConflict::new_err(message),
         AdminError::Denied { .. } => NotAuthorized::new_err(message),
         AdminError::Filter(err) => index_error(py, err, true),
     }

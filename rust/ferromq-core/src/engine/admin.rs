@@ -131,6 +131,8 @@ pub enum AdminError {
     Connected(String),
     /// The ACL does not let the client subscribe to the filter.
     Denied { client_id: String, filter: String },
+    /// A new filter beyond `max_subscriptions_per_client`.
+    Quota(String),
     /// A topic filter the index refuses.
     Filter(IndexError),
 }
@@ -146,6 +148,10 @@ impl std::fmt::Display for AdminError {
                     "the ACL denies client '{client_id}' the filter '{filter}'"
                 )
             }
+            AdminError::Quota(id) => write!(
+                f,
+                "client '{id}' holds limits.max_subscriptions_per_client subscriptions"
+            ),
             AdminError::Filter(err) => write!(f, "{err}"),
         }
     }
@@ -236,8 +242,9 @@ impl Engine {
     }
 
     /// Subscribe `client_id`'s session to `filter` as a SUBSCRIBE from it would
-    /// (QoS capped by the Maximum QoS, checked against the ACL, journaled; retained
-    /// messages sent per Retain Handling when connected). True when it is new.
+    /// (QoS capped by the Maximum QoS, checked against the ACL and
+    /// `max_subscriptions_per_client`, journaled; retained messages sent per Retain
+    /// Handling when connected). True when it is new.
     pub fn subscribe_for(
         &mut self,
         client_id: &str,
@@ -249,6 +256,12 @@ impl Engine {
         let session = self.session_of(client_id)?;
         crate::topic::validate_topic_filter(filter)
             .map_err(|err| AdminError::Filter(err.into()))?;
+        if self
+            .subscription_quota_refusal(session, filter, true)
+            .is_some()
+        {
+            return Err(AdminError::Quota(client_id.to_owned()));
+        }
         if !self.acl_allows(session, Action::Subscribe, subscribe_request(filter)) {
             return Err(AdminError::Denied {
                 client_id: client_id.to_owned(),

@@ -169,7 +169,7 @@ impl Engine {
 
     /// A new filter beyond `max_subscriptions_per_client`: 0x97 Quota exceeded in
     /// 5.0, 0x80 in 3.1.1. Replacing a filter the session holds is always allowed.
-    fn subscription_quota_refusal(
+    pub(super) fn subscription_quota_refusal(
         &mut self,
         session: u32,
         filter: &str,
