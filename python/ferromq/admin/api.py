@@ -532,7 +532,7 @@ ROUTES: tuple[Route, ...] = (
         body=SUBSCRIPTION,
         status=201,
         answer=obj({"filter": STRING, "new": BOOLEAN}),
-        errors=(403, 404),
+        errors=(403, 404, 409),
     ),
     Route(
         "DELETE",
