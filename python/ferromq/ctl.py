@@ -309,6 +309,13 @@ def _run(command: Command) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
+def _runs(parser: argparse.ArgumentParser, command: Command) -> None:
+    """``parser`` runs ``command``; ``--json`` is also taken after the command's words."""
+    parser.set_defaults(handler=_run(command))
+    # SUPPRESS: absent here, the value ``ferromq ctl --json`` set stays.
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON")
+
+
 def _user_property(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep:
@@ -374,7 +381,7 @@ def register(commands: Any) -> None:
         parser: argparse.ArgumentParser = actions.add_parser(
             name, help=help_text, description=help_text
         )
-        parser.set_defaults(handler=_run(command))
+        _runs(parser, command)
         return parser
 
     for noun, path, columns, delete in (
@@ -414,7 +421,7 @@ def register(commands: Any) -> None:
     )
 
     pub = groups.add_parser("publish", help="publish a message as the broker")
-    pub.set_defaults(handler=_run(_publish))
+    _runs(pub, _publish)
     pub.add_argument("topic")
     pub.add_argument("message")
     pub.add_argument("--qos", type=int, choices=(0, 1, 2), default=0)
@@ -436,6 +443,4 @@ def register(commands: Any) -> None:
     _ban_options(action(bans, "add", "Ban; matching clients are closed.", _bans_add))
     _ban_options(action(bans, "remove", "Lift a ban.", _bans_remove))
 
-    groups.add_parser("reload", help="reload the configuration (as SIGHUP)").set_defaults(
-        handler=_run(_reload)
-    )
+    _runs(groups.add_parser("reload", help="reload the configuration (as SIGHUP)"), _reload)

@@ -55,7 +55,7 @@ def test_clients_and_sessions_listed_shown_kicked_deleted(started: Starter, loop
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["meter-7"][1:3] == ["ops", "True"] and rows["meter-7"][4] == "5"
     assert rows["meter-8"][1:3] == ["-", "True"] and rows["meter-8"][5] == "1"
-    listed = json.loads(ok(port, "--json", "clients", "list", "--username", "ops"))
+    listed = json.loads(ok(port, "clients", "list", "--username", "ops", "--json"))
     assert [item["client_id"] for item in listed] == ["meter-7"]
     shown = ok(port, "clients", "show", "meter-8")
     assert "client_id: meter-8" in shown and "meters/#" in shown
