@@ -14,18 +14,16 @@ import json
 import os
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Starter, ferromq_command
 from tests.integration.test_auth_clients import paho_connect, stop, users_add
 from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.integration.test_redis_store import wait_for
 from tests.services import RedisServer, free_port
 
 TOKEN = "0pen sesame"
@@ -62,14 +60,6 @@ def scrape(port: int, token: str | None = None) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting until {what}")
-        time.sleep(0.05)
 
 
 def test_metrics_rise_by_the_traffic_paho_made(started: Starter, loop: str) -> None:
