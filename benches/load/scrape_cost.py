@@ -122,6 +122,7 @@ def main() -> None:
         "conn", broker.port, "--clients", str(args.clients),
         "--source-addresses", str(args.source_addresses),
         "--connect-rate", str(args.connect_rate), "--duration", "86400", "--threads", "1",
+        "--client-id-prefix", "idle",  # never p2p's client ids: no takeover between them
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120

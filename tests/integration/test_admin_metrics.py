@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import Starter, ferromq_command
 from tests.integration.test_auth_clients import paho_connect, stop, users_add
 from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.integration.test_redis_store import wait_for
 from tests.services import RedisServer, free_port
+from tests.tls_certs import authority
 
 TOKEN = "0pen sesame"
 
@@ -37,13 +38,16 @@ def admin_config(port: int, extra: str = "") -> str:
     return f"[admin]\nenabled = true\nport = {port}\n{extra}"
 
 
-def get(port: int, path: str, token: str | None = None) -> tuple[int, bytes]:
-    """Status and body of ``GET path`` on the admin listener."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+def get(
+    port: int, path: str, token: str | None = None, tls: ssl.SSLContext | None = None
+) -> tuple[int, bytes]:
+    """Status and body of ``GET path`` on the admin listener (HTTPS with ``tls``)."""
+    scheme = "https" if tls else "http"
+    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}")
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=tls) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
@@ -62,14 +66,6 @@ def scrape(port: int, token: str | None = None) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting until {what}")
-        time.sleep(0.05)
 
 
 def test_metrics_rise_by_the_traffic_paho_made(started: Starter, loop: str) -> None:
@@ -201,6 +197,18 @@ def test_metrics_public_opens_the_probes_and_metrics_only(
         assert get(port, path)[0] == 200, path
     assert get(port, "/no/such/path")[0] == 401
     assert get(port, "/no/such/path", TOKEN)[0] == 404
+
+
+def test_https_with_certfile_and_keyfile(started: Starter, loop: str, tmp_path: Path) -> None:
+    ca = authority(tmp_path)
+    server = ca.server()
+    port = free_port()
+    started(loop, admin_config(port, f'certfile = "{server.cert}"\nkeyfile = "{server.key}"\n'))
+    client = ssl.create_default_context(cafile=str(ca.cafile))
+    status, body = get(port, "/healthz", tls=client)
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    with pytest.raises(OSError):  # plain HTTP is not served: the TLS listener hangs up
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10)
 
 
 def test_a_port_in_use_is_one_line_and_exit_4(tmp_path: Path) -> None:
