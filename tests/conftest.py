@@ -2,7 +2,8 @@
 under uvloop and once under stdlib asyncio (STYLE.md: every integration test runs
 under both loops); `started` for tests that start (and restart) brokers themselves;
 session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
-`kafka_bootstrap`, started by tests/services.py)."""
+`kafka_bootstrap`, started by tests/services.py) and a test's own stoppable
+`redis_server`."""
 
 from __future__ import annotations
 
@@ -155,6 +156,18 @@ def _session_service(
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """redis://host:port/0 of a real redis-server (tests/services.py)."""
     yield from _session_service(services.REDIS_ENV, services.start_redis, tmp_path_factory)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[services.RedisServer]:
+    """A real redis-server of the test's own (with an AOF), which the test may stop and
+    start again on its port (the session's ``redis_url`` must stay up)."""
+    try:
+        server = services.start_redis(tmp_path, appendonly=True)
+    except services.ServiceUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

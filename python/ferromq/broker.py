@@ -25,6 +25,10 @@ ACL rules (:mod:`ferromq.acl`) are compiled at start and handed to the engine
 (``Engine.set_acl``); SIGHUP and, with ``[acl] watch``, a change of the rules file
 hand it new ones, which apply to connected sessions at once.
 
+With ``[admin] enabled`` the admin listener (:mod:`ferromq.admin`: probes, Prometheus
+metrics, and the routes other modules register) is bound with the MQTT listeners,
+served once they accept and closed first at shutdown.
+
 SIGHUP (``ferromq serve``) reloads what can change while running
 (:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
 DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what
@@ -69,7 +73,7 @@ from ferromq.auth.certificate import OpenProvider
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config
-from ferromq.listener import Listeners
+from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
@@ -78,6 +82,7 @@ from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.sys_topics import store_messages, sys_messages
 
 if TYPE_CHECKING:
+    from ferromq.admin import AdminServer
     from ferromq.storage.kafka_shared import StreamedGroups
 
 logger = logging.getLogger("ferromq.broker")
@@ -161,6 +166,7 @@ class Broker:
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
+        self._admin: AdminServer | None = None
         self.admission = Admission(config, load_bans(config.bans))
         self._provider = provider_from_config(config.auth)
         if self._provider is None and decides_connect_in_python(config):
@@ -173,6 +179,8 @@ class Broker:
         self.serving = False
         self.reload_hooks: list[ReloadHook] = [self._reload_log]
         self._client_log: ClientLog | None = None
+        self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
+        self.acl_rules: AclRules | None = None
         self.use_acl(load_rules(config.acl), config.acl)
         for client_id in config.log.trace_clients:
             self.engine.trace(client_id, True)
@@ -182,12 +190,25 @@ class Broker:
         """The store writer's state; None without a store (``backend = "memory"``)."""
         return self._persister.health if self._persister is not None else None
 
+    @property
+    def persister(self) -> Persister | None:
+        """The store writer; None without a store."""
+        return self._persister
+
     def ready(self) -> bool:
-        """Listening, and the store writer (if any) running and taking writes: for a
-        readiness probe."""
+        """Every listener open, and the store writer (if any) running and taking writes:
+        for a readiness probe."""
         persister = self._persister
         store_ok = persister is None or (persister.running and persister.health.ok)
-        return self.serving and store_ok
+        return self.serving and store_ok and all(self.listeners_open().values())
+
+    def listeners_open(self) -> dict[str, bool]:
+        """Each MQTT listener (by name): whether it is open."""
+        return {} if self._listeners is None else self._listeners.open_by_name()
+
+    def uptime(self) -> int:
+        """Whole seconds since the broker was made."""
+        return int(time.monotonic() - self._started_at)
 
     @property
     def hub(self) -> IOHub:
@@ -207,6 +228,14 @@ class Broker:
         self._listeners = Listeners.bind(
             config.listeners, self.admission, config.limits.connect_timeout
         )
+        if config.admin.enabled:
+            from ferromq.admin import AdminServer  # the optional ``admin`` extra
+
+            try:
+                self._admin = AdminServer.bind(self, config.admin)
+            except (ListenError, ConfigError):
+                self._listeners.close()
+                raise
         self.reload_hooks += [self._listeners.reload_certificates, self._reload_admission]
         self._hub = IOHub(
             self.engine,
@@ -233,6 +262,8 @@ class Broker:
             )
         self._listeners.serve(loop, hub)
         self.serving = True
+        if self._admin is not None:
+            await self._admin.start()
         self._tasks.append(asyncio.create_task(self._tick_forever()))
         if self.config.sys.interval > 0:
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
@@ -276,6 +307,8 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        if self._admin is not None:
+            await self._admin.close()
         if self._listeners is not None:
             self._listeners.close()
         for task in self._tasks:
@@ -308,6 +341,7 @@ class Broker:
         subscriptions they deny stop at once (removed from the index, each logged:
         MQTT has no server-side UNSUBSCRIBE to tell the client)."""
         revoked = self.engine.set_acl(rules, config.default == "allow")
+        self.acl_rules = rules
         for client_id, subscription in revoked[:_REVOKED_LOGGED]:
             log_event(
                 logger,
@@ -327,16 +361,22 @@ class Broker:
                 revoked=len(revoked),
             )
 
-    def reload_acl(self) -> None:
-        """Read the running configuration's rules file again (it changed); a file that
-        does not parse is logged and the rules in force stay."""
+    def reload_acl(self) -> str | None:
+        """Read the running configuration's rules file again (it changed, or the admin
+        API asks); a file that does not parse is logged, the rules in force stay, and
+        its error is returned."""
         try:
             rules = load_rules(self.config.acl)
         except ConfigError as exc:
             log_event(logger, logging.ERROR, "acl reload refused, rules kept", error=str(exc))
-            return
+            return str(exc)
         self.use_acl(rules, self.config.acl)
         self.hub.flush()
+        return None
+
+    def apply_bans(self) -> None:
+        """Read the bans file again now (the admin API changed it), as SIGHUP does."""
+        self._reload_admission(self.config, self.config)
 
     def trace(self, client_id: str, enabled: bool) -> None:
         """Log every packet of ``client_id`` (at info, logger ``ferromq.trace``) from now
@@ -429,9 +469,8 @@ class Broker:
 
     async def _publish_sys_forever(self) -> None:
         while True:
-            uptime = int(time.monotonic() - self._started_at)
             now = self.hub.now()
-            messages = sys_messages(self.stats(), uptime)
+            messages = sys_messages(self.stats(), self.uptime())
             if self.store_health is not None:
                 messages += store_messages(self.store_health)
             for topic, payload in messages:
@@ -454,8 +493,8 @@ async def serve(
     ``serving`` is called once every listener accepts (the pid file is written then)."""
     broker = Broker(config)
     if reload_config is not None:
-        reloader = Reloader(broker, reload_config)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
+        broker.reloader = Reloader(broker, reload_config)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
     await broker.start()
     try:
         if serving is not None:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AclConfig",
+    "AdminConfig",
     "AuthConfig",
     "BanList",
     "BansConfig",
@@ -763,6 +764,40 @@ class BansConfig(BanList):
 
 
 @dataclass(frozen=True)
+class AdminConfig:
+    """``[admin]``: the admin HTTP listener (:mod:`ferromq.admin`): ``/healthz``,
+    ``/readyz``, Prometheus ``/metrics``; needs the ``admin`` extra."""
+
+    enabled: bool = _setting(False, _Bool())
+    """Serve the admin listener (off by default)."""
+    host: str = _setting("127.0.0.1", _Text())
+    """Loopback by default; any other address needs ``token`` or ``token_file``."""
+    port: int = _setting(8080, _Int(1, 65535))
+    token: str | None = _setting(None, _Text())
+    """The bearer token every request must carry (``Authorization: Bearer <token>``);
+    unset on a loopback host: no authentication."""
+    token_file: str | None = _setting(None, _Text())
+    """A file holding the token (one line; a final newline is ignored), instead of
+    ``token``."""
+    metrics_public: bool = _setting(False, _Bool())
+    """``/healthz``, ``/readyz`` and ``/metrics`` answer without the token (for probes
+    and a Prometheus without credentials); everything else still needs it."""
+    certfile: str = _setting("", _Text(allow_empty=True))
+    """PEM certificate (chain): set with ``keyfile``, the listener speaks HTTPS."""
+    keyfile: str = _setting("", _Text(allow_empty=True))
+    """PEM private key of ``certfile``, unencrypted."""
+
+    def loopback(self) -> bool:
+        """``host`` reaches this machine only."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -893,6 +928,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)
     bans: BansConfig = field(default_factory=BansConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -1105,6 +1141,7 @@ def _check(config: Config) -> Config:
             )
     _check_auth(config.auth)
     _check_log(config.log)
+    _check_admin(config.admin)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -1138,6 +1175,20 @@ def _check_log(log: LogConfig) -> None:
         raise ConfigError(
             f'log.file: set, but log.destination is {_quote(log.destination)}; set it to "file"'
         )
+
+
+def _check_admin(admin: AdminConfig) -> None:
+    if admin.token is not None and admin.token_file is not None:
+        raise ConfigError("admin.token_file: set beside admin.token; give one of them")
+    no_token = admin.token is None and admin.token_file is None
+    if admin.enabled and not admin.loopback() and no_token:
+        raise ConfigError(
+            f"admin.token: required when admin.host ({_quote(admin.host)}) is not a "
+            "loopback address; set admin.token or admin.token_file"
+        )
+    if bool(admin.certfile) != bool(admin.keyfile):
+        given, missing = ("certfile", "keyfile") if admin.certfile else ("keyfile", "certfile")
+        raise ConfigError(f"admin.{missing}: required with admin.{given} (HTTPS needs both)")
 
 
 def _check_only_for(

@@ -121,7 +121,7 @@ from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_head
 from ferromq.tls import certificate_identity, server_context
 from ferromq.websocket_upgrade import UpgradeProtocol
 
-__all__ = ["ListenError", "Listeners"]
+__all__ = ["ListenError", "Listeners", "bind_sockets"]
 
 logger = logging.getLogger("ferromq.listener")
 
@@ -256,14 +256,14 @@ class _CertifiedProtocol(_CountedProtocol):
         super().connection_lost(exc)
 
 
-def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
-    where = listener_path(index, config)
+def bind_sockets(where: str, host: str, port: int) -> list[socket.socket]:
+    """Listening, non-blocking sockets for every address ``host`` resolves to (also the
+    admin listener's). Raises :class:`ListenError` naming ``where``, having closed what
+    it opened."""
     try:
-        infos = socket.getaddrinfo(
-            config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ListenError(f"{where}: cannot resolve host {config.host!r}: {exc.strerror}") from None
+        raise ListenError(f"{where}: cannot resolve host {host!r}: {exc.strerror}") from None
     sockets: list[socket.socket] = []
     for family, kind, proto, _, address in dict.fromkeys(infos):
         sock = socket.socket(family, kind, proto)
@@ -279,9 +279,7 @@ def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
             for opened in sockets:
                 opened.close()
             shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
-            raise ListenError(
-                f"{where}: cannot listen on {shown}:{config.port}: {exc.strerror}"
-            ) from None
+            raise ListenError(f"{where}: cannot listen on {shown}:{port}: {exc.strerror}") from None
     return sockets
 
 
@@ -332,7 +330,7 @@ class Listeners:
         try:
             for index, config in enumerate(configs):
                 trusted = tuple(ipaddress.ip_network(net) for net in config.proxy_trusted)
-                sockets = _bind(index, config)
+                sockets = bind_sockets(listener_path(index, config), config.host, config.port)
                 listeners.append(_Listener(index, config, sockets, contexts[index], trusted))
         except ListenError:
             for listener in listeners:
@@ -351,6 +349,13 @@ class Listeners:
     def listener_of(self, conn: int) -> str | None:
         """The name of the listener open connection ``conn`` came in on."""
         return self._names.get(conn)
+
+    def open_by_name(self) -> dict[str, bool]:
+        """Each listener (by name): whether its sockets are open (for readiness)."""
+        return {
+            listener.config.name: all(sock.fileno() >= 0 for sock in listener.sockets)
+            for listener in self._listeners
+        }
 
     def certificate(self, conn: int) -> PeerCertificate | None:
         """The verified client certificate of connection ``conn``, when it came over a

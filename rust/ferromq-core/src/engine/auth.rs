@@ -244,6 +244,7 @@ impl Engine {
                 ReasonCode::BadUserNameOrPassword if reauthenticating => ReasonCode::NotAuthorized,
                 other => other,
             };
+            self.stats.auth_failed.count(reason);
             self.refuse(conn_id, reason, now);
             return;
         }
@@ -280,6 +281,7 @@ impl Engine {
 
     /// `tick` found the exchange past its deadline: refuse with 0x87.
     pub(super) fn auth_timed_out(&mut self, conn_id: ConnId, now: u64) {
+        self.stats.auth_failed.count(ReasonCode::NotAuthorized);
         self.refuse_with(
             conn_id,
             ReasonCode::NotAuthorized,

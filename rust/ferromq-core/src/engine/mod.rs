@@ -22,11 +22,13 @@
 //! limits: `rate` and `users` (publish rates per client and per user name), `hold`
 //! (reading less from a publisher), `memory` (the memory budget), `retained_store`
 //! (retained payloads and their limits); `lifecycle` (why a connection ends, the
-//! client events logs are made of) and `trace` (per-client packet trace).
+//! client events logs are made of), `trace` (per-client packet trace) and `admin`
+//! (the admin API: paginated queries and operator actions, bounded work per call).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
 mod acl;
+mod admin;
 mod alias_out;
 mod announce;
 mod auth;
@@ -63,6 +65,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use admin::{
+    AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
+    MAX_PAGE, SCAN_BUDGET,
+};
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use framing::Framing;
 pub use journal::{
@@ -73,7 +79,7 @@ pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};
-pub use stats::{Drops, Stats};
+pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
 pub use trace::{PacketSummary, PREVIEW_BYTES};
 
 use crate::codec::{Packet, QoS};
@@ -367,7 +373,11 @@ impl Engine {
     /// decode error the connection is closed and all of `data` counts as used.
     pub fn feed(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
         self.clock = now;
-        let Some(conn) = self.conn_mut(conn_id) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+        else {
             return data.len();
         };
         if conn.is_closed() {
@@ -376,7 +386,10 @@ impl Engine {
         if conn.websocket.is_some() {
             return self.feed_websocket(conn_id, data, now);
         }
-        let (packets, consumed, error) = conn.decoder.decode_slice(data);
+        let received = &mut self.stats.received;
+        let (packets, consumed, error) = conn
+            .decoder
+            .decode_slice_with(data, |kind, len| received.count(kind, len));
         if self.handle_decoded(conn_id, packets, consumed, error, now) {
             consumed
         } else {
@@ -480,7 +493,7 @@ impl Engine {
         }
     }
 
-    /// Publish a message from the broker itself ($SYS, the admin API).
+    /// Publish a message from the broker itself ($SYS); returns the sessions reached.
     pub fn publish(
         &mut self,
         topic: &str,
@@ -489,15 +502,22 @@ impl Engine {
         retain: bool,
         now: u64,
     ) -> usize {
-        let message = Message::from_publish(
-            topic,
-            payload,
-            qos,
-            retain,
-            &crate::codec::Properties::new(),
-            None,
-            now,
-        );
+        let properties = crate::codec::Properties::new();
+        self.publish_with_properties(topic, payload, qos, retain, &properties, now)
+    }
+
+    /// `publish` with MQTT 5.0 properties (the admin API): forwarded to v5
+    /// subscribers as a client's would be (`Message::from_publish`).
+    pub fn publish_with_properties(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        qos: QoS,
+        retain: bool,
+        properties: &crate::codec::Properties,
+        now: u64,
+    ) -> usize {
+        let message = Message::from_publish(topic, payload, qos, retain, properties, None, now);
         let message = Arc::new(message);
         if retain {
             // The broker's own retained messages ($SYS) are outside the limits.
@@ -603,7 +623,9 @@ impl Engine {
         {
             return false;
         }
-        self.output_bytes += (conn.out.len() - before) as u64;
+        let written = conn.out.len() - before;
+        self.output_bytes += written as u64;
+        self.stats.sent.count(packet.packet_type(), written);
         if !conn.flush_queued {
             conn.flush_queued = true;
             self.dirty.push(conn_id);
