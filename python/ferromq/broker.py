@@ -9,7 +9,8 @@ cleanly. It never touches a message on the way through (docs/architecture.md).
 Start-up order: bind every listener (a port in use fails here, before anything is
 created on disk), open the store and read its journal back into the engine (sessions,
 subscriptions, queued and in-flight messages, retained messages; damaged records
-skipped are logged with their offsets), then start accepting. While running, a
+skipped are logged with their offsets), then start accepting and, under systemd, say
+READY=1 (:mod:`ferromq.sd_notify`). While running, a
 :class:`~ferromq.storage.persister.Persister` writes the engine's journal batches to
 the store and releases the acknowledgements waiting for them. Its health (ok or
 failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
@@ -51,6 +52,7 @@ from ferromq._core import (
     StreamMember,
     Wake,
 )
+from ferromq import sd_notify
 from ferromq._protocol import IOHub, ReadArena
 from ferromq.acl import load_rules
 from ferromq.acl.watch import AclFileWatch
@@ -402,13 +404,17 @@ def _unhandled(event: NoReturn) -> NoReturn:
 async def serve(
     config: Config, stop: asyncio.Event, reload_config: Callable[[], Config] | None = None
 ) -> None:
-    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``."""
+    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``.
+    Under systemd (``NOTIFY_SOCKET``), says READY=1 once serving and STOPPING=1 when
+    ``stop`` is set (:mod:`ferromq.sd_notify`)."""
     broker = Broker(config)
     if reload_config is not None:
         reloader = Reloader(broker, reload_config)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
     await broker.start()
+    sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
     try:
         await stop.wait()
     finally:
+        sd_notify.notify(sd_notify.STOPPING)
         await broker.stop()

@@ -20,6 +20,8 @@ store is opened, so a port in use leaves nothing on disk.
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 - ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
 - ``bans add | remove | list``: edit the bans file (:mod:`ferromq.bans_cli`, likewise).
+- ``init``: write a commented starter configuration (:mod:`ferromq.starter_config`,
+  likewise).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ferromq import __version__, bans_cli, bench, preflight
+from ferromq import __version__, bans_cli, bench, preflight, starter_config
 from ferromq.auth import cli as users_cli
 from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
 from ferromq.log import configure_logging
@@ -162,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(commands)
     users_cli.register(commands)
     bans_cli.register(commands)
+    starter_config.register(commands)
     return parser
 
 
