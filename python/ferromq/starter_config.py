@@ -39,20 +39,20 @@ DEFAULT_PATH: Final = Path("ferromq.toml")
 _HEADER: Final = """\
 ferromq configuration, written by `ferromq init` from the configuration schema.
 
-Every setting is listed with its default and what it does, commented out: remove the
-# before a key to change it. Sizes take 1048576, "256KiB" or "1MB"; durations 10,
-"10s", "5m", "7d". FERROMQ_<SECTION>__<KEY>=value and FERROMQ_LISTEN=host:port
-override this file. Add a [[listeners]] table for each further address to serve.
-Check the file with: ferromq check-config --config <this file>"""
+Every setting is listed with its default and what it does, commented out; to change
+one, delete the # in front of its key. Sizes take 1048576, "256KiB" or "1MB";
+durations 10, "10s", "5m", "7d". FERROMQ_<SECTION>__<KEY>=value and
+FERROMQ_LISTEN=host:port override this file. Add a [[listeners]] table for each
+further address to serve. Check the file with: ferromq check-config --config FILE"""
 
-# reStructuredText in the docstrings, as a reader of a TOML file wants it:
-# ``key`` and :role:`~module.name` become `key` and `name`.
+# reStructuredText in the docstrings, as a reader of a TOML file wants it: ``key``,
+# :mod:`ferromq.auth` and :class:`~ferromq.x.Name` become `key`, `ferromq.auth`, `Name`.
 _LITERAL: Final = re.compile(r"``([^`]+)``")
-_ROLE: Final = re.compile(r":[a-z]+:`~?(?:[\w.]+\.)?([^`]+)`")
+_ROLE: Final = re.compile(r":[a-z]+:`(~[\w.]*\.)?([^`]+)`")
 
 
 def _comment(text: str) -> list[str]:
-    plain = _ROLE.sub(r"`\1`", _LITERAL.sub(r"`\1`", text))
+    plain = _ROLE.sub(r"`\2`", _LITERAL.sub(r"`\1`", text))
     return [f"# {line}".rstrip() for line in plain.splitlines()]
 
 
