@@ -97,11 +97,16 @@ def check_round_trip(venv: Path, work: Path) -> None:
     broker_log, sub_log = work / "broker.log", work / "sub.log"
     address = ["-h", "127.0.0.1", "-p", str(port), "-t", TOPIC, "-q", "1"]
     with broker_log.open("w") as log, sub_log.open("w") as out:
-        broker = subprocess.Popen([str(venv / "bin" / "ferromq"), "serve"], cwd=work, env=env, stderr=log)
+        broker = subprocess.Popen(
+            [str(venv / "bin" / "ferromq"), "serve"], cwd=work, env=env, stderr=log
+        )
         try:
             wait_for(broker_log, "listening", broker, "ferromq serve")
-            # -d says when the SUBACK is in, so the message is sent after it; -C 1: one.
-            sub = subprocess.Popen(["mosquitto_sub", *address, "-d", "-C", "1"], stdout=out)
+            # -d says when the SUBACK is in (line-buffered by stdbuf, as the output is a
+            # file), so the message is published after it; -C 1: one message, then exit.
+            sub = subprocess.Popen(
+                ["stdbuf", "-oL", "mosquitto_sub", *address, "-d", "-C", "1"], stdout=out
+            )
             try:
                 wait_for(sub_log, "received SUBACK", sub, "mosquitto_sub")
                 run(["mosquitto_pub", *address, "-m", PAYLOAD], work)

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ferromq import sd_notify
 from ferromq._core import (
     AclRules,
     Auth,
@@ -52,7 +53,6 @@ from ferromq._core import (
     StreamMember,
     Wake,
 )
-from ferromq import sd_notify
 from ferromq._protocol import IOHub, ReadArena
 from ferromq.acl import load_rules
 from ferromq.acl.watch import AclFileWatch

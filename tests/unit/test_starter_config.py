@@ -9,10 +9,11 @@ import subprocess
 from dataclasses import fields, replace
 from pathlib import Path
 
-from ferromq.config import MiB, Config, load_config
-from ferromq.starter_config import starter_config
 from tests.conftest import ferromq_command
 from tests.unit.test_cli import one_line_error, run_cli
+
+from ferromq.config import Config, MiB, load_config
+from ferromq.starter_config import starter_config
 
 
 def test_the_starter_file_passes_check_config_and_loads_to_the_defaults(tmp_path: Path) -> None:
