@@ -22,6 +22,7 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use ferromq_core::transport::websocket::put_client_frame;
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -38,6 +39,7 @@ const OPCODE_BINARY: u8 = 0x2;
 const OPCODE_CLOSE: u8 = 0x8;
 const OPCODE_PING: u8 = 0x9;
 const OPCODE_PONG: u8 = 0xA;
+const FIN: u8 = 0x80;
 
 static TLS12_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
 static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
@@ -82,8 +84,8 @@ impl Connector {
         let websocket = self.upgrade.as_ref().map(|request| WebSocket {
             upgraded: false,
             input: Vec::new(),
-            held: Vec::new(),
-            out: request.clone(),
+            held: BytesMut::new(),
+            out: BytesMut::from(&request[..]),
             sent: 0,
             mask: seed | 1,
         });
@@ -286,9 +288,9 @@ struct WebSocket {
     /// Received bytes not yet deframed (or, before the upgrade, the answer so far).
     input: Vec<u8>,
     /// Frames written before the upgrade was answered.
-    held: Vec<u8>,
+    held: BytesMut,
     /// Bytes for the wire, `sent` of them already written.
-    out: Vec<u8>,
+    out: BytesMut,
     sent: usize,
     /// xorshift32 state for the masking keys (never 0).
     mask: u32,
@@ -353,22 +355,7 @@ impl WebSocket {
         } else {
             &mut self.held
         };
-        target.push(0x80 | opcode);
-        match payload.len() {
-            len @ 0..=125 => target.push(0x80 | len as u8),
-            len @ 126..=0xFFFF => {
-                target.push(0x80 | 126);
-                target.extend_from_slice(&(len as u16).to_be_bytes());
-            }
-            len => {
-                target.push(0x80 | 127);
-                target.extend_from_slice(&(len as u64).to_be_bytes());
-            }
-        }
-        target.extend_from_slice(&key);
-        let start = target.len();
-        target.extend_from_slice(payload);
-        apply_mask(&mut target[start..], key);
+        put_client_frame(target, FIN | opcode, payload, key);
     }
 
     fn next_key(&mut self) -> [u8; 4] {
@@ -411,35 +398,22 @@ fn frame_at(data: &[u8]) -> io::Result<Option<(u8, usize, usize)>> {
     Ok(Some((opcode, start, header)))
 }
 
-fn apply_mask(payload: &mut [u8], key: [u8; 4]) {
-    let wide = u64::from_ne_bytes([
-        key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3],
-    ]);
-    let mut chunks = payload.chunks_exact_mut(8);
-    for chunk in &mut chunks {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        chunk.copy_from_slice(&(u64::from_ne_bytes(word) ^ wide).to_ne_bytes());
-    }
-    for (i, byte) in chunks.into_remainder().iter_mut().enumerate() {
-        *byte ^= key[i % 4];
-    }
-}
-
 fn invalid(message: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message.to_string())
 }
 
 #[cfg(test)]
 mod tests {
+    use ferromq_core::transport::websocket::Deframer;
+
     use super::*;
 
     fn websocket(upgraded: bool) -> WebSocket {
         WebSocket {
             upgraded,
             input: Vec::new(),
-            held: Vec::new(),
-            out: Vec::new(),
+            held: BytesMut::new(),
+            out: BytesMut::new(),
             sent: 0,
             mask: 7,
         }
@@ -454,11 +428,12 @@ mod tests {
         assert_eq!(frame[0], 0x82);
         assert_eq!(frame[1], 0x80 | 126);
         assert_eq!(u16::from_be_bytes([frame[2], frame[3]]), 300);
-        let key = [frame[4], frame[5], frame[6], frame[7]];
-        let mut body = frame[8..].to_vec();
-        assert_ne!(body, payload);
-        apply_mask(&mut body, key);
-        assert_eq!(body, payload);
+        assert_ne!(&frame[8..], &payload[..]);
+        // The broker's own deframer reads it back.
+        let mut deframer = Deframer::new(1024);
+        let (mut data, mut replies) = (BytesMut::new(), BytesMut::new());
+        deframer.deframe(frame, &mut data, &mut replies).unwrap();
+        assert_eq!(&data[..], &payload[..]);
     }
 
     #[test]

@@ -3,26 +3,20 @@
 
 mod support;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ferromq_core::codec::{FrameDecoder, Packet, ProtocolVersion, QoS};
 use ferromq_core::engine::{ConnId, Engine, EngineConfig, Event, Framing};
 use ferromq_core::topic::ShareStrategy;
+use ferromq_core::transport::websocket::put_client_frame;
 use support::{connect, publish, subscribe};
 
 const MASK: [u8; 4] = [0xa1, 0x02, 0x5c, 0xee];
 
 /// A masked client frame.
 fn frame(first: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = vec![first];
-    if payload.len() < 126 {
-        out.push(0x80 | payload.len() as u8);
-    } else {
-        out.push(0x80 | 126);
-        out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-    }
-    out.extend_from_slice(&MASK);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
-    out
+    let mut out = BytesMut::new();
+    put_client_frame(&mut out, first, payload, MASK);
+    out.to_vec()
 }
 
 fn wire(packet: Packet) -> Vec<u8> {

@@ -335,13 +335,34 @@ fn close_status(payload: &[u8]) -> Result<Option<u16>, FrameError> {
 /// Write a server frame header (final, unmasked) for a `len`-byte payload.
 pub fn put_header(out: &mut BytesMut, opcode: u8, len: usize) {
     out.put_u8(FIN | opcode);
+    put_length(out, len, 0);
+}
+
+/// Write a client's frame [RFC 6455 §5.3]: `first` holds FIN, RSV and the opcode, the
+/// payload goes masked with `key`. The broker never sends one; the load generator
+/// and the tests do.
+pub fn put_client_frame(out: &mut BytesMut, first: u8, payload: &[u8], key: [u8; 4]) {
+    out.put_u8(first);
+    put_length(out, payload.len(), MASKED);
+    out.put_slice(&key);
+    let start = out.len();
+    out.put_slice(payload);
+    for chunk in out[start..].chunks_mut(4) {
+        for (byte, k) in chunk.iter_mut().zip(key) {
+            *byte ^= k;
+        }
+    }
+}
+
+/// The second byte on: the payload length in its shortest form, with `mask_bit`.
+fn put_length(out: &mut BytesMut, len: usize, mask_bit: u8) {
     if len < 126 {
-        out.put_u8(len as u8);
+        out.put_u8(mask_bit | len as u8);
     } else if let Ok(len) = u16::try_from(len) {
-        out.put_u8(126);
+        out.put_u8(mask_bit | 126);
         out.put_u16(len);
     } else {
-        out.put_u8(127);
+        out.put_u8(mask_bit | 127);
         out.put_u64(len as u64);
     }
 }
@@ -373,21 +394,9 @@ mod tests {
 
     /// A masked client frame.
     fn frame(first: u8, payload: &[u8]) -> Vec<u8> {
-        let mut out = vec![first];
-        match payload.len() {
-            n if n < 126 => out.push(0x80 | n as u8),
-            n if n <= 0xFFFF => {
-                out.push(0x80 | 126);
-                out.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                out.push(0x80 | 127);
-                out.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        out.extend_from_slice(&MASK);
-        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ MASK[i % 4]));
-        out
+        let mut out = BytesMut::new();
+        put_client_frame(&mut out, first, payload, MASK);
+        out.to_vec()
     }
 
     fn run(
