@@ -9,7 +9,8 @@ cleanly. It never touches a message on the way through (docs/architecture.md).
 Start-up order: bind every listener (a port in use fails here, before anything is
 created on disk), open the store and read its journal back into the engine (sessions,
 subscriptions, queued and in-flight messages, retained messages; damaged records
-skipped are logged with their offsets), then start accepting. While running, a
+skipped are logged with their offsets), then start accepting and, under systemd, say
+READY=1 (:mod:`ferromq.sd_notify`). While running, a
 :class:`~ferromq.storage.persister.Persister` writes the engine's journal batches to
 the store and releases the acknowledgements waiting for them. Its health (ok or
 failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
@@ -45,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ferromq import sd_notify
 from ferromq._core import (
     AclRules,
     Auth,
@@ -490,15 +492,19 @@ async def serve(
     serving: Callable[[], None] | None = None,
 ) -> None:
     """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``;
-    ``serving`` is called once every listener accepts (the pid file is written then)."""
+    ``serving`` is called once every listener accepts (the pid file is written then).
+    Under systemd (``NOTIFY_SOCKET``), says READY=1 once serving and STOPPING=1 when
+    ``stop`` is set (:mod:`ferromq.sd_notify`)."""
     broker = Broker(config)
     if reload_config is not None:
         broker.reloader = Reloader(broker, reload_config)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
     await broker.start()
+    sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
     try:
         if serving is not None:
             serving()
         await stop.wait()
     finally:
+        sd_notify.notify(sd_notify.STOPPING)
         await broker.stop()
