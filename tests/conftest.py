@@ -57,9 +57,11 @@ def start_broker(
     config_text: str = "",
     env: dict[str, str] | None = None,
     nofile: int | None = None,
+    ready: Callable[[RunningBroker], bool] | None = None,
 ) -> RunningBroker:
     """A ``ferromq serve`` on a free port; ``nofile`` caps its file descriptors
-    (RLIMIT_NOFILE, soft and hard)."""
+    (RLIMIT_NOFILE, soft and hard); ``ready`` says when it serves (default: its output
+    has the "listening" line), for a broker that logs elsewhere or not at info."""
     port = free_port()
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
@@ -85,8 +87,9 @@ def start_broker(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
-        if "listening" in log_path.read_text(errors="replace"):
-            return RunningBroker("127.0.0.1", port, process, log_path, config)
+        running = RunningBroker("127.0.0.1", port, process, log_path, config)
+        if ready(running) if ready else "listening" in running.log():
+            return running
         time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")

@@ -17,6 +17,8 @@ __all__ = [
     "Auth",
     "Authenticate",
     "BenchError",
+    "ClientConnected",
+    "ClientDisconnected",
     "Close",
     "CodecError",
     "DamagedRange",
@@ -29,6 +31,7 @@ __all__ = [
     "JournalSplitter",
     "MalformedPacket",
     "PacketTooLarge",
+    "PacketTrace",
     "Persist",
     "ProtocolError",
     "ProxyHeader",
@@ -40,9 +43,11 @@ __all__ = [
     "RetainedIndex",
     "StreamDone",
     "StreamMember",
+    "Subscribed",
     "SubscriptionIndex",
     "TopicFilterInvalid",
     "TopicNameInvalid",
+    "Unsubscribed",
     "UnsupportedProtocolVersion",
     "Wake",
     "__version__",
@@ -165,6 +170,7 @@ class EngineSettings:
         retained_max_expiry_ms: int,
         redirect_server_reference: str,
         redirect_permanent: bool,
+        client_events: bool,
     ) -> EngineSettings: ...
 
 # The engine's events (Engine.take_events), one class per variant of the core's Event.
@@ -243,6 +249,81 @@ class Wake:
     @property
     def at(self) -> int: ...
 
+@final
+class ClientConnected:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def username(self) -> str | None: ...
+    @property
+    def protocol(self) -> int: ...
+    @property
+    def keep_alive(self) -> int: ...
+    @property
+    def clean_start(self) -> bool: ...
+    @property
+    def session_expiry(self) -> int: ...
+    @property
+    def session_present(self) -> bool: ...
+
+@final
+class ClientDisconnected:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def reason_code(self) -> int | None: ...
+    @property
+    def reason_name(self) -> str | None: ...
+
+@final
+class Subscribed:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def filters(self) -> list[tuple[str, int, int]]: ...
+
+@final
+class Unsubscribed:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def filters(self) -> list[str]: ...
+
+@final
+class PacketTrace:
+    @property
+    def conn(self) -> int: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def inbound(self) -> bool: ...
+    @property
+    def packet_type(self) -> str: ...
+    @property
+    def packet_id(self) -> int | None: ...
+    @property
+    def topic(self) -> str | None: ...
+    @property
+    def filters(self) -> list[str]: ...
+    @property
+    def qos(self) -> int | None: ...
+    @property
+    def reason_codes(self) -> list[int]: ...
+    @property
+    def payload_size(self) -> int | None: ...
+    @property
+    def payload_preview(self) -> bytes | None: ...
+
 EngineEvent: TypeAlias = (
     Authenticate
     | Auth
@@ -253,6 +334,11 @@ EngineEvent: TypeAlias = (
     | StreamDone
     | ResumeReading
     | Wake
+    | ClientConnected
+    | ClientDisconnected
+    | Subscribed
+    | Unsubscribed
+    | PacketTrace
 )
 
 @final
@@ -349,6 +435,9 @@ class Engine:
     def take_stream_done(self) -> list[int]: ...
     def snapshot(self) -> bytes: ...
     def restore(self, data: bytes, now: int) -> RestoreReport: ...
+    def set_client_events(self, on: bool) -> None: ...
+    def trace(self, client_id: str, on: bool) -> None: ...
+    def traced(self) -> list[str]: ...
     def shutdown(self, now: int) -> None: ...
     def stats(self) -> dict[str, int]: ...
 

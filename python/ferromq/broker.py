@@ -17,6 +17,10 @@ With the Kafka application store, shared groups of application clients are serve
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
 ``StreamMember`` and ``StreamDone`` events.
 
+Client events (connect, disconnect, subscribe, unsubscribe) and per-client packet
+traces are logged by :class:`~ferromq.client_log.ClientLog`; :meth:`Broker.trace`
+switches a client's trace at run time, ``[log] trace_clients`` at start and on SIGHUP.
+
 ACL rules (:mod:`ferromq.acl`) are compiled at start and handed to the engine
 (``Engine.set_acl``); SIGHUP and, with ``[acl] watch``, a change of the rules file
 hand it new ones, which apply to connected sessions at once.
@@ -45,14 +49,19 @@ from ferromq._core import (
     AclRules,
     Auth,
     Authenticate,
+    ClientConnected,
+    ClientDisconnected,
     Close,
     Engine,
     EngineEvent,
+    PacketTrace,
     Persist,
     Rejected,
     ResumeReading,
     StreamDone,
     StreamMember,
+    Subscribed,
+    Unsubscribed,
     Wake,
 )
 from ferromq._protocol import IOHub, ReadArena
@@ -61,6 +70,7 @@ from ferromq.acl.watch import AclFileWatch
 from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
+from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config
 from ferromq.listener import ListenError, Listeners
@@ -167,8 +177,11 @@ class Broker:
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.serving = False
-        self.reload_hooks: list[ReloadHook] = []
+        self.reload_hooks: list[ReloadHook] = [self._reload_log]
+        self._client_log: ClientLog | None = None
         self.use_acl(load_rules(config.acl), config.acl)
+        for client_id in config.log.trace_clients:
+            self.engine.trace(client_id, True)
 
     @property
     def store_health(self) -> StoreHealth | None:
@@ -230,6 +243,7 @@ class Broker:
             self.config.limits.write_buffer_high_water,
         )
         hub = self._hub
+        self._client_log = ClientLog(hub.peer, self._listeners.listener_of)
         store = store_from_config(self.config)
         if store is not None:
             await self._restore(store)
@@ -355,6 +369,27 @@ class Broker:
         self.use_acl(rules, self.config.acl)
         self.hub.flush()
 
+    def trace(self, client_id: str, enabled: bool) -> None:
+        """Log every packet of ``client_id`` (at info, logger ``ferromq.trace``) from now
+        on, on its live connection and its later ones, or stop. For the admin API and
+        ``[log] trace_clients``; other clients' packets are not touched."""
+        self.engine.trace(client_id, enabled)
+        log_event(logger, logging.INFO, "trace on" if enabled else "trace off", client_id=client_id)
+
+    def traced(self) -> list[str]:
+        """The client ids traced now, sorted."""
+        return self.engine.traced()
+
+    def _reload_log(self, running: Config, applied: Config) -> None:
+        """A reload hook: client events follow the new log level; clients added to
+        ``[log] trace_clients`` are traced, those removed from it no longer."""
+        self.engine.set_client_events(client_events_wanted(applied.log.level))
+        before, after = set(running.log.trace_clients), set(applied.log.trace_clients)
+        for client_id in sorted(before - after):
+            self.trace(client_id, False)
+        for client_id in sorted(after - before):
+            self.trace(client_id, True)
+
     def _reload_admission(self, running: Config, applied: Config) -> None:
         """A reload hook: the applied limits and bans (the bans file read again) decide
         the next connections; connected clients a ban now matches are closed."""
@@ -401,6 +436,16 @@ class Broker:
                 # CONNECT itself.
                 if self.auth is not None:
                     self.auth.on_event(event)
+            case (
+                ClientConnected()
+                | ClientDisconnected()
+                | Subscribed()
+                | Unsubscribed()
+                | PacketTrace()
+            ):
+                # Only while logging at info, or for traced clients.
+                assert self._client_log is not None
+                self._client_log.on_event(event)
             case Close() | ResumeReading() | Wake():
                 pass  # IOHub acts on these itself
             case _:
@@ -430,15 +475,21 @@ def _unhandled(event: NoReturn) -> NoReturn:
 
 
 async def serve(
-    config: Config, stop: asyncio.Event, reload_config: Callable[[], Config] | None = None
+    config: Config,
+    stop: asyncio.Event,
+    reload_config: Callable[[], Config] | None = None,
+    serving: Callable[[], None] | None = None,
 ) -> None:
-    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``."""
+    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``;
+    ``serving`` is called once every listener accepts (the pid file is written then)."""
     broker = Broker(config)
     if reload_config is not None:
         reloader = Reloader(broker, reload_config)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
     await broker.start()
     try:
+        if serving is not None:
+            serving()
         await stop.wait()
     finally:
         await broker.stop()

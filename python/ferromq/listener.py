@@ -188,7 +188,8 @@ class _Accepted:
 
 class _CountedProtocol(MqttProtocol):
     """An ``MqttProtocol`` that gives its slots back once, when its connection ends, and
-    tells admission the connection is gone."""
+    tells admission the connection is gone. While open, its connection id names its
+    listener in ``names`` (for the connect log line)."""
 
     def __init__(
         self,
@@ -197,10 +198,18 @@ class _CountedProtocol(MqttProtocol):
         closed: Callable[[int], None],
         framing: _Framing,
         peer: tuple[str, int] | None,
+        listener: str,
+        names: dict[int, str],
     ) -> None:
         super().__init__(hub, framing, peer)
         self._release: Callable[[], None] | None = release
         self._closed = closed
+        self._listener = listener
+        self._names = names
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._names[self.conn] = self._listener
 
     def release(self) -> None:
         if self._release is not None:
@@ -211,6 +220,7 @@ class _CountedProtocol(MqttProtocol):
         try:
             super().connection_lost(exc)
         finally:
+            self._names.pop(self.conn, None)
             self._closed(self.conn)
             self.release()
 
@@ -226,10 +236,11 @@ class _CertifiedProtocol(_CountedProtocol):
         closed: Callable[[int], None],
         framing: _Framing,
         peer: tuple[str, int] | None,
+        names: dict[int, str],
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
     ) -> None:
-        super().__init__(hub, release, closed, framing, peer)
+        super().__init__(hub, release, closed, framing, peer, config.name, names)
         self._config = config
         self._certificates = certificates
 
@@ -294,6 +305,7 @@ class Listeners:
         )
         self._counts = _Counts()
         self._certificates: dict[int, PeerCertificate] = {}
+        self._names: dict[int, str] = {}  # open connections' listeners
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
         self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at accept")
@@ -340,6 +352,10 @@ class Listeners:
             listener.config.name: all(sock.fileno() >= 0 for sock in listener.sockets)
             for listener in self._listeners
         }
+
+    def listener_of(self, conn: int) -> str | None:
+        """The name of the listener open connection ``conn`` came in on."""
+        return self._names.get(conn)
 
     def certificate(self, conn: int) -> PeerCertificate | None:
         """The verified client certificate of connection ``conn``, when it came over a
@@ -542,9 +558,18 @@ class Listeners:
         closed = self._admission.closed
         if listener.config.require_certificate:
             return _CertifiedProtocol(
-                self._hub, release, closed, framing, peer, listener.config, self._certificates
+                self._hub,
+                release,
+                closed,
+                framing,
+                peer,
+                self._names,
+                listener.config,
+                self._certificates,
             )
-        return _CountedProtocol(self._hub, release, closed, framing, peer)
+        return _CountedProtocol(
+            self._hub, release, closed, framing, peer, listener.config.name, self._names
+        )
 
     def _handed_over(
         self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]

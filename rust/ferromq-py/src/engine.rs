@@ -228,6 +228,23 @@ impl Engine {
             .set_acl(rules.map(|r| r.table.clone()), default_allow)
     }
 
+    /// Report client events (connect, disconnect, subscribe, unsubscribe) or stop:
+    /// on while the broker logs them.
+    fn set_client_events(&mut self, on: bool) {
+        self.inner.set_client_events(on);
+    }
+
+    /// Trace every packet of `client_id`'s connection, now and when it connects
+    /// again (`PacketTrace` events), or stop.
+    fn trace(&mut self, client_id: &str, on: bool) {
+        self.inner.trace(client_id, on);
+    }
+
+    /// The client ids traced now, sorted.
+    fn traced(&self) -> Vec<String> {
+        self.inner.traced()
+    }
+
     fn shutdown(&mut self, now: u64) {
         self.inner.shutdown(now);
     }

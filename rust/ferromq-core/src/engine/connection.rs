@@ -84,6 +84,8 @@ pub struct Connection {
     pub websocket: Option<Box<WebSocket>>,
     /// The ACL binding Python's authentication answer gave, until CONNACK.
     pub acl: Option<SessionAcl>,
+    /// Its packets are copied into `Trace` events (`trace`).
+    pub traced: bool,
 }
 
 impl Connection {
@@ -118,6 +120,7 @@ impl Connection {
             retained: RetainedCursor::default(),
             websocket: None,
             acl: None,
+            traced: false,
         }
     }
 

@@ -20,6 +20,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use super::lifecycle::DisconnectReason;
 use super::{ConnId, Engine, Event};
 use crate::choice::named;
 use crate::codec::ReasonCode;
@@ -124,7 +125,7 @@ impl Engine {
         match progress {
             Ok(Progress::Open(consumed)) => consumed,
             Ok(Progress::Closed) => {
-                self.close_connection(conn_id, true, false, now);
+                self.close_connection(conn_id, DisconnectReason::SocketClosed, now);
                 data.len()
             }
             Err(FrameError { code, detail }) => {
@@ -139,7 +140,7 @@ impl Engine {
                     detail,
                 });
                 self.close_websocket(conn_id, code);
-                self.close_connection(conn_id, true, false, now);
+                self.close_connection(conn_id, DisconnectReason::ProtocolError(reason), now);
                 data.len()
             }
         }

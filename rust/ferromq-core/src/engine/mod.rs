@@ -21,7 +21,8 @@
 //! refused although they decode: Response Topic, control characters), and the
 //! limits: `rate` and `users` (publish rates per client and per user name), `hold`
 //! (reading less from a publisher), `memory` (the memory budget), `retained_store`
-//! (retained payloads and their limits).
+//! (retained payloads and their limits); `lifecycle` (why a connection ends, the
+//! client events logs are made of) and `trace` (per-client packet trace).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -37,6 +38,7 @@ mod diagnostics;
 mod framing;
 mod hold;
 pub(crate) mod journal;
+mod lifecycle;
 mod memory;
 mod message;
 mod names;
@@ -53,6 +55,7 @@ mod stats;
 mod stream;
 mod subscribe;
 mod timers;
+mod trace;
 mod users;
 
 use std::collections::HashMap;
@@ -66,10 +69,12 @@ pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
     RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
 };
+pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
+pub use trace::{PacketSummary, PREVIEW_BYTES};
 
 use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
@@ -178,6 +183,45 @@ pub enum Event {
     ResumeReading { conn: ConnId },
     /// Call [`Engine::wake`] at engine time `at` (a held connection's rate refills).
     Wake { at: u64 },
+    /// A CONNECT was accepted and its session bound (`lifecycle`; only with
+    /// `client_events`): the user name authentication settled on, the keep alive and
+    /// session expiry in force (after the broker's caps).
+    ClientConnected {
+        conn: ConnId,
+        client_id: String,
+        username: Option<String>,
+        protocol: u8,
+        keep_alive: u16,
+        clean_start: bool,
+        session_expiry: u32,
+        session_present: bool,
+    },
+    /// A connected client's connection ended, and why (only with `client_events`).
+    ClientDisconnected {
+        conn: ConnId,
+        client_id: String,
+        reason: DisconnectReason,
+    },
+    /// A SUBSCRIBE was answered: each filter with the QoS asked for and its SUBACK
+    /// code (only with `client_events`).
+    Subscribed {
+        conn: ConnId,
+        client_id: String,
+        filters: Vec<(String, u8, crate::codec::ReasonCode)>,
+    },
+    /// An UNSUBSCRIBE was answered (only with `client_events`).
+    Unsubscribed {
+        conn: ConnId,
+        client_id: String,
+        filters: Vec<String>,
+    },
+    /// A packet read from (`inbound`) or written to a traced client (`trace`).
+    Trace {
+        conn: ConnId,
+        client_id: String,
+        inbound: bool,
+        packet: PacketSummary,
+    },
 }
 
 pub struct Engine {
@@ -237,6 +281,8 @@ pub struct Engine {
     wake_at: Option<u64>,
     /// The access-control rules (`acl`).
     acl: acl::AclState,
+    /// Client ids whose packets are traced (`trace`).
+    traced: std::collections::HashSet<Box<str>>,
 }
 
 impl Engine {
@@ -277,6 +323,7 @@ impl Engine {
             memory_held_since: 0,
             wake_at: None,
             acl: acl::AclState::default(),
+            traced: std::collections::HashSet::new(),
             config,
         }
     }
@@ -364,14 +411,21 @@ impl Engine {
         }
         self.stats.bytes_received += consumed as u64;
         for packet in packets {
-            match self.conn_mut(conn_id) {
+            let (traced, held) = match self.conn_mut(conn_id) {
                 None => break,
                 Some(conn) if conn.is_closed() => break,
+                Some(conn) => (conn.traced, conn.hold.is_some()),
+            };
+            if traced {
+                self.trace_packet(conn_id, true, PacketSummary::of(&packet));
+            }
+            if held && !hold::passes_hold(&packet) {
                 // Its input is held (`hold`): the packet waits its turn.
-                Some(conn) if conn.hold.is_some() && !hold::passes_hold(&packet) => {
+                if let Some(conn) = self.conn_mut(conn_id) {
                     conn.parked.push_back(packet);
                 }
-                Some(_) => self.handle_packet(conn_id, packet, now),
+            } else {
+                self.handle_packet(conn_id, packet, now);
             }
             self.stats.packets_received += 1;
         }
@@ -391,7 +445,7 @@ impl Engine {
     /// hands this id to (a reconnect in the same loop tick).
     pub fn connection_lost(&mut self, conn_id: ConnId, now: u64) {
         if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
-            self.close_connection(conn_id, true, false, now);
+            self.close_connection(conn_id, DisconnectReason::SocketClosed, now);
         }
         self.events.retain(|event| match event {
             Event::Authenticate { conn, .. }
@@ -403,7 +457,12 @@ impl Engine {
             | Event::Wake { .. }
             | Event::Persist
             | Event::StreamMember { .. }
-            | Event::StreamDone => true,
+            | Event::StreamDone
+            | Event::ClientConnected { .. }
+            | Event::ClientDisconnected { .. }
+            | Event::Subscribed { .. }
+            | Event::Unsubscribed { .. }
+            | Event::Trace { .. } => true,
         });
         self.held_acks.retain(|held| held.conn != conn_id);
         self.held.retain(|&held| held != conn_id);
@@ -515,7 +574,7 @@ impl Engine {
         for conn_id in 0..self.conns.len() as ConnId {
             if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
                 self.disconnect_with(conn_id, crate::codec::ReasonCode::ServerShuttingDown);
-                self.close_connection(conn_id, true, false, now);
+                self.close_connection(conn_id, DisconnectReason::ServerShutdown, now);
             }
         }
     }
@@ -557,6 +616,9 @@ impl Engine {
         if !conn.flush_queued {
             conn.flush_queued = true;
             self.dirty.push(conn_id);
+        }
+        if conn.traced {
+            self.trace_packet(conn_id, false, PacketSummary::of(packet));
         }
         true
     }

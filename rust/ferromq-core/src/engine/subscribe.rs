@@ -13,7 +13,9 @@
 //! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
 //! lowered to the subscription's. They join the connection's retained cursor
 //! (`retained_cursor`), which the delivery drain sends from as the socket and the
-//! window allow; an UNSUBSCRIBE drops what its filter still had to send.
+//! window allow; an UNSUBSCRIBE drops what its filter still had to send. With
+//! `client_events`, each SUBSCRIBE and UNSUBSCRIBE is reported once (`Subscribed`,
+//! `Unsubscribed`), before its ack.
 
 use crate::acl::Action;
 use crate::codec::{
@@ -24,7 +26,7 @@ use crate::topic::parse_shared_filter;
 
 use super::acl::subscribe_request;
 
-use super::{ConnId, Engine};
+use super::{ConnId, Engine, Event};
 
 impl Engine {
     pub(super) fn handle_subscribe(
@@ -103,6 +105,22 @@ impl Engine {
                 Err(_) if v5 => reasons.push(ReasonCode::TopicFilterInvalid),
                 Err(_) => reasons.push(ReasonCode::UnspecifiedError),
             }
+        }
+        if self.config.client_events {
+            let filters = subscribe
+                .filters
+                .iter()
+                .zip(&reasons)
+                .map(|((filter, options), reason)| {
+                    (filter.as_str().to_owned(), options.qos as u8, *reason)
+                })
+                .collect();
+            let client_id = self.client_id_of(session);
+            self.events.push(Event::Subscribed {
+                conn: conn_id,
+                client_id,
+                filters,
+            });
         }
         self.write(
             conn_id,
@@ -183,6 +201,19 @@ impl Engine {
                     ReasonCode::NoSubscriptionExisted
                 });
             }
+        }
+        if self.config.client_events {
+            let filters = unsubscribe
+                .filters
+                .iter()
+                .map(|filter| filter.as_str().to_owned())
+                .collect();
+            let client_id = self.client_id_of(session);
+            self.events.push(Event::Unsubscribed {
+                conn: conn_id,
+                client_id,
+                filters,
+            });
         }
         self.write(
             conn_id,
