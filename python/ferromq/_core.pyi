@@ -3,6 +3,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 from typing_extensions import Buffer, CapsuleType
 
 __all__ = [
+    "ADMIN_MAX_PAGE",
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
     "JOURNAL_FORMAT_VERSION",
@@ -30,6 +31,8 @@ __all__ = [
     "FrameDecoder",
     "JournalSplitter",
     "MalformedPacket",
+    "MessageProperties",
+    "NotAuthorized",
     "PacketTooLarge",
     "PacketTrace",
     "Persist",
@@ -41,12 +44,19 @@ __all__ = [
     "RestoreReport",
     "ResumeReading",
     "RetainedIndex",
+    "RetainedMessage",
+    "RetainedPage",
+    "SessionConflict",
+    "SessionInfo",
+    "SessionPage",
     "StreamDone",
     "StreamMember",
     "Subscribed",
+    "Subscription",
     "SubscriptionIndex",
     "TopicFilterInvalid",
     "TopicNameInvalid",
+    "UnknownClient",
     "Unsubscribed",
     "UnsupportedProtocolVersion",
     "Wake",
@@ -64,6 +74,7 @@ __all__ = [
 
 __version__: Final[str]
 MAX_PACKET_SIZE: Final[int]
+ADMIN_MAX_PAGE: Final[int]
 DELIVERY_RETAIN_AS_PUBLISHED: Final[int]
 DELIVERY_SHARED: Final[int]
 
@@ -81,6 +92,9 @@ class TopicNameInvalid(CodecError): ...
 class PacketTooLarge(CodecError): ...
 class EncodeError(ValueError): ...
 class BenchError(RuntimeError): ...
+class UnknownClient(LookupError): ...
+class SessionConflict(RuntimeError): ...
+class NotAuthorized(PermissionError): ...
 
 @final
 class FrameDecoder:
@@ -418,8 +432,46 @@ class Engine:
     def tick(self, now: int) -> None: ...
     def wake(self, now: int) -> None: ...
     def publish(
-        self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, now: int = 0
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int = 0,
+        retain: bool = False,
+        now: int = 0,
+        properties: MessageProperties | None = None,
     ) -> int: ...
+    def sessions(
+        self,
+        cursor: int = 0,
+        limit: int = 100,
+        *,
+        client_id_prefix: str | None = None,
+        client_id_contains: str | None = None,
+        username: str | None = None,
+        connected: bool | None = None,
+    ) -> SessionPage: ...
+    def session(self, client_id: str) -> SessionInfo | None: ...
+    def subscriptions(self, client_id: str) -> list[Subscription]: ...
+    def subscribe_for(
+        self,
+        client_id: str,
+        filter: str,
+        qos: int,
+        now: int,
+        *,
+        no_local: bool = False,
+        retain_as_published: bool = False,
+        retain_handling: int = 0,
+        subscription_id: int | None = None,
+    ) -> bool: ...
+    def unsubscribe_for(self, client_id: str, filter: str) -> bool: ...
+    def kick(self, client_id: str, now: int) -> bool: ...
+    def delete_session(self, client_id: str, now: int) -> None: ...
+    def retained_messages(
+        self, filter: str, now: int, cursor: int = 0, limit: int = 100
+    ) -> RetainedPage: ...
+    def retained_message(self, topic: str, now: int) -> RetainedMessage | None: ...
+    def clear_retained(self, topic: str) -> bool: ...
     def has_output(self) -> bool: ...
     def take_output(self) -> list[tuple[int, bytes]]: ...
     def take_events(self) -> list[EngineEvent]: ...
@@ -549,3 +601,99 @@ class ProxyHeader:
     def source(self) -> tuple[str, int] | None: ...
 
 def parse_proxy_header(data: Buffer) -> ProxyHeader | None: ...
+
+@final
+class SessionInfo:
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def username(self) -> str | None: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def conn(self) -> int | None: ...
+    @property
+    def protocol(self) -> int | None: ...
+    @property
+    def keep_alive(self) -> int | None: ...
+    @property
+    def connected_at(self) -> int | None: ...
+    @property
+    def expiry_interval(self) -> int: ...
+    @property
+    def expires_at(self) -> int | None: ...
+    @property
+    def client_type(self) -> str: ...
+    @property
+    def subscriptions(self) -> int: ...
+    @property
+    def inflight(self) -> int: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def queued_bytes(self) -> int: ...
+
+@final
+class SessionPage:
+    @property
+    def items(self) -> tuple[SessionInfo, ...]: ...
+    @property
+    def next(self) -> int | None: ...
+
+@final
+class Subscription:
+    @property
+    def filter(self) -> str: ...
+    @property
+    def qos(self) -> int: ...
+    @property
+    def no_local(self) -> bool: ...
+    @property
+    def retain_as_published(self) -> bool: ...
+    @property
+    def retain_handling(self) -> int: ...
+    @property
+    def subscription_id(self) -> int | None: ...
+
+@final
+class MessageProperties:
+    def __new__(
+        cls,
+        *,
+        content_type: str | None = None,
+        response_topic: str | None = None,
+        correlation_data: bytes | None = None,
+        user_properties: list[tuple[str, str]] = ...,
+        message_expiry: int | None = None,
+        payload_format_indicator: int | None = None,
+    ) -> MessageProperties: ...
+    @property
+    def content_type(self) -> str | None: ...
+    @property
+    def response_topic(self) -> str | None: ...
+    @property
+    def correlation_data(self) -> bytes | None: ...
+    @property
+    def user_properties(self) -> list[tuple[str, str]]: ...
+    @property
+    def message_expiry(self) -> int | None: ...
+    @property
+    def payload_format_indicator(self) -> int | None: ...
+
+@final
+class RetainedMessage:
+    @property
+    def topic(self) -> str: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def qos(self) -> int: ...
+    @property
+    def properties(self) -> MessageProperties: ...
+
+@final
+class RetainedPage:
+    @property
+    def items(self) -> tuple[RetainedMessage, ...]: ...
+    @property
+    def next(self) -> int | None: ...

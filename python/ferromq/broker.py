@@ -9,7 +9,8 @@ cleanly. It never touches a message on the way through (docs/architecture.md).
 Start-up order: bind every listener (a port in use fails here, before anything is
 created on disk), open the store and read its journal back into the engine (sessions,
 subscriptions, queued and in-flight messages, retained messages; damaged records
-skipped are logged with their offsets), then start accepting. While running, a
+skipped are logged with their offsets), then start accepting and, under systemd, say
+READY=1 (:mod:`ferromq.sd_notify`). While running, a
 :class:`~ferromq.storage.persister.Persister` writes the engine's journal batches to
 the store and releases the acknowledgements waiting for them. Its health (ok or
 failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
@@ -45,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ferromq import sd_notify
 from ferromq._core import (
     AclRules,
     Auth,
@@ -179,6 +181,8 @@ class Broker:
         self.serving = False
         self.reload_hooks: list[ReloadHook] = [self._reload_log]
         self._client_log: ClientLog | None = None
+        self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
+        self.acl_rules: AclRules | None = None
         self.use_acl(load_rules(config.acl), config.acl)
         for client_id in config.log.trace_clients:
             self.engine.trace(client_id, True)
@@ -339,6 +343,7 @@ class Broker:
         subscriptions they deny stop at once (removed from the index, each logged:
         MQTT has no server-side UNSUBSCRIBE to tell the client)."""
         revoked = self.engine.set_acl(rules, config.default == "allow")
+        self.acl_rules = rules
         for client_id, subscription in revoked[:_REVOKED_LOGGED]:
             log_event(
                 logger,
@@ -358,16 +363,22 @@ class Broker:
                 revoked=len(revoked),
             )
 
-    def reload_acl(self) -> None:
-        """Read the running configuration's rules file again (it changed); a file that
-        does not parse is logged and the rules in force stay."""
+    def reload_acl(self) -> str | None:
+        """Read the running configuration's rules file again (it changed, or the admin
+        API asks); a file that does not parse is logged, the rules in force stay, and
+        its error is returned."""
         try:
             rules = load_rules(self.config.acl)
         except ConfigError as exc:
             log_event(logger, logging.ERROR, "acl reload refused, rules kept", error=str(exc))
-            return
+            return str(exc)
         self.use_acl(rules, self.config.acl)
         self.hub.flush()
+        return None
+
+    def apply_bans(self) -> None:
+        """Read the bans file again now (the admin API changed it), as SIGHUP does."""
+        self._reload_admission(self.config, self.config)
 
     def trace(self, client_id: str, enabled: bool) -> None:
         """Log every packet of ``client_id`` (at info, logger ``ferromq.trace``) from now
@@ -481,15 +492,19 @@ async def serve(
     serving: Callable[[], None] | None = None,
 ) -> None:
     """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``;
-    ``serving`` is called once every listener accepts (the pid file is written then)."""
+    ``serving`` is called once every listener accepts (the pid file is written then).
+    Under systemd (``NOTIFY_SOCKET``), says READY=1 once serving and STOPPING=1 when
+    ``stop`` is set (:mod:`ferromq.sd_notify`)."""
     broker = Broker(config)
     if reload_config is not None:
-        reloader = Reloader(broker, reload_config)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
+        broker.reloader = Reloader(broker, reload_config)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
     await broker.start()
+    sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
     try:
         if serving is not None:
             serving()
         await stop.wait()
     finally:
+        sd_notify.notify(sd_notify.STOPPING)
         await broker.stop()

@@ -27,6 +27,9 @@ leaves nothing on disk.
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 - ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
 - ``bans add | remove | list``: edit the bans file (:mod:`ferromq.bans_cli`, likewise).
+- ``ctl``: operate a running broker over its admin API (:mod:`ferromq.ctl`, likewise).
+- ``init``: write a commented starter configuration (:mod:`ferromq.starter_config`,
+  likewise).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from ferromq import __version__, bans_cli, bench, preflight
+from ferromq import __version__, bans_cli, bench, ctl, preflight, starter_config
 from ferromq.auth import cli as users_cli
 from ferromq.config import (
     Config,
@@ -339,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(commands)
     users_cli.register(commands)
     bans_cli.register(commands)
+    ctl.register(commands)
+    starter_config.register(commands)
     for command_parser in commands.choices.values():
         # The parser to name in an "unrecognized arguments" error (see main).
         command_parser.set_defaults(command_parser=command_parser)

@@ -1140,8 +1140,8 @@ def _check(config: Config) -> Config:
                 f"listeners[{index}].path: must start with /, got {_quote(listener.path)}"
             )
     _check_auth(config.auth)
-    _check_admin(config.admin)
     _check_log(config.log)
+    _check_admin(config.admin)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -1168,6 +1168,15 @@ def _check(config: Config) -> Config:
     return config
 
 
+def _check_log(log: LogConfig) -> None:
+    if log.destination == "file" and log.file is None:
+        raise ConfigError('log.file: required with log.destination = "file"')
+    if log.file is not None and log.destination != "file":
+        raise ConfigError(
+            f'log.file: set, but log.destination is {_quote(log.destination)}; set it to "file"'
+        )
+
+
 def _check_admin(admin: AdminConfig) -> None:
     if admin.token is not None and admin.token_file is not None:
         raise ConfigError("admin.token_file: set beside admin.token; give one of them")
@@ -1180,15 +1189,6 @@ def _check_admin(admin: AdminConfig) -> None:
     if bool(admin.certfile) != bool(admin.keyfile):
         given, missing = ("certfile", "keyfile") if admin.certfile else ("keyfile", "certfile")
         raise ConfigError(f"admin.{missing}: required with admin.{given} (HTTPS needs both)")
-
-
-def _check_log(log: LogConfig) -> None:
-    if log.destination == "file" and log.file is None:
-        raise ConfigError('log.file: required with log.destination = "file"')
-    if log.file is not None and log.destination != "file":
-        raise ConfigError(
-            f'log.file: set, but log.destination is {_quote(log.destination)}; set it to "file"'
-        )
 
 
 def _check_only_for(

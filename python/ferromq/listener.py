@@ -346,16 +346,16 @@ class Listeners:
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
 
+    def listener_of(self, conn: int) -> str | None:
+        """The name of the listener open connection ``conn`` came in on."""
+        return self._names.get(conn)
+
     def open_by_name(self) -> dict[str, bool]:
         """Each listener (by name): whether its sockets are open (for readiness)."""
         return {
             listener.config.name: all(sock.fileno() >= 0 for sock in listener.sockets)
             for listener in self._listeners
         }
-
-    def listener_of(self, conn: int) -> str | None:
-        """The name of the listener open connection ``conn`` came in on."""
-        return self._names.get(conn)
 
     def certificate(self, conn: int) -> PeerCertificate | None:
         """The verified client certificate of connection ``conn``, when it came over a

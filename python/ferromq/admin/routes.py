@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ferromq.admin import health, metrics
+from ferromq.admin import api, health, metrics
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
@@ -47,5 +47,5 @@ class AdminRoutes:
 
 RouteModule = Callable[[AdminRoutes], None]
 
-MODULES: tuple[RouteModule, ...] = (health.register, metrics.register)
+MODULES: tuple[RouteModule, ...] = (health.register, metrics.register, api.register)
 """Every route module, in registration order."""

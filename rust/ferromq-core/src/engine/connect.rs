@@ -155,6 +155,7 @@ impl Engine {
             // A return before the will delay ends cancels the will [MQTT-3.1.3-9].
             state.pending_will = None;
             state.acl = acl;
+            state.username = connect.username.as_ref().map(|name| name.as_str().into());
         }
         if session_present {
             // Its subscriptions were granted to an earlier CONNECT, maybe under
@@ -193,6 +194,8 @@ impl Engine {
         conn.will = connect.will;
         conn.session_expiry_from_connect = requested_expiry;
         conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
+        conn.keep_alive = keepalive;
+        conn.connected_at = now;
         conn.aliases_out = OutboundAliases::new(aliases_out);
         conn.rate = rate;
         conn.user = user;

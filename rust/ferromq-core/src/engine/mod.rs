@@ -22,11 +22,13 @@
 //! limits: `rate` and `users` (publish rates per client and per user name), `hold`
 //! (reading less from a publisher), `memory` (the memory budget), `retained_store`
 //! (retained payloads and their limits); `lifecycle` (why a connection ends, the
-//! client events logs are made of) and `trace` (per-client packet trace).
+//! client events logs are made of), `trace` (per-client packet trace) and `admin`
+//! (the admin API: paginated queries and operator actions, bounded work per call).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
 mod acl;
+mod admin;
 mod alias_out;
 mod announce;
 mod auth;
@@ -63,6 +65,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use admin::{
+    AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
+    MAX_PAGE, SCAN_BUDGET,
+};
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use framing::Framing;
 pub use journal::{
@@ -487,7 +493,7 @@ impl Engine {
         }
     }
 
-    /// Publish a message from the broker itself ($SYS, the admin API).
+    /// Publish a message from the broker itself ($SYS); returns the sessions reached.
     pub fn publish(
         &mut self,
         topic: &str,
@@ -496,15 +502,22 @@ impl Engine {
         retain: bool,
         now: u64,
     ) -> usize {
-        let message = Message::from_publish(
-            topic,
-            payload,
-            qos,
-            retain,
-            &crate::codec::Properties::new(),
-            None,
-            now,
-        );
+        let properties = crate::codec::Properties::new();
+        self.publish_with_properties(topic, payload, qos, retain, &properties, now)
+    }
+
+    /// `publish` with MQTT 5.0 properties (the admin API): forwarded to v5
+    /// subscribers as a client's would be (`Message::from_publish`).
+    pub fn publish_with_properties(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        qos: QoS,
+        retain: bool,
+        properties: &crate::codec::Properties,
+        now: u64,
+    ) -> usize {
+        let message = Message::from_publish(topic, payload, qos, retain, properties, None, now);
         let message = Arc::new(message);
         if retain {
             // The broker's own retained messages ($SYS) are outside the limits.
