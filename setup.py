@@ -6,9 +6,15 @@ setuptools-rust) and the Cython module in one backend; maturin cannot compile Cy
 See docs/architecture.md, "Build".
 """
 
+import re
+from pathlib import Path
+
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools_rust import Binding, RustExtension
+
+# The one version (pyproject.toml), compiled into _protocol for `ferromq version`.
+VERSION = re.search(r'^version = "([^"]+)"', Path("pyproject.toml").read_text(), re.M)[1]
 
 setup(
     rust_extensions=[
@@ -26,6 +32,7 @@ setup(
                 ["cython/_protocol.pyx"],
                 # ferromq_raw_feed.h: the read path's C struct, shared with the Rust side.
                 include_dirs=["rust/ferromq-py/include"],
+                define_macros=[("FERROMQ_VERSION", f'"{VERSION}"')],
             )
         ],
         compiler_directives={

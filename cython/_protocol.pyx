@@ -43,6 +43,19 @@ DEFAULT_ARENA_SIZE = 256 * 1024
 cdef Py_ssize_t MIN_FREE = 4096
 
 
+cdef extern from *:
+    # The package version, given by setup.py as a C macro, so `ferromq version` can
+    # show which build of this module is loaded beside which build of _core.
+    """
+    #ifndef FERROMQ_VERSION
+    #define FERROMQ_VERSION "unknown"
+    #endif
+    """
+    const char *FERROMQ_VERSION
+
+__version__ = (<bytes>FERROMQ_VERSION).decode("ascii")
+
+
 cdef extern from "ferromq_raw_feed.h":
     # The one declaration is the header (rust/ferromq-py/include); Cython only names
     # what it uses, and the C compiler checks those uses against the header.

@@ -2,7 +2,8 @@
 under uvloop and once under stdlib asyncio (STYLE.md: every integration test runs
 under both loops); `started` for tests that start (and restart) brokers themselves;
 session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
-`kafka_bootstrap`, started by tests/services.py)."""
+`kafka_bootstrap`, started by tests/services.py) and a test's own stoppable
+`redis_server`."""
 
 from __future__ import annotations
 
@@ -56,9 +57,11 @@ def start_broker(
     config_text: str = "",
     env: dict[str, str] | None = None,
     nofile: int | None = None,
+    ready: Callable[[RunningBroker], bool] | None = None,
 ) -> RunningBroker:
     """A ``ferromq serve`` on a free port; ``nofile`` caps its file descriptors
-    (RLIMIT_NOFILE, soft and hard)."""
+    (RLIMIT_NOFILE, soft and hard); ``ready`` says when it serves (default: its output
+    has the "listening" line), for a broker that logs elsewhere or not at info."""
     port = free_port()
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
@@ -84,8 +87,9 @@ def start_broker(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
-        if "listening" in log_path.read_text(errors="replace"):
-            return RunningBroker("127.0.0.1", port, process, log_path, config)
+        running = RunningBroker("127.0.0.1", port, process, log_path, config)
+        if ready(running) if ready else "listening" in running.log():
+            return running
         time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"broker did not listen on {port}:\n{log_path.read_text()}")
@@ -152,6 +156,18 @@ def _session_service(
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """redis://host:port/0 of a real redis-server (tests/services.py)."""
     yield from _session_service(services.REDIS_ENV, services.start_redis, tmp_path_factory)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[services.RedisServer]:
+    """A real redis-server of the test's own (with an AOF), which the test may stop and
+    start again on its port (the session's ``redis_url`` must stay up)."""
+    try:
+        server = services.start_redis(tmp_path, appendonly=True)
+    except services.ServiceUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,12 @@
 import asyncio
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from typing_extensions import CapsuleType, disjoint_base
 
 from ferromq._core import CodecError, Engine, EngineEvent
 
+__version__: Final[str]
 DEFAULT_ARENA_SIZE: int
 
 class _Decoder(Protocol):

@@ -400,6 +400,10 @@ class Admission:
         if not conns:
             del state.users[client.username]
 
+    def open_by_listener(self) -> dict[str, int]:
+        """Open connections per listener name (for metrics)."""
+        return {name: listener.open for name, listener in self._listeners.items()}
+
     def stats(self) -> dict[str, int]:
         """Open connections, refusals by reason (``refused_<reason>``), addresses banned
         for flapping now."""

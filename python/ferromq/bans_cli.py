@@ -30,22 +30,24 @@ from ferromq.config import (
 from ferromq.file_cli import file_subcommands
 from ferromq.textfile import replace_text
 
-__all__ = ["register"]
+__all__ = ["BAN_KINDS", "ban_entries", "edit_ban_file", "register"]
 
-# option → BanList field, and how one is named in messages
-_KINDS: Final = {
+# kind (the option) → BanList field, and how one is named in messages
+BAN_KINDS: Final = {
     "client_id": ("client_ids", "client id"),
     "username": ("usernames", "user name"),
     "address": ("addresses", "address"),
 }
 
 
-def _change(args: argparse.Namespace, add: bool) -> str:
-    path: Path = args.file
+def edit_ban_file(path: Path, kind: str, value: str, add: bool) -> str:
+    """Add or remove one ban of ``kind`` (a :data:`BAN_KINDS` key) in the bans file at
+    ``path`` (created by an add), checked as the broker will read it; returns what
+    was done. Raises :class:`~ferromq.config.ConfigError` naming file and value (a ban
+    already there or not there, a bad address, an unreadable file). Also the admin
+    API's (:mod:`ferromq.admin.api`)."""
     bans = BanList() if add and not path.exists() else load_ban_file(path)
-    option = next(kind for kind in _KINDS if getattr(args, kind) is not None)
-    key, shown = _KINDS[option]
-    value: str = getattr(args, option)
+    key, shown = BAN_KINDS[kind]
     table = {field: list(values) for field, values in asdict(bans).items()}
     if (value in table[key]) == add:
         state = "already banned" if add else "not banned"
@@ -56,16 +58,22 @@ def _change(args: argparse.Namespace, add: bool) -> str:
         table[key].remove(value)
     parse_ban_list(table, f"bans file {path}")  # refuse what the broker would refuse
     replace_text(path, "\n".join(toml_table("# ferromq bans (ferromq bans add | remove)", table)))
-    done = "banned" if add else "unbanned"
-    return f"{done} {shown} {value!r} in {path}; kill -HUP the broker to apply"
+    return f"{'banned' if add else 'unbanned'} {shown} {value!r} in {path}"
+
+
+def ban_entries(bans: BanList) -> list[tuple[str, str]]:
+    """``(kind, value)`` of every ban in ``bans``, kinds in :data:`BAN_KINDS` order."""
+    return [(kind, value) for kind, (key, _) in BAN_KINDS.items() for value in getattr(bans, key)]
+
+
+def _change(args: argparse.Namespace, add: bool) -> str:
+    kind = next(kind for kind in BAN_KINDS if getattr(args, kind) is not None)
+    done = edit_ban_file(args.file, kind, getattr(args, kind), add)
+    return f"{done}; kill -HUP the broker to apply"
 
 
 def bans_list(args: argparse.Namespace) -> str:
-    bans = load_ban_file(args.file)
-    lines = []
-    for option, (key, _) in _KINDS.items():
-        lines += [f"{option}\t{value}" for value in getattr(bans, key)]
-    return "\n".join(lines)
+    return "\n".join(f"{kind}\t{value}" for kind, value in ban_entries(load_ban_file(args.file)))
 
 
 def register(commands: Any) -> None:

@@ -18,9 +18,17 @@ With the Kafka application store, shared groups of application clients are serve
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
 ``StreamMember`` and ``StreamDone`` events.
 
+Client events (connect, disconnect, subscribe, unsubscribe) and per-client packet
+traces are logged by :class:`~ferromq.client_log.ClientLog`; :meth:`Broker.trace`
+switches a client's trace at run time, ``[log] trace_clients`` at start and on SIGHUP.
+
 ACL rules (:mod:`ferromq.acl`) are compiled at start and handed to the engine
 (``Engine.set_acl``); SIGHUP and, with ``[acl] watch``, a change of the rules file
 hand it new ones, which apply to connected sessions at once.
+
+With ``[admin] enabled`` the admin listener (:mod:`ferromq.admin`: probes, Prometheus
+metrics, and the routes other modules register) is bound with the MQTT listeners,
+served once they accept and closed first at shutdown.
 
 SIGHUP (``ferromq serve``) reloads what can change while running
 (:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
@@ -43,14 +51,19 @@ from ferromq._core import (
     AclRules,
     Auth,
     Authenticate,
+    ClientConnected,
+    ClientDisconnected,
     Close,
     Engine,
     EngineEvent,
+    PacketTrace,
     Persist,
     Rejected,
     ResumeReading,
     StreamDone,
     StreamMember,
+    Subscribed,
+    Unsubscribed,
     Wake,
 )
 from ferromq._protocol import IOHub, ReadArena
@@ -59,9 +72,10 @@ from ferromq.acl.watch import AclFileWatch
 from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
+from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config
-from ferromq.listener import Listeners
+from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
@@ -70,6 +84,7 @@ from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.sys_topics import store_messages, sys_messages
 
 if TYPE_CHECKING:
+    from ferromq.admin import AdminServer
     from ferromq.storage.kafka_shared import StreamedGroups
 
 logger = logging.getLogger("ferromq.broker")
@@ -153,6 +168,7 @@ class Broker:
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
+        self._admin: AdminServer | None = None
         self.admission = Admission(config, load_bans(config.bans))
         self._provider = provider_from_config(config.auth)
         if self._provider is None and decides_connect_in_python(config):
@@ -163,20 +179,38 @@ class Broker:
         self.auth: AuthGate | None = None
         self._started_at = time.monotonic()
         self.serving = False
-        self.reload_hooks: list[ReloadHook] = []
+        self.reload_hooks: list[ReloadHook] = [self._reload_log]
+        self._client_log: ClientLog | None = None
+        self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
+        self.acl_rules: AclRules | None = None
         self.use_acl(load_rules(config.acl), config.acl)
+        for client_id in config.log.trace_clients:
+            self.engine.trace(client_id, True)
 
     @property
     def store_health(self) -> StoreHealth | None:
         """The store writer's state; None without a store (``backend = "memory"``)."""
         return self._persister.health if self._persister is not None else None
 
+    @property
+    def persister(self) -> Persister | None:
+        """The store writer; None without a store."""
+        return self._persister
+
     def ready(self) -> bool:
-        """Listening, and the store writer (if any) running and taking writes: for a
-        readiness probe."""
+        """Every listener open, and the store writer (if any) running and taking writes:
+        for a readiness probe."""
         persister = self._persister
         store_ok = persister is None or (persister.running and persister.health.ok)
-        return self.serving and store_ok
+        return self.serving and store_ok and all(self.listeners_open().values())
+
+    def listeners_open(self) -> dict[str, bool]:
+        """Each MQTT listener (by name): whether it is open."""
+        return {} if self._listeners is None else self._listeners.open_by_name()
+
+    def uptime(self) -> int:
+        """Whole seconds since the broker was made."""
+        return int(time.monotonic() - self._started_at)
 
     @property
     def hub(self) -> IOHub:
@@ -196,6 +230,14 @@ class Broker:
         self._listeners = Listeners.bind(
             config.listeners, self.admission, config.limits.connect_timeout
         )
+        if config.admin.enabled:
+            from ferromq.admin import AdminServer  # the optional ``admin`` extra
+
+            try:
+                self._admin = AdminServer.bind(self, config.admin)
+            except (ListenError, ConfigError):
+                self._listeners.close()
+                raise
         self.reload_hooks += [self._listeners.reload_certificates, self._reload_admission]
         self._hub = IOHub(
             self.engine,
@@ -205,6 +247,7 @@ class Broker:
             self.config.limits.write_buffer_high_water,
         )
         hub = self._hub
+        self._client_log = ClientLog(hub.peer, self._listeners.listener_of)
         store = store_from_config(self.config)
         if store is not None:
             await self._restore(store)
@@ -221,6 +264,8 @@ class Broker:
             )
         self._listeners.serve(loop, hub)
         self.serving = True
+        if self._admin is not None:
+            await self._admin.start()
         self._tasks.append(asyncio.create_task(self._tick_forever()))
         if self.config.sys.interval > 0:
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
@@ -264,6 +309,8 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        if self._admin is not None:
+            await self._admin.close()
         if self._listeners is not None:
             self._listeners.close()
         for task in self._tasks:
@@ -296,6 +343,7 @@ class Broker:
         subscriptions they deny stop at once (removed from the index, each logged:
         MQTT has no server-side UNSUBSCRIBE to tell the client)."""
         revoked = self.engine.set_acl(rules, config.default == "allow")
+        self.acl_rules = rules
         for client_id, subscription in revoked[:_REVOKED_LOGGED]:
             log_event(
                 logger,
@@ -315,16 +363,43 @@ class Broker:
                 revoked=len(revoked),
             )
 
-    def reload_acl(self) -> None:
-        """Read the running configuration's rules file again (it changed); a file that
-        does not parse is logged and the rules in force stay."""
+    def reload_acl(self) -> str | None:
+        """Read the running configuration's rules file again (it changed, or the admin
+        API asks); a file that does not parse is logged, the rules in force stay, and
+        its error is returned."""
         try:
             rules = load_rules(self.config.acl)
         except ConfigError as exc:
             log_event(logger, logging.ERROR, "acl reload refused, rules kept", error=str(exc))
-            return
+            return str(exc)
         self.use_acl(rules, self.config.acl)
         self.hub.flush()
+        return None
+
+    def apply_bans(self) -> None:
+        """Read the bans file again now (the admin API changed it), as SIGHUP does."""
+        self._reload_admission(self.config, self.config)
+
+    def trace(self, client_id: str, enabled: bool) -> None:
+        """Log every packet of ``client_id`` (at info, logger ``ferromq.trace``) from now
+        on, on its live connection and its later ones, or stop. For the admin API and
+        ``[log] trace_clients``; other clients' packets are not touched."""
+        self.engine.trace(client_id, enabled)
+        log_event(logger, logging.INFO, "trace on" if enabled else "trace off", client_id=client_id)
+
+    def traced(self) -> list[str]:
+        """The client ids traced now, sorted."""
+        return self.engine.traced()
+
+    def _reload_log(self, running: Config, applied: Config) -> None:
+        """A reload hook: client events follow the new log level; clients added to
+        ``[log] trace_clients`` are traced, those removed from it no longer."""
+        self.engine.set_client_events(client_events_wanted(applied.log.level))
+        before, after = set(running.log.trace_clients), set(applied.log.trace_clients)
+        for client_id in sorted(before - after):
+            self.trace(client_id, False)
+        for client_id in sorted(after - before):
+            self.trace(client_id, True)
 
     def _reload_admission(self, running: Config, applied: Config) -> None:
         """A reload hook: the applied limits and bans (the bans file read again) decide
@@ -372,6 +447,16 @@ class Broker:
                 # CONNECT itself.
                 if self.auth is not None:
                     self.auth.on_event(event)
+            case (
+                ClientConnected()
+                | ClientDisconnected()
+                | Subscribed()
+                | Unsubscribed()
+                | PacketTrace()
+            ):
+                # Only while logging at info, or for traced clients.
+                assert self._client_log is not None
+                self._client_log.on_event(event)
             case Close() | ResumeReading() | Wake():
                 pass  # IOHub acts on these itself
             case _:
@@ -386,9 +471,8 @@ class Broker:
 
     async def _publish_sys_forever(self) -> None:
         while True:
-            uptime = int(time.monotonic() - self._started_at)
             now = self.hub.now()
-            messages = sys_messages(self.stats(), uptime)
+            messages = sys_messages(self.stats(), self.uptime())
             if self.store_health is not None:
                 messages += store_messages(self.store_health)
             for topic, payload in messages:
@@ -402,18 +486,24 @@ def _unhandled(event: NoReturn) -> NoReturn:
 
 
 async def serve(
-    config: Config, stop: asyncio.Event, reload_config: Callable[[], Config] | None = None
+    config: Config,
+    stop: asyncio.Event,
+    reload_config: Callable[[], Config] | None = None,
+    serving: Callable[[], None] | None = None,
 ) -> None:
-    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``.
-    Under systemd (``NOTIFY_SOCKET``), says READY=1 once serving and STOPPING=1 when
+    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``;
+    ``serving`` is called once every listener accepts (the pid file is written then).
+    Under systemd (``NOTIFY_SOCKET``), says READY=1 after that and STOPPING=1 when
     ``stop`` is set (:mod:`ferromq.sd_notify`)."""
     broker = Broker(config)
     if reload_config is not None:
-        reloader = Reloader(broker, reload_config)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reloader.reload)
+        broker.reloader = Reloader(broker, reload_config)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
     await broker.start()
-    sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
     try:
+        if serving is not None:
+            serving()
+        sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
         await stop.wait()
     finally:
         sd_notify.notify(sd_notify.STOPPING)

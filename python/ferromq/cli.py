@@ -1,25 +1,33 @@
 """The ``ferromq`` console entrypoint.
 
 Each subcommand is a subparser whose ``handler`` default runs it and returns the exit
-status. Configuration reaches every command the same way: ``--config FILE`` (added by
+status. Configuration reaches every command the same way: ``-c/--config FILE`` (added by
 :func:`add_config_argument`) plus ``FERROMQ_*`` environment overrides, both read by
-:func:`ferromq.config.load_config`. A configuration error is the user's to fix, so it is
-one line on stderr and exit status 2 (argparse's status for bad usage), never a traceback.
+:func:`ferromq.config.load_config`; ``serve`` and ``check-config`` then apply the
+command line's own overrides (:func:`add_override_arguments`: ``-p/--port`` and
+``-b/--bind`` replace the first listener's port and host, as Mosquitto's ``-p`` does,
+``-v/--verbose`` logs at debug). A configuration error is the user's to fix, so it is
+one line on stderr and exit status 2 (argparse's status for bad usage), never a
+traceback; argparse's own errors are one line too (:class:`CommandParser`).
 
 Every failure at start-up a user can cause is one line on stderr and an exit status:
 2 the configuration or what it names (:func:`usable_config_or_exit`: the schema, then
-:func:`ferromq.preflight.check` — auth providers, installed extras, data directory), 3 the
-store cannot be opened (Redis or Kafka unreachable, the data directory in use), 4 a
-listener cannot listen (port in use, address not local). Listeners are bound before the
-store is opened, so a port in use leaves nothing on disk.
+:func:`ferromq.preflight.check` — auth providers, installed extras, data directory — and
+a ``--pid-file`` a running process holds), 3 the store cannot be opened (Redis or Kafka
+unreachable, the data directory in use), 4 a listener cannot listen (port in use,
+address not local). Listeners are bound before the store is opened, so a port in use
+leaves nothing on disk.
 
 - ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown); SIGHUP
-  reloads the configuration (:mod:`ferromq.reload`).
+  reloads the configuration (:mod:`ferromq.reload`); ``--pid-file`` (:mod:`ferromq.pidfile`).
 - ``check-config``: the same checks as ``serve`` before it listens; print the effective
   configuration (TOML, or JSON with ``--json``).
+- ``version`` (and ``-V``/``--version``): the package's and the compiled modules'
+  versions.
 - ``bench``: the load generator (:mod:`ferromq.bench`, which registers itself).
 - ``users add``: add a user to a users file (:mod:`ferromq.auth.cli`, likewise).
 - ``bans add | remove | list``: edit the bans file (:mod:`ferromq.bans_cli`, likewise).
+- ``ctl``: operate a running broker over its admin API (:mod:`ferromq.ctl`, likewise).
 - ``init``: write a commented starter configuration (:mod:`ferromq.starter_config`,
   likewise).
 """
@@ -28,39 +36,95 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import os
+import platform
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
-from ferromq import __version__, bans_cli, bench, preflight, starter_config
+from ferromq import __version__, bans_cli, bench, ctl, preflight, starter_config
 from ferromq.auth import cli as users_cli
-from ferromq.config import Config, ConfigError, config_as_dict, load_config, render_toml
+from ferromq.config import (
+    Config,
+    ConfigError,
+    config_as_dict,
+    load_config,
+    override_first_listener,
+    render_toml,
+)
 from ferromq.log import configure_logging
+from ferromq.pidfile import PidFile
 
 EXIT_CONFIG_ERROR = 2
 EXIT_STORE_UNAVAILABLE = 3
 EXIT_CANNOT_LISTEN = 4
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (``ferromq serve: error: ...``)
+    pointing at ``--help``, instead of the usage text followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
-    """Give a subcommand the shared ``--config FILE`` option (``args.config``)."""
+    """Give a subcommand the shared ``-c/--config FILE`` option (``args.config``)."""
     parser.add_argument(
+        "-c",
         "--config",
         type=Path,
         metavar="FILE",
-        help="TOML configuration file (default: built-in defaults); "
-        "FERROMQ_<SECTION>__<KEY> and FERROMQ_LISTEN=host:port override it",
+        help="configuration file in TOML (default: built-in defaults); environment "
+        "variables FERROMQ_<SECTION>__<KEY> and FERROMQ_LISTEN=host:port override it",
     )
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-p/--port``, ``-b/--bind`` and ``-v/--verbose``, applied over the file and the
+    environment by :func:`usable_config`."""
+    parser.add_argument(
+        "-p",
+        "--port",
+        metavar="PORT",
+        help="listen on PORT instead of the first listener's port (default 1883)",
+    )
+    parser.add_argument(
+        "-b",
+        "--bind",
+        metavar="HOST",
+        help="listen on HOST (an address, 0.0.0.0 for all) instead of the first "
+        "listener's host (default 127.0.0.1)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help='log at debug level (as [log] level = "debug")',
+    )
+
+
+def _command_line(config: Config, args: argparse.Namespace) -> Config:
+    """``config`` with the command line's overrides, when the command takes them."""
+    if not hasattr(args, "verbose"):
+        return config
+    config = override_first_listener(config, args.bind, args.port)
+    if args.verbose:
+        config = replace(config, log=replace(config.log, level="debug"))
+    return config
 
 
 def usable_config(args: argparse.Namespace) -> Config:
     """The configuration ``args.config`` and the environment describe, checked against
     what it names (:func:`ferromq.preflight.check`). Raises :class:`ConfigError`."""
-    config = load_config(args.config, os.environ)
+    config = _command_line(load_config(args.config, os.environ), args)
     preflight.check(config)
     return config
 
@@ -89,7 +153,14 @@ def check_config(args: argparse.Namespace) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     config = usable_config_or_exit(args)
-    configure_logging(config.log)
+    pid_file = PidFile(args.pid_file) if args.pid_file is not None else None
+    try:
+        configure_logging(config.log)
+        if pid_file is not None:
+            pid_file.claim()
+    except ConfigError as exc:
+        fail(exc)
+        return EXIT_CONFIG_ERROR
     from ferromq.broker import serve as run_broker
     from ferromq.listener import ListenError
 
@@ -98,7 +169,8 @@ def serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        await run_broker(config, stop, lambda: usable_config(args))
+        serving = pid_file.write if pid_file is not None else None
+        await run_broker(config, stop, lambda: usable_config(args), serving)
 
     from ferromq.storage import StoreUnavailable
 
@@ -118,6 +190,60 @@ def serve(args: argparse.Namespace) -> int:
     except ListenError as exc:
         fail(exc)
         return EXIT_CANNOT_LISTEN
+    finally:
+        if pid_file is not None:
+            pid_file.remove()
+    return 0
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def version_report() -> list[str]:
+    """The package's version, then each compiled module's (a mismatch means a stale
+    build) with the file it was loaded from, then the interpreter's."""
+    from ferromq import _core, _protocol
+
+    return [
+        f"ferromq {__version__}",
+        f"ferromq._core {_core.__version__} (Rust engine) {_core.__file__}",
+        f"ferromq._protocol {_protocol.__version__} (Cython IO) {_protocol.__file__}",
+        f"{platform.python_implementation()} {platform.python_version()}, "
+        f"uvloop {_installed('uvloop')}",
+    ]
+
+
+def version_line() -> str:
+    """``ferromq -V``: the package's version and the compiled modules', on one line."""
+    from ferromq import _core, _protocol
+
+    return (
+        f"ferromq {__version__} (_core {_core.__version__}, _protocol {_protocol.__version__}, "
+        f"{platform.python_implementation()} {platform.python_version()})"
+    )
+
+
+class _ShowVersion(argparse.Action):
+    """``-V``: the version line, built only when asked for (it imports both compiled
+    modules)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(version_line())
+        parser.exit()
+
+
+def version(args: argparse.Namespace) -> int:
+    print("\n".join(version_report()))
     return 0
 
 
@@ -126,23 +252,59 @@ def default_loop() -> str:
     return "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
 
 
+_EXAMPLES = argparse.RawDescriptionHelpFormatter  # keeps the examples' lines as written
+
+
+def _paragraphs(*texts: str) -> str:
+    """Help text for ``_EXAMPLES`` parsers, which do not wrap it themselves."""
+    return "\n\n".join(textwrap.fill(text, 79) for text in texts)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="ferromq",
-        description="ferromq: an MQTT 3.1.1 / 5.0 broker with a compiled core.",
+        formatter_class=_EXAMPLES,
+        description="ferromq: an MQTT 3.1, 3.1.1 and 5.0 broker.",
+        epilog="examples:\n"
+        "  ferromq serve                     listen on 127.0.0.1:1883\n"
+        "  ferromq serve -b 0.0.0.0 -p 1884  listen on every address, port 1884\n"
+        "  ferromq serve -c /etc/ferromq/ferromq.toml\n"
+        "  ferromq check-config -c ferromq.toml\n\n"
+        "Run 'ferromq COMMAND --help' for a command's options.",
     )
-    parser.add_argument("--version", action="version", version=f"ferromq {__version__}")
+    parser.add_argument(
+        "-V", "--version", action=_ShowVersion, nargs=0, help="show the version and exit"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve_parser = commands.add_parser(
         "serve",
         help="run the broker",
-        description="Run the MQTT broker on the configured listeners "
-        "(default 127.0.0.1:1883) until SIGTERM or SIGINT; SIGHUP reloads the "
-        "configuration. Exit status 2: configuration, 3: store unavailable, "
-        "4: cannot listen.",
+        formatter_class=_EXAMPLES,
+        description=_paragraphs(
+            "Run the MQTT broker until it gets SIGTERM or SIGINT (Ctrl-C). SIGHUP reloads "
+            "the configuration file.",
+            "Without a configuration file it listens on 127.0.0.1:1883, accepts any "
+            "client and keeps its sessions in ./ferromq-data. -p and -b replace the port "
+            "and host of the first listener the configuration file (or FERROMQ_LISTEN) "
+            "names; other listeners stay as configured.",
+        ),
+        epilog="examples:\n"
+        "  ferromq serve -p 1884\n"
+        "  ferromq serve -b 0.0.0.0 -v\n"
+        "  ferromq serve -c /etc/ferromq/ferromq.toml --pid-file /run/ferromq.pid\n\n"
+        "exit status: 0 stopped, 2 configuration or command line, 3 store "
+        "unavailable, 4 cannot listen",
     )
     add_config_argument(serve_parser)
+    add_override_arguments(serve_parser)
+    serve_parser.add_argument(
+        "--pid-file",
+        type=Path,
+        metavar="FILE",
+        help="write the process id to FILE once listening, remove it on exit; refuse "
+        "to start while the process FILE names runs",
+    )
     serve_parser.add_argument(
         "--loop",
         choices=("uvloop", "asyncio"),
@@ -153,24 +315,47 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check-config",
-        help="validate the configuration and print the effective settings",
-        description="Load the configuration file and FERROMQ_* environment overrides, "
-        "check what they name as serve would (users file, installed extras, data "
-        "directory), and print the effective settings. Exit status 2 on a problem.",
+        help="check the configuration and print the settings in effect",
+        formatter_class=_EXAMPLES,
+        description=_paragraphs(
+            "Check the configuration as serve would before listening (the file, FERROMQ_* "
+            "environment variables, the command line, and the files it names: users, ACL, "
+            "bans, TLS certificates, data directory), then print every setting in effect, "
+            "defaults included. Exit status 2 on a problem, with one line naming it."
+        ),
+        epilog="examples:\n"
+        "  ferromq check-config -c ferromq.toml\n"
+        "  ferromq check-config -c ferromq.toml -p 1884 --json",
     )
     add_config_argument(check)
+    add_override_arguments(check)
     check.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     check.set_defaults(handler=check_config)
+
+    version_parser = commands.add_parser(
+        "version",
+        help="show the versions of ferromq and its compiled modules",
+        description="Show the version of ferromq, of its two compiled modules (with the "
+        "files they were loaded from) and of Python: what to include in a bug report.",
+    )
+    version_parser.set_defaults(handler=version)
     bench.register(commands)
     users_cli.register(commands)
     bans_cli.register(commands)
+    ctl.register(commands)
     starter_config.register(commands)
+    for command_parser in commands.choices.values():
+        # The parser to name in an "unrecognized arguments" error (see main).
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would name the top parser; the command's help is the useful one
+        named: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        named.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 0

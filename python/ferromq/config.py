@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from ferromq.codec import MAX_PACKET_SIZE
+from ferromq.mosquitto_conf import toml_hint
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AclConfig",
+    "AdminConfig",
     "AuthConfig",
     "BanList",
     "BansConfig",
@@ -72,6 +74,7 @@ __all__ = [
     "listener_path",
     "load_ban_file",
     "load_config",
+    "override_first_listener",
     "parse_ban_list",
     "parse_duration",
     "parse_size",
@@ -761,6 +764,40 @@ class BansConfig(BanList):
 
 
 @dataclass(frozen=True)
+class AdminConfig:
+    """``[admin]``: the admin HTTP listener (:mod:`ferromq.admin`): ``/healthz``,
+    ``/readyz``, Prometheus ``/metrics``; needs the ``admin`` extra."""
+
+    enabled: bool = _setting(False, _Bool())
+    """Serve the admin listener (off by default)."""
+    host: str = _setting("127.0.0.1", _Text())
+    """Loopback by default; any other address needs ``token`` or ``token_file``."""
+    port: int = _setting(8080, _Int(1, 65535))
+    token: str | None = _setting(None, _Text())
+    """The bearer token every request must carry (``Authorization: Bearer <token>``);
+    unset on a loopback host: no authentication."""
+    token_file: str | None = _setting(None, _Text())
+    """A file holding the token (one line; a final newline is ignored), instead of
+    ``token``."""
+    metrics_public: bool = _setting(False, _Bool())
+    """``/healthz``, ``/readyz`` and ``/metrics`` answer without the token (for probes
+    and a Prometheus without credentials); everything else still needs it."""
+    certfile: str = _setting("", _Text(allow_empty=True))
+    """PEM certificate (chain): set with ``keyfile``, the listener speaks HTTPS."""
+    keyfile: str = _setting("", _Text(allow_empty=True))
+    """PEM private key of ``certfile``, unencrypted."""
+
+    def loopback(self) -> bool:
+        """``host`` reaches this machine only."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -773,8 +810,26 @@ class LogConfig:
     """``[log]``: see :mod:`ferromq.log`."""
 
     level: str = _setting("info", _Choice(("debug", "info", "warning", "error")))
+    """``info`` logs each connect, disconnect (with its reason), subscribe and
+    unsubscribe; ``warning`` and above leave them out at no cost to the broker."""
     format: str = _setting("text", _Choice(("text", "json")))
     """``text``: one human line per event; ``json``: one JSON object per line."""
+    destination: str = _setting("stderr", _Choice(("stderr", "file", "syslog")))
+    """``stderr``; ``file`` (``file``, rotated at ``max_bytes``); ``syslog`` (the local
+    syslog socket ``syslog_address``, which journald reads too)."""
+    file: str | None = _setting(None, _Text())
+    """The log file, with ``destination = "file"``."""
+    max_bytes: int = _setting(10 * MiB, _size(1 * KiB))
+    """Size at which the log file is rotated (``file`` becomes ``file.1`` ...)."""
+    backups: int = _setting(5, _Int(1, 1000))
+    """Rotated files kept beside the log file (``file.1`` the newest)."""
+    syslog_address: str = _setting("/dev/log", _Text())
+    """With ``destination = "syslog"``: a unix datagram socket path, or ``host:port``
+    for syslog over UDP."""
+    trace_clients: tuple[str, ...] = _setting((), _TextList())
+    """Client ids whose every packet is logged (at info, with the client id): type,
+    packet id, topic, QoS, payload size and its first bytes. Applied again on SIGHUP;
+    other clients' packets cost nothing more."""
 
 
 AUTH_PROVIDERS: Final = ("users_file", "jwt", "http", "hook")
@@ -873,6 +928,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)
     bans: BansConfig = field(default_factory=BansConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -950,6 +1006,9 @@ def _read_document(path: Path, what: str = "config file") -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        hint = toml_hint(text) if what == "config file" else None
+        if hint is not None:
+            raise ConfigError(f"{where}: {hint}") from None
         # tomllib keeps the position only in the message: "... (at line 3, column 5)".
         problem, _, position = str(exc).rpartition(" (at ")
         if not problem:
@@ -971,13 +1030,30 @@ def _apply_listen(config: Config, text: str) -> Config:
         raise ConfigError(
             f"{ENV_LISTEN}: expected host:port like 0.0.0.0:1883 or [::1]:1883, got {_quote(text)}"
         )
+    return _set_first_listener(config, {"host": (host, ENV_LISTEN), "port": (port, ENV_LISTEN)})
+
+
+def _set_first_listener(config: Config, texts: Mapping[str, tuple[str, str]]) -> Config:
+    """``config`` with keys of the first listener set from text: key -> (text, where it
+    came from, for errors)."""
     first = config.listeners[0]
     settings = {f.name: f for f in fields(first)}
-    address: dict[str, Any] = {  # each kind yields its field's type
-        "host": _kind(settings["host"]).parse_env(host, ENV_LISTEN),
-        "port": _kind(settings["port"]).parse_env(port, ENV_LISTEN),
+    values: dict[str, Any] = {  # each kind yields its field's type
+        key: _kind(settings[key]).parse_env(text, where) for key, (text, where) in texts.items()
     }
-    return replace(config, listeners=(replace(first, **address), *config.listeners[1:]))
+    return replace(config, listeners=(replace(first, **values), *config.listeners[1:]))
+
+
+def override_first_listener(config: Config, host: str | None, port: str | None) -> Config:
+    """The command line's ``--bind HOST`` and ``--port PORT`` (Mosquitto's ``-p``): they
+    replace the first listener's host and port, after the file and the environment;
+    other listeners stay as configured. Raises :class:`ConfigError` naming the option."""
+    texts = {
+        key: (text, option)
+        for key, text, option in (("host", host, "--bind"), ("port", port, "--port"))
+        if text is not None
+    }
+    return _check(_set_first_listener(config, texts)) if texts else config
 
 
 def _apply_override(config: Config, name: str, text: str) -> Config:
@@ -1064,6 +1140,8 @@ def _check(config: Config) -> Config:
                 f"listeners[{index}].path: must start with /, got {_quote(listener.path)}"
             )
     _check_auth(config.auth)
+    _check_log(config.log)
+    _check_admin(config.admin)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -1088,6 +1166,29 @@ def _check(config: Config) -> Config:
             "the characters Kafka allows in topic names: a-z A-Z 0-9 . _ -"
         )
     return config
+
+
+def _check_log(log: LogConfig) -> None:
+    if log.destination == "file" and log.file is None:
+        raise ConfigError('log.file: required with log.destination = "file"')
+    if log.file is not None and log.destination != "file":
+        raise ConfigError(
+            f'log.file: set, but log.destination is {_quote(log.destination)}; set it to "file"'
+        )
+
+
+def _check_admin(admin: AdminConfig) -> None:
+    if admin.token is not None and admin.token_file is not None:
+        raise ConfigError("admin.token_file: set beside admin.token; give one of them")
+    no_token = admin.token is None and admin.token_file is None
+    if admin.enabled and not admin.loopback() and no_token:
+        raise ConfigError(
+            f"admin.token: required when admin.host ({_quote(admin.host)}) is not a "
+            "loopback address; set admin.token or admin.token_file"
+        )
+    if bool(admin.certfile) != bool(admin.keyfile):
+        given, missing = ("certfile", "keyfile") if admin.certfile else ("keyfile", "certfile")
+        raise ConfigError(f"admin.{missing}: required with admin.{given} (HTTPS needs both)")
 
 
 def _check_only_for(

@@ -5,7 +5,8 @@
 compiled engine is built with; the binding's ``EngineSettings`` requires every field,
 so a setting has no second default in Rust or here. Conversions that are the engine's
 business happen here once: seconds to milliseconds, "0 means never" to the engine's
-``0xFFFFFFFF``, the storage choice to ``journal`` and ``stream_application_groups``.
+``0xFFFFFFFF``, the storage choice to ``journal`` and ``stream_application_groups``, the
+log level to ``client_events``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from ferromq._core import Engine, EngineSettings
 from ferromq.admission import checks_connect
 from ferromq.auth.certificate import certificate_identities_needed
+from ferromq.client_log import client_events_wanted
 from ferromq.config import Config
 
 __all__ = ["decides_connect_in_python", "engine_from_config", "engine_settings"]
@@ -75,6 +77,7 @@ def engine_settings(config: Config) -> EngineSettings:
         validate_utf8_payload=mqtt5.validate_utf8_payload,
         redirect_server_reference=config.redirect.server_reference,
         redirect_permanent=config.redirect.permanent,
+        client_events=client_events_wanted(config.log.level),
     )
 
 

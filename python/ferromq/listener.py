@@ -121,7 +121,7 @@ from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_head
 from ferromq.tls import certificate_identity, server_context
 from ferromq.websocket_upgrade import UpgradeProtocol
 
-__all__ = ["ListenError", "Listeners"]
+__all__ = ["ListenError", "Listeners", "bind_sockets"]
 
 logger = logging.getLogger("ferromq.listener")
 
@@ -188,7 +188,8 @@ class _Accepted:
 
 class _CountedProtocol(MqttProtocol):
     """An ``MqttProtocol`` that gives its slots back once, when its connection ends, and
-    tells admission the connection is gone."""
+    tells admission the connection is gone. While open, its connection id names its
+    listener in ``names`` (for the connect log line)."""
 
     def __init__(
         self,
@@ -197,10 +198,18 @@ class _CountedProtocol(MqttProtocol):
         closed: Callable[[int], None],
         framing: _Framing,
         peer: tuple[str, int] | None,
+        listener: str,
+        names: dict[int, str],
     ) -> None:
         super().__init__(hub, framing, peer)
         self._release: Callable[[], None] | None = release
         self._closed = closed
+        self._listener = listener
+        self._names = names
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._names[self.conn] = self._listener
 
     def release(self) -> None:
         if self._release is not None:
@@ -211,6 +220,7 @@ class _CountedProtocol(MqttProtocol):
         try:
             super().connection_lost(exc)
         finally:
+            self._names.pop(self.conn, None)
             self._closed(self.conn)
             self.release()
 
@@ -226,10 +236,11 @@ class _CertifiedProtocol(_CountedProtocol):
         closed: Callable[[int], None],
         framing: _Framing,
         peer: tuple[str, int] | None,
+        names: dict[int, str],
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
     ) -> None:
-        super().__init__(hub, release, closed, framing, peer)
+        super().__init__(hub, release, closed, framing, peer, config.name, names)
         self._config = config
         self._certificates = certificates
 
@@ -245,14 +256,14 @@ class _CertifiedProtocol(_CountedProtocol):
         super().connection_lost(exc)
 
 
-def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
-    where = listener_path(index, config)
+def bind_sockets(where: str, host: str, port: int) -> list[socket.socket]:
+    """Listening, non-blocking sockets for every address ``host`` resolves to (also the
+    admin listener's). Raises :class:`ListenError` naming ``where``, having closed what
+    it opened."""
     try:
-        infos = socket.getaddrinfo(
-            config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ListenError(f"{where}: cannot resolve host {config.host!r}: {exc.strerror}") from None
+        raise ListenError(f"{where}: cannot resolve host {host!r}: {exc.strerror}") from None
     sockets: list[socket.socket] = []
     for family, kind, proto, _, address in dict.fromkeys(infos):
         sock = socket.socket(family, kind, proto)
@@ -268,9 +279,7 @@ def _bind(index: int, config: ListenerConfig) -> list[socket.socket]:
             for opened in sockets:
                 opened.close()
             shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
-            raise ListenError(
-                f"{where}: cannot listen on {shown}:{config.port}: {exc.strerror}"
-            ) from None
+            raise ListenError(f"{where}: cannot listen on {shown}:{port}: {exc.strerror}") from None
     return sockets
 
 
@@ -296,6 +305,7 @@ class Listeners:
         )
         self._counts = _Counts()
         self._certificates: dict[int, PeerCertificate] = {}
+        self._names: dict[int, str] = {}  # open connections' listeners
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
         self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at accept")
@@ -320,7 +330,7 @@ class Listeners:
         try:
             for index, config in enumerate(configs):
                 trusted = tuple(ipaddress.ip_network(net) for net in config.proxy_trusted)
-                sockets = _bind(index, config)
+                sockets = bind_sockets(listener_path(index, config), config.host, config.port)
                 listeners.append(_Listener(index, config, sockets, contexts[index], trusted))
         except ListenError:
             for listener in listeners:
@@ -334,6 +344,17 @@ class Listeners:
         return {
             "accept_paused_fd_exhausted": counts.accept_paused,
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
+        }
+
+    def listener_of(self, conn: int) -> str | None:
+        """The name of the listener open connection ``conn`` came in on."""
+        return self._names.get(conn)
+
+    def open_by_name(self) -> dict[str, bool]:
+        """Each listener (by name): whether its sockets are open (for readiness)."""
+        return {
+            listener.config.name: all(sock.fileno() >= 0 for sock in listener.sockets)
+            for listener in self._listeners
         }
 
     def certificate(self, conn: int) -> PeerCertificate | None:
@@ -537,9 +558,18 @@ class Listeners:
         closed = self._admission.closed
         if listener.config.require_certificate:
             return _CertifiedProtocol(
-                self._hub, release, closed, framing, peer, listener.config, self._certificates
+                self._hub,
+                release,
+                closed,
+                framing,
+                peer,
+                self._names,
+                listener.config,
+                self._certificates,
             )
-        return _CountedProtocol(self._hub, release, closed, framing, peer)
+        return _CountedProtocol(
+            self._hub, release, closed, framing, peer, listener.config.name, self._names
+        )
 
     def _handed_over(
         self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]

@@ -14,18 +14,28 @@ Formats (UTC, millisecond precision)::
 Text values are bare when they are a single token and JSON-quoted otherwise (logfmt), so
 a line splits unambiguously on spaces. In JSON, fields sit beside the fixed keys; a field
 named like a fixed key is written with a trailing ``_`` rather than overwrite it.
+
+Destinations (``[log] destination``): stderr; a file rotated at ``max_bytes`` keeping
+``backups`` old files (``logging.handlers.RotatingFileHandler``); or syslog
+(``SysLogHandler``, facility daemon, ident ``ferromq[pid]:``) on ``syslog_address``,
+``/dev/log`` by default, which journald also serves. Syslog stamps its own time, so
+text lines sent there leave the timestamp out. :func:`log_handler` builds the handler
+and fails with a :class:`~ferromq.config.ConfigError` naming the key when the file or
+socket cannot be opened, so a reload can build it before replacing anything.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
+import os
 import re
 import sys
 import time
 from typing import Final, TextIO
 
-from ferromq.config import LogConfig
+from ferromq.config import ConfigError, LogConfig
 
 __all__ = [
     "LOG_INTERVAL",
@@ -33,8 +43,10 @@ __all__ = [
     "RateLimitedLog",
     "TextFormatter",
     "configure_logging",
+    "install_handler",
     "log_error",
     "log_event",
+    "log_handler",
     "peer_text",
 ]
 
@@ -115,10 +127,17 @@ def _text_value(value: object) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """``<ts> <LEVEL> <logger> <message> key=value ...``, traceback on the lines after."""
+    """``<ts> <LEVEL> <logger> <message> key=value ...``, traceback on the lines after;
+    without ``<ts>`` for a destination that stamps its own (syslog)."""
+
+    def __init__(self, timestamp: bool = True) -> None:
+        super().__init__()
+        self._timestamp = timestamp
 
     def format(self, record: logging.LogRecord) -> str:
-        parts = [_timestamp(record), record.levelname, record.name, record.getMessage()]
+        parts = [record.levelname, record.name, record.getMessage()]
+        if self._timestamp:
+            parts.insert(0, _timestamp(record))
         parts += [f"{key}={_text_value(value)}" for key, value in _fields(record).items()]
         line = " ".join(parts)
         if record.exc_info:
@@ -143,15 +162,59 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(event, ensure_ascii=False, default=str)
 
 
-def configure_logging(config: LogConfig, stream: TextIO | None = None) -> None:
-    """Send every logger's records (the root's) to ``stream`` (stderr) in ``config.format``
-    at ``config.level``. Calling it again replaces the previous setup."""
+def _syslog_address(text: str) -> str | tuple[str, int]:
+    """A unix socket path, or ``host:port`` for UDP."""
+    host, _, port = text.rpartition(":")
+    if text.startswith("/") or not host or not port.isdigit():
+        return text
+    return host.strip("[]"), int(port)
+
+
+def log_handler(config: LogConfig, stream: TextIO | None = None) -> logging.Handler:
+    """The handler ``config`` describes (``stream`` stands for stderr), formatting in
+    ``config.format``. Raises :class:`ConfigError` when its file or socket cannot be
+    opened."""
+    handler: logging.Handler
+    try:
+        if config.destination == "file":
+            assert config.file is not None, "the schema requires it"
+            handler = logging.handlers.RotatingFileHandler(
+                config.file, maxBytes=config.max_bytes, backupCount=config.backups, encoding="utf-8"
+            )
+        elif config.destination == "syslog":
+            address = _syslog_address(config.syslog_address)
+            handler = logging.handlers.SysLogHandler(
+                address, logging.handlers.SysLogHandler.LOG_DAEMON
+            )
+            handler.ident = f"ferromq[{os.getpid()}]: "
+        else:
+            handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    except OSError as exc:
+        key = "log.file" if config.destination == "file" else "log.syslog_address"
+        target = config.file if config.destination == "file" else config.syslog_address
+        raise ConfigError(f"{key}: cannot open {target}: {exc.strerror or exc}") from None
+    handler.set_name(_HANDLER_NAME)
+    if config.format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(TextFormatter(timestamp=config.destination != "syslog"))
+    return handler
+
+
+def install_handler(handler: logging.Handler, level: str) -> None:
+    """Make ``handler`` the root's one ferromq handler at ``level`` (a schema level),
+    closing the one it replaces."""
     root = logging.getLogger()
     for installed in root.handlers[:]:
         if installed.get_name() == _HANDLER_NAME:
             root.removeHandler(installed)
-    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler.set_name(_HANDLER_NAME)
-    handler.setFormatter(JsonFormatter() if config.format == "json" else TextFormatter())
+            installed.close()
     root.addHandler(handler)
-    root.setLevel(config.level.upper())  # the schema's levels are stdlib level names
+    root.setLevel(level.upper())  # the schema's levels are stdlib level names
+
+
+def configure_logging(config: LogConfig, stream: TextIO | None = None) -> None:
+    """Send every logger's records (the root's) where ``config`` says (``stream`` stands
+    for stderr) in ``config.format`` at ``config.level``. Calling it again replaces the
+    previous setup. Raises :class:`ConfigError` (see :func:`log_handler`)."""
+    install_handler(log_handler(config, stream), config.level)

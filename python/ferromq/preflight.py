@@ -15,7 +15,9 @@ would. It reads but never writes (check-config may run beside a live broker):
 - the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
   ``redis`` extra, ``storage.application_store = "kafka"`` the ``kafka`` extra — by
   importing the store module, which is what serve does next;
-- the embedded store's directory is, or can be created as, a writable directory.
+- the embedded store's directory is, or can be created as, a writable directory;
+- with ``[admin] enabled``: the ``admin`` extra is installed, ``token_file`` holds a
+  token, ``certfile``/``keyfile`` load (:mod:`ferromq.admin`).
 
 Each failure is a :class:`~ferromq.config.ConfigError` whose one line names the
 setting and the file or package. What only starting can tell (a port in use, Redis
@@ -52,6 +54,13 @@ def check(config: Config) -> None:
         _require_extra("storage.application_store", "kafka", "ferromq.storage.kafka", "kafka")
     if storage.backend == "embedded":
         _check_writable_directory(Path(storage.path).resolve())
+    if config.admin.enabled:
+        _require_extra("admin.enabled", "true", "ferromq.admin.server", "admin")
+        from ferromq.admin.auth import load_token
+        from ferromq.admin.server import admin_tls_context
+
+        load_token(config.admin)
+        admin_tls_context(config.admin)
 
 
 def _require_extra(key: str, value: str, module: str, extra: str) -> None:

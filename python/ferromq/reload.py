@@ -6,7 +6,10 @@ before swapping anything, so it applies whole or not at all:
 
 - invalid (a bad key, a users file that does not parse, ...): one ERROR line naming the
   key, and the running configuration stays;
-- ``log.level`` and ``log.format``: the log handler is replaced;
+- ``[log]``: the log handler is replaced (level, format, destination — a file or
+  syslog socket that cannot be opened refuses the reload), client events follow the
+  level, and ``trace_clients`` added are traced, removed ones no longer
+  (``Broker._reload_log``);
 - ``[auth]`` (while providers are configured): the provider chain is built again —
   users file and JWT key file read again, JWK set and HTTP answers no longer cached,
   a changed ``providers`` list applied — and decides every later CONNECT; connected
@@ -41,7 +44,7 @@ from ferromq.acl import load_rules
 from ferromq.admission import checks_connect
 from ferromq.auth import provider_from_config
 from ferromq.config import Config, ConfigError, LimitsConfig, config_as_dict
-from ferromq.log import configure_logging, log_event
+from ferromq.log import install_handler, log_event, log_handler
 from ferromq.tls import reloaded_listeners
 
 if TYPE_CHECKING:
@@ -102,6 +105,7 @@ class Reloader:
             # With authentication on, the provider files are read again even when unchanged.
             provider = provider_from_config(new.auth) if broker.auth is not None else None
             rules = load_rules(new.acl)  # the rules file is read again even when unchanged
+            handler = log_handler(new.log)
         except ConfigError as exc:
             log_event(
                 logger,
@@ -122,7 +126,7 @@ class Reloader:
             bans=new.bans if admission else running.bans,
             limits=_admission_limits(running.limits, new.limits) if admission else running.limits,
         )
-        configure_logging(applied.log)
+        install_handler(handler, applied.log.level)
         if broker.auth is not None and provider is not None and not auth_switched:
             broker.use_provider(provider)
         broker.use_acl(rules, applied.acl)

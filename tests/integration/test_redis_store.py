@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -25,7 +25,7 @@ from tests.conftest import RunningBroker, Starter, free_port
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_offline_seam import seed_002
-from tests.services import RedisServer, ServiceUnavailable, start_redis
+from tests.services import RedisServer
 
 LOOPS = ["uvloop", "asyncio"]
 _prefixes = itertools.count()
@@ -37,16 +37,6 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) ->
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting until {what}")
         time.sleep(0.02)
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    try:
-        server = start_redis(tmp_path, appendonly=True)
-    except ServiceUnavailable as error:
-        pytest.fail(str(error), pytrace=False)
-    yield server
-    server.stop()
 
 
 def redis_config(url: str, *, cluster: bool = False) -> str:

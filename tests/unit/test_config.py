@@ -14,6 +14,7 @@ import pytest
 
 from ferromq.codec import MAX_PACKET_SIZE
 from ferromq.config import (
+    AdminConfig,
     BansConfig,
     Config,
     ConfigError,
@@ -844,3 +845,41 @@ def test_a_bad_ban_address_names_the_key_and_the_value(tmp_path: Path) -> None:
 def test_a_listener_override_is_checked_like_the_limit(tmp_path: Path) -> None:
     message = error_of(tmp_path, "[[listeners]]\nmax_connect_rate = -1\n")
     assert message.endswith("listeners[0].max_connect_rate: must be at least 0, got -1")
+
+
+# --- [admin] -----------------------------------------------------------------------------
+
+
+def test_admin_is_off_on_loopback_by_default_and_loads(tmp_path: Path) -> None:
+    assert Config().admin == AdminConfig(enabled=False, host="127.0.0.1", port=8080)
+    config = load_text(
+        tmp_path,
+        '[admin]\nenabled = true\nhost = "::"\nport = 9100\ntoken = "t"\nmetrics_public = true\n',
+    )
+    assert config.admin == AdminConfig(
+        enabled=True, host="::", port=9100, token="t", metrics_public=True
+    )
+    assert AdminConfig(host="::1").loopback() and AdminConfig(host="localhost").loopback()
+    assert not AdminConfig(host="broker.example").loopback()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[admin]\nenabled = true\nhost = "0.0.0.0"\n',
+            'admin.token: required when admin.host ("0.0.0.0") is not a loopback address; '
+            "set admin.token or admin.token_file",
+        ),
+        (
+            '[admin]\ntoken = "a"\ntoken_file = "b"\n',
+            "admin.token_file: set beside admin.token; give one of them",
+        ),
+        (
+            '[admin]\ncertfile = "c.pem"\n',
+            "admin.keyfile: required with admin.certfile (HTTPS needs both)",
+        ),
+    ],
+)
+def test_bad_admin_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    assert error_of(tmp_path, text) == message

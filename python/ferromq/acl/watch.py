@@ -19,7 +19,7 @@ _IDLE_SECONDS = 5.0  # how often a disabled watch looks at its settings again
 
 
 class AclFileWatch:
-    def __init__(self, config: Callable[[], AclConfig], changed: Callable[[], None]) -> None:
+    def __init__(self, config: Callable[[], AclConfig], changed: Callable[[], object]) -> None:
         self._config = config
         self._changed = changed
         self._seen: tuple[str, tuple[int, int, int] | None] | None = None

@@ -28,7 +28,14 @@ from typing import Any
 from ferromq.auth.mosquitto import MosquittoHashError, read_mosquitto_passwd
 from ferromq.auth.provider import CLIENT_TYPES
 from ferromq.auth.scram import DEFAULT_ITERATIONS, ScramCredential
-from ferromq.auth.users import UserRecord, UsersFileError, load_users, save_users
+from ferromq.auth.users import (
+    UserRecord,
+    UsersFileError,
+    add_user,
+    delete_user,
+    load_users,
+    save_users,
+)
 from ferromq.file_cli import file_subcommands
 
 __all__ = ["register"]
@@ -60,11 +67,9 @@ def _existing(args: argparse.Namespace) -> dict[str, UserRecord]:
 
 
 def users_add(args: argparse.Namespace) -> str:
-    users = load_users(args.file) if args.file.exists() else {}
-    if args.name in users:
+    if args.file.exists() and args.name in load_users(args.file):  # before the prompt
         raise UsersFileError(f"users file {args.file}: user {args.name!r} exists")
-    users[args.name] = UserRecord(_credential(args), args.client_type)
-    save_users(args.file, users)
+    add_user(args.file, args.name, UserRecord(_credential(args), args.client_type))
     return f"added {args.client_type} user {args.name!r} to {args.file}"
 
 
@@ -76,9 +81,7 @@ def users_passwd(args: argparse.Namespace) -> str:
 
 
 def users_delete(args: argparse.Namespace) -> str:
-    users = _existing(args)
-    del users[args.name]
-    save_users(args.file, users)
+    delete_user(args.file, args.name)
     return f"deleted {args.name!r} from {args.file}"
 
 

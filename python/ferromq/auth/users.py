@@ -43,7 +43,15 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-__all__ = ["UserRecord", "UsersFileError", "load_users", "replace_credential", "save_users"]
+__all__ = [
+    "UserRecord",
+    "UsersFileError",
+    "add_user",
+    "delete_user",
+    "load_users",
+    "replace_credential",
+    "save_users",
+]
 
 _HEADER = (
     "# ferromq users: SCRAM-SHA-256 credentials (RFC 5802/7677), no passwords.\n"
@@ -161,3 +169,22 @@ def replace_credential(path: Path, name: str, old: object, record: UserRecord) -
     users[name] = record
     save_users(path, users)
     return True
+
+
+def add_user(path: Path, name: str, record: UserRecord) -> None:
+    """Add ``name`` to the users file at ``path`` (created when missing); an existing
+    user is an error."""
+    users = load_users(path) if path.exists() else {}
+    if name in users:
+        raise UsersFileError(f"users file {path}: user {name!r} exists")
+    users[name] = record
+    save_users(path, users)
+
+
+def delete_user(path: Path, name: str) -> None:
+    """Remove ``name`` from the users file at ``path``; an unknown user is an error."""
+    users = load_users(path)
+    if name not in users:
+        raise UsersFileError(f"users file {path}: no user {name!r}")
+    del users[name]
+    save_users(path, users)

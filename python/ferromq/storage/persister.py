@@ -17,6 +17,8 @@ other error (a bug) is handled the same way, logged with its traceback. Each fai
 is logged at once with the operation, the store and the cause; its state (``health``:
 ok or failing, error count, last error) goes to ``$SYS/broker/store/`` and
 ``Broker.ready()``, and the first success after failures logs "store recovered".
+Each stored batch is measured once (its bytes, the write's duration: histograms for
+``/metrics``, never per record), and failures are counted per operation.
 Batches are never reordered or skipped. At shutdown the retries stop after
 ``STOP_RETRIES_FOR`` seconds, so a broker whose store is down still exits: what was
 not stored was never acknowledged, and the log says how much was left.
@@ -27,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferromq._core import Engine
+from ferromq.histogram import LATENCY_SECONDS, SIZE_BYTES, Histogram
 from ferromq.log import log_error, log_event
 from ferromq.storage import Store
 
@@ -79,6 +83,9 @@ class Persister:
         # Set by ``stop``: the loop time after which a failed write is not retried.
         self._give_up_at: float | None = None
         self.health = StoreHealth()
+        self.batch_bytes = Histogram(SIZE_BYTES)
+        self.write_seconds = Histogram(LATENCY_SECONDS)
+        self.errors_by_operation: Counter[str] = Counter()
         # Operations whose last attempt failed.
         self._failing: set[str] = set()
         # A failed compaction waits until this loop time, then the delay doubles.
@@ -150,8 +157,11 @@ class Persister:
     async def _write_with_retry(self, data: bytes) -> None:
         delay = RETRY_FIRST
         while True:
+            started = self._loop_time()
             try:
                 await self.store.write(data)
+                self.write_seconds.observe(self._loop_time() - started)
+                self.batch_bytes.observe(len(data))
                 self._succeeded("write")
                 return
             except Exception as exc:
@@ -183,6 +193,7 @@ class Persister:
         """Log a failed store operation at once and mark the store failing."""
         error = f"{operation}: {exc or type(exc).__name__}"
         self._failing.add(operation)
+        self.errors_by_operation[operation] += 1
         self.health = StoreHealth(False, self.health.errors + 1, error)
         fields: dict[str, object] = {"store": self.store.name, "error": error}
         if effect:

@@ -504,3 +504,34 @@ fn a_stalled_exchange_is_refused_at_the_connect_timeout() {
     );
     assert!(h.is_closed(&reauth));
 }
+
+#[test]
+fn refusals_are_counted_by_reason_and_admission_codes_are_not() {
+    let mut h = harness();
+    for (id, reason) in [
+        ("a", ReasonCode::BadUserNameOrPassword),
+        ("b", ReasonCode::NotAuthorized),
+        ("c", ReasonCode::ServerUnavailable),
+        ("d", ReasonCode::Banned),
+    ] {
+        let (client, token) = start(&mut h, connect(id, V5, true));
+        h.engine
+            .complete_auth(client.conn, token, reason, None, h.now);
+    }
+    let failed = h.engine.stats().auth_failed;
+    assert_eq!(
+        (
+            failed.bad_credentials,
+            failed.not_authorized,
+            failed.unavailable
+        ),
+        (1, 1, 1)
+    );
+    let mut unauthenticated = Harness::new(EngineConfig::default());
+    let (_, ack) = unauthenticated.connect(with_method(connect("e", V5, true), METHOD, None));
+    assert_eq!(
+        connack(&ack).code,
+        ReasonCode::BadAuthenticationMethod as u8
+    );
+    assert_eq!(unauthenticated.engine.stats().auth_failed.bad_method, 1);
+}

@@ -372,3 +372,38 @@ fn partial_packets_do_not_reset_keep_alive() {
         "16 s with no whole packet exceeds 1.5 x 10 s"
     );
 }
+
+#[test]
+fn packets_and_bytes_are_counted_by_type_both_ways() {
+    use ferromq_core::codec::PacketType;
+    let mut h = harness();
+    let (mut sub, _) = h.connect(connect("sub", V5, true));
+    let (mut publisher, _) = h.connect(connect("pub", V3_1_1, true));
+    h.send(&sub, subscribe(1, "t/#", QoS::AtLeastOnce));
+    h.recv(&mut sub);
+    let before = h.engine.stats();
+    for id in 1..=3u16 {
+        h.send(
+            &publisher,
+            publish("t/a", b"12345", QoS::AtLeastOnce, id, false),
+        );
+    }
+    h.recv(&mut publisher);
+    h.recv(&mut sub);
+    let after = h.engine.stats();
+    let (publish, puback) = (PacketType::Publish as usize, PacketType::PubAck as usize);
+    let rose = |counts: fn(&ferromq_core::engine::Stats) -> [u64; 16], i: usize| {
+        counts(&after)[i] - counts(&before)[i]
+    };
+    assert_eq!(rose(|s| s.received.packets, publish), 3);
+    // 2 (fixed header) + 2 + 3 (topic) + 2 (packet id) + 5 (payload) per PUBLISH.
+    assert_eq!(rose(|s| s.received.bytes, publish), 3 * 14);
+    assert_eq!(rose(|s| s.sent.packets, puback), 3);
+    assert_eq!(rose(|s| s.sent.bytes, puback), 3 * 4);
+    // Out to the v5 subscriber: one more byte each, its empty property length.
+    assert_eq!(rose(|s| s.sent.packets, publish), 3);
+    assert_eq!(rose(|s| s.sent.bytes, publish), 3 * 15);
+    assert_eq!(after.received.packets[PacketType::Connect as usize], 2);
+    assert_eq!(after.sent.packets[PacketType::ConnAck as usize], 2);
+    assert_eq!(after.clients_connected_by_version, [0, 1, 1]);
+}

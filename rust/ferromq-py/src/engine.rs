@@ -6,12 +6,17 @@
 //! that the Cython IO layer calls with a pointer and a length: no Python object per
 //! read. Events leave as typed objects (events.rs).
 
-use ferromq_core::codec::{QoS, ReasonCode, Utf8Bytes};
-use ferromq_core::engine::{ClientType, Engine as CoreEngine, Framing};
+use ferromq_core::codec::{
+    PacketType, Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
+};
+use ferromq_core::engine::{ClientType, Engine as CoreEngine, Framing, SessionFilter};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 
 use crate::acl::{AclBinding, AclRules};
+use crate::admin::{
+    MessageProperties, RetainedMessage, RetainedPage, SessionInfo, SessionPage, Subscription,
+};
 use crate::errors;
 use crate::events::events_from_core;
 use crate::raw_feed;
@@ -110,8 +115,9 @@ impl Engine {
         self.inner.wake(now);
     }
 
-    /// Publish from the broker itself; returns the number of sessions reached.
-    #[pyo3(signature = (topic, payload, qos = 0, retain = false, now = 0))]
+    /// Publish from the broker itself ($SYS, the admin API), with `properties` for
+    /// v5 subscribers; returns the number of sessions reached.
+    #[pyo3(signature = (topic, payload, qos = 0, retain = false, now = 0, properties = None))]
     fn publish(
         &mut self,
         topic: &str,
@@ -119,14 +125,155 @@ impl Engine {
         qos: u8,
         retain: bool,
         now: u64,
+        properties: Option<PyRef<'_, MessageProperties>>,
     ) -> PyResult<usize> {
         ferromq_core::topic::validate_topic_name(topic)
             .map_err(|err| errors::bad_argument(format!("topic {topic:?}: {err}")))?;
         // The engine keeps topics as MQTT strings, which may not hold U+0000.
         Utf8Bytes::try_from(topic)
             .map_err(|err| errors::bad_argument(format!("topic {topic:?}: {}", err.detail)))?;
-        let qos = QoS::from_u8(qos).ok_or_else(|| errors::bad_argument("qos must be 0, 1 or 2"))?;
-        Ok(self.inner.publish(topic, payload, qos, retain, now))
+        let qos = qos_of(qos)?;
+        let properties = match properties {
+            Some(properties) => properties.to_core()?,
+            None => Properties::new(),
+        };
+        Ok(self
+            .inner
+            .publish_with_properties(topic, payload, qos, retain, &properties, now))
+    }
+
+    /// Sessions in slot order from `cursor` (0: the start), at most `limit` (≤
+    /// 1,000) that match every filter given; a page may be short: follow `next`.
+    #[pyo3(signature = (cursor = 0, limit = 100, *, client_id_prefix = None,
+        client_id_contains = None, username = None, connected = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sessions(
+        &self,
+        py: Python<'_>,
+        cursor: u64,
+        limit: usize,
+        client_id_prefix: Option<&str>,
+        client_id_contains: Option<&str>,
+        username: Option<&str>,
+        connected: Option<bool>,
+    ) -> PyResult<SessionPage> {
+        let filter = SessionFilter {
+            client_id_prefix,
+            client_id_contains,
+            username,
+            connected,
+        };
+        SessionPage::from_core(py, self.inner.sessions(&filter, cursor, limit))
+    }
+
+    /// The session of `client_id`, or None.
+    fn session(&self, client_id: &str) -> Option<SessionInfo> {
+        self.inner.session(client_id).map(SessionInfo::from)
+    }
+
+    /// `client_id`'s subscriptions as granted.
+    fn subscriptions(&self, py: Python<'_>, client_id: &str) -> PyResult<Vec<Subscription>> {
+        let subscriptions = self
+            .inner
+            .subscriptions(client_id)
+            .map_err(|err| errors::admin_error(py, err))?;
+        Ok(subscriptions.into_iter().map(Subscription::from).collect())
+    }
+
+    /// Subscribe `client_id` to `filter` as its own SUBSCRIBE would; True when new.
+    #[pyo3(signature = (client_id, filter, qos, now, *, no_local = false,
+        retain_as_published = false, retain_handling = 0, subscription_id = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn subscribe_for(
+        &mut self,
+        py: Python<'_>,
+        client_id: &str,
+        filter: &str,
+        qos: u8,
+        now: u64,
+        no_local: bool,
+        retain_as_published: bool,
+        retain_handling: u8,
+        subscription_id: Option<u32>,
+    ) -> PyResult<bool> {
+        let retain_handling = match retain_handling {
+            0 => RetainHandling::SendAtSubscribe,
+            1 => RetainHandling::SendAtSubscribeIfNew,
+            2 => RetainHandling::DoNotSend,
+            _ => return Err(errors::bad_argument("retain_handling must be 0, 1 or 2")),
+        };
+        if subscription_id.is_some_and(|id| id == 0 || id > 268_435_455) {
+            return Err(errors::bad_argument(
+                "subscription_id must be 1 to 268,435,455",
+            ));
+        }
+        let options = SubscriptionOptions {
+            qos: qos_of(qos)?,
+            no_local,
+            retain_as_published,
+            retain_handling,
+        };
+        self.inner
+            .subscribe_for(client_id, filter, options, subscription_id, now)
+            .map_err(|err| errors::admin_error(py, err))
+    }
+
+    /// Remove `client_id`'s subscription to `filter`; False when it had none.
+    fn unsubscribe_for(&mut self, py: Python<'_>, client_id: &str, filter: &str) -> PyResult<bool> {
+        self.inner
+            .unsubscribe_for(client_id, filter)
+            .map_err(|err| errors::admin_error(py, err))
+    }
+
+    /// Close `client_id`'s connection (v5 DISCONNECT 0x98, will published); False
+    /// when it is not connected.
+    fn kick(&mut self, py: Python<'_>, client_id: &str, now: u64) -> PyResult<bool> {
+        self.inner
+            .kick(client_id, now)
+            .map_err(|err| errors::admin_error(py, err))
+    }
+
+    /// End `client_id`'s offline session (`SessionConflict` while it is connected).
+    fn delete_session(&mut self, py: Python<'_>, client_id: &str, now: u64) -> PyResult<()> {
+        self.inner
+            .delete_session(client_id, now)
+            .map_err(|err| errors::admin_error(py, err))
+    }
+
+    /// Retained messages matching `filter` in the order they were stored, from
+    /// `cursor` (0: the start), at most `limit` (≤ 1,000).
+    #[pyo3(signature = (filter, now, cursor = 0, limit = 100))]
+    fn retained_messages(
+        &mut self,
+        py: Python<'_>,
+        filter: &str,
+        now: u64,
+        cursor: u64,
+        limit: usize,
+    ) -> PyResult<RetainedPage> {
+        let page = self
+            .inner
+            .retained_messages(filter, cursor, limit, now)
+            .map_err(|err| errors::admin_error(py, err))?;
+        RetainedPage::from_core(py, page)
+    }
+
+    /// The retained message of `topic`, or None.
+    fn retained_message(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        now: u64,
+    ) -> PyResult<Option<RetainedMessage>> {
+        self.inner
+            .retained_message(topic, now)
+            .map(|info| RetainedMessage::from_core(py, info))
+            .transpose()
+    }
+
+    /// Remove `topic`'s retained message; False when it had none.
+    fn clear_retained(&mut self, topic: &str) -> bool {
+        self.inner.clear_retained(topic)
     }
 
     fn has_output(&self) -> bool {
@@ -228,6 +375,23 @@ impl Engine {
             .set_acl(rules.map(|r| r.table.clone()), default_allow)
     }
 
+    /// Report client events (connect, disconnect, subscribe, unsubscribe) or stop:
+    /// on while the broker logs them.
+    fn set_client_events(&mut self, on: bool) {
+        self.inner.set_client_events(on);
+    }
+
+    /// Trace every packet of `client_id`'s connection, now and when it connects
+    /// again (`PacketTrace` events), or stop.
+    fn trace(&mut self, client_id: &str, on: bool) {
+        self.inner.trace(client_id, on);
+    }
+
+    /// The client ids traced now, sorted.
+    fn traced(&self) -> Vec<String> {
+        self.inner.traced()
+    }
+
     fn shutdown(&mut self, now: u64) {
         self.inner.shutdown(now);
     }
@@ -273,9 +437,31 @@ impl Engine {
             ("messages_queued", s.messages_queued),
             ("shared_queued", s.shared_queued),
             ("retained_messages", s.retained_messages),
+            ("retained_bytes", s.retained_bytes),
             ("subscriptions", s.subscriptions),
+            ("auth_failed_bad_credentials", s.auth_failed.bad_credentials),
+            ("auth_failed_not_authorized", s.auth_failed.not_authorized),
+            ("auth_failed_bad_method", s.auth_failed.bad_method),
+            ("auth_failed_unavailable", s.auth_failed.unavailable),
+            (
+                "clients_connected_mqtt31",
+                s.clients_connected_by_version[0],
+            ),
+            (
+                "clients_connected_mqtt311",
+                s.clients_connected_by_version[1],
+            ),
+            ("clients_connected_mqtt5", s.clients_connected_by_version[2]),
         ] {
             d.set_item(key, value)?;
+        }
+        // By packet type, for metrics: `packets_received_publish`, `bytes_sent_suback` ...
+        for kind in (1..=15).filter_map(PacketType::from_u8) {
+            let (name, i) = (kind.name(), kind as usize);
+            d.set_item(format!("packets_received_{name}"), s.received.packets[i])?;
+            d.set_item(format!("bytes_received_{name}"), s.received.bytes[i])?;
+            d.set_item(format!("packets_sent_{name}"), s.sent.packets[i])?;
+            d.set_item(format!("bytes_sent_{name}"), s.sent.bytes[i])?;
         }
         Ok(d)
     }
@@ -284,4 +470,8 @@ impl Engine {
 fn reason_of(code: u8) -> PyResult<ReasonCode> {
     ReasonCode::from_u8(code)
         .ok_or_else(|| errors::bad_argument(format!("0x{code:02X} is not a reason code")))
+}
+
+fn qos_of(qos: u8) -> PyResult<QoS> {
+    QoS::from_u8(qos).ok_or_else(|| errors::bad_argument("qos must be 0, 1 or 2"))
 }

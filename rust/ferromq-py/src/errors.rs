@@ -3,7 +3,11 @@
 //! `CodecError(ValueError)` carries `reason_code` (the MQTT reason code the broker
 //! answers with) and `detail`; each classified decode error has its own subclass so
 //! callers can `except MalformedPacket`. `BenchError(RuntimeError)` is a benchmark run
-//! that could not be carried out. Everything else is a `ValueError` (an argument or a
+//! that could not be carried out. An admin action on a client (`Engine.kick`, ...)
+//! raises `UnknownClient(LookupError)` for a client id without a session,
+//! `SessionConflict(RuntimeError)` to delete a connected one or to subscribe one
+//! past its subscription quota, and
+//! `NotAuthorized(PermissionError)` for a subscription the ACL denies. Everything else is a `ValueError` (an argument or a
 //! setting out of its range, an unknown name, bytes a store cannot read) or an
 //! `IndexError`, made by the functions below. The binding's other files raise nothing
 //! themselves: `clippy.toml` disallows `new_err` outside this file.
@@ -15,11 +19,13 @@ use std::fmt::Display;
 use ferromq_bench::BenchError as CoreBenchError;
 use ferromq_core::choice::UnknownName;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
-use ferromq_core::engine::JournalError;
+use ferromq_core::engine::{AdminError, JournalError};
 use ferromq_core::topic::IndexError;
 use ferromq_core::transport::proxy::ProxyError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyIndexError, PyLookupError, PyMemoryError, PyPermissionError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -51,6 +57,24 @@ create_exception!(
     PyRuntimeError,
     "A benchmark run could not be carried out."
 );
+create_exception!(
+    _core,
+    UnknownClient,
+    PyLookupError,
+    "No session has this client id."
+);
+create_exception!(
+    _core,
+    SessionConflict,
+    PyRuntimeError,
+    "The session's state forbids it: connected, or at its subscription quota."
+);
+create_exception!(
+    _core,
+    NotAuthorized,
+    PyPermissionError,
+    "The ACL denies it."
+);
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -66,6 +90,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PacketTooLarge", py.get_type::<PacketTooLarge>())?;
     m.add("EncodeError", py.get_type::<EncodeError>())?;
     m.add("BenchError", py.get_type::<BenchError>())?;
+    m.add("UnknownClient", py.get_type::<UnknownClient>())?;
+    m.add("SessionConflict", py.get_type::<SessionConflict>())?;
+    m.add("NotAuthorized", py.get_type::<NotAuthorized>())?;
     Ok(())
 }
 
@@ -162,4 +189,15 @@ pub(crate) fn store_error(err: impl Display) -> PyErr {
 /// Bytes at the front of a proxy listener's connection that are not a PROXY header.
 pub(crate) fn proxy_header(err: ProxyError) -> PyErr {
     PyValueError::new_err(err.detail)
+}
+
+/// An admin action that could not be done (`ferromq_core::engine::admin`).
+pub(crate) fn admin_error(py: Python<'_>, err: AdminError) -> PyErr {
+    let message = err.to_string();
+    match err {
+        AdminError::UnknownClient(_) => UnknownClient::new_err(message),
+        AdminError::Connected(_) | AdminError::Quota(_) => SessionConflict::new_err(message),
+        AdminError::Denied { .. } => NotAuthorized::new_err(message),
+        AdminError::Filter(err) => index_error(py, err, true),
+    }
 }

@@ -84,8 +84,68 @@ pub(crate) struct Wake {
     at: u64,
 }
 
+/// A CONNECT was accepted (only while the engine reports client events): logged
+/// with the peer and listener the IO layer knows.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct ClientConnected {
+    conn: u32,
+    client_id: String,
+    username: Option<String>,
+    protocol: u8,
+    keep_alive: u16,
+    clean_start: bool,
+    session_expiry: u32,
+    session_present: bool,
+}
+
+/// A connected client's connection ended: `reason` is `client_disconnect`,
+/// `keep_alive_timeout`, `protocol_error`, `taken_over`, `server_shutdown`,
+/// `socket_closed` or `kicked`, with the reason code that goes with it, if any.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct ClientDisconnected {
+    conn: u32,
+    client_id: String,
+    reason: &'static str,
+    reason_code: Option<u8>,
+    reason_name: Option<&'static str>,
+}
+
+/// A SUBSCRIBE was answered: `(filter, QoS asked for, SUBACK code)` per filter.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Subscribed {
+    conn: u32,
+    client_id: String,
+    filters: Vec<(String, u8, u8)>,
+}
+
+/// An UNSUBSCRIBE was answered.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct Unsubscribed {
+    conn: u32,
+    client_id: String,
+    filters: Vec<String>,
+}
+
+/// A packet read from (`inbound`) or written to a traced client (`Engine.trace`),
+/// summarised: `packet_type` is the lower-case packet name; the payload preview is
+/// its first bytes.
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct PacketTrace {
+    conn: u32,
+    client_id: String,
+    inbound: bool,
+    packet_type: &'static str,
+    packet_id: Option<u16>,
+    topic: Option<String>,
+    filters: Vec<String>,
+    qos: Option<u8>,
+    reason_codes: Vec<u8>,
+    payload_size: Option<usize>,
+    payload_preview: Option<Py<PyBytes>>,
+}
+
 /// Every event class, in the stub's `EngineEvent` order.
-fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 9] {
+fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 14] {
     [
         py.get_type::<Authenticate>(),
         py.get_type::<Auth>(),
@@ -96,6 +156,11 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 9] {
         py.get_type::<StreamDone>(),
         py.get_type::<ResumeReading>(),
         py.get_type::<Wake>(),
+        py.get_type::<ClientConnected>(),
+        py.get_type::<ClientDisconnected>(),
+        py.get_type::<Subscribed>(),
+        py.get_type::<Unsubscribed>(),
+        py.get_type::<PacketTrace>(),
     ]
 }
 
@@ -179,6 +244,87 @@ pub(crate) fn events_from_core(
             Event::StreamDone => StreamDone.into_pyobject(py)?.into_any(),
             Event::ResumeReading { conn } => ResumeReading { conn }.into_pyobject(py)?.into_any(),
             Event::Wake { at } => Wake { at }.into_pyobject(py)?.into_any(),
+            Event::ClientConnected {
+                conn,
+                client_id,
+                username,
+                protocol,
+                keep_alive,
+                clean_start,
+                session_expiry,
+                session_present,
+            } => ClientConnected {
+                conn,
+                client_id,
+                username,
+                protocol,
+                keep_alive,
+                clean_start,
+                session_expiry,
+                session_present,
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::ClientDisconnected {
+                conn,
+                client_id,
+                reason,
+            } => ClientDisconnected {
+                conn,
+                client_id,
+                reason: reason.name(),
+                reason_code: reason.code().map(|code| code as u8),
+                reason_name: reason.code_name(),
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::Subscribed {
+                conn,
+                client_id,
+                filters,
+            } => Subscribed {
+                conn,
+                client_id,
+                filters: filters
+                    .into_iter()
+                    .map(|(filter, qos, reason)| (filter, qos, reason as u8))
+                    .collect(),
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::Unsubscribed {
+                conn,
+                client_id,
+                filters,
+            } => Unsubscribed {
+                conn,
+                client_id,
+                filters,
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::Trace {
+                conn,
+                client_id,
+                inbound,
+                packet,
+            } => PacketTrace {
+                conn,
+                client_id,
+                inbound,
+                packet_type: packet.packet_type.name(),
+                packet_id: packet.packet_id,
+                topic: packet.topic,
+                filters: packet.filters,
+                qos: packet.qos,
+                reason_codes: packet.reason_codes,
+                payload_size: packet.payload_size,
+                payload_preview: packet
+                    .payload_preview
+                    .map(|b| PyBytes::new(py, &b).unbind()),
+            }
+            .into_pyobject(py)?
+            .into_any(),
         };
         list.append(item)?;
     }

@@ -3,12 +3,14 @@
 //!
 //! Each file registers one area of the core; `errors` maps every Rust error to a
 //! Python exception in one place. Nothing here holds protocol logic: it converts at
-//! the boundary, once per batch where the API allows it.
+//! the boundary, once per batch (or, for the admin API, once per page) where the
+//! API allows it.
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 mod acl;
+mod admin;
 mod bench;
 mod buffer;
 mod codec;
@@ -33,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     settings::register(m)?;
     engine::register(m)?;
     acl::register(m)?;
+    admin::register(m)?;
     events::register(m)?;
     restore_report::register(m)?;
     topic::register(m)?;

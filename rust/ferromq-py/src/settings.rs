@@ -73,6 +73,7 @@ impl EngineSettings {
         retained_max_expiry_ms,
         redirect_server_reference,
         redirect_permanent,
+        client_events,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -118,6 +119,7 @@ impl EngineSettings {
         retained_max_expiry_ms: u64,
         redirect_server_reference: String,
         redirect_permanent: bool,
+        client_events: bool,
     ) -> PyResult<EngineSettings> {
         let features = Features {
             maximum_qos: QoS::from_u8(maximum_qos).ok_or_else(|| {
@@ -175,6 +177,7 @@ impl EngineSettings {
             application_client_prefixes,
             stream_application_groups,
             features,
+            client_events,
         };
         Ok(EngineSettings {
             config,

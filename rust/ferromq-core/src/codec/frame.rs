@@ -290,6 +290,16 @@ impl FrameDecoder {
     /// packets, how many bytes they used, and the error that stopped decoding, if any:
     /// the packets before an error are still returned, so nothing valid is lost.
     pub fn decode_slice(&mut self, data: &[u8]) -> (Vec<Packet>, usize, Option<DecodeError>) {
+        self.decode_slice_with(data, |_, _| {})
+    }
+
+    /// `decode_slice`, telling `on_frame` the type and length of each frame decoded
+    /// (the engine's per-type counters).
+    pub fn decode_slice_with(
+        &mut self,
+        data: &[u8],
+        mut on_frame: impl FnMut(PacketType, usize),
+    ) -> (Vec<Packet>, usize, Option<DecodeError>) {
         let mut headers = Vec::new();
         let mut end = 0;
         let mut error = None;
@@ -311,7 +321,10 @@ impl FrameDecoder {
         let mut start = 0;
         for header in headers {
             match self.decode_frame(&shared, start, header) {
-                Ok(packet) => packets.push(packet),
+                Ok(packet) => {
+                    on_frame(header.packet_type, header.frame_len);
+                    packets.push(packet);
+                }
                 Err(err) => return (packets, start, Some(err)),
             }
             start += header.frame_len;

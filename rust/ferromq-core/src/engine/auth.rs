@@ -38,6 +38,7 @@ use bytes::Bytes;
 use crate::codec::{Connect, Packet, Property, PropertyId, ReasonCode, ReasonOnly, Utf8Bytes};
 
 use super::connection::ConnState;
+use super::lifecycle::DisconnectReason;
 use super::{ConnId, Engine, Event};
 
 /// Who owes the next step of an exchange.
@@ -107,7 +108,9 @@ impl Engine {
                 self.handle_auth_packet(conn_id, auth, ReasonCode::ContinueAuthentication, now)
             }
             // Giving up before CONNACK: a normal end, and the will is discarded.
-            (true, Packet::Disconnect(_)) => self.close_connection(conn_id, false, false, now),
+            (true, Packet::Disconnect(packet)) => {
+                self.close_connection(conn_id, DisconnectReason::Client(packet.reason), now)
+            }
             (true, _) | (false, Packet::Auth(_)) => {
                 self.refuse(conn_id, ReasonCode::ProtocolError, now)
             }
@@ -190,7 +193,7 @@ impl Engine {
             .is_some_and(|c| c.token == token && !c.is_closed() && c.session().is_some());
         if connected {
             self.disconnect_with(conn_id, reason);
-            self.close_connection(conn_id, true, false, now);
+            self.close_connection(conn_id, DisconnectReason::Kicked(reason), now);
         }
     }
 
@@ -241,6 +244,7 @@ impl Engine {
                 ReasonCode::BadUserNameOrPassword if reauthenticating => ReasonCode::NotAuthorized,
                 other => other,
             };
+            self.stats.auth_failed.count(reason);
             self.refuse(conn_id, reason, now);
             return;
         }
@@ -277,6 +281,7 @@ impl Engine {
 
     /// `tick` found the exchange past its deadline: refuse with 0x87.
     pub(super) fn auth_timed_out(&mut self, conn_id: ConnId, now: u64) {
+        self.stats.auth_failed.count(ReasonCode::NotAuthorized);
         self.refuse_with(
             conn_id,
             ReasonCode::NotAuthorized,

@@ -106,6 +106,9 @@ pub struct EngineConfig {
     pub stream_application_groups: bool,
     /// What the broker offers and announces in CONNACK (see `announce`).
     pub features: Features,
+    /// Report each connect, disconnect, subscribe and unsubscribe as an event
+    /// (`lifecycle`): on while Python logs them (at info).
+    pub client_events: bool,
 }
 
 /// The Rust tests' fixture (feature `test-fixtures`, on for this crate's own tests),
@@ -140,6 +143,7 @@ impl Default for EngineConfig {
             application_client_prefixes: Vec::new(),
             stream_application_groups: false,
             features: Features::default(),
+            client_events: false,
         }
     }
 }

@@ -19,17 +19,19 @@ use std::sync::Arc;
 use crate::acl::Binding;
 
 use crate::codec::{
-    ConnAck, Connect, Packet, Properties, Property, PropertyId, ProtocolVersion, ReasonCode,
-    ReasonOnly, Will,
+    ConnAck, Connect, Packet, PacketType, Properties, Property, PropertyId, ProtocolVersion,
+    ReasonCode, ReasonOnly, Will,
 };
 
 use super::acl::SessionAcl;
 use super::alias_out::OutboundAliases;
 use super::connection::ConnState;
+use super::lifecycle::DisconnectReason;
 use super::message::Message;
 use super::rate::PublishRate;
 use super::session::{Awaiting, PendingWill, Session};
 use super::stats::DropReason;
+use super::trace::PacketSummary;
 use super::{ConnId, Engine, Event};
 use crate::transport::websocket::CloseCode;
 
@@ -46,6 +48,9 @@ impl Engine {
             );
         }
         if let Some(refusal) = self.check_connect(&connect) {
+            if refusal == ReasonCode::BadAuthenticationMethod {
+                self.stats.auth_failed.count(refusal);
+            }
             self.refuse(conn_id, refusal, now);
             return;
         }
@@ -124,7 +129,7 @@ impl Engine {
                 .and_then(|s| s.conn)
             {
                 self.disconnect_with(old, ReasonCode::SessionTakenOver);
-                self.close_connection(old, true, true, now);
+                self.close_connection(old, DisconnectReason::TakenOver, now);
             }
         }
         let (session, session_present) = match existing {
@@ -136,6 +141,13 @@ impl Engine {
             None => (self.create_session(&client_id, expiry), false),
         };
         let acl = self.connection_acl(conn_id, &connect, &client_id);
+        // The user name authentication settled on (a certificate's identity, say).
+        let username = acl
+            .binding
+            .username
+            .as_deref()
+            .filter(|_| self.config.client_events)
+            .map(str::to_owned);
         if let Some(state) = self.session_mut(session) {
             state.conn = Some(conn_id);
             state.expiry_interval = expiry;
@@ -143,6 +155,7 @@ impl Engine {
             // A return before the will delay ends cancels the will [MQTT-3.1.3-9].
             state.pending_will = None;
             state.acl = acl;
+            state.username = connect.username.as_ref().map(|name| name.as_str().into());
         }
         if session_present {
             // Its subscriptions were granted to an earlier CONNECT, maybe under
@@ -181,6 +194,8 @@ impl Engine {
         conn.will = connect.will;
         conn.session_expiry_from_connect = requested_expiry;
         conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
+        conn.keep_alive = keepalive;
+        conn.connected_at = now;
         conn.aliases_out = OutboundAliases::new(aliases_out);
         conn.rate = rate;
         conn.user = user;
@@ -195,6 +210,25 @@ impl Engine {
         }
         self.stats.clients_connected += 1;
         self.stats.clients_maximum = self.stats.clients_maximum.max(self.stats.clients_connected);
+        if self.config.client_events {
+            self.events.push(Event::ClientConnected {
+                conn: conn_id,
+                client_id: client_id.clone(),
+                username,
+                protocol: connect.protocol.level(),
+                keep_alive: keepalive,
+                clean_start: connect.clean_start,
+                session_expiry: expiry,
+                session_present,
+            });
+        }
+        if self.is_traced(&client_id) {
+            if let Some(conn) = self.conn_mut(conn_id) {
+                conn.traced = true;
+            }
+            let summary = PacketSummary::of_type(PacketType::Connect);
+            self.trace_packet(conn_id, true, summary);
+        }
 
         let mut properties = Vec::new();
         if v5 {
@@ -225,7 +259,12 @@ impl Engine {
                 reason: ReasonCode::PacketTooLarge,
                 detail: "CONNACK exceeds the client's Maximum Packet Size",
             });
-            self.close_connection(conn_id, false, false, now);
+            // No CONNACK, so the will is not the client's yet.
+            if let Some(conn) = self.conn_mut(conn_id) {
+                conn.will = None;
+            }
+            let reason = DisconnectReason::ProtocolError(ReasonCode::PacketTooLarge);
+            self.close_connection(conn_id, reason, now);
             return;
         }
         self.resend_inflight(conn_id, session, now);
@@ -354,8 +393,7 @@ impl Engine {
             }
             self.journal_session(session, capped);
         }
-        let with_will = disconnect.reason == ReasonCode::DisconnectWithWillMessage;
-        self.close_connection(conn_id, with_will, false, now);
+        self.close_connection(conn_id, DisconnectReason::Client(disconnect.reason), now);
     }
 
     /// Refuse or abort a connection with `reason`: CONNACK before the session is set
@@ -435,10 +473,10 @@ impl Engine {
             if let Some(conn) = self.conn_mut(conn_id) {
                 conn.will = None;
             }
-            self.close_connection(conn_id, false, false, now);
+            self.close_connection(conn_id, DisconnectReason::ProtocolError(reason), now);
         } else {
             self.disconnect_because(conn_id, reason, detail);
-            self.close_connection(conn_id, true, false, now);
+            self.close_connection(conn_id, DisconnectReason::ProtocolError(reason), now);
         }
     }
 
@@ -460,16 +498,11 @@ impl Engine {
         }
     }
 
-    /// End the connection's life in the engine. `abnormal` publishes the will
-    /// (possibly delayed); `keep_session` hands the session on (takeover) instead of
-    /// applying its expiry. Python is asked to close the transport.
-    pub(super) fn close_connection(
-        &mut self,
-        conn_id: ConnId,
-        abnormal: bool,
-        keep_session: bool,
-        now: u64,
-    ) {
+    /// End the connection's life in the engine for `reason`, which decides whether
+    /// the will is published (possibly delayed) and whether the session is handed on
+    /// (takeover) instead of applying its expiry (`lifecycle`). Python is asked to
+    /// close the transport.
+    pub(super) fn close_connection(&mut self, conn_id: ConnId, reason: DisconnectReason, now: u64) {
         let Some(conn) = self.conn_mut(conn_id) else {
             return;
         };
@@ -477,7 +510,8 @@ impl Engine {
             return;
         }
         let state = std::mem::replace(&mut conn.state, ConnState::Closed);
-        let will = conn.will.take().filter(|_| abnormal);
+        let will = conn.will.take().filter(|_| reason.publishes_will());
+        let keep_session = reason.keeps_session();
         if let Some(user) = conn.user.take() {
             self.users.release_connection(user);
         }
@@ -487,6 +521,7 @@ impl Engine {
         let ConnState::Connected { session } = state else {
             return;
         };
+        self.report_disconnected(conn_id, session, reason);
         self.stats.clients_connected -= 1;
         self.index.set_client_online(session, false);
         self.stream_member_presence(session, false);

@@ -47,6 +47,10 @@ pub struct Connection {
     pub version: ProtocolVersion,
     /// Keep alive in milliseconds × 1.5 [MQTT-3.1.2-24]; 0 disables.
     pub keepalive_grace_ms: u64,
+    /// The keep alive granted in CONNACK, in seconds, and when (engine time): for
+    /// the admin API (`admin`).
+    pub keep_alive: u16,
+    pub connected_at: u64,
     pub last_received: u64,
     /// The transport accepted more output (false between pause and resume).
     pub writable: bool,
@@ -84,6 +88,8 @@ pub struct Connection {
     pub websocket: Option<Box<WebSocket>>,
     /// The ACL binding Python's authentication answer gave, until CONNACK.
     pub acl: Option<SessionAcl>,
+    /// Its packets are copied into `Trace` events (`trace`).
+    pub traced: bool,
 }
 
 impl Connection {
@@ -100,6 +106,8 @@ impl Connection {
             out: BytesMut::new(),
             version: ProtocolVersion::V3_1_1,
             keepalive_grace_ms: 0,
+            keep_alive: 0,
+            connected_at: 0,
             last_received: now,
             writable: true,
             refill_queued: false,
@@ -118,6 +126,7 @@ impl Connection {
             retained: RetainedCursor::default(),
             websocket: None,
             acl: None,
+            traced: false,
         }
     }
 

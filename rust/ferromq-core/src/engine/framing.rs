@@ -20,6 +20,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use super::lifecycle::DisconnectReason;
 use super::{ConnId, Engine, Event};
 use crate::choice::named;
 use crate::codec::ReasonCode;
@@ -90,7 +91,11 @@ impl WebSocket {
 impl Engine {
     /// `feed` for a WebSocket connection: deframe, then decode as TCP does.
     pub(super) fn feed_websocket(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
-        let Some(conn) = self.conn_mut(conn_id) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+        else {
             return data.len();
         };
         let Some(ws) = conn.websocket.as_deref_mut() else {
@@ -102,7 +107,10 @@ impl Engine {
             ws.close_sent = true;
         }
         let replied = ws.has_output();
-        let (packets, used, error) = conn.decoder.decode_slice(&ws.inbound);
+        let received = &mut self.stats.received;
+        let (packets, used, error) = conn
+            .decoder
+            .decode_slice_with(&ws.inbound, |kind, len| received.count(kind, len));
         ws.inbound.advance(used);
         if ws.inbound.is_empty() && ws.inbound.capacity() > IDLE_INBOUND_CAPACITY {
             // A large packet has gone through: an idle connection keeps no large buffer.
@@ -117,7 +125,7 @@ impl Engine {
         match progress {
             Ok(Progress::Open(consumed)) => consumed,
             Ok(Progress::Closed) => {
-                self.close_connection(conn_id, true, false, now);
+                self.close_connection(conn_id, DisconnectReason::SocketClosed, now);
                 data.len()
             }
             Err(FrameError { code, detail }) => {
@@ -132,7 +140,7 @@ impl Engine {
                     detail,
                 });
                 self.close_websocket(conn_id, code);
-                self.close_connection(conn_id, true, false, now);
+                self.close_connection(conn_id, DisconnectReason::ProtocolError(reason), now);
                 data.len()
             }
         }

@@ -21,11 +21,14 @@
 //! refused although they decode: Response Topic, control characters), and the
 //! limits: `rate` and `users` (publish rates per client and per user name), `hold`
 //! (reading less from a publisher), `memory` (the memory budget), `retained_store`
-//! (retained payloads and their limits).
+//! (retained payloads and their limits); `lifecycle` (why a connection ends, the
+//! client events logs are made of), `trace` (per-client packet trace) and `admin`
+//! (the admin API: paginated queries and operator actions, bounded work per call).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
 mod acl;
+mod admin;
 mod alias_out;
 mod announce;
 mod auth;
@@ -37,6 +40,7 @@ mod diagnostics;
 mod framing;
 mod hold;
 pub(crate) mod journal;
+mod lifecycle;
 mod memory;
 mod message;
 mod names;
@@ -53,6 +57,7 @@ mod stats;
 mod stream;
 mod subscribe;
 mod timers;
+mod trace;
 mod users;
 
 use std::collections::HashMap;
@@ -60,16 +65,22 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use admin::{
+    AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
+    MAX_PAGE, SCAN_BUDGET,
+};
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use framing::Framing;
 pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
     RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
 };
+pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
 pub use split::{ApplicationOp, JournalSplit, Split};
-pub use stats::{Drops, Stats};
+pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
+pub use trace::{PacketSummary, PREVIEW_BYTES};
 
 use crate::codec::{Packet, QoS};
 use crate::retain::RetainedIndex;
@@ -178,6 +189,45 @@ pub enum Event {
     ResumeReading { conn: ConnId },
     /// Call [`Engine::wake`] at engine time `at` (a held connection's rate refills).
     Wake { at: u64 },
+    /// A CONNECT was accepted and its session bound (`lifecycle`; only with
+    /// `client_events`): the user name authentication settled on, the keep alive and
+    /// session expiry in force (after the broker's caps).
+    ClientConnected {
+        conn: ConnId,
+        client_id: String,
+        username: Option<String>,
+        protocol: u8,
+        keep_alive: u16,
+        clean_start: bool,
+        session_expiry: u32,
+        session_present: bool,
+    },
+    /// A connected client's connection ended, and why (only with `client_events`).
+    ClientDisconnected {
+        conn: ConnId,
+        client_id: String,
+        reason: DisconnectReason,
+    },
+    /// A SUBSCRIBE was answered: each filter with the QoS asked for and its SUBACK
+    /// code (only with `client_events`).
+    Subscribed {
+        conn: ConnId,
+        client_id: String,
+        filters: Vec<(String, u8, crate::codec::ReasonCode)>,
+    },
+    /// An UNSUBSCRIBE was answered (only with `client_events`).
+    Unsubscribed {
+        conn: ConnId,
+        client_id: String,
+        filters: Vec<String>,
+    },
+    /// A packet read from (`inbound`) or written to a traced client (`trace`).
+    Trace {
+        conn: ConnId,
+        client_id: String,
+        inbound: bool,
+        packet: PacketSummary,
+    },
 }
 
 pub struct Engine {
@@ -237,6 +287,8 @@ pub struct Engine {
     wake_at: Option<u64>,
     /// The access-control rules (`acl`).
     acl: acl::AclState,
+    /// Client ids whose packets are traced (`trace`).
+    traced: std::collections::HashSet<Box<str>>,
 }
 
 impl Engine {
@@ -277,6 +329,7 @@ impl Engine {
             memory_held_since: 0,
             wake_at: None,
             acl: acl::AclState::default(),
+            traced: std::collections::HashSet::new(),
             config,
         }
     }
@@ -320,7 +373,11 @@ impl Engine {
     /// decode error the connection is closed and all of `data` counts as used.
     pub fn feed(&mut self, conn_id: ConnId, data: &[u8], now: u64) -> usize {
         self.clock = now;
-        let Some(conn) = self.conn_mut(conn_id) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(conn_id as usize)
+            .and_then(Option::as_mut)
+        else {
             return data.len();
         };
         if conn.is_closed() {
@@ -329,7 +386,10 @@ impl Engine {
         if conn.websocket.is_some() {
             return self.feed_websocket(conn_id, data, now);
         }
-        let (packets, consumed, error) = conn.decoder.decode_slice(data);
+        let received = &mut self.stats.received;
+        let (packets, consumed, error) = conn
+            .decoder
+            .decode_slice_with(data, |kind, len| received.count(kind, len));
         if self.handle_decoded(conn_id, packets, consumed, error, now) {
             consumed
         } else {
@@ -357,14 +417,21 @@ impl Engine {
         }
         self.stats.bytes_received += consumed as u64;
         for packet in packets {
-            match self.conn_mut(conn_id) {
+            let (traced, held) = match self.conn_mut(conn_id) {
                 None => break,
                 Some(conn) if conn.is_closed() => break,
+                Some(conn) => (conn.traced, conn.hold.is_some()),
+            };
+            if traced {
+                self.trace_packet(conn_id, true, PacketSummary::of(&packet));
+            }
+            if held && !hold::passes_hold(&packet) {
                 // Its input is held (`hold`): the packet waits its turn.
-                Some(conn) if conn.hold.is_some() && !hold::passes_hold(&packet) => {
+                if let Some(conn) = self.conn_mut(conn_id) {
                     conn.parked.push_back(packet);
                 }
-                Some(_) => self.handle_packet(conn_id, packet, now),
+            } else {
+                self.handle_packet(conn_id, packet, now);
             }
             self.stats.packets_received += 1;
         }
@@ -384,7 +451,7 @@ impl Engine {
     /// hands this id to (a reconnect in the same loop tick).
     pub fn connection_lost(&mut self, conn_id: ConnId, now: u64) {
         if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
-            self.close_connection(conn_id, true, false, now);
+            self.close_connection(conn_id, DisconnectReason::SocketClosed, now);
         }
         self.events.retain(|event| match event {
             Event::Authenticate { conn, .. }
@@ -396,7 +463,12 @@ impl Engine {
             | Event::Wake { .. }
             | Event::Persist
             | Event::StreamMember { .. }
-            | Event::StreamDone => true,
+            | Event::StreamDone
+            | Event::ClientConnected { .. }
+            | Event::ClientDisconnected { .. }
+            | Event::Subscribed { .. }
+            | Event::Unsubscribed { .. }
+            | Event::Trace { .. } => true,
         });
         self.held_acks.retain(|held| held.conn != conn_id);
         self.held.retain(|&held| held != conn_id);
@@ -421,7 +493,7 @@ impl Engine {
         }
     }
 
-    /// Publish a message from the broker itself ($SYS, the admin API).
+    /// Publish a message from the broker itself ($SYS); returns the sessions reached.
     pub fn publish(
         &mut self,
         topic: &str,
@@ -430,15 +502,22 @@ impl Engine {
         retain: bool,
         now: u64,
     ) -> usize {
-        let message = Message::from_publish(
-            topic,
-            payload,
-            qos,
-            retain,
-            &crate::codec::Properties::new(),
-            None,
-            now,
-        );
+        let properties = crate::codec::Properties::new();
+        self.publish_with_properties(topic, payload, qos, retain, &properties, now)
+    }
+
+    /// `publish` with MQTT 5.0 properties (the admin API): forwarded to v5
+    /// subscribers as a client's would be (`Message::from_publish`).
+    pub fn publish_with_properties(
+        &mut self,
+        topic: &str,
+        payload: &[u8],
+        qos: QoS,
+        retain: bool,
+        properties: &crate::codec::Properties,
+        now: u64,
+    ) -> usize {
+        let message = Message::from_publish(topic, payload, qos, retain, properties, None, now);
         let message = Arc::new(message);
         if retain {
             // The broker's own retained messages ($SYS) are outside the limits.
@@ -508,7 +587,7 @@ impl Engine {
         for conn_id in 0..self.conns.len() as ConnId {
             if self.conn_mut(conn_id).is_some_and(|c| !c.is_closed()) {
                 self.disconnect_with(conn_id, crate::codec::ReasonCode::ServerShuttingDown);
-                self.close_connection(conn_id, true, false, now);
+                self.close_connection(conn_id, DisconnectReason::ServerShutdown, now);
             }
         }
     }
@@ -544,10 +623,15 @@ impl Engine {
         {
             return false;
         }
-        self.output_bytes += (conn.out.len() - before) as u64;
+        let written = conn.out.len() - before;
+        self.output_bytes += written as u64;
+        self.stats.sent.count(packet.packet_type(), written);
         if !conn.flush_queued {
             conn.flush_queued = true;
             self.dirty.push(conn_id);
+        }
+        if conn.traced {
+            self.trace_packet(conn_id, false, PacketSummary::of(packet));
         }
         true
     }

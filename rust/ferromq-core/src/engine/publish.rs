@@ -268,8 +268,8 @@ impl Engine {
     /// stored, and the topic's existing one stays (`retained_store`).
     pub(super) fn store_retained(&mut self, message: &Arc<Message>, origin: Origin, now: u64) {
         let previous = if message.payload.is_empty() {
-            self.journal_retained(&message.topic, None);
-            self.retained.clear(&message.topic)
+            self.clear_retained(&message.topic);
+            None
         } else {
             let owner = self.retained_owner(message.publisher);
             let size = retained_store::size_of(message);
@@ -302,6 +302,17 @@ impl Engine {
         if let Some(previous) = previous {
             self.retained_messages.remove(&previous, &mut self.users);
         }
+    }
+
+    /// Remove `topic`'s retained message (an empty retained PUBLISH, the admin
+    /// API); false when it had none.
+    pub fn clear_retained(&mut self, topic: &str) -> bool {
+        let Some(previous) = self.retained.clear(topic) else {
+            return false;
+        };
+        self.journal_retained(topic, None);
+        self.retained_messages.remove(&previous, &mut self.users);
+        true
     }
 
     pub(super) fn handle_puback(&mut self, session: u32, packet_id: u16, now: u64) {

@@ -62,6 +62,11 @@ impl RetainedStore {
         self.messages.len()
     }
 
+    /// Bytes of clients' retained messages (the broker's own are not counted).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     pub fn values(&self) -> impl Iterator<Item = &Arc<Message>> {
         self.messages.values().map(|s| &s.message)
     }

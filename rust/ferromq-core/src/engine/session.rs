@@ -81,6 +81,8 @@ pub struct Session {
     pub next_sequence: u64,
     /// Who the session is for the ACL rules, set at each CONNECT.
     pub acl: SessionAcl,
+    /// The user name of its last CONNECT, for the admin API (`admin`).
+    pub username: Option<Box<str>>,
 }
 
 impl Session {
@@ -101,6 +103,7 @@ impl Session {
             subscriptions: HashMap::new(),
             next_sequence: 0,
             acl: SessionAcl::default(),
+            username: None,
         }
     }
 

@@ -4,6 +4,12 @@
 //!
 //! Drops are counted by reason (`DropReason`, published as
 //! `$SYS/broker/messages/dropped/<reason>`), their sum as `publish_dropped`.
+//! Packets and their bytes are counted by type in each direction (`PacketCounts`:
+//! one array increment where a frame is decoded or a packet encoded, paths that
+//! already count), authentication refusals by reason (`AuthFailures`); Prometheus
+//! reads them at scrape time (`ferromq.admin.metrics`).
+
+use crate::codec::{PacketType, ProtocolVersion, ReasonCode};
 
 /// Why a delivery was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +44,57 @@ pub struct Drops {
     pub memory_budget: u64,
 }
 
+/// MQTT packets and their bytes (whole frames, before any WebSocket framing) by
+/// control packet type, indexed by the type's wire value (1..=15).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PacketCounts {
+    pub packets: [u64; 16],
+    pub bytes: [u64; 16],
+}
+
+impl PacketCounts {
+    pub fn count(&mut self, kind: PacketType, bytes: usize) {
+        self.packets[kind as usize] += 1;
+        self.bytes[kind as usize] += bytes as u64;
+    }
+}
+
+/// CONNECTs and re-authentications refused by authentication, by reason code:
+/// 0x86 bad user name or password, 0x87 not authorized (a provider's refusal, an
+/// exchange past its deadline), 0x8C bad authentication method, 0x88 server
+/// unavailable (a provider that could not answer). Admission's refusals (0x8A,
+/// 0x97) are counted by admission.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthFailures {
+    pub bad_credentials: u64,
+    pub not_authorized: u64,
+    pub bad_method: u64,
+    pub unavailable: u64,
+}
+
+impl AuthFailures {
+    /// Count a refusal with `reason` if it is an authentication failure.
+    pub fn count(&mut self, reason: ReasonCode) {
+        let counter = match reason {
+            ReasonCode::BadUserNameOrPassword => &mut self.bad_credentials,
+            ReasonCode::NotAuthorized => &mut self.not_authorized,
+            ReasonCode::BadAuthenticationMethod => &mut self.bad_method,
+            ReasonCode::ServerUnavailable => &mut self.unavailable,
+            _ => return,
+        };
+        *counter += 1;
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     pub bytes_received: u64,
     pub bytes_sent: u64,
     pub packets_received: u64,
+    /// By type: frames decoded, packets encoded.
+    pub received: PacketCounts,
+    pub sent: PacketCounts,
+    pub auth_failed: AuthFailures,
     pub publish_received: u64,
     pub publish_sent: u64,
     /// Deliveries dropped: queue full, expired, over the client's packet size, QoS 0
@@ -78,12 +130,16 @@ pub struct Stats {
     pub clients_connected: u64,
     pub clients_maximum: u64,
     /// Gauges, filled in by `Engine::stats`.
+    /// Connected clients by protocol: MQTT 3.1, 3.1.1, 5.0.
+    pub clients_connected_by_version: [u64; 3],
     pub clients_disconnected: u64,
     pub messages_inflight: u64,
     pub messages_queued: u64,
     /// Messages held in shared-group queues.
     pub shared_queued: u64,
     pub retained_messages: u64,
+    /// Bytes (topic + payload) of clients' retained messages (`retained_store`).
+    pub retained_bytes: u64,
     pub subscriptions: u64,
     /// Bytes the memory budget counts (`memory`), the part of them in queues, and
     /// connections whose input is held.
@@ -119,8 +175,19 @@ impl super::Engine {
             stats.messages_inflight += session.inflight.len() as u64;
             stats.messages_queued += session.queue.len() as u64;
         }
+        for conn in self.conns.iter().flatten() {
+            if matches!(conn.state, super::ConnState::Connected { .. }) {
+                let version = match conn.version {
+                    ProtocolVersion::V3_1 => 0,
+                    ProtocolVersion::V3_1_1 => 1,
+                    ProtocolVersion::V5 => 2,
+                };
+                stats.clients_connected_by_version[version] += 1;
+            }
+        }
         stats.shared_queued = self.group_queues.len() as u64;
         stats.retained_messages = self.retained_messages.len() as u64;
+        stats.retained_bytes = self.retained_messages.bytes();
         stats.subscriptions = self.index.len() as u64;
         stats.memory_used = self.memory_used();
         stats.queued_bytes = self.ledger.get();

@@ -13,18 +13,20 @@
 //! subscriptions [MQTT-3.3.1-9..11, 3.8.4-?]; they carry RETAIN=1 and their QoS is
 //! lowered to the subscription's. They join the connection's retained cursor
 //! (`retained_cursor`), which the delivery drain sends from as the socket and the
-//! window allow; an UNSUBSCRIBE drops what its filter still had to send.
+//! window allow; an UNSUBSCRIBE drops what its filter still had to send. With
+//! `client_events`, each SUBSCRIBE and UNSUBSCRIBE is reported once (`Subscribed`,
+//! `Unsubscribed`), before its ack.
 
 use crate::acl::Action;
 use crate::codec::{
     Packet, Properties, Property, PropertyId, ProtocolVersion, QoS, ReasonCode, RetainHandling,
-    SubAck, Subscribe, UnsubAck, Unsubscribe,
+    SubAck, Subscribe, SubscriptionOptions, UnsubAck, Unsubscribe,
 };
-use crate::topic::parse_shared_filter;
+use crate::topic::{parse_shared_filter, IndexError};
 
 use super::acl::subscribe_request;
 
-use super::{ConnId, Engine};
+use super::{ConnId, Engine, Event};
 
 impl Engine {
     pub(super) fn handle_subscribe(
@@ -70,39 +72,37 @@ impl Engine {
                 properties = self.ack_reason_string(conn_id, "denied by the ACL");
                 continue;
             }
-            let options = &self.granted(*options);
-            match self
-                .index
-                .subscribe(session, filter, *options, subscription_id)
-            {
+            let options = self.granted(*options);
+            match self.add_subscription(session, filter, options, subscription_id) {
                 Ok(is_new) => {
-                    self.journal_subscribe(
-                        session,
-                        filter,
-                        options.to_byte(ProtocolVersion::V5),
-                        subscription_id.unwrap_or(0),
-                    );
                     reasons.push(match options.qos {
                         QoS::AtMostOnce => ReasonCode::Success,
                         QoS::AtLeastOnce => ReasonCode::GrantedQos1,
                         QoS::ExactlyOnce => ReasonCode::GrantedQos2,
                     });
-                    let shared = matches!(parse_shared_filter(filter), Ok(Some(_)));
-                    if shared {
-                        self.stream_subscribed(session, filter);
-                    }
-                    let send_retained = match options.retain_handling {
-                        RetainHandling::SendAtSubscribe => true,
-                        RetainHandling::SendAtSubscribeIfNew => is_new,
-                        RetainHandling::DoNotSend => false,
-                    };
-                    if send_retained && !shared {
-                        retained_for.push((filter.clone(), options.qos));
+                    if sends_retained(filter, options, is_new) {
+                        retained_for.push((filter.to_string(), options.qos));
                     }
                 }
                 Err(_) if v5 => reasons.push(ReasonCode::TopicFilterInvalid),
                 Err(_) => reasons.push(ReasonCode::UnspecifiedError),
             }
+        }
+        if self.config.client_events {
+            let filters = subscribe
+                .filters
+                .iter()
+                .zip(&reasons)
+                .map(|((filter, options), reason)| {
+                    (filter.as_str().to_owned(), options.qos as u8, *reason)
+                })
+                .collect();
+            let client_id = self.client_id_of(session);
+            self.events.push(Event::Subscribed {
+                conn: conn_id,
+                client_id,
+                filters,
+            });
         }
         self.write(
             conn_id,
@@ -113,25 +113,81 @@ impl Engine {
             }),
         );
         let subscription_ids: Vec<u32> = subscription_id.into_iter().collect();
-        let queue_pushed = self
-            .session_mut(session)
-            .map_or(0, |state| state.queue.pushed());
         for (filter, qos) in retained_for {
-            let mut ids = Vec::new();
-            if self.retained.match_filter(&filter, now, &mut ids).is_err() {
-                continue;
-            }
-            if let Some(conn) = self.conn_mut(conn_id) {
-                conn.retained
-                    .add(&filter, qos, subscription_ids.clone(), ids, queue_pushed);
-            }
+            self.queue_retained(conn_id, session, &filter, qos, &subscription_ids, now);
         }
         self.drain_queue(session, now);
     }
 
+    /// Hold `filter` for `session`: in the index, the journal and (a shared filter)
+    /// its streamed group. True when it is new, false when it replaced one. Used by
+    /// SUBSCRIBE and by the admin API (`admin`).
+    pub(super) fn add_subscription(
+        &mut self,
+        session: u32,
+        filter: &str,
+        options: SubscriptionOptions,
+        subscription_id: Option<u32>,
+    ) -> Result<bool, IndexError> {
+        let is_new = self
+            .index
+            .subscribe(session, filter, options, subscription_id)?;
+        self.journal_subscribe(
+            session,
+            filter,
+            options.to_byte(ProtocolVersion::V5),
+            subscription_id.unwrap_or(0),
+        );
+        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
+            self.stream_subscribed(session, filter);
+        }
+        Ok(is_new)
+    }
+
+    /// Put the retained messages matching `filter` on the connection's cursor (sent
+    /// after what the session queued before, `retained_cursor`).
+    pub(super) fn queue_retained(
+        &mut self,
+        conn_id: ConnId,
+        session: u32,
+        filter: &str,
+        qos: QoS,
+        subscription_ids: &[u32],
+        now: u64,
+    ) {
+        let queue_pushed = self
+            .session_mut(session)
+            .map_or(0, |state| state.queue.pushed());
+        let mut ids = Vec::new();
+        if self.retained.match_filter(filter, now, &mut ids).is_err() {
+            return;
+        }
+        if let Some(conn) = self.conn_mut(conn_id) {
+            conn.retained
+                .add(filter, qos, subscription_ids.to_vec(), ids, queue_pushed);
+        }
+    }
+
+    /// Drop `filter` from `session` (and what the connection's cursor still had to
+    /// send for it); false when it held none. The caller forgets ended groups.
+    pub(super) fn remove_subscription(
+        &mut self,
+        session: u32,
+        conn_id: Option<ConnId>,
+        filter: &str,
+    ) -> bool {
+        self.stream_unsubscribing(session, filter);
+        if let Some(conn) = conn_id.and_then(|id| self.conn_mut(id)) {
+            conn.retained.remove(filter);
+        }
+        let existed = self.index.unsubscribe(session, filter);
+        self.journal_unsubscribe(session, filter);
+        existed
+    }
+
     /// A new filter beyond `max_subscriptions_per_client`: 0x97 Quota exceeded in
     /// 5.0, 0x80 in 3.1.1. Replacing a filter the session holds is always allowed.
-    fn subscription_quota_refusal(
+    pub(super) fn subscription_quota_refusal(
         &mut self,
         session: u32,
         filter: &str,
@@ -170,12 +226,7 @@ impl Engine {
                 }
                 continue;
             }
-            self.stream_unsubscribing(session, filter);
-            if let Some(conn) = self.conn_mut(conn_id) {
-                conn.retained.remove(filter);
-            }
-            let existed = self.index.unsubscribe(session, filter);
-            self.journal_unsubscribe(session, filter);
+            let existed = self.remove_subscription(session, Some(conn_id), filter);
             if v5 {
                 reasons.push(if existed {
                     ReasonCode::Success
@@ -183,6 +234,19 @@ impl Engine {
                     ReasonCode::NoSubscriptionExisted
                 });
             }
+        }
+        if self.config.client_events {
+            let filters = unsubscribe
+                .filters
+                .iter()
+                .map(|filter| filter.as_str().to_owned())
+                .collect();
+            let client_id = self.client_id_of(session);
+            self.events.push(Event::Unsubscribed {
+                conn: conn_id,
+                client_id,
+                filters,
+            });
         }
         self.write(
             conn_id,
@@ -194,4 +258,16 @@ impl Engine {
         );
         self.forget_removed_groups();
     }
+}
+
+/// Whether a granted subscription gets the retained messages now, per its Retain
+/// Handling [MQTT-3.3.1-9..11]; never a shared one (MQTT 5.0 §4.8.2).
+pub(super) fn sends_retained(filter: &str, options: SubscriptionOptions, is_new: bool) -> bool {
+    let shared = matches!(parse_shared_filter(filter), Ok(Some(_)));
+    !shared
+        && match options.retain_handling {
+            RetainHandling::SendAtSubscribe => true,
+            RetainHandling::SendAtSubscribeIfNew => is_new,
+            RetainHandling::DoNotSend => false,
+        }
 }

@@ -9,6 +9,7 @@
 use crate::codec::ReasonCode;
 
 use super::connection::ConnState;
+use super::lifecycle::DisconnectReason;
 use super::{ConnId, Engine, Event};
 
 impl Engine {
@@ -25,7 +26,7 @@ impl Engine {
             match conn.state {
                 ConnState::AwaitingConnect { deadline } if now >= deadline => {
                     self.stats.connect_timeouts += 1;
-                    self.close_connection(conn_id, false, false, now);
+                    self.close_connection(conn_id, DisconnectReason::ConnectTimeout, now);
                 }
                 // A held connection is not being read: its silence is the broker's.
                 ConnState::Connected { .. }
@@ -39,7 +40,7 @@ impl Engine {
                         detail: "no packet within 1.5 x the keep alive",
                     });
                     self.disconnect_with(conn_id, ReasonCode::KeepAliveTimeout);
-                    self.close_connection(conn_id, true, false, now);
+                    self.close_connection(conn_id, DisconnectReason::KeepAliveTimeout, now);
                 }
                 _ => {}
             }

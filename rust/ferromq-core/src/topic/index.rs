@@ -640,6 +640,17 @@ impl SubscriptionIndex {
     /// prefix: O(its own subscriptions), for the rare re-checks (an ACL reload),
     /// never for routing.
     pub fn client_filters(&self, client: u32) -> Vec<String> {
+        self.client_subscriptions(client)
+            .into_iter()
+            .map(|(filter, _, _)| filter)
+            .collect()
+    }
+
+    /// `client`'s subscriptions with their options as the SUBSCRIBE granted them
+    /// (the options byte of MQTT 5.0, subscription identifier 0 for none), in the
+    /// order they were made (a removal moves the last one into its place):
+    /// O(its own subscriptions), for the admin API.
+    pub fn client_subscriptions(&self, client: u32) -> Vec<(String, SubscriptionOptions, u32)> {
         let Some(record) = self.clients.get(&client) else {
             return Vec::new();
         };
@@ -647,12 +658,20 @@ impl SubscriptionIndex {
             .refs
             .iter()
             .filter_map(|&entry_ref| {
-                if entry_ref.tag() == GROUP {
-                    return self.shared_group_filter(entry_ref.id());
-                }
-                let mut filter = String::new();
-                self.write_filter(entry_ref, &mut filter);
-                Some(filter)
+                let (filter, sub) = if entry_ref.tag() == GROUP {
+                    let group = self.groups.try_get(entry_ref.id())?;
+                    let sub = group.members.find(Sub::key(0, client))?;
+                    (self.shared_group_filter(entry_ref.id())?, *sub)
+                } else {
+                    let sub = self
+                        .list(entry_ref)
+                        .find(Sub::key(entry_ref.kind(), client))?;
+                    let mut filter = String::new();
+                    self.write_filter(entry_ref, &mut filter);
+                    (filter, *sub)
+                };
+                let options = SubscriptionOptions::from_byte(sub.opts & 0x3F).ok()?;
+                Some((filter, options, sub.sub_id))
             })
             .collect()
     }

@@ -37,6 +37,8 @@ pub struct Harness {
     pub held: HashSet<ConnId>,
     /// `Wake` times asked for.
     pub wakes: Vec<u64>,
+    /// Client events and packet traces (`ClientConnected` ... `Trace`), in order.
+    pub client_events: Vec<Event>,
 }
 
 pub struct Client {
@@ -66,6 +68,7 @@ impl Harness {
             stream_done: Vec::new(),
             held: HashSet::new(),
             wakes: Vec::new(),
+            client_events: Vec::new(),
         }
     }
 
@@ -106,6 +109,11 @@ impl Harness {
                     self.held.remove(&conn);
                 }
                 Event::Wake { at } => self.wakes.push(at),
+                Event::ClientConnected { .. }
+                | Event::ClientDisconnected { .. }
+                | Event::Subscribed { .. }
+                | Event::Unsubscribed { .. }
+                | Event::Trace { .. } => self.client_events.push(event),
             }
         }
     }

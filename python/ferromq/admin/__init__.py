@@ -1,0 +1,14 @@
+"""The admin listener: an aiohttp server in the broker's own event loop, off the MQTT
+data path (``[admin]``, the ``admin`` extra).
+
+:mod:`~ferromq.admin.server` binds it with the MQTT listeners and serves it once they
+accept; :mod:`~ferromq.admin.auth` checks the bearer token; :mod:`~ferromq.admin.routes`
+is the seam route modules register on (:mod:`~ferromq.admin.health`: ``/healthz`` and
+``/readyz``; :mod:`~ferromq.admin.metrics`: Prometheus ``/metrics``;
+:mod:`~ferromq.admin.api`: the REST API under ``/api/v1`` with its OpenAPI document).
+Handlers run per request and read the engine then, never per message.
+"""
+
+from ferromq.admin.server import AdminServer
+
+__all__ = ["AdminServer"]
