@@ -493,17 +493,17 @@ async def serve(
 ) -> None:
     """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``;
     ``serving`` is called once every listener accepts (the pid file is written then).
-    Under systemd (``NOTIFY_SOCKET``), says READY=1 once serving and STOPPING=1 when
+    Under systemd (``NOTIFY_SOCKET``), says READY=1 after that and STOPPING=1 when
     ``stop`` is set (:mod:`ferromq.sd_notify`)."""
     broker = Broker(config)
     if reload_config is not None:
         broker.reloader = Reloader(broker, reload_config)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
     await broker.start()
-    sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
     try:
         if serving is not None:
             serving()
+        sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
         await stop.wait()
     finally:
         sd_notify.notify(sd_notify.STOPPING)
