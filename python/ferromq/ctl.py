@@ -8,7 +8,7 @@
 - ``retained list [FILTER] | show TOPIC | delete TOPIC``;
 - ``publish TOPIC MESSAGE [--qos N] [--retain] [v5 properties]``;
 - ``bans list | add | remove`` (``--client-id`` / ``--username`` / ``--address``);
-- ``reload``: what SIGHUP does.
+- ``reload``: what SIGHUP does; ``trace CLIENT on|off``: log every packet of one client.
 
 The URL is ``--url``, else ``FERROMQ_ADMIN_URL``, else the ``[admin]`` address of
 ``--config FILE`` (the broker's configuration, ``https`` with its ``certfile``), else
@@ -251,6 +251,12 @@ def _bans_remove(client: Client, args: argparse.Namespace) -> tuple[object, str]
     return None, f"lifted the ban of {kind} {value}"
 
 
+def _trace(client: Client, args: argparse.Namespace) -> tuple[object, str]:
+    body = {"enabled": args.state == "on"}
+    answer = client.call("POST", f"/clients/{_quote(args.id)}/trace", body=body)
+    return answer, f"trace {args.state} for {args.id}"
+
+
 def _reload(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     client.call("POST", "/reload")
     return None, "reload requested (the broker's log says what it applied)"
@@ -444,3 +450,7 @@ def register(commands: Any) -> None:
     _ban_options(action(bans, "remove", "Lift a ban.", _bans_remove))
 
     _runs(groups.add_parser("reload", help="reload the configuration (as SIGHUP)"), _reload)
+    trace = groups.add_parser("trace", help="log every packet of one client (on) or stop (off)")
+    _runs(trace, _trace)
+    trace.add_argument("id", metavar="CLIENT")
+    trace.add_argument("state", choices=("on", "off"))

@@ -163,3 +163,20 @@ def test_configuration_refusals_and_an_unreachable_broker(
     result = ctl(closed, "clients", "list")
     assert result.returncode == 69
     assert result.stderr.startswith(f"ferromq ctl: cannot reach http://127.0.0.1:{closed}/api/v1:")
+
+
+def test_trace_logs_one_clients_packets(started: Starter, loop: str) -> None:
+    port = free_port()
+    broker = started(loop, token_config(port))
+    traced, _ = paho_client(broker, "traced-1", 5)
+    other, _ = paho_client(broker, "other-1", 5)
+    assert ok(port, "trace", "traced-1", "on").strip() == "trace on for traced-1"
+    traced.publish("t/x", b"hello", qos=1).wait_for_publish(5)
+    other.publish("t/y", b"unseen", qos=1).wait_for_publish(5)
+    wanted = "ferromq.trace packet in client_id=traced-1 type=publish"
+    wait_for(lambda: wanted in broker.log(), "the traced PUBLISH is logged")
+    assert ok(port, "trace", "traced-1", "off").strip() == "trace off for traced-1"
+    assert "trace off client_id=traced-1" in broker.log()
+    assert "client_id=other-1 type=publish" not in broker.log()
+    for client in (traced, other):
+        stop(client)

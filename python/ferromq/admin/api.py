@@ -70,6 +70,7 @@ from ferromq.admin.views import (
     RETAINED,
     SESSION,
     SUBSCRIPTION,
+    TRACE,
     USER,
     AdminApi,
     client_json,
@@ -454,6 +455,17 @@ async def remove_ban(api: AdminApi, request: web.Request) -> object:
     return None
 
 
+async def trace_client(api: AdminApi, request: web.Request) -> object:
+    body = await _body(request, TRACE)
+    client_id = request.match_info["client_id"]
+    api.broker.trace(client_id, body["enabled"])
+    return {"client_id": client_id, "enabled": body["enabled"]}
+
+
+async def list_traced(api: AdminApi, request: web.Request) -> object:
+    return {"items": api.broker.traced()}
+
+
 async def list_listeners(api: AdminApi, request: web.Request) -> object:
     open_now = api.broker.admission.open_by_listener()
     return {
@@ -673,6 +685,23 @@ ROUTES: tuple[Route, ...] = (
         ),
         status=204,
         errors=(409,),
+    ),
+    Route(
+        "POST",
+        "/clients/{client_id}/trace",
+        "Log every packet of a client (logger ferromq.trace), now and on its later "
+        "connections, or stop",
+        trace_client,
+        params=(_CLIENT_ID,),
+        body=TRACE,
+        answer=obj({"client_id": STRING, "enabled": BOOLEAN}),
+    ),
+    Route(
+        "GET",
+        "/trace",
+        "The client ids traced now",
+        list_traced,
+        answer=list_of(STRING),
     ),
     Route(
         "GET",

@@ -156,6 +156,7 @@ NEW_USER = obj(
 )
 BAN_KIND = string(*BAN_KINDS)
 BAN = obj({"kind": BAN_KIND, "value": string(min_length=1)}, required=("kind", "value"))
+TRACE = obj({"enabled": BOOLEAN}, required=("enabled",))
 LISTED_BAN = obj({**BAN["properties"], "source": string("config", "file")})
 ACL = obj(
     {
