@@ -29,7 +29,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 # Config keys the CLI leaves to the generator unless given; the rest are CLI-only.
-_CLI_ONLY = {"command", "handler", "qos", "json", "quiet"}
+_CLI_ONLY = {"command", "command_parser", "handler", "qos", "json", "quiet"}
 
 
 def parse_duration(text: str) -> float:
