@@ -22,7 +22,9 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use ferromq_core::transport::websocket::put_client_frame;
+use ferromq_core::transport::websocket::{
+    put_client_frame, BINARY, CLOSE, CONTINUATION, FIN, PING, PONG, TEXT,
+};
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -33,13 +35,6 @@ use crate::BenchError;
 
 /// Largest upgrade answer accepted before the link is given up.
 const MAX_UPGRADE_RESPONSE: usize = 16 * 1024;
-const OPCODE_CONTINUATION: u8 = 0x0;
-const OPCODE_TEXT: u8 = 0x1;
-const OPCODE_BINARY: u8 = 0x2;
-const OPCODE_CLOSE: u8 = 0x8;
-const OPCODE_PING: u8 = 0x9;
-const OPCODE_PONG: u8 = 0xA;
-const FIN: u8 = 0x80;
 
 static TLS12_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
 static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
@@ -187,7 +182,7 @@ impl Link {
         }
         self.flush()?;
         if let Some(websocket) = &mut self.websocket {
-            websocket.queue_frame(OPCODE_BINARY, data);
+            websocket.queue_frame(BINARY, data);
         }
         self.send_pending_frames()?;
         Ok(data.len())
@@ -325,16 +320,16 @@ impl WebSocket {
         while let Some((opcode, start, end)) = frame_at(&self.input[at..])? {
             let (start, end) = (at + start, at + end);
             match opcode {
-                OPCODE_CONTINUATION | OPCODE_BINARY => {
+                CONTINUATION | BINARY => {
                     sink.extend_from_slice(&self.input[start..end]);
                 }
-                OPCODE_PING => {
+                PING => {
                     let payload = self.input[start..end].to_vec();
-                    self.queue_frame(OPCODE_PONG, &payload);
+                    self.queue_frame(PONG, &payload);
                 }
-                OPCODE_PONG => {}
-                OPCODE_CLOSE => open = false,
-                OPCODE_TEXT => return Err(invalid("the broker sent a text frame")),
+                PONG => {}
+                CLOSE => open = false,
+                TEXT => return Err(invalid("the broker sent a text frame")),
                 other => return Err(invalid(&format!("unknown WebSocket opcode {other:#x}"))),
             }
             at = end;
@@ -423,7 +418,7 @@ mod tests {
     fn frames_are_masked_and_unmask_to_the_payload() {
         let mut ws = websocket(true);
         let payload: Vec<u8> = (0..300u16).map(|i| i as u8).collect();
-        ws.queue_frame(OPCODE_BINARY, &payload);
+        ws.queue_frame(BINARY, &payload);
         let frame = &ws.out;
         assert_eq!(frame[0], 0x82);
         assert_eq!(frame[1], 0x80 | 126);
@@ -439,7 +434,7 @@ mod tests {
     #[test]
     fn frames_wait_for_the_upgrade_answer() {
         let mut ws = websocket(false);
-        ws.queue_frame(OPCODE_BINARY, b"connect");
+        ws.queue_frame(BINARY, b"connect");
         assert!(ws.out.is_empty());
         ws.input.extend_from_slice(
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x82\x02hi",
@@ -467,7 +462,7 @@ mod tests {
         ws.input.extend_from_slice(b"\x02\x03abc\x89\x01p\x80");
         assert!(ws.deframe(&mut sink).unwrap());
         assert_eq!(&sink[..], b"abc");
-        assert_eq!(ws.out[0], 0x80 | OPCODE_PONG);
+        assert_eq!(ws.out[0], 0x80 | PONG);
         ws.input.extend_from_slice(b"\x02de");
         assert!(ws.deframe(&mut sink).unwrap());
         assert_eq!(&sink[..], b"abcde");

@@ -25,14 +25,16 @@
 
 use bytes::{BufMut, BytesMut};
 
-const CONTINUATION: u8 = 0x0;
-const TEXT: u8 = 0x1;
-const BINARY: u8 = 0x2;
-const CLOSE: u8 = 0x8;
-const PING: u8 = 0x9;
-const PONG: u8 = 0xA;
+/// Frame opcodes [RFC 6455 §5.2].
+pub const CONTINUATION: u8 = 0x0;
+pub const TEXT: u8 = 0x1;
+pub const BINARY: u8 = 0x2;
+pub const CLOSE: u8 = 0x8;
+pub const PING: u8 = 0x9;
+pub const PONG: u8 = 0xA;
 
-const FIN: u8 = 0x80;
+/// The first byte's final-fragment bit.
+pub const FIN: u8 = 0x80;
 const RESERVED_BITS: u8 = 0x70;
 const MASKED: u8 = 0x80;
 /// The largest payload of a control frame (§5.5).
