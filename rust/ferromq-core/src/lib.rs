@@ -12,12 +12,14 @@
 //! - [`transport`]: what sits between a socket and MQTT: the PROXY protocol header
 //!   and WebSocket framing.
 //! - [`acl`]: access-control rules compiled by Python, checked per message.
+//! - [`export`]: the `[stream]` records (Avro) for the Spark pipeline, in batches.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
 pub mod acl;
 pub mod choice;
 pub mod codec;
 pub mod engine;
+pub mod export;
 pub mod retain;
 pub mod store;
 pub mod topic;
