@@ -9,7 +9,8 @@
 # Services and Debian packages come from apt-get; Python packages from pip into
 # .venv (cached in ~/.cache/pip), ferromq itself as the manylinux wheel it builds once
 # and smoke-tests in a throwaway virtualenv; Rust crates from crates.io (cached in ~/.cargo);
-# Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq); MQTT.js from
+# Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq), Spark's Kafka and
+# Avro connectors too (~/.cache/ferromq/maven; pyspark itself is a pip package); MQTT.js from
 # npm into tests/node/node_modules, as its package-lock.json pins it (cached in ~/.npm).
 #
 # The machine's own services are left alone: every test starts the brokers, Redis and
@@ -102,6 +103,12 @@ WHEEL=$(echo "$WHEEL_DIR"/repaired/ferromq-*manylinux*.whl)
 # local wheel of it unless forced.
 python -m pip install -q --force-reinstall --no-deps "$WHEEL"
 python -m pip install -q "$WHEEL[test]"
+
+step "spark: the pipeline's connector jars (Kafka source, Avro), fetched once"
+# pyspark came with [test] (the pipeline extra); its Kafka and Avro connectors are Maven
+# artifacts, cached in ~/.cache/ferromq/maven after the first run. tests/pipeline runs them
+# on the machine's Java, in local mode and on a standalone cluster it starts.
+ferromq pipeline jars >/dev/null
 
 step "wheel: installed into a fresh virtualenv, smoke-tested there"
 SMOKE_VENV=$(mktemp -d)

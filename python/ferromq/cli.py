@@ -30,6 +30,8 @@ leaves nothing on disk.
 - ``ctl``: operate a running broker over its admin API (:mod:`ferromq.ctl`, likewise).
 - ``init``: write a commented starter configuration (:mod:`ferromq.starter_config`,
   likewise).
+- ``pipeline run | list | jars``: the Spark jobs over the broker's stream
+  (:mod:`ferromq.pipeline.cli`, likewise; pyspark is imported only by ``run``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from ferromq.config import (
 )
 from ferromq.log import configure_logging
 from ferromq.pidfile import PidFile
+from ferromq.pipeline import cli as pipeline_cli
 
 EXIT_CONFIG_ERROR = 2
 EXIT_STORE_UNAVAILABLE = 3
@@ -344,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     bans_cli.register(commands)
     ctl.register(commands)
     starter_config.register(commands)
+    pipeline_cli.register(commands)
     for command_parser in commands.choices.values():
         # The parser to name in an "unrecognized arguments" error (see main).
         command_parser.set_defaults(command_parser=command_parser)

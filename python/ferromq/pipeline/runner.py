@@ -1,0 +1,142 @@
+"""Run one job: a stream until stopped, or a batch (``backfill``) to its end.
+
+A stream starts one query per output (:mod:`.output`), each reading the source with its
+own checkpoint, named ``<job>.<output>``. The driver then waits, polling once a second:
+SIGTERM or SIGINT stops every query (each finishes or abandons its batch; the checkpoint
+makes the next start resume there), and so does the failure of one query, whose error
+(first line) becomes the exit status 1. With ``--trigger available-now`` each query
+reads what the source holds, writes it, and ends; the job ends with the last.
+
+A back-fill reads the time range as a batch and writes each output, replacing the dates
+it covers. The watermark and the checkpoint do not apply to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Final
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from ferromq.config import LogConfig
+from ferromq.log import configure_logging, log_event
+from ferromq.pipeline.command import AVAILABLE_NOW, EXIT_FAILED
+from ferromq.pipeline.errors import PipelineError
+from ferromq.pipeline.jobs import Job, JobOptions
+from ferromq.pipeline.output import write_batch, write_stream
+from ferromq.pipeline.progress import ProgressLog
+from ferromq.pipeline.session import spark_session
+from ferromq.pipeline.sources import Source, TimeRange, check_kafka, read_records
+
+__all__ = ["RunSpec", "run", "start_queries"]
+
+logger = logging.getLogger("ferromq.pipeline")
+POLL_SECONDS: Final = 1.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    job: Job
+    options: JobOptions
+    source: Source
+    output: str
+    checkpoint: str
+    master: str | None
+    trigger: str
+    shuffle_partitions: int
+    time_range: TimeRange | None  # set: a back-fill (a batch)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _trigger(text: str) -> dict[str, Any]:
+    return {"availableNow": True} if text == AVAILABLE_NOW else {"processingTime": text}
+
+
+def run(spec: RunSpec) -> int:
+    """Run ``spec``; returns the exit status (0, or 1 when a query failed)."""
+    configure_logging(LogConfig())
+    time_range = spec.time_range
+    if time_range and time_range.start and time_range.end and time_range.start >= time_range.end:
+        raise PipelineError(f"--start {time_range.start} is not before --end {time_range.end}")
+    if spec.source.kind == "kafka":
+        check_kafka(spec.source.bootstrap)
+    try:
+        spark = spark_session(f"ferromq-{spec.job.name}", spec.master, spec.shuffle_partitions)
+    except (PySparkException, Py4JError) as exc:
+        raise PipelineError(f"Spark did not start: {_first_line(exc)}") from None
+    try:
+        if time_range is not None:
+            return _backfill(spark, spec, time_range)
+        queries = start_queries(spark, spec)
+        return _wait(queries)
+    except (PySparkException, Py4JError) as exc:
+        log_event(logger, logging.ERROR, "job failed", job=spec.job.name, error=_first_line(exc))
+        return EXIT_FAILED
+
+
+def start_queries(spark: SparkSession, spec: RunSpec) -> list[StreamingQuery]:
+    """Start the job's streaming queries (also the tests' and benches' way in)."""
+    listener = ProgressLog(logger)
+    spark.streams.addListener(listener)
+    records = read_records(spark, spec.source, spec.job.stream, streaming=True)
+    outputs = spec.job.build(records, spec.options)
+    queries = []
+    try:
+        for name, frame in outputs.items():
+            query_name = f"{spec.job.name}.{name}"
+            trigger = _trigger(spec.trigger)
+            queries.append(
+                write_stream(frame, query_name, name, spec.output, spec.checkpoint, trigger)
+            )
+    except BaseException:
+        for query in queries:
+            query.stop()
+        raise
+    return queries
+
+
+def _wait(queries: list[StreamingQuery]) -> int:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stop.wait(POLL_SECONDS):
+            for query in queries:
+                error = query.exception()
+                if error is not None:
+                    log_event(
+                        logger, logging.ERROR, "query failed", query=query.name,
+                        error=_first_line(error),
+                    )  # fmt: skip
+                    return EXIT_FAILED
+            if not any(query.isActive for query in queries):
+                return 0
+        return 0
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _backfill(spark: SparkSession, spec: RunSpec, time_range: TimeRange) -> int:
+    records = read_records(spark, spec.source, spec.job.stream, False, time_range)
+    for name, frame in spec.job.build(records, spec.options).items():
+        write_batch(frame, name, spec.output)
+        log_event(logger, logging.INFO, "written", job=f"backfill.{spec.job.name}", table=name)
+    return 0

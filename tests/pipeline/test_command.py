@@ -1,0 +1,66 @@
+"""``ferromq pipeline`` as a user meets it before any JVM starts: ``list``, and each
+set-up mistake as one line on stderr with exit status 2 — pyspark not installed (naming
+the extra), no Java, a bad topic pattern (naming the level), Kafka unreachable (naming
+the servers), a bad option value."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ferromq.cli import main
+from tests.services import free_port
+
+RUN = ["pipeline", "run", "telemetry", "--output", "/nonexistent/out"]
+
+
+def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """The one line ``ferromq argv`` prints on stderr, exiting with status 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+def test_list_names_every_job(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pipeline", "list"]) == 0
+    jobs = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+    assert jobs == ["telemetry", "sessions", "backfill"]
+
+
+def test_pyspark_missing_names_the_extra(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # import and find_spec see none
+    assert _error(capsys, RUN) == (
+        "ferromq: error: pyspark is not installed: pip install ferromq[pipeline]"
+    )
+
+
+def test_java_missing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "")
+    assert _error(capsys, RUN).startswith("ferromq: error: Java not found: Spark needs")
+
+
+def test_a_bad_pattern_names_its_level(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _error(capsys, [*RUN, "--pattern", "dev/{device}/#/x"]) == (
+        "ferromq: error: topic pattern 'dev/{device}/#/x': level 3 '#': '#' must be the last level"
+    )
+
+
+def test_kafka_unreachable_names_the_servers(capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    err = _error(capsys, [*RUN, "--source", "kafka", "--bootstrap", f"127.0.0.1:{port}"])
+    assert err.startswith(f"ferromq: error: Kafka unreachable at 127.0.0.1:{port} (")
+    assert "refused" in err
+
+
+def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*RUN, "--window", "5"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("ferromq pipeline run: error: argument --window: '5' is not a duration")

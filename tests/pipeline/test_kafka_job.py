@@ -1,0 +1,95 @@
+"""The telemetry job as a stream from a real Kafka (the session's single KRaft node) at a
+one-second trigger: records produced as the broker produces them (Avro values, keyed by
+device, timestamped with the broker time) in two rounds while the job runs; the Parquet
+table ends with exactly the expected aggregates, each reading once, and the progress
+log reports the lag of each Kafka partition."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from pyspark.sql import SparkSession
+from pyspark.testing import assertDataFrameEqual
+
+from ferromq.cli import build_parser
+from ferromq.pipeline.command import run_spec
+from ferromq.pipeline.runner import start_queries
+from tests.pipeline.fleet import JOB_OPTIONS, expected_windows, fleet_records
+from tests.pipeline.stream_records import Record, encode
+
+PARTITIONS = 2
+DEADLINE = 150.0
+
+
+async def create_topic(bootstrap: str, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+
+
+async def produce(bootstrap: str, topic: str, records: list[Record]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for record in records:
+            assert record.topic is not None
+            await producer.send_and_wait(
+                topic,
+                encode(record),
+                key=record.topic.split("/")[1].encode(),  # the device: [stream] key = "level:1"
+                timestamp_ms=int(record.time.timestamp() * 1000),
+            )
+    finally:
+        await producer.stop()
+
+
+def wait_for_rows(spark: SparkSession, path: Path, rows: int) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        if (path / "_spark_metadata").is_dir() and spark.read.parquet(str(path)).count() >= rows:
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"{path}: fewer than {rows} rows after {DEADLINE} s")
+
+
+def test_telemetry_from_kafka_at_one_second(
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = f"ferromq.messages.{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(kafka_bootstrap, topic))
+    first, second = fleet_records()
+    asyncio.run(produce(kafka_bootstrap, topic, first))
+    output = tmp_path / "tables"
+    args = build_parser().parse_args(
+        ["pipeline", "run", "telemetry", "--source", "kafka", "--bootstrap", kafka_bootstrap,
+         "--messages-topic", topic, "--output", str(output), "--trigger", "1 second",
+         *JOB_OPTIONS],
+    )  # fmt: skip
+    caplog.set_level("INFO", logger="ferromq.pipeline")
+    queries = start_queries(spark, run_spec(args))
+    try:
+        asyncio.run(produce(kafka_bootstrap, topic, second))
+        expected = expected_windows()
+        wait_for_rows(spark, output / "tumbling", len(expected))
+    finally:
+        for query in queries:
+            query.stop()
+    assertDataFrameEqual(spark.read.parquet(str(output / "tumbling")), expected)
+    lags = [
+        str(getattr(record, "ferromq_fields", {}).get("lag", ""))
+        for record in caplog.records
+        if record.getMessage() == "batch"
+    ]
+    assert any(f"{topic}/0:" in lag and f"{topic}/1:" in lag for lag in lags), lags
