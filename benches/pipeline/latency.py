@@ -37,6 +37,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 from fleet_stream import PATTERN
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from tests import services
 from tests.pipeline.stream_records import T0, Record, encode, message, write_container
 
@@ -83,11 +85,7 @@ async def publish_kafka(bootstrap: str, args: argparse.Namespace, stop: threadin
         await producer.stop()
 
 
-def window_latencies(spark: object, tables: Path, warmup_end: datetime) -> list[float]:
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
-    assert isinstance(spark, SparkSession)
+def window_latencies(spark: SparkSession, tables: Path, warmup_end: datetime) -> list[float]:
     rows = (
         spark.read.parquet(str(tables / "tumbling"))
         .select(F.input_file_name().alias("file"), "window_end")
@@ -136,20 +134,22 @@ def main() -> None:
             time_range=None,
         )
         stop = threading.Event()
-        if args.source == "files":
-            target = lambda: publish_files(work / "stream", args, stop)  # noqa: E731
-        else:
-            target = lambda: asyncio.run(publish_kafka(bootstrap, args, stop))  # noqa: E731
-        publisher = threading.Thread(target=target)
-        queries = start_queries(spark, spec)
+
+        def publish() -> None:
+            if args.source == "files":
+                publish_files(work / "stream", args, stop)
+            else:
+                asyncio.run(publish_kafka(bootstrap, args, stop))
+
+        publisher = threading.Thread(target=publish)
+        running = start_queries(spark, spec)
         publisher.start()
         warmup_end = datetime.now(timezone.utc).timestamp() + args.warmup
         time.sleep(args.duration)
         stop.set()
         publisher.join()
         time.sleep(5)  # the last windows' rows
-        for query in queries:
-            query.stop()
+        running.stop()
         latencies = window_latencies(
             spark, work / "tables", datetime.fromtimestamp(warmup_end, timezone.utc)
         )

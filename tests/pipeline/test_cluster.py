@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -112,7 +113,12 @@ def test_the_job_runs_unchanged_on_a_standalone_cluster(
         "backfill", "--job", "telemetry", "--source", "files", "--directory", str(stream),
         "--output", str(output), "--start", T0.isoformat(), *JOB_OPTIONS,
     ]  # fmt: skip
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,  # the driver: this environment, ferromq on its path
+    }
     done = subprocess.run(submit, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT, env=env)
     assert done.returncode == 0, done.stderr[-5000:]
     # The worker launched an executor for the application: the job ran on the cluster.

@@ -46,7 +46,11 @@ def test_telemetry_from_the_stream_files(spark: SparkSession, tmp_path: Path) ->
 
     assert done.returncode == 0, done.stderr
     assert "batch query=telemetry.tumbling" in done.stderr
-    assert "records quarantined" in done.stderr
+    assert "records quarantined count=2" in done.stderr
+    assert "query done query=telemetry.quarantine rows_out_total=2" in done.stderr
+    assert f"query done query=telemetry.tumbling rows_out_total={len(expected_windows())}" in (
+        done.stderr
+    )
     tumbling = spark.read.parquet(str(output / "tumbling"))
     assertDataFrameEqual(tumbling, expected_windows())
     assert [p.name for p in (output / "tumbling").glob("date=*")] == [f"date={T0.date()}"]

@@ -78,14 +78,13 @@ def test_telemetry_from_kafka_at_one_second(
          *JOB_OPTIONS],
     )  # fmt: skip
     caplog.set_level("INFO", logger="ferromq.pipeline")
-    queries = start_queries(spark, run_spec(args))
+    running = start_queries(spark, run_spec(args))
     try:
         asyncio.run(produce(kafka_bootstrap, topic, second))
         expected = expected_windows()
         wait_for_rows(spark, output / "tumbling", len(expected))
     finally:
-        for query in queries:
-            query.stop()
+        running.stop()
     assertDataFrameEqual(spark.read.parquet(str(output / "tumbling")), expected)
     lags = [
         str(getattr(record, "ferromq_fields", {}).get("lag", ""))

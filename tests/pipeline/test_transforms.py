@@ -155,6 +155,8 @@ def test_a_declared_schema_or_field_list_chooses_the_readings(spark: SparkSessio
     assertDataFrameEqual(_readings(declared), [Row("d/0", "temp", 21.5), Row("d/0", "hum", 40.0)])
     named = decode_payload(payloads, fields=["hum", "missing"])
     assertDataFrameEqual(_readings(named), [Row("d/0", "hum", 40.0)])
+    keyed = decode_payload(payloads, exclude=["ts"])  # the dedupe key is not a reading
+    assertDataFrameEqual(_readings(keyed), [Row("d/0", "temp", 21.5), Row("d/0", "hum", 40.0)])
     assertDataFrameEqual(
         declared.select("topic", "payload_error"),
         [Row("d/0", None), Row("d/1", "no_numeric_field")],

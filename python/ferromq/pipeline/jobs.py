@@ -80,7 +80,7 @@ def telemetry(records: DataFrame, options: JobOptions) -> Outputs:
         parsed, keys = messages.withColumn(MATCHES, F.lit(True)), ("topic",)
     else:
         parsed, keys = parse_topic(messages, options.pattern), options.pattern.names
-    decoded = decode_payload(parsed, options.schema, options.fields)
+    decoded = decode_payload(parsed, options.schema, options.fields, options.dedupe_key)
     unique = drop_duplicates(with_reason(decoded), options.dedupe_key)
     readings = explode_readings(unique.where(F.col(REASON).isNull()))
     outputs = {"tumbling": window_aggregates(readings, keys, options.window)}

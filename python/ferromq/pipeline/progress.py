@@ -7,6 +7,11 @@ the watermark, rows dropped as later than the watermark (``late``) and, for a Ka
 source, the lag per partition: the latest offset minus the offset the batch read to
 (``ferromq.messages/0:12,ferromq.messages/1:0``). A quarantine query's rows out are
 quarantined records: a warning with the count. A query that fails logs its error.
+
+Rows out: Spark's file sink does not count what it writes (its ``numOutputRows`` is -1),
+so each output is observed (:func:`observed`: ``Dataset.observe``, a count the executors
+keep per batch and the progress carries). Listener events arrive asynchronously; the
+runner waits for :meth:`ProgressLog.caught_up` before it logs the totals and exits.
 """
 
 from __future__ import annotations
@@ -16,20 +21,36 @@ import logging
 from collections.abc import Iterable
 from typing import Final
 
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
     QueryProgressEvent,
     QueryStartedEvent,
     QueryTerminatedEvent,
     SourceProgress,
+    StreamingQueryProgress,
 )
 
 from ferromq.log import log_event
 
-__all__ = ["ProgressLog", "kafka_lag"]
+__all__ = ["ProgressLog", "kafka_lag", "observed"]
 
 QUARANTINE_SUFFIX: Final = ".quarantine"
+_OBSERVATION: Final = "output"
+_ROWS: Final = "rows"
+
+
+def observed(frame: DataFrame) -> DataFrame:
+    """``frame`` counting the rows that pass per batch, for :func:`rows_out`."""
+    return frame.observe(_OBSERVATION, F.count(F.lit(1)).alias(_ROWS))
+
+
+def rows_out(progress: StreamingQueryProgress) -> int:
+    """The rows the batch wrote (0 when the output was not :func:`observed`)."""
+    metrics = progress.observedMetrics.get(_OBSERVATION)
+    return int(metrics[_ROWS]) if metrics is not None else 0
 
 
 def kafka_lag(sources: Iterable[SourceProgress]) -> str:
@@ -58,6 +79,12 @@ class ProgressLog(StreamingQueryListener):
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
         self.written: dict[str, int] = {}
+        self._last_batch: dict[str, int] = {}
+
+    def caught_up(self, query: StreamingQuery) -> bool:
+        """Whether the last batch ``query`` ran has been logged."""
+        last = query.lastProgress
+        return last is None or self._last_batch.get(query.name or "", -1) >= last.batchId
 
     def onQueryStarted(self, event: QueryStartedEvent) -> None:
         log_event(self.logger, logging.INFO, "query started", query=event.name)
@@ -65,13 +92,13 @@ class ProgressLog(StreamingQueryListener):
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         progress = event.progress
         name = progress.name or str(progress.id)
-        rows_out = max(progress.sink.numOutputRows, 0)  # -1: the sink cannot say
-        total = self.written[name] = self.written.get(name, 0) + rows_out
+        rows = rows_out(progress)
+        total = self.written[name] = self.written.get(name, 0) + rows
         fields: dict[str, object] = {
             "query": name,
             "batch": progress.batchId,
             "rows_in": progress.numInputRows,
-            "rows_out": rows_out,
+            "rows_out": rows,
             "rows_out_total": total,
             "rows_per_second": round(progress.processedRowsPerSecond, 1),
             "late": sum(state.numRowsDroppedByWatermark for state in progress.stateOperators),
@@ -83,10 +110,9 @@ class ProgressLog(StreamingQueryListener):
         if lag:
             fields["lag"] = lag
         log_event(self.logger, logging.INFO, "batch", **fields)
-        if name.endswith(QUARANTINE_SUFFIX) and rows_out:
-            log_event(
-                self.logger, logging.WARNING, "records quarantined", count=rows_out, total=total
-            )
+        if name.endswith(QUARANTINE_SUFFIX) and rows:
+            log_event(self.logger, logging.WARNING, "records quarantined", count=rows, total=total)
+        self._last_batch[name] = progress.batchId
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass  # an idle query has nothing new to say; its last batch line stands
@@ -95,5 +121,3 @@ class ProgressLog(StreamingQueryListener):
         if event.exception:
             first = event.exception.strip().splitlines()[0]
             log_event(self.logger, logging.ERROR, "query failed", error=first)
-        else:
-            log_event(self.logger, logging.INFO, "query stopped", id=str(event.id))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Final
@@ -31,14 +32,15 @@ from ferromq.pipeline.command import AVAILABLE_NOW, EXIT_FAILED
 from ferromq.pipeline.errors import PipelineError
 from ferromq.pipeline.jobs import Job, JobOptions
 from ferromq.pipeline.output import write_batch, write_stream
-from ferromq.pipeline.progress import ProgressLog
+from ferromq.pipeline.progress import ProgressLog, observed
 from ferromq.pipeline.session import spark_session
 from ferromq.pipeline.sources import Source, TimeRange, check_kafka, read_records
 
-__all__ = ["RunSpec", "run", "start_queries"]
+__all__ = ["RunSpec", "Running", "run", "start_queries"]
 
 logger = logging.getLogger("ferromq.pipeline")
 POLL_SECONDS: Final = 1.0
+CATCH_UP_SECONDS: Final = 10.0
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,12 @@ def _trigger(text: str) -> dict[str, Any]:
 
 def run(spec: RunSpec) -> int:
     """Run ``spec``; returns the exit status (0, or 1 when a query failed)."""
-    configure_logging(LogConfig())
     time_range = spec.time_range
     if time_range and time_range.start and time_range.end and time_range.start >= time_range.end:
         raise PipelineError(f"--start {time_range.start} is not before --end {time_range.end}")
     if spec.source.kind == "kafka":
         check_kafka(spec.source.bootstrap)
+    configure_logging(LogConfig())
     try:
         spark = spark_session(f"ferromq-{spec.job.name}", spec.master, spec.shuffle_partitions)
     except (PySparkException, Py4JError) as exc:
@@ -78,35 +80,60 @@ def run(spec: RunSpec) -> int:
     try:
         if time_range is not None:
             return _backfill(spark, spec, time_range)
-        queries = start_queries(spark, spec)
-        return _wait(queries)
+        return _wait(start_queries(spark, spec))
     except (PySparkException, Py4JError) as exc:
         log_event(logger, logging.ERROR, "job failed", job=spec.job.name, error=_first_line(exc))
         return EXIT_FAILED
 
 
-def start_queries(spark: SparkSession, spec: RunSpec) -> list[StreamingQuery]:
+@dataclass
+class Running:
+    """A stream's queries, one per output, and the listener logging their progress."""
+
+    queries: list[StreamingQuery]
+    progress: ProgressLog
+
+    def stop(self) -> None:
+        for query in self.queries:
+            if query.isActive:
+                query.stop()
+
+    def log_totals(self) -> None:
+        """Once the listener has logged every batch (bounded wait), the rows each wrote."""
+        deadline = time.monotonic() + CATCH_UP_SECONDS
+        while time.monotonic() < deadline and not all(
+            self.progress.caught_up(query) for query in self.queries
+        ):
+            time.sleep(0.1)
+        for query in self.queries:
+            name = query.name or str(query.id)
+            rows = self.progress.written.get(name, 0)
+            log_event(logger, logging.INFO, "query done", query=name, rows_out_total=rows)
+
+
+def start_queries(spark: SparkSession, spec: RunSpec) -> Running:
     """Start the job's streaming queries (also the tests' and benches' way in)."""
-    listener = ProgressLog(logger)
-    spark.streams.addListener(listener)
+    progress = ProgressLog(logger)
+    spark.streams.addListener(progress)
     records = read_records(spark, spec.source, spec.job.stream, streaming=True)
     outputs = spec.job.build(records, spec.options)
-    queries = []
+    running = Running([], progress)
     try:
         for name, frame in outputs.items():
             query_name = f"{spec.job.name}.{name}"
             trigger = _trigger(spec.trigger)
-            queries.append(
-                write_stream(frame, query_name, name, spec.output, spec.checkpoint, trigger)
+            running.queries.append(
+                write_stream(
+                    observed(frame), query_name, name, spec.output, spec.checkpoint, trigger
+                )
             )
     except BaseException:
-        for query in queries:
-            query.stop()
+        running.stop()
         raise
-    return queries
+    return running
 
 
-def _wait(queries: list[StreamingQuery]) -> int:
+def _wait(running: Running) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -115,7 +142,7 @@ def _wait(queries: list[StreamingQuery]) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         while not stop.wait(POLL_SECONDS):
-            for query in queries:
+            for query in running.queries:
                 error = query.exception()
                 if error is not None:
                     log_event(
@@ -123,13 +150,13 @@ def _wait(queries: list[StreamingQuery]) -> int:
                         error=_first_line(error),
                     )  # fmt: skip
                     return EXIT_FAILED
-            if not any(query.isActive for query in queries):
-                return 0
+            if not any(query.isActive for query in running.queries):
+                break
+        running.stop()
+        running.log_totals()
         return 0
     finally:
-        for query in queries:
-            if query.isActive:
-                query.stop()
+        running.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -106,20 +106,17 @@ def _kafka(
     streaming: bool,
     time_range: TimeRange | None,
 ) -> DataFrame:
-    reader = spark.readStream if streaming else spark.read
     options = {"kafka.bootstrap.servers": source.bootstrap, "subscribe": source.topic(stream)}
     if streaming:
         options["startingOffsets"] = source.starting_offsets
+        raw = spark.readStream.format("kafka").options(**options).load()
     else:
-        start = time_range.start if time_range else None
-        end = time_range.end if time_range else None
-        options["startingOffsets"] = "earliest"
-        options["endingOffsets"] = "latest"
-        if start is not None:
-            options["startingTimestamp"] = str(int(start.timestamp() * 1000))
-        if end is not None:
-            options["endingTimestamp"] = str(int(end.timestamp() * 1000))
-    raw = reader.format("kafka").options(**options).load()
+        options.update(startingOffsets="earliest", endingOffsets="latest")
+        if time_range is not None and time_range.start is not None:
+            options["startingTimestamp"] = str(int(time_range.start.timestamp() * 1000))
+        if time_range is not None and time_range.end is not None:
+            options["endingTimestamp"] = str(int(time_range.end.timestamp() * 1000))
+        raw = spark.read.format("kafka").options(**options).load()
     decoded = decode_values(raw)
     columns = {name: F.col(f"{RECORD}.{name}") for name in record_type(spark).fieldNames()}
     columns["time"] = F.coalesce(columns["time"], F.col("timestamp"))
@@ -135,10 +132,8 @@ def _files(spark: SparkSession, source: Source, stream: Stream, streaming: bool)
     path = f"{source.directory.rstrip('/')}/{stream}"
     if "://" not in path:  # a local directory: the job may start before the broker
         Path(path).mkdir(parents=True, exist_ok=True)
-    reader = spark.readStream if streaming else spark.read
-    return (
-        reader.format("avro")
-        .schema(record_type(spark))
-        .option("ignoreCorruptFiles", "true")
-        .load(path)
-    )
+    options = {"ignoreCorruptFiles": "true"}
+    schema = record_type(spark)
+    if streaming:
+        return spark.readStream.format("avro").schema(schema).options(**options).load(path)
+    return spark.read.format("avro").schema(schema).options(**options).load(path)

@@ -54,4 +54,6 @@ def drop_duplicates(frame: DataFrame, key_fields: Sequence[str] = ()) -> DataFra
     else:
         key = by_id
     with_key = frame.withColumn(_KEY, key)
-    return with_key.dropDuplicatesWithinWatermark([_KEY]).drop(_KEY)
+    if with_key.isStreaming:
+        return with_key.dropDuplicatesWithinWatermark([_KEY]).drop(_KEY)
+    return with_key.dropDuplicates([_KEY]).drop(_KEY)  # Spark refuses the former on a batch

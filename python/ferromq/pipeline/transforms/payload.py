@@ -13,7 +13,9 @@ Three ways to say which fields are readings:
   and no schema drift when devices add fields. A JSON string holding a number (``"21.5"``)
   counts as that number here.
 
-A payload that is a bare JSON number (``21.5``) is one reading named ``value``.
+A payload that is a bare JSON number (``21.5``) is one reading named ``value``. The
+fields of the dedupe key (``--dedupe-key``, :mod:`.dedupe`) are never readings: a device
+timestamp or sequence number names a reading, it is not one.
 
 Bad payloads are never an exception: ``payload_error`` says why a record has no
 readings (``payload_not_json``: no payload, not UTF-8 JSON, or JSON that is neither an
@@ -75,10 +77,12 @@ def decode_payload(
     frame: DataFrame,
     schema: str | None = None,
     fields: Sequence[str] = (),
+    exclude: Sequence[str] = (),
     payload: str = "payload",
 ) -> DataFrame:
     """``frame`` plus ``readings``, ``payload_error`` (null when there are readings) and
-    ``payload_fields`` (null unless the payload is a JSON object)."""
+    ``payload_fields`` (null unless the payload is a JSON object). Fields in ``exclude``
+    (the dedupe key: they name a reading, they are not one) are never readings."""
     text = F.col(payload).cast("string")
     as_map = F.from_json(text, "map<string,string>")
     bare = F.trim(text).try_cast("double")
@@ -89,13 +93,20 @@ def decode_payload(
 
     if schema is not None:
         decoded = F.from_json(text, schema)
-        chosen = [name for name in numeric_fields(schema) if not fields or name in fields]
+        chosen = [
+            name
+            for name in numeric_fields(schema)
+            if (not fields or name in fields) and name not in exclude
+        ]
         found = F.array(*(reading(name, decoded[name]) for name in chosen))
     else:
         entries = F.map_entries(F.col(FIELDS))
         if fields:
             wanted = F.array(*(F.lit(name) for name in fields))
             entries = F.filter(entries, lambda entry: F.array_contains(wanted, entry["key"]))
+        if exclude:
+            unwanted = F.array(*(F.lit(name) for name in exclude))
+            entries = F.filter(entries, lambda entry: ~F.array_contains(unwanted, entry["key"]))
         found = F.transform(
             entries, lambda entry: reading(entry["key"], entry["value"].try_cast("double"))
         )
