@@ -55,7 +55,8 @@ async def produce(bootstrap: str, topic: str, records: list[Record]) -> None:
 def wait_for_rows(spark: SparkSession, path: Path, rows: int) -> None:
     deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline:
-        if (path / "_spark_metadata").is_dir() and spark.read.parquet(str(path)).count() >= rows:
+        written = any(path.glob("date=*/*.parquet"))  # none yet: no schema to read
+        if written and spark.read.parquet(str(path)).count() >= rows:
             return
         time.sleep(1.0)
     raise AssertionError(f"{path}: fewer than {rows} rows after {DEADLINE} s")
