@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from pyspark.sql import Row
 
-from tests.pipeline.stream_records import T0, Record, message
+from tests.pipeline.stream_records import T0, Record, event, message
 
 PATTERN = "fleet/{device}/{metric}"
 WINDOW_SECONDS = 10
@@ -34,6 +34,22 @@ READINGS = [
     ("d2", "hum", 1.0, 40.0),
     ("d2", "hum", 2.0, 41.0),
     ("d2", "hum", 14.0, 39.5),
+]
+# Lifecycle events: client a twice connected and disconnected, b three times in ten
+# seconds (flapping), c still connected.
+EVENTS = [
+    event("connected", "a", 0),
+    event("disconnected", "a", 30, "client_disconnect"),
+    event("connected", "a", 40),
+    event("disconnected", "a", 45, "keep_alive_timeout"),
+    event("connected", "b", 5),
+    event("disconnected", "b", 6, "socket_closed"),
+    event("connected", "b", 7),
+    event("disconnected", "b", 8, "socket_closed"),
+    event("connected", "b", 9),
+    event("disconnected", "b", 10, "socket_closed"),
+    event("connected", "c", 50),  # still connected
+    event("subscribed", "c", 51),
 ]
 QUARANTINED = {"fleet/d1": "topic_mismatch", "fleet/d2/hum": "payload_not_json"}
 

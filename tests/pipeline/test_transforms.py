@@ -30,7 +30,7 @@ from ferromq.pipeline.transforms import (
     with_reason,
 )
 from ferromq.pipeline.transforms.topic import MATCHES
-from tests.pipeline.fleet import window_row
+from tests.pipeline.fleet import EVENTS, window_row
 from tests.pipeline.stream_records import T0, event, frame, message
 
 PATTERN = "tenant/{tenant}/site/{site}/device/{device}/{metric}"
@@ -324,21 +324,6 @@ def test_the_telemetry_job_as_a_batch(spark: SparkSession) -> None:
 
 
 # ---- sessions -------------------------------------------------------------------------
-
-EVENTS = [
-    event("connected", "a", 0),
-    event("disconnected", "a", 30, "client_disconnect"),
-    event("connected", "a", 40),
-    event("disconnected", "a", 45, "keep_alive_timeout"),
-    event("connected", "b", 5),
-    event("disconnected", "b", 6, "socket_closed"),
-    event("connected", "b", 7),
-    event("disconnected", "b", 8, "socket_closed"),
-    event("connected", "b", 9),
-    event("disconnected", "b", 10, "socket_closed"),
-    event("connected", "c", 50),  # still connected
-    event("subscribed", "c", 51),
-]
 
 
 def test_connects_disconnects_and_reasons_per_window(spark: SparkSession) -> None:

@@ -156,7 +156,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, master: str | None) -> No
     )
     job.add_argument("--flap-window", type=_duration, default="5 minutes", help="(5 minutes)")
     job.add_argument("--flap-count", type=_positive, default=5, help="disconnects (default 5)")
-    job.add_argument("--max-session", type=_duration, default="1 day", help="(default 1 day)")
+    job.add_argument(
+        "--max-session",
+        type=_duration,
+        default="1 hour",
+        help="longest session a stream reports; it reports one that long after (1 hour)",
+    )
     backfill = parser.add_argument_group("backfill")
     backfill.add_argument(
         "--job", dest="backfill_of", choices=list(JOBS), default="telemetry", help="(telemetry)"

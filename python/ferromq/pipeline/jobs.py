@@ -45,7 +45,7 @@ class JobOptions:
     watermark: str = "1 minute"
     flap_window: str = "5 minutes"
     flap_count: int = 5
-    max_session: str = "1 day"
+    max_session: str = "1 hour"
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ def telemetry(records: DataFrame, options: JobOptions) -> Outputs:
 
     timed = records.withWatermark("time", options.watermark)
     messages = timed.where(F.col("kind").isNull() | (F.col("kind") == MESSAGE))
+    keys: tuple[str, ...]
     if options.pattern is None:
         parsed, keys = messages.withColumn(MATCHES, F.lit(True)), ("topic",)
     else:

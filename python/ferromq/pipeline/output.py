@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from ferromq.pipeline.session import delta_installed
 

@@ -23,15 +23,16 @@ from typing import Final
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
     QueryProgressEvent,
     QueryStartedEvent,
     QueryTerminatedEvent,
     SourceProgress,
+    StreamingQueryListener,
     StreamingQueryProgress,
 )
+from pyspark.sql.streaming.query import StreamingQuery
 
 from ferromq.log import log_event
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from ferromq.config import LogConfig
 from ferromq.log import configure_logging, log_event

@@ -14,7 +14,11 @@ A session's end is the first disconnect of the client at or after the connect an
 state bounded by the watermark and the interval), then the earliest per connect. The
 previous connection of a client always ends before the next one starts (a takeover
 disconnects the old one first [MQTT-3.1.4-3]), so the earliest disconnect after a
-connect is its own. A session longer than ``max_duration`` is not reported.
+connect is its own. A session longer than ``max_duration`` is not reported. In a stream
+Spark holds the join's output back by the interval (a disconnect may still arrive up to
+``max_duration`` after its connect), so a duration row is written once the watermark is
+``max_duration`` past the connect: the bound trades how long a session can be for how
+soon it is reported (a back-fill, a batch, has neither delay nor state).
 
 Windows are tumbling over the broker ``time``; ``date`` is the UTC date of the window
 start (of the connect, for durations), the outputs' partition.
