@@ -12,10 +12,9 @@ Nothing here imports pyspark, so ``ferromq --help`` and ``list`` work without it
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from ferromq.pipeline.command import DEFAULT_MASTER, EXIT_SETUP, add_run_arguments, run_command
+from ferromq.pipeline.command import DEFAULT_MASTER, add_run_arguments, run_command, setup_failed
 from ferromq.pipeline.errors import PipelineError
 from ferromq.pipeline.jobs import BACKFILL, JOBS
 
@@ -36,8 +35,7 @@ def print_jars(args: argparse.Namespace) -> int:
         require_spark()
         print(",".join(str(jar) for jar in pipeline_jars()))
     except PipelineError as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
-        return EXIT_SETUP
+        return setup_failed(exc)
     return 0
 
 

@@ -28,7 +28,14 @@ from ferromq.pipeline.jobs import BACKFILL, JOBS, JobOptions
 if TYPE_CHECKING:
     from ferromq.pipeline.runner import RunSpec
 
-__all__ = ["EXIT_FAILED", "EXIT_SETUP", "add_run_arguments", "run_command", "run_spec"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_SETUP",
+    "add_run_arguments",
+    "run_command",
+    "run_spec",
+    "setup_failed",
+]
 
 EXIT_FAILED: Final = 1
 EXIT_SETUP: Final = 2
@@ -221,8 +228,13 @@ def run_command(args: argparse.Namespace) -> int:
 
         return run(spec)
     except PipelineError as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
-        return EXIT_SETUP
+        return setup_failed(exc)
+
+
+def setup_failed(error: PipelineError) -> int:
+    """Say ``error`` on stderr in one line; returns the exit status for it."""
+    print(f"ferromq: error: {error}", file=sys.stderr)
+    return EXIT_SETUP
 
 
 def submit_main(argv: Sequence[str]) -> int:
