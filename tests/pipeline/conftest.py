@@ -1,21 +1,15 @@
 """One local SparkSession for the whole test run (``spark``: ``local[2]``, two shuffle
 partitions, no UI), with the connector jars the jobs use (fetched once into
-~/.cache/ferromq/maven). pyspark turns timestamps into naive local times: the tests'
-process runs in UTC, as the jobs' sessions do."""
+~/.cache/ferromq/maven)."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
 from ferromq.pipeline.session import spark_session
-
-os.environ["TZ"] = "UTC"
-time.tzset()
 
 
 @pytest.fixture(scope="session")

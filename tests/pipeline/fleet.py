@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from datetime import timedelta
 
 from pyspark.sql import Row
 
-from tests.pipeline.stream_records import T0, Record, event, message
+from tests.pipeline.stream_records import T0, Record, as_collected, event, message
 
 PATTERN = "fleet/{device}/{metric}"
 WINDOW_SECONDS = 10
@@ -79,8 +78,8 @@ def window_row(
 ) -> Row:
     """The telemetry row of a window of ``length`` seconds from ``start`` after T0."""
     return Row(
-        window_start=(T0 + timedelta(seconds=start)).replace(tzinfo=None),
-        window_end=(T0 + timedelta(seconds=start + length)).replace(tzinfo=None),
+        window_start=as_collected(start),
+        window_end=as_collected(start + length),
         **keys,
         count=len(values),
         rate=len(values) / length,

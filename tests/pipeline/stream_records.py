@@ -26,6 +26,12 @@ T0 = datetime(2026, 11, 24, 10, 0, tzinfo=timezone.utc)
 _sequence = count()
 
 
+def as_collected(seconds: float) -> datetime:
+    """``seconds`` after T0 as pyspark's ``collect`` gives a timestamp: naive, in the
+    process's local time zone (the session's is UTC; Python's conversion is local)."""
+    return datetime.fromtimestamp((T0 + timedelta(seconds=seconds)).timestamp())
+
+
 def record_id(sequence: int, boot: int = BOOT) -> bytes:
     return boot.to_bytes(8, "big") + sequence.to_bytes(8, "big")
 

@@ -6,7 +6,6 @@ progress on stderr. The sessions job as a stream over event files: every table e
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -35,7 +34,6 @@ def run_job(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=JOB_TIMEOUT,
-        env={**os.environ, "TZ": "UTC"},
     )
 
 

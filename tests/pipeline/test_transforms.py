@@ -6,8 +6,6 @@ quarantine's reasons, and the connection analytics of the sessions job."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -31,14 +29,9 @@ from ferromq.pipeline.transforms import (
 )
 from ferromq.pipeline.transforms.topic import MATCHES
 from tests.pipeline.fleet import EVENTS, window_row
-from tests.pipeline.stream_records import T0, event, frame, message
+from tests.pipeline.stream_records import T0, as_collected, event, frame, message
 
 PATTERN = "tenant/{tenant}/site/{site}/device/{device}/{metric}"
-
-
-def at(seconds: float) -> datetime:
-    """The time ``seconds`` after T0 as Spark returns a timestamp (naive, UTC here)."""
-    return (T0 + timedelta(seconds=seconds)).replace(tzinfo=None)
 
 
 # ---- topic patterns -------------------------------------------------------------------
@@ -332,7 +325,11 @@ def test_connects_disconnects_and_reasons_per_window(spark: SparkSession) -> Non
         connection_counts(events, "1 minute").select(
             "window_start", "client_id", "connects", "disconnects"
         ),
-        [Row(at(0), "a", 2, 2), Row(at(0), "b", 3, 3), Row(at(0), "c", 1, 0)],
+        [
+            Row(as_collected(0), "a", 2, 2),
+            Row(as_collected(0), "b", 3, 3),
+            Row(as_collected(0), "c", 1, 0),
+        ],
     )
     assertDataFrameEqual(
         disconnect_reasons(events, "1 minute").select("reason", "disconnects"),
@@ -354,11 +351,11 @@ def test_session_durations_pair_each_connect_with_its_disconnect(spark: SparkSes
             "client_id", "connected_at", "disconnected_at", "duration_seconds", "reason"
         ),
         [
-            Row("a", at(0), at(30), 30.0, "client_disconnect"),
-            Row("a", at(40), at(45), 5.0, "keep_alive_timeout"),
-            Row("b", at(5), at(6), 1.0, "socket_closed"),
-            Row("b", at(7), at(8), 1.0, "socket_closed"),
-            Row("b", at(9), at(10), 1.0, "socket_closed"),
+            Row("a", as_collected(0), as_collected(30), 30.0, "client_disconnect"),
+            Row("a", as_collected(40), as_collected(45), 5.0, "keep_alive_timeout"),
+            Row("b", as_collected(5), as_collected(6), 1.0, "socket_closed"),
+            Row("b", as_collected(7), as_collected(8), 1.0, "socket_closed"),
+            Row("b", as_collected(9), as_collected(10), 1.0, "socket_closed"),
         ],
     )
 
