@@ -17,8 +17,12 @@ Chromium and its driver missing is a failure naming the packages, never a skip.
 
 from __future__ import annotations
 
+import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -32,7 +36,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_admin_api import api, disconnects, token_config
-from tests.integration.test_admin_metrics import TOKEN
+from tests.integration.test_admin_metrics import TOKEN, admin_config
 from tests.integration.test_auth_clients import stop
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.services import free_port
@@ -197,7 +201,9 @@ def test_a_message_published_from_the_form_reaches_a_subscriber_and_is_retained(
         lambda: [row.split()[0] for row in page.rows("retained-table")] == ["dash/light"],
         "the retained message listed",
     )
-    browser.find_element(By.CSS_SELECTOR, '#retained-table tr[data-topic="dash/light"] button').click()
+    browser.find_element(
+        By.CSS_SELECTOR, '#retained-table tr[data-topic="dash/light"] button'
+    ).click()
     page.until(lambda: page.text("retained-payload") == "lights on", "the retained message read")
     browser.find_element(By.CSS_SELECTOR, "#retained-table button.danger").click()
     page.accept_confirmation()
@@ -239,3 +245,37 @@ def test_the_websocket_panel_talks_mqtt_with_paho(
     page.until(lambda: page.text("ws-status") == "published to back/up", "the PUBACK")
     assert page.console_errors() == []
     stop(paho)
+
+
+def test_the_files_are_served_without_the_token_and_the_api_still_needs_it(
+    started: Starter, loop: str
+) -> None:
+    port = free_port()
+    started(loop, token_config(port))
+    for path, content_type in (
+        ("/", "text/html"),
+        ("/dashboard/", "text/html"),
+        ("/dashboard/app.js", "text/javascript"),
+        ("/dashboard/mqtt-ws.js", "text/javascript"),
+        ("/dashboard/dashboard.css", "text/css"),
+    ):
+        status, headers, _body = fetch(port, path)
+        assert status == 200 and headers["Content-Type"].startswith(content_type), path
+        assert "default-src 'self'" in headers["Content-Security-Policy"]
+    status, _headers, body = fetch(port, "/dashboard/settings.json")
+    assert status == 200 and json.loads(body) == {"token_required": True}
+    assert fetch(port, "/dashboard/nothing.js")[0] == 401  # unknown paths need it too
+    assert api(port, "GET", "/stats", token=None)[0] == 401
+    open_port = free_port()
+    started(loop, admin_config(open_port))
+    status, _headers, body = fetch(open_port, "/dashboard/settings.json")
+    assert json.loads(body) == {"token_required": False}
+
+
+def fetch(port: int, path: str) -> tuple[int, Message, bytes]:
+    """Status, headers and body of ``GET path`` on the admin listener, with no token."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()

@@ -45,7 +45,7 @@ _HEADERS: Final = {
 
 def _asset(body: bytes, content_type: str) -> RequestHandler:
     async def serve(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type=content_type, headers=_HEADERS)
+        return web.Response(body=body, content_type=content_type, charset="utf-8", headers=_HEADERS)
 
     return serve
 
