@@ -39,6 +39,7 @@ from tests.integration.test_admin_api import api, disconnects, token_config
 from tests.integration.test_admin_metrics import TOKEN, admin_config
 from tests.integration.test_auth_clients import stop
 from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.integration.test_redis_store import wait_for
 from tests.services import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -165,6 +166,10 @@ def test_health_and_a_connected_client_found_and_kicked(
     browser.find_element(By.CSS_SELECTOR, "#clients-table button.danger").click()
     page.accept_confirmation()
     assert reasons.get(timeout=WAIT) == "Administrative action"
+    sensor.loop_stop()  # no reconnection
+    # Its session (expiry 0) ends with the connection, as the table shows once refreshed.
+    wait_for(lambda: api(page.admin_port, "GET", "/clients/sensor-dash-1")[0] == 404, "kicked")
+    page.find("clients-refresh").click()
     page.until(
         lambda: not any("sensor-dash-1" in row for row in page.rows("clients-table")),
         "the kicked client gone from the table",

@@ -38,7 +38,7 @@ export class PagedTable {
       "form",
       { className: "search", id: `${name}-search`, on: { submit: (event) => event.preventDefault() } },
       ...searches.map((search) => searchField(name, search)),
-      el("button", { type: "button", textContent: "Refresh", on: { click: () => this.refresh() } }),
+      el("button", { id: `${name}-refresh`, type: "button", textContent: "Refresh", on: { click: () => this.refresh() } }),
     );
     const refreshSoon = debounce(() => this.refresh(), 250);
     this.form.addEventListener("input", refreshSoon);
