@@ -80,7 +80,8 @@ class Dashboard:
 
     def open(self) -> None:
         self.driver.get(f"http://127.0.0.1:{self.admin_port}/")
-        self.find("token-input").send_keys(TOKEN)
+        self.find("token-input").send_keys(TOKEN)  # asked for before anything is shown
+        assert not self.driver.find_element(By.ID, "main").is_displayed()
         self.find("token-submit").click()
         self.until(lambda: self.text("health-status") == "ready", "the node shows ready")
 
