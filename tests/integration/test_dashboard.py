@@ -103,10 +103,24 @@ class Dashboard:
         field.clear()
         field.send_keys(text)
 
-    def rows(self, table_id: str) -> list[str]:
-        return [
-            row.text for row in self.driver.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")
-        ]
+    def rows(self, table_id: str) -> list[list[str]]:
+        """The cells' text of each row, read in one go (the page may be replacing them)."""
+        rows: list[list[str]] = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0]), "
+            "row => Array.from(row.cells, cell => cell.innerText))",
+            f"#{table_id} tbody tr",
+        )
+        return rows
+
+    def gauge(self, label: str) -> float | None:
+        """The number on the node panel's card named ``label`` (None: no such card)."""
+        text: str | None = self.driver.execute_script(
+            "const card = Array.from(document.querySelectorAll('#gauges .card'))"
+            ".find(card => card.querySelector('span').textContent === arguments[0]);"
+            "return card ? card.querySelector('strong').textContent : null;",
+            label,
+        )
+        return None if text is None else float(text.replace(",", ""))
 
     def accept_confirmation(self) -> None:
         WebDriverWait(self.driver, WAIT).until(expected_conditions.alert_is_present())
@@ -155,11 +169,13 @@ def test_health_and_a_connected_client_found_and_kicked(
     other, _ = paho_client(broker, "other-client", 4)
     page.fill("clients-client_id_contains", "dash-1")
     page.until(
-        lambda: any(row.startswith("sensor-dash-1") for row in page.rows("clients-table")),
+        lambda: [row[0] for row in page.rows("clients-table")] == ["sensor-dash-1"],
         "the connected client listed",
     )
-    assert not any("other-client" in row for row in page.rows("clients-table"))
-    page.until(lambda: "clients connected" in page.text("gauges"), "the gauges")
+    page.until(lambda: page.gauge("clients connected") == 2, "the clients counted")
+    for n in range(20):
+        other.publish("dash/rate", b"%d" % n, qos=1).wait_for_publish(WAIT)
+    page.until(lambda: (page.gauge("messages in/s") or 0) > 0, "a rate of messages in")
     shot = screenshot(browser, f"dashboard-{loop}.png")
     assert shot.read_bytes().startswith(PNG_SIGNATURE)
 
@@ -172,7 +188,7 @@ def test_health_and_a_connected_client_found_and_kicked(
     wait_for(lambda: api(page.admin_port, "GET", "/clients/sensor-dash-1")[0] == 404, "kicked")
     page.find("clients-refresh").click()
     page.until(
-        lambda: not any("sensor-dash-1" in row for row in page.rows("clients-table")),
+        lambda: page.rows("clients-table") == [],
         "the kicked client gone from the table",
     )
     assert page.console_errors() == []
@@ -204,7 +220,9 @@ def test_a_message_published_from_the_form_reaches_a_subscriber_and_is_retained(
     page.fill("retained-filter", "dash/#")
     page.find("retained-list").click()
     page.until(
-        lambda: [row.split()[0] for row in page.rows("retained-table")] == ["dash/light"],
+        lambda: (
+            [row[:3] for row in page.rows("retained-table")] == [["dash/light", "lights on", "2"]]
+        ),
         "the retained message listed",
     )
     browser.find_element(
@@ -238,7 +256,9 @@ def test_the_websocket_panel_talks_mqtt_with_paho(
     paho, inbox = paho_client(broker, "ws-peer", 5)
     paho.publish("ws/hello", b"from paho", qos=1).wait_for_publish(WAIT)
     page.until(
-        lambda: any("ws/hello from paho 1" in row for row in page.rows("ws-messages")),
+        lambda: (
+            [row[1:] for row in page.rows("ws-messages")] == [["ws/hello", "from paho", "1", "no"]]
+        ),
         "the message in the panel",
     )
     subscribe(paho, "back/#", 1)
