@@ -39,13 +39,13 @@ from admin_load import (
 )
 
 
-def follow(admin_port: int, query: str) -> int:
-    """Every page of ``/api/v1/clients?<query>``; the number of calls it took."""
-    calls, cursor = 0, 0
+def follow(admin_port: int, query: str) -> tuple[int, int]:
+    """Every page of ``/api/v1/clients?<query>``: the calls it took, the clients found."""
+    calls, found, cursor = 0, 0, 0
     while cursor is not None:
         page = json.loads(get(admin_port, f"/api/v1/clients?{query}&cursor={cursor}"))
-        calls, cursor = calls + 1, page["next"]
-    return calls
+        calls, found, cursor = calls + 1, found + len(page["items"]), page["next"]
+    return calls, found
 
 
 def main() -> None:
@@ -65,11 +65,13 @@ def main() -> None:
             ),
             "search": partial(follow, admin_port, search),
         }
+        calls, found = follow(admin_port, search)
         result: dict[str, Any] = {
             "clients": args.clients,
             "requests": args.requests,
             "limit": args.limit,
-            "search_calls": follow(admin_port, search),
+            "search_calls": calls,
+            "search_found": found,
         }
         for name, listing in listings.items():
             timings = timings_ms(listing, args.requests)
