@@ -4,11 +4,18 @@
 //!   sides' instructions with warm caches, no cross-core traffic.
 //! - `ring/two-threads`: a producer thread and this thread as consumer, records of 100
 //!   bytes in batches of 64: the real hop, cache lines moving between cores.
+//! - `route/local` and `route/cross-shard`: 64 QoS 0 PUBLISHes of 100 bytes to one
+//!   subscriber, on its own shard and from the other shard (the records written,
+//!   taken and applied by `bus_receive`, without the ring). The difference is what a
+//!   message pays for crossing shards beyond the ring's copy.
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferromq_core::bus::ring::OwnedRegion;
+use ferromq_core::codec::QoS;
+use ferromq_core::engine::{Engine, EngineConfig};
+use ferromq_core::topic::ShareStrategy;
 
 const RECORD: usize = 100;
 const BATCH: u64 = 64;
@@ -71,5 +78,64 @@ fn two_threads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, one_thread, two_threads);
+/// CONNECT (3.1.1, clean session, client id "s") and SUBSCRIBE t/x at QoS 0.
+const SUBSCRIBER: &[u8] = &[
+    0x10, 13, 0, 4, b'M', b'Q', b'T', b'T', 4, 2, 0, 60, 0, 1, b's', //
+    0x82, 8, 0, 1, 0, 3, b't', b'/', b'x', 0,
+];
+
+fn shard(me: u16) -> Engine {
+    let mut engine = Engine::new(EngineConfig::default(), ShareStrategy::RoundRobin);
+    engine.set_shards(me, 2);
+    engine
+}
+
+fn with_subscriber(engine: &mut Engine) {
+    let conn = engine.open(0);
+    assert_eq!(engine.feed(conn, SUBSCRIBER, 0), SUBSCRIBER.len());
+    engine.take_output(|_, _| {});
+}
+
+fn route(c: &mut Criterion) {
+    let payload = [7u8; RECORD];
+    let mut group = c.benchmark_group("route");
+    group.throughput(Throughput::Elements(BATCH));
+
+    let mut alone = shard(0);
+    with_subscriber(&mut alone);
+    group.bench_function("local", |b| {
+        b.iter(|| {
+            for _ in 0..BATCH {
+                alone.publish("t/x", &payload, QoS::AtMostOnce, false, 0);
+            }
+            alone.take_output(|_, bytes| {
+                black_box(bytes);
+            });
+        })
+    });
+
+    let (mut publishing, mut subscribing) = (shard(0), shard(1));
+    with_subscriber(&mut subscribing);
+    let subscription = subscribing
+        .take_bus(0)
+        .expect("the SUBSCRIBE is replicated");
+    publishing
+        .bus_receive(1, subscription, 0)
+        .expect("bus records");
+    group.bench_function("cross-shard", |b| {
+        b.iter(|| {
+            for _ in 0..BATCH {
+                publishing.publish("t/x", &payload, QoS::AtMostOnce, false, 0);
+            }
+            let records = publishing.take_bus(1).expect("routed");
+            subscribing.bus_receive(0, records, 0).expect("bus records");
+            subscribing.take_output(|_, bytes| {
+                black_box(bytes);
+            });
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, one_thread, two_threads, route);
 criterion_main!(benches);
