@@ -96,8 +96,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, master: str | None) -> No
         "--source", choices=("kafka", "files"), default="files", help="(default: files)"
     )
     where.add_argument("--bootstrap", default="", metavar="HOST:PORT[,...]", help="Kafka servers")
-    where.add_argument("--messages-topic", default="ferromq.messages", metavar="TOPIC")
-    where.add_argument("--events-topic", default="ferromq.events", metavar="TOPIC")
+    where.add_argument(
+        "--messages-topic", default="ferromq.messages", metavar="TOPIC", help="(ferromq.messages)"
+    )
+    where.add_argument(
+        "--events-topic", default="ferromq.events", metavar="TOPIC", help="(ferromq.events)"
+    )
     where.add_argument(
         "--starting-offsets",
         choices=("earliest", "latest"),
@@ -154,27 +158,60 @@ def add_run_arguments(parser: argparse.ArgumentParser, master: str | None) -> No
         help="payload fields that identify a reading (e.g. a device timestamp): "
         "QoS 1 resends are dropped",
     )
-    job.add_argument("--window", type=_duration, default="1 minute", help="(default: 1 minute)")
     job.add_argument(
-        "--sliding", type=_sliding, metavar="LENGTH/SLIDE", help="also sliding windows"
+        "--window",
+        type=_duration,
+        default="1 minute",
+        metavar="DURATION",
+        help="tumbling window length (default: 1 minute)",
     )
     job.add_argument(
-        "--watermark", type=_duration, default="1 minute", help="lateness allowed (1 minute)"
+        "--sliding",
+        type=_sliding,
+        metavar="LENGTH/SLIDE",
+        help="also sliding windows, e.g. '5 minutes/1 minute'",
     )
-    job.add_argument("--flap-window", type=_duration, default="5 minutes", help="(5 minutes)")
-    job.add_argument("--flap-count", type=_positive, default=5, help="disconnects (default 5)")
+    job.add_argument(
+        "--watermark",
+        type=_duration,
+        default="1 minute",
+        metavar="DURATION",
+        help="how late a record may be and still count (default: 1 minute)",
+    )
+    job.add_argument(
+        "--flap-window",
+        type=_duration,
+        default="5 minutes",
+        metavar="DURATION",
+        help="sessions: the window --flap-count disconnects flag a client in (5 minutes)",
+    )
+    job.add_argument(
+        "--flap-count",
+        type=_positive,
+        default=5,
+        metavar="N",
+        help="sessions: disconnects that make a client flapping (default: 5)",
+    )
     job.add_argument(
         "--max-session",
         type=_duration,
         default="1 hour",
-        help="longest session a stream reports; it reports one that long after (1 hour)",
+        metavar="DURATION",
+        help="sessions: the longest session a stream reports, that long after its "
+        "start (default: 1 hour)",
     )
     backfill = parser.add_argument_group("backfill")
     backfill.add_argument(
-        "--job", dest="backfill_of", choices=list(JOBS), default="telemetry", help="(telemetry)"
+        "--job",
+        dest="backfill_of",
+        choices=list(JOBS),
+        default="telemetry",
+        help="the job to run as a batch (default: telemetry)",
     )
-    backfill.add_argument("--start", type=_time, metavar="TIME", help="from (included)")
-    backfill.add_argument("--end", type=_time, metavar="TIME", help="to (excluded)")
+    backfill.add_argument(
+        "--start", type=_time, metavar="TIME", help="broker times from (ISO 8601, UTC if no zone)"
+    )
+    backfill.add_argument("--end", type=_time, metavar="TIME", help="broker times to (excluded)")
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
