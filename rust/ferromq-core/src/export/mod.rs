@@ -6,8 +6,10 @@
 //! A [`RecordList`] holds one kind of record (messages or events) as three flat
 //! buffers: the values end to end, the keys end to end, and per record its two end
 //! offsets and its timestamp. Sinks read it record by record ([`RecordList::iter`]) and
-//! write Kafka record batches or Avro container blocks from it; nothing is copied per
-//! record until the sink's own encoding.
+//! write Kafka record batches ([`kafka`]) or Avro container blocks from it; nothing is
+//! copied per record until the sink's own encoding.
+
+pub mod kafka;
 
 use bytes::{BufMut, BytesMut};
 
