@@ -28,9 +28,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
+from aiokafka.record.default_records import DefaultRecordBatch
 from fastavro import parse_schema, schemaless_reader
 
 from ferromq.stream import schema_text
+from ferromq.stream.spill import Spill
 from tests import services
 from tests.conftest import RunningBroker, Starter, ferromq_command, start_broker
 from tests.integration.mqtt_raw import RawClient
@@ -210,6 +212,27 @@ def test_after_kafka_holds_the_puback_until_kafka_has_the_record(
     assert {m["payload"] for m in messages} == {b"0", b"1"}
 
 
+def spilled_payloads(directory: Path, key: bytes) -> list[bytes]:
+    """The payloads of the message records in the spill, read as the sink reads it, each
+    batch decoded by aiokafka's own record-batch reader (CRC checked)."""
+    spill = Spill(directory, max_bytes=1 << 30)
+    spill.open()
+    frames = spill.read(1 << 30)
+    spill.close()
+    payloads = []
+    for frame in frames:
+        batch = DefaultRecordBatch(frame.batch)
+        assert batch.validate_crc()
+        for kafka_record in batch:
+            assert kafka_record.value is not None
+            record = schemaless_reader(io.BytesIO(kafka_record.value), SCHEMA, None)
+            assert isinstance(record, dict)
+            if record["kind"] == "message":
+                assert kafka_record.key == key
+                payloads.append(record["payload"])
+    return payloads
+
+
 def test_async_acks_while_kafka_is_frozen_and_a_restart_sends_the_spill(
     own_kafka: services.KafkaServer, tmp_path: Path, loop: str
 ) -> None:
@@ -230,7 +253,7 @@ def test_async_acks_while_kafka_is_frozen_and_a_restart_sends_the_spill(
             assert broker.process.returncode == 0
         finally:
             os.kill(own_kafka.pid, signal.SIGCONT)
-        assert sum(p.stat().st_size for p in spill.iterdir()) > sum(map(len, payloads[10:]))
+        assert spilled_payloads(spill, b"during") == payloads[10:], "one partition, in order"
         broker = start_broker(tmp_path, loop, config, env)
         messages = read_records(own_kafka.bootstrap, f"{prefix}messages", 300)
         wait_for(lambda: sum(p.stat().st_size for p in spill.iterdir()) <= 5, "spill sent")
@@ -239,6 +262,30 @@ def test_async_acks_while_kafka_is_frozen_and_a_restart_sends_the_spill(
     by_id = {m["id"]: m["payload"] for m in messages}
     # A batch Kafka took just as it froze may come twice: the id removes it.
     assert sorted(by_id.values(), key=int) == payloads
+
+
+def test_async_serves_without_kafka_and_a_restart_sends_what_it_spilled(
+    kafka_bootstrap: str, tmp_path: Path, loop: str
+) -> None:
+    prefix = unique_prefix()
+    absent = f"127.0.0.1:{free_port()}"
+    env = {"FERROMQ_STORAGE__PATH": str(tmp_path / "store")}
+    broker = start_broker(tmp_path, loop, stream_config(absent, prefix, "async"), env)
+    payloads = [b"%d" % n for n in range(20)]
+    try:
+        wait_for_log(broker, "stream to kafka failing", absent)
+        publish(broker, "alone", "site/alone/t", payloads)  # every PUBACK arrives
+    finally:
+        assert broker.stop(timeout=30) == 0
+    assert broker.log().count(absent) == 1, "one line names the servers"
+    assert spilled_payloads(tmp_path / "store" / "stream-spill", b"alone") == payloads
+
+    broker = start_broker(tmp_path, loop, stream_config(kafka_bootstrap, prefix, "async"), env)
+    try:
+        messages = read_records(kafka_bootstrap, f"{prefix}messages", 20)
+    finally:
+        broker.stop()
+    assert sorted({m["id"]: m["payload"] for m in messages}.values(), key=int) == payloads
 
 
 def test_a_spill_too_small_for_the_backlog_is_counted(

@@ -38,7 +38,8 @@ Errors: Kafka unreachable at start-up is a ``ConnectionError`` naming the bootst
 servers in ``after_kafka`` (the broker does not start, as with the Kafka store); in
 ``async`` it is one warning line naming them, and the broker serves while the
 sink keeps trying. At run time, failing sends are logged once per episode (servers,
-error, effect), then once on recovery.
+error, effect), then once on recovery; aiokafka's own line per failed attempt is
+silenced (its logger at CRITICAL, for the Kafka store too).
 """
 
 from __future__ import annotations
@@ -185,6 +186,9 @@ class KafkaStreamSink:
     # -- StreamSink -------------------------------------------------------------------
 
     async def start(self) -> None:
+        # aiokafka logs every failed connection attempt and metadata refresh (ERROR,
+        # several a second while Kafka is away); the sink's episode lines say it once.
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         if self._spill is not None:
             self._spill.open()
         try:
@@ -212,8 +216,9 @@ class KafkaStreamSink:
         """Send what is queued within :data:`STOP_GRACE`; in ``async`` the rest goes
         to the spill."""
         if self._task is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._drained(), STOP_GRACE)
+            if self._producer is not None:  # never connected: nothing to wait for
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._drained(), STOP_GRACE)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task

@@ -115,10 +115,8 @@ pub struct BatchWriter {
 
 impl Default for BatchWriter {
     fn default() -> Self {
-        let mut out = Vec::with_capacity(BATCH_HEADER_BYTES);
-        out.resize(BATCH_HEADER_BYTES, 0);
         BatchWriter {
-            out,
+            out: vec![0; BATCH_HEADER_BYTES],
             count: 0,
             base_timestamp: 0,
             max_timestamp: i64::MIN,
@@ -288,7 +286,7 @@ mod tests {
         assert_eq!(be(21..23), 0, "attributes");
         assert_eq!(&batch[PRODUCER_ID_AT..COUNT_AT], &[0xff; 14], "no producer state");
         let count = be(COUNT_AT..61) as usize;
-        let base = be(BASE_TIMESTAMP_AT..35) as i64;
+        let base = be(BASE_TIMESTAMP_AT..35);
         let (mut at, mut records, mut max) = (BATCH_HEADER_BYTES, Vec::new(), i64::MIN);
         for offset in 0..count {
             let length = varint(batch, &mut at) as usize;
@@ -353,7 +351,7 @@ mod tests {
         let mut writer = BatchWriter::default();
         for (key, value, timestamp_ms) in [
             (&b"a/b"[..], &b"one"[..], 1_700_000_000_123),
-            (b"", b"two!", 1_700_000_000_120),
+            (&b""[..], &b"two!"[..], 1_700_000_000_120),
         ] {
             writer.push(&RecordRef {
                 key,
