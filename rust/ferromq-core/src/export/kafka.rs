@@ -189,8 +189,10 @@ impl BatchWriter {
         out[LEADER_EPOCH_AT..MAGIC_AT].copy_from_slice(&(-1i32).to_be_bytes());
         out[MAGIC_AT] = MAGIC;
         let last_offset_delta = self.count - 1;
-        out[LAST_OFFSET_DELTA_AT..BASE_TIMESTAMP_AT].copy_from_slice(&last_offset_delta.to_be_bytes());
-        out[BASE_TIMESTAMP_AT..MAX_TIMESTAMP_AT].copy_from_slice(&self.base_timestamp.to_be_bytes());
+        out[LAST_OFFSET_DELTA_AT..BASE_TIMESTAMP_AT]
+            .copy_from_slice(&last_offset_delta.to_be_bytes());
+        out[BASE_TIMESTAMP_AT..MAX_TIMESTAMP_AT]
+            .copy_from_slice(&self.base_timestamp.to_be_bytes());
         out[MAX_TIMESTAMP_AT..PRODUCER_ID_AT].copy_from_slice(&self.max_timestamp.to_be_bytes());
         out[PRODUCER_ID_AT..PRODUCER_EPOCH_AT].copy_from_slice(&(-1i64).to_be_bytes());
         out[PRODUCER_EPOCH_AT..BASE_SEQUENCE_AT].copy_from_slice(&(-1i16).to_be_bytes());
@@ -260,9 +262,12 @@ mod tests {
         NonZeroU32::new(n).expect("non-zero")
     }
 
+    /// A decoded record: key, value, timestamp.
+    type Decoded = (Vec<u8>, Vec<u8>, i64);
+
     /// A reader of what this module writes (and of any uncompressed v2 batch without
     /// headers): the records back, checking every header field and the CRC.
-    fn decode(batch: &[u8]) -> Vec<(Vec<u8>, Vec<u8>, i64)> {
+    fn decode(batch: &[u8]) -> Vec<Decoded> {
         fn varint(data: &[u8], at: &mut usize) -> i64 {
             let (mut value, mut shift) = (0u64, 0);
             loop {
@@ -276,7 +281,9 @@ mod tests {
             }
         }
         let be = |range: std::ops::Range<usize>| -> i64 {
-            batch[range].iter().fold(0i64, |acc, &b| (acc << 8) | i64::from(b))
+            batch[range]
+                .iter()
+                .fold(0i64, |acc, &b| (acc << 8) | i64::from(b))
         };
         assert_eq!(be(0..8), 0, "base offset");
         assert_eq!(be(LENGTH_AT..12) as usize, batch.len() - 12, "batch length");
@@ -284,7 +291,11 @@ mod tests {
         assert_eq!(batch[MAGIC_AT], 2, "magic");
         assert_eq!(be(CRC_AT..21) as u32, crc32c::crc32c(&batch[21..]), "crc");
         assert_eq!(be(21..23), 0, "attributes");
-        assert_eq!(&batch[PRODUCER_ID_AT..COUNT_AT], &[0xff; 14], "no producer state");
+        assert_eq!(
+            &batch[PRODUCER_ID_AT..COUNT_AT],
+            &[0xff; 14],
+            "no producer state"
+        );
         let count = be(COUNT_AT..61) as usize;
         let base = be(BASE_TIMESTAMP_AT..35);
         let (mut at, mut records, mut max) = (BATCH_HEADER_BYTES, Vec::new(), i64::MIN);
@@ -307,7 +318,11 @@ mod tests {
             records.push((key, value, timestamp));
         }
         assert_eq!(at, batch.len(), "nothing after the records");
-        assert_eq!(be(LAST_OFFSET_DELTA_AT..27) as usize, count - 1, "last offset delta");
+        assert_eq!(
+            be(LAST_OFFSET_DELTA_AT..27) as usize,
+            count - 1,
+            "last offset delta"
+        );
         assert_eq!(be(MAX_TIMESTAMP_AT..43), max, "max timestamp");
         records
     }
@@ -320,7 +335,10 @@ mod tests {
             (b"foobar", -790332482),
             (b"a-little-bit-long-string", -985981536),
             (b"a-little-bit-longer-string", -1486304829),
-            (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+            (
+                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+                -58897971,
+            ),
             (b"abc", 479470107),
         ];
         for (key, hash) in cases {
@@ -421,7 +439,10 @@ mod tests {
             },
         ];
         let batches = partition_batches(records, partitions(1), 1000);
-        assert_eq!(batches.iter().map(|b| b.records).collect::<Vec<_>>(), [1, 1]);
+        assert_eq!(
+            batches.iter().map(|b| b.records).collect::<Vec<_>>(),
+            [1, 1]
+        );
     }
 
     proptest! {
@@ -438,7 +459,7 @@ mod tests {
                 key, value, timestamp_ms: *timestamp_ms,
             });
             let batches = partition_batches(refs, partitions(count), max_batch_bytes);
-            let mut seen: Vec<Vec<(Vec<u8>, Vec<u8>, i64)>> = vec![Vec::new(); count as usize];
+            let mut seen: Vec<Vec<Decoded>> = vec![Vec::new(); count as usize];
             let mut last_partition = 0;
             for batch in &batches {
                 prop_assert!(batch.partition >= last_partition, "ascending partitions");
