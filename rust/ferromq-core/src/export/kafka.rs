@@ -226,7 +226,16 @@ pub fn partition_batches<'a>(
     }
     let mut batches = Vec::new();
     for (partition, records) in by_partition.iter().enumerate() {
+        if records.is_empty() {
+            continue;
+        }
+        // Sized once: a record is its key, its value and at most 20 bytes of framing.
+        let need: usize = records
+            .iter()
+            .map(|r| r.key.len() + r.value.len() + 20)
+            .sum();
         let mut writer = BatchWriter::default();
+        writer.out.reserve(need.min(max_batch_bytes));
         let mut count = 0;
         for record in records {
             if !writer.is_empty() && writer.len() + writer.record_len(record) > max_batch_bytes {
@@ -235,18 +244,17 @@ pub fn partition_batches<'a>(
                     records: count,
                     bytes: std::mem::take(&mut writer).finish(),
                 });
+                writer.out.reserve(max_batch_bytes);
                 count = 0;
             }
             writer.push(record);
             count += 1;
         }
-        if count > 0 {
-            batches.push(PartitionBatch {
-                partition: partition as u32,
-                records: count,
-                bytes: writer.finish(),
-            });
-        }
+        batches.push(PartitionBatch {
+            partition: partition as u32,
+            records: count,
+            bytes: writer.finish(),
+        });
     }
     batches
 }
