@@ -257,6 +257,7 @@ class BrokerCollector(Collector):
             self._loop_lag.histogram,
         )
         yield from _store_metrics(broker)
+        yield from _stream_metrics(broker)
 
 
 def _from_stats(stats: Mapping[str, int]) -> Iterator[Metric]:
@@ -305,6 +306,31 @@ def _store_metrics(broker: Broker) -> Iterator[Metric]:
         "Time each stored batch took to write.",
         persister.write_seconds,
     )
+
+
+def _stream_metrics(broker: Broker) -> Iterator[Metric]:
+    """The ``[stream]`` sink's counters (records, bytes, batches, files, errors, and
+    any its sink adds) as ``ferromq_stream_<name>_total``."""
+    sink = broker.stream_sink
+    if sink is None:
+        return
+    yield GaugeMetricFamily(
+        "ferromq_stream_up",
+        "1 while the stream's sink takes batches, 0 while it is failing.",
+        value=int(sink.health.ok),
+    )
+    for name, value in sink.counters().items():
+        help_text = STREAM_COUNTERS.get(name, f"Stream sink counter {name}.")
+        yield CounterMetricFamily(f"ferromq_stream_{name}", help_text, value=value)
+
+
+STREAM_COUNTERS: Final = {
+    "records": "Stream records the sink has stored.",
+    "bytes": "Bytes of stream record values the sink has stored.",
+    "batches": "Stream batches the sink has stored.",
+    "files": "Stream files closed and put in place (the file sink).",
+    "errors": "Failed stream sink writes.",
+}
 
 
 def register(routes: AdminRoutes) -> None:

@@ -24,6 +24,7 @@ mod redis;
 mod restore_report;
 mod settings;
 mod split;
+mod stream;
 mod topic;
 
 #[pymodule]
@@ -42,6 +43,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     journal::register(m)?;
     redis::register(m)?;
     split::register(m)?;
+    stream::register(m)?;
     proxy::register(m)?;
     Ok(())
 }

@@ -111,7 +111,7 @@ impl super::Engine {
                 let Some(out) = self.session_mut(session).and_then(|s| s.queue.pop()) else {
                     break;
                 };
-                self.stats.count_drop(DropReason::MemoryBudget, 1);
+                self.count_dropped(DropReason::MemoryBudget, Some(session), &out.message, now);
                 self.journal_removed(session, &out);
             }
         }
