@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeAlias, final
 
 from typing_extensions import Buffer, CapsuleType
@@ -69,6 +70,7 @@ __all__ = [
     "journal_format_version",
     "journal_header",
     "journal_log_records",
+    "kafka_record_batches",
     "key_hash_slot",
     "parse_proxy_header",
     "reason_code_name",
@@ -520,6 +522,15 @@ class StreamBatch:
     def avro_block(self, kind: Literal["messages", "events"], sync: bytes) -> bytes: ...
 
 def avro_container_header(sync: bytes) -> bytes: ...
+
+# The Kafka sink's encoder (stream_kafka.rs): [(partition, record batch v2)], partitions
+# ascending, a partition's records in order, split past max_batch_bytes.
+def kafka_record_batches(
+    batches: Sequence[StreamBatch],
+    kind: Literal["messages", "events"],
+    partitions: int,
+    max_batch_bytes: int = 1000000,
+) -> list[tuple[int, bytes]]: ...
 
 # JournalSplitter.split's application store operations; at runtime ApplicationOp is
 # the binding's union (tests/unit/test_binding_unions.py).

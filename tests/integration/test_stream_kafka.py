@@ -324,5 +324,5 @@ def test_an_unreachable_kafka_at_start_up_is_one_line_naming_it(tmp_path: Path) 
         text=True,
         timeout=60,
     )
-    assert result.returncode != 0, result.stderr
+    assert result.returncode == 3, result.stderr
     assert result.stderr.count(f"stream to kafka at {address}: unreachable") == 1, result.stderr

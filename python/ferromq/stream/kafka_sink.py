@@ -92,6 +92,11 @@ def spill_directory(config: Config) -> Path:
     return Path(config.stream.kafka.spill_directory or Path(config.storage.path) / "stream-spill")
 
 
+def _failure(future: asyncio.Future[object]) -> BaseException | None:
+    """Why a done future failed; None when it did not."""
+    return asyncio.CancelledError() if future.cancelled() else future.exception()
+
+
 def record_count(batch: bytes) -> int:
     """Records in a Kafka record batch (v2), read from its header."""
     return int.from_bytes(batch[_COUNT_AT], "big")
@@ -389,21 +394,18 @@ class KafkaStreamSink:
         retry: list[Frame] = []
         error: BaseException | None = None
         for frame, outcome in outcomes:
-            if isinstance(outcome, asyncio.Future):
-                exc = asyncio.CancelledError() if outcome.cancelled() else outcome.exception()
-            else:
-                exc = outcome
-            if exc is None and outcome is not None:
+            failure = _failure(outcome) if isinstance(outcome, asyncio.Future) else outcome
+            if failure is None and outcome is not None:
                 self.totals.records_sent += record_count(frame.batch)
                 self.totals.bytes_sent += len(frame.batch)
                 self.totals.batches_sent += 1
-            elif isinstance(exc, BrokerResponseError) and not exc.retriable:
-                self._drop("rejected", record_count(frame.batch), f"{frame.topic}: {exc}")
+            elif isinstance(failure, BrokerResponseError) and not failure.retriable:
+                self._drop("rejected", record_count(frame.batch), f"{frame.topic}: {failure}")
             else:
                 retry.append(frame)
-                if exc is not None:
+                if failure is not None:
                     self.totals.send_errors += 1
-                    error = error or exc
+                    error = error or failure
         unit.frames = retry
         if error is not None:
             self._failed(self._reason(error))

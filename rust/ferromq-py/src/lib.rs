@@ -25,6 +25,7 @@ mod restore_report;
 mod settings;
 mod split;
 mod stream;
+mod stream_kafka;
 mod topic;
 
 #[pymodule]
@@ -44,6 +45,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     redis::register(m)?;
     split::register(m)?;
     stream::register(m)?;
+    stream_kafka::register(m)?;
     proxy::register(m)?;
     Ok(())
 }
