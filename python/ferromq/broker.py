@@ -84,7 +84,7 @@ from ferromq.engine import decides_connect_in_python, engine_from_config, stream
 from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.reload import Reloader, ReloadHook
-from ferromq.storage import Store, StoreUnavailable
+from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, make_sink
@@ -281,10 +281,7 @@ class Broker:
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if config.stream.enabled:
             self._stream_sink = make_sink(config, stream_node(config), self._stream_done)
-            try:
-                await self._stream_sink.start()
-            except OSError as exc:  # one line naming what is unusable: exit 3, as a store
-                raise StoreUnavailable(str(exc)) from None
+            await self._stream_sink.start()
         if self._provider is not None:
             self.auth = AuthGate(
                 self.engine, hub, self._provider, self.admission, self._listeners.certificate

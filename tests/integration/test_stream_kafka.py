@@ -307,6 +307,9 @@ def test_a_spill_too_small_for_the_backlog_is_counted(
     finally:
         os.kill(own_kafka.pid, signal.SIGCONT)
     assert value(samples, "ferromq_stream_dropped_spill_full_total") >= 50
+    assert value(samples, "ferromq_stream_spill_bytes") <= 4096
+    assert value(samples, "ferromq_stream_queue_records") > 0, "the rest waits in memory"
+    assert value(samples, "ferromq_stream_up") == 0
 
 
 def test_an_unreachable_kafka_at_start_up_is_one_line_naming_it(tmp_path: Path) -> None:

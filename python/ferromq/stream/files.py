@@ -207,6 +207,9 @@ class FileSink:
     def counters(self) -> Mapping[str, int]:
         return dict(self._counters)
 
+    def gauges(self) -> Mapping[str, int]:
+        return {}
+
     async def start(self) -> None:
         """Create the directories, recover files a crash left half-written. Raises
         :class:`~ferromq.storage.StoreUnavailable` naming the directory."""

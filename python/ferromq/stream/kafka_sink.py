@@ -21,7 +21,7 @@ Delivery (``delivery``):
 - ``after_kafka``: ``done(number)`` (the engine's ``stream_done``) is called once Kafka
   acknowledged every batch of the unit holding batch ``number``, so the PUBACK/PUBREC of
   a streamed QoS 1/2 PUBLISH waits for Kafka, as TBMQ's does. While Kafka is away the
-  batches wait in memory (:attr:`KafkaStreamSink.queue_bytes`); what bounds them is the
+  batches wait in memory (the ``queue_bytes`` gauge); what bounds them is the
   engine: its held acknowledgements stop QoS 1/2 publishers at their receive maximum,
   and its memory budget holds publishers' input.
 - ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory up
@@ -34,8 +34,9 @@ Delivery (``delivery``):
   rest goes to the spill (the unit that was in flight after what the spill held: the one
   place where a restart may reorder).
 
-Errors: Kafka unreachable at start-up is a ``ConnectionError`` naming the bootstrap
-servers in ``after_kafka`` (the broker does not start, as with the Kafka store); in
+Errors: Kafka unreachable at start-up is :class:`~ferromq.storage.StoreUnavailable`
+naming the bootstrap servers in ``after_kafka`` (the broker exits 3, as with the Kafka
+store); in
 ``async`` it is one warning line naming them, and the broker serves while the
 sink keeps trying. At run time, failing sends are logged once per episode (servers,
 error, effect), then once on recovery; aiokafka's own line per failed attempt is
@@ -61,6 +62,7 @@ from aiokafka.errors import BrokerResponseError, KafkaError
 from ferromq._core import StreamBatch, kafka_record_batches
 from ferromq.config import Config
 from ferromq.log import log_event
+from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
 from ferromq.stream.sink import SinkHealth
 from ferromq.stream.spill import Frame, Spill
@@ -195,13 +197,18 @@ class KafkaStreamSink:
         # several a second while Kafka is away); the sink's episode lines say it once.
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         if self._spill is not None:
-            self._spill.open()
+            try:
+                self._spill.open()
+            except OSError as exc:
+                raise StoreUnavailable(
+                    f"stream.kafka.spill_directory {self._spill.directory}: {exc.strerror or exc}"
+                ) from None
         try:
             await asyncio.wait_for(self._connect(), self._timeout)
         except (KafkaError, OSError, asyncio.TimeoutError) as exc:
             reason = self._reason(exc)
             if self.delivery == "after_kafka":
-                raise ConnectionError(
+                raise StoreUnavailable(
                     f"stream to kafka at {self.bootstrap}: unreachable: {reason}"
                 ) from None
             self._failed(reason)
@@ -253,14 +260,6 @@ class KafkaStreamSink:
         unit = sum(record_count(f.batch) for f in self._unit.frames) if self._unit else 0
         return unit + sum(b.message_count + b.event_count for b in self._pending)
 
-    @property
-    def queue_bytes(self) -> int:
-        return self._pending_bytes
-
-    @property
-    def spill_bytes(self) -> int:
-        return self._spill.bytes if self._spill is not None else 0
-
     def counters(self) -> dict[str, int]:
         """Totals for ``/metrics`` (``ferromq_stream_<name>_total``)."""
         totals = self.totals
@@ -272,6 +271,14 @@ class KafkaStreamSink:
             "spilled_records": totals.spilled_records,
             "spilled_bytes": totals.spilled_bytes,
             **{f"dropped_{reason}": totals.dropped[reason] for reason in DROP_REASONS},
+        }
+
+    def gauges(self) -> dict[str, int]:
+        """Levels now for ``/metrics`` (``ferromq_stream_<name>``)."""
+        return {
+            "queue_records": self.queue_records,
+            "queue_bytes": self._pending_bytes,
+            "spill_bytes": self._spill.bytes if self._spill is not None else 0,
         }
 
     # -- sending -------------------------------------------------------------------------

@@ -54,6 +54,10 @@ class StreamSink(Protocol):
 
     def counters(self) -> Mapping[str, int]: ...
 
+    def gauges(self) -> Mapping[str, int]:
+        """Levels now (the Kafka sink's queue and spill), each exported as
+        ``ferromq_stream_<name>``; empty when a sink has none."""
+
 
 def holds_acks(stream: StreamConfig) -> bool:
     """Whether publishers' PUBACK/PUBREC wait for the stream's sink: always with the
