@@ -242,23 +242,31 @@ class FileSink:
         self._wakeup.set()
 
     async def _run(self) -> None:
+        """Write what is submitted until ``stop``, which this loop answers with one
+        last write that closes every file. Not cancelled: a stop waits for the write
+        in progress (a cancelled ``wait_for`` can swallow its cancellation on 3.11)."""
         delay = RETRY_FIRST
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), CHECK_SECONDS)
-            self._wakeup.clear()
+            stopping = self._stopping
             try:
-                await self._write_pending()
+                await self._write_pending(stopping)
                 delay = RETRY_FIRST
             except Exception as exc:
                 self._failed(exc, delay)
-                self._wakeup.set()
+                if stopping:
+                    return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
+                continue
+            if stopping:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), CHECK_SECONDS)
+            self._wakeup.clear()
 
-    async def _write_pending(self) -> None:
+    async def _write_pending(self, closing: bool) -> None:
         """Write what was submitted (all of it in one thread call), report it done,
-        then roll and expire files that are due."""
+        then roll and expire files that are due (every file when ``closing``)."""
         batches = list(self._pending)
         if batches:
             await asyncio.to_thread(self._write, batches)
@@ -268,7 +276,7 @@ class FileSink:
             for batch in batches:
                 self._counters["records"] += batch.message_count + batch.event_count
                 self._counters["bytes"] += batch.value_bytes
-        await asyncio.to_thread(self._roll_due, self._stopping)
+        await asyncio.to_thread(self._roll_due, closing)
         self._succeeded()
 
     def _write(self, batches: list[StreamBatch]) -> None:
@@ -378,16 +386,12 @@ class FileSink:
             )
 
     async def stop(self) -> None:
-        """Write what is pending, close every file into place."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Write what is pending, close every file into place (one last attempt when
+        writes are failing)."""
         self._stopping = True
-        try:
-            await self._write_pending()
-        except Exception as exc:
-            self._failed(exc, 0.0)
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
 
 
 def _closed_files(directory: Path) -> Iterator[Path]:
