@@ -303,6 +303,7 @@ def test_a_spill_too_small_for_the_backlog_is_counted(
         # which holds 4 KiB.
         publish(broker, "flood", "site/flood/t", [big] * 100)
         wait_for_log(broker, "stream records dropped", "spill_full")
+        wait_for_log(broker, "stream to kafka failing")
         samples = scrape(admin)
     finally:
         os.kill(own_kafka.pid, signal.SIGCONT)

@@ -185,6 +185,7 @@ class KafkaStreamSink:
         self._unit: _Unit | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.totals = SinkCounters()
         self.health = SinkHealth()
         self._failing_since: float | None = None
@@ -231,9 +232,11 @@ class KafkaStreamSink:
             if self._producer is not None:  # never connected: nothing to wait for
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._drained(), STOP_GRACE)
+            # The flag too: a wait_for on 3.11 can swallow a cancellation that meets
+            # its inner task's end, and the sender would go on.
+            self._stopping = True
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=PRODUCER_STOP)
         if self._spill is not None:
             if self._unit is not None and not self._unit.from_spill:
                 self._write_spill(self._unit.frames)
@@ -320,7 +323,7 @@ class KafkaStreamSink:
 
     async def _send_forever(self) -> None:
         delay = RETRY_FIRST
-        while True:
+        while not self._stopping:
             if self._producer is None:
                 try:
                     await asyncio.wait_for(self._connect(), self._timeout)
@@ -332,6 +335,8 @@ class KafkaStreamSink:
             if self._unit is None:
                 self._unit = self._next_unit()
             if self._unit is None:
+                if self._stopping:
+                    return
                 self._wake.clear()
                 await self._wake.wait()
                 continue
