@@ -18,8 +18,6 @@ import asyncio
 import io
 import json
 import os
-import signal
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,11 +32,12 @@ from fastavro import parse_schema, schemaless_reader
 from ferromq.stream import schema_text
 from ferromq.stream.spill import Spill
 from tests import services
-from tests.conftest import RunningBroker, Starter, ferromq_command, start_broker
+from tests.conftest import RunningBroker, Starter, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import admin_config, scrape, value
 from tests.integration.test_broker_clients import paho_client
-from tests.integration.test_kafka_store import freeze, wait_for_log
+from tests.integration.test_kafka_store import frozen, wait_for_log
+from tests.integration.test_redis_cluster_store import serve_exit
 from tests.integration.test_redis_store import wait_for
 from tests.services import free_port
 
@@ -195,14 +194,11 @@ def test_after_kafka_holds_the_puback_until_kafka_has_the_record(
         pub.send(publish_packet(1))
         assert pub.recv(timeout=30)["type"] == "puback"
 
-        freeze(own_kafka.pid)
-        try:
+        with frozen(own_kafka.pid):
             pub.send(publish_packet(2))
             wait_for_log(broker, "stream to kafka failing", own_kafka.bootstrap)
             with pytest.raises(TimeoutError):
                 pub.recv(timeout=0.2)  # no PUBACK while Kafka cannot take the record
-        finally:
-            os.kill(own_kafka.pid, signal.SIGCONT)
         puback = pub.recv(timeout=60)
         assert (puback["type"], puback["packet_id"]) == ("puback", 2)
         wait_for_log(broker, "stream to kafka recovered")
@@ -245,14 +241,11 @@ def test_async_acks_while_kafka_is_frozen_and_a_restart_sends_the_spill(
     try:
         publish(broker, "before", "site/before/t", payloads[:10])
         read_records(own_kafka.bootstrap, f"{prefix}messages", 10)
-        freeze(own_kafka.pid)
-        try:
+        with frozen(own_kafka.pid):
             # Every PUBACK arrives while Kafka is frozen: publish() waits for each.
             publish(broker, "during", "site/during/t", payloads[10:])
             broker.stop(timeout=30)  # the unsent records go to the spill
             assert broker.process.returncode == 0
-        finally:
-            os.kill(own_kafka.pid, signal.SIGCONT)
         assert spilled_payloads(spill, b"during") == payloads[10:], "one partition, in order"
         broker = start_broker(tmp_path, loop, config, env)
         messages = read_records(own_kafka.bootstrap, f"{prefix}messages", 300)
@@ -297,16 +290,13 @@ def test_a_spill_too_small_for_the_backlog_is_counted(
     ) + admin_config(admin)
     broker = started(loop, config)
     big = os.urandom(100 * 1024)
-    freeze(own_kafka.pid)
-    try:
+    with frozen(own_kafka.pid):
         # More than the sink's memory queue (8 MiB): the rest must go to the spill,
         # which holds 4 KiB.
         publish(broker, "flood", "site/flood/t", [big] * 100)
         wait_for_log(broker, "stream records dropped", "spill_full")
         wait_for_log(broker, "stream to kafka failing")
         samples = scrape(admin)
-    finally:
-        os.kill(own_kafka.pid, signal.SIGCONT)
     assert value(samples, "ferromq_stream_dropped_spill_full_total") >= 50
     assert value(samples, "ferromq_stream_spill_bytes") <= 4096
     assert value(samples, "ferromq_stream_queue_records") > 0, "the rest waits in memory"
@@ -315,18 +305,7 @@ def test_a_spill_too_small_for_the_backlog_is_counted(
 
 def test_an_unreachable_kafka_at_start_up_is_one_line_naming_it(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
-    config = tmp_path / "ferromq.toml"
-    config.write_text(stream_config(address, "x.", "after_kafka"))
-    result = subprocess.run(
-        [*ferromq_command(), "serve", "--config", str(config)],
-        env={
-            **os.environ,
-            "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}",
-            "FERROMQ_STORAGE__PATH": str(tmp_path / "store"),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    store = f'[storage]\npath = "{tmp_path / "store"}"\n'
+    result = serve_exit(tmp_path, stream_config(address, "x.", "after_kafka") + store)
     assert result.returncode == 3, result.stderr
     assert result.stderr.count(f"stream to kafka at {address}: unreachable") == 1, result.stderr
