@@ -21,9 +21,10 @@ Delivery (``delivery``):
 - ``after_kafka``: ``done(number)`` (the engine's ``stream_done``) is called once Kafka
   acknowledged every batch of the unit holding batch ``number``, so the PUBACK/PUBREC of
   a streamed QoS 1/2 PUBLISH waits for Kafka, as TBMQ's does. While Kafka is away the
-  batches wait in memory (the ``queue_bytes`` gauge); what bounds them is the
-  engine: its held acknowledgements stop QoS 1/2 publishers at their receive maximum,
-  and its memory budget holds publishers' input.
+  batches wait in memory (the ``queue_bytes`` gauge). A QoS 1/2 publisher stops at its
+  in-flight window (v5: the broker's Receive Maximum) because its acks are held; QoS 0
+  records have no ack to hold and nothing bounds them yet (the engine's memory budget
+  does not count stream batches a sink holds): docs/stream.md says so.
 - ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory up
   to :data:`MEMORY_BYTES`; past that the queue is written to the spill
   (:mod:`ferromq.stream.spill`, ``spill_directory``, at most ``spill_max_bytes``), and
@@ -36,9 +37,8 @@ Delivery (``delivery``):
 
 Errors: Kafka unreachable at start-up is :class:`~ferromq.storage.StoreUnavailable`
 naming the bootstrap servers in ``after_kafka`` (the broker exits 3, as with the Kafka
-store); in
-``async`` it is one warning line naming them, and the broker serves while the
-sink keeps trying. At run time, failing sends are logged once per episode (servers,
+store); in ``async`` it is one warning line naming them, and the broker serves while
+the sink keeps trying. At run time, failing sends are logged once per episode (servers,
 error, effect), then once on recovery; aiokafka's own line per failed attempt is
 silenced (its logger at CRITICAL, for the Kafka store too).
 """
