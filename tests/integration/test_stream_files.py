@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,11 @@ from tests.services import free_port
 LOOPS = ["uvloop", "asyncio"]
 
 
-def stream_broker(tmp_path: Path, loop: str, directory: Path, extra: str = "") -> RunningBroker:
+def stream_broker(
+    tmp_path: Path, loop: str, directory: Path, extra: str = "", files: str = ""
+) -> RunningBroker:
+    """A broker streaming to files in ``directory``; ``extra`` and ``files`` are more
+    keys of ``[stream]`` and ``[stream.files]``."""
     config = f"""
 [sys]
 interval = 1
@@ -40,6 +45,7 @@ node = "n1"
 
 [stream.files]
 directory = "{directory}"
+{files}
 """
     return start_broker(tmp_path, loop, config)
 
@@ -207,15 +213,8 @@ def test_files_roll_by_size_and_the_oldest_go_past_the_retained_bytes(
     tmp_path: Path, loop: str
 ) -> None:
     directory = tmp_path / "stream"
-    extra = "events = false\n[stream.files]\nroll_bytes = 8192\nretention_bytes = 32768"
-    config = f"""
-[stream]
-enabled = true
-node = "n1"
-{extra}
-directory = "{directory}"
-"""
-    broker = start_broker(tmp_path, loop, config)
+    files = "roll_bytes = 8192\nretention_bytes = 32768"
+    broker = stream_broker(tmp_path, loop, directory, "events = false", files)
     try:
         publisher = RawClient(broker.host, broker.port, version=4)
         publisher.connect("p")
@@ -272,3 +271,36 @@ directory = "{directory}"
     finally:
         assert broker.stop() == 0
     assert len(list((directory / "messages").glob("*.avro"))) == 1, "closed at shutdown"
+
+
+def wait_until(condition: Callable[[], bool], what: str, deadline: float = 15.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, what
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_files_roll_by_time_and_expire_by_age_while_the_broker_runs(
+    tmp_path: Path, loop: str
+) -> None:
+    directory = tmp_path / "stream"
+    files = "roll_seconds = 1\nretention_seconds = 1"
+    broker = stream_broker(tmp_path, loop, directory, "events = false", files)
+    placed = directory / "messages"
+    try:
+        publisher = RawClient(broker.host, broker.port, version=4)
+        publisher.connect("p")
+        publisher.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 1, "payload": b"a"})
+        assert publisher.recv()["type"] == "puback"
+        wait_until(lambda: len(list(placed.glob("*.avro"))) == 1, "the first file put in place")
+        (first,) = placed.glob("*.avro")
+        publisher.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 2, "payload": b"b"})
+        assert publisher.recv()["type"] == "puback"
+        wait_until(
+            lambda: not first.exists() and len(list(placed.glob("*.avro"))) == 1,
+            "the second file in place and the first, older than 1 s, deleted",
+        )
+        assert [m["payload"] for m in records(directory, "messages")] == [b"b"]
+    finally:
+        assert broker.stop() == 0
