@@ -32,8 +32,8 @@ follows it) and renamed into place, so every batch written before the crash is k
 a file with no whole block is removed.
 
 Retention, after each roll and once a minute: files in place for longer than
-``retention_seconds`` (their mtime is set when they are closed) are deleted, then the oldest while a kind's files hold more
-than ``retention_bytes`` (0: no bound).
+``retention_seconds`` (their mtime is set when they are closed) are deleted, then the
+oldest while a kind's files hold more than ``retention_bytes`` (0: no bound).
 
 File work runs in a worker thread (as the embedded store's does): batches submitted
 while a write is running are written together next (group commit).
