@@ -9,6 +9,7 @@ caller leaking in:
 - ``ferromq --help`` answers;
 - both compiled modules import, from the virtualenv;
 - the wheel carries its licence file and declares Apache-2.0;
+- the web dashboard's files are installed with the package (``admin/static``);
 - ``ferromq serve`` on its embedded default (a free loopback port through
   FERROMQ_LISTEN) carries one message from mosquitto_pub to mosquitto_sub, keeps its
   data in ./ferromq-data, and stops cleanly on SIGTERM.
@@ -31,14 +32,17 @@ TIMEOUT = 15.0
 TOPIC = "smoke/wheel"
 PAYLOAD = "hello from the wheel"
 
-# Run by the virtualenv's python: where both modules come from, and the licence.
+# Run by the virtualenv's python: where both modules come from, the licence, and the
+# dashboard's entry module (package data; "missing" when the wheel lacks it).
 _INSTALLED = """
-import importlib.metadata, ferromq._core, ferromq._protocol
+import importlib.metadata, importlib.resources, ferromq._core, ferromq._protocol
 dist = importlib.metadata.distribution("ferromq")
 print(ferromq._core.__file__)
 print(ferromq._protocol.__file__)
 print(dist.metadata["License-Expression"])
 print(*(str(f) for f in dist.files if f.name == "LICENSE"))
+asset = importlib.resources.files("ferromq") / "admin" / "static" / "app.js"
+print(asset if asset.is_file() else "missing")
 """
 
 
@@ -68,8 +72,10 @@ def check_installed(venv: Path, work: Path) -> None:
     if "usage: ferromq" not in run([str(venv / "bin" / "ferromq"), "--help"], work):
         raise SmokeFailure("ferromq --help printed no usage")
     installed = run([str(venv / "bin" / "python"), "-c", _INSTALLED], work).splitlines()
-    core, protocol, license_expression, license_file = installed
-    for module in (core, protocol):
+    core, protocol, license_expression, license_file, dashboard = installed
+    if dashboard == "missing":
+        raise SmokeFailure("the wheel has no dashboard files (ferromq/admin/static/app.js)")
+    for module in (core, protocol, dashboard):
         if not Path(module).resolve().is_relative_to(venv.resolve()):
             raise SmokeFailure(f"{module} is not the virtualenv's")
     if license_expression != "Apache-2.0" or not license_file.endswith("licenses/LICENSE"):
@@ -140,7 +146,7 @@ def main() -> int:
         except (SmokeFailure, subprocess.TimeoutExpired) as exc:
             print(f"wheel smoke test: {exc}", file=sys.stderr)
             return 1
-    print(f"wheel smoke test: {venv}: --help, imports, licence, serve round trip: ok")
+    print(f"wheel smoke test: {venv}: --help, imports, licence, dashboard, serve round trip: ok")
     return 0
 
 

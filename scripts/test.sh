@@ -67,6 +67,8 @@ command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 command -v node >/dev/null || need_apt+=(nodejs)  # MQTT.js, the WebSocket tests' Node client
 command -v npm >/dev/null || need_apt+=(npm)
+command -v chromium >/dev/null || need_apt+=(chromium)  # the dashboard tests' browser
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # Debian starts mosquitto and redis-server as system services on install; the tests

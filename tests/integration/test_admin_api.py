@@ -185,6 +185,15 @@ def test_subscriptions_made_and_removed_for_a_client(started: Starter, loop: str
     assert message.properties.SubscriptionIdentifier == [7]
     status, answer = api(port, "GET", "/clients/worker/subscriptions")
     assert sorted(s["filter"] for s in answer["items"]) == ["ctrl", "ops/#"]
+    status, page = api(port, "GET", "/subscriptions")
+    assert status == 200 and page["next"] is None
+    assert sorted((s["client_id"], s["filter"], s["qos"]) for s in page["items"]) == [
+        ("worker", "ctrl", 0),
+        ("worker", "ops/#", 1),
+    ]
+    status, page = api(port, "GET", f"/subscriptions?filter_contains={quoted('ops/')}")
+    assert [(s["client_id"], s["subscription_id"]) for s in page["items"]] == [("worker", 7)]
+    assert api(port, "GET", "/subscriptions?client_id_prefix=ops-")[1]["items"] == []
 
     assert api(port, "DELETE", f"/clients/worker/subscriptions?filter={quoted('ops/#')}") == (
         204,
@@ -357,6 +366,7 @@ def test_listeners_stats_and_errors(started: Starter, loop: str) -> None:
             "protocol": "tcp",
             "host": "127.0.0.1",
             "port": broker.port,
+            "path": None,
             "connections": 1,
         }
     ]

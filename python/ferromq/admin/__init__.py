@@ -5,7 +5,8 @@ data path (``[admin]``, the ``admin`` extra).
 accept; :mod:`~ferromq.admin.auth` checks the bearer token; :mod:`~ferromq.admin.routes`
 is the seam route modules register on (:mod:`~ferromq.admin.health`: ``/healthz`` and
 ``/readyz``; :mod:`~ferromq.admin.metrics`: Prometheus ``/metrics``;
-:mod:`~ferromq.admin.api`: the REST API under ``/api/v1`` with its OpenAPI document).
+:mod:`~ferromq.admin.api`: the REST API under ``/api/v1`` with its OpenAPI document;
+:mod:`~ferromq.admin.dashboard`: the web dashboard's files at ``/``).
 Handlers run per request and read the engine then, never per message.
 """
 

@@ -64,6 +64,7 @@ from ferromq.admin.views import (
     BAN,
     BAN_KIND,
     CLIENT,
+    CLIENT_SUBSCRIPTION,
     LISTED_BAN,
     NEW_USER,
     PUBLISH,
@@ -292,6 +293,23 @@ async def remove_subscription(api: AdminApi, request: web.Request) -> object:
     return None
 
 
+async def list_all_subscriptions(api: AdminApi, request: web.Request) -> object:
+    """The subscriptions of one page of sessions (the session filters and cursor), those
+    whose filter holds ``filter_contains``: one engine call for the page, then one per
+    session that has subscriptions, each O(its own)."""
+    sessions, next_cursor = _session_page(api, request)
+    part = _query_text(request, "filter_contains") or ""
+    engine = api.broker.engine
+    items = [
+        {"client_id": info.client_id, **subscription_json(sub)}
+        for info in sessions
+        if info.subscriptions
+        for sub in engine.subscriptions(info.client_id)
+        if part in sub.filter
+    ]
+    return {"items": items, "next": next_cursor}
+
+
 async def list_retained(api: AdminApi, request: web.Request) -> object:
     cursor, limit = _page_args(request)
     topic_filter = _query_text(request, "filter") or "#"
@@ -475,6 +493,7 @@ async def list_listeners(api: AdminApi, request: web.Request) -> object:
                 "protocol": listener.protocol,
                 "host": listener.host,
                 "port": listener.port,
+                "path": listener.path if listener.protocol in ("ws", "wss") else None,
                 "connections": open_now.get(listener.name, 0),
             }
             for listener in api.broker.config.listeners
@@ -580,6 +599,18 @@ ROUTES: tuple[Route, ...] = (
         params=(_CLIENT_ID,),
         status=204,
         errors=(404, 409),
+    ),
+    Route(
+        "GET",
+        "/subscriptions",
+        "Subscriptions of a page of sessions (the sessions' filters and cursor; `limit` "
+        "counts sessions), those whose filter holds `filter_contains`",
+        list_all_subscriptions,
+        params=(
+            *_SESSION_FILTERS,
+            Param("filter_contains", "query", STRING, "topic filters holding this"),
+        ),
+        answer=page_of(CLIENT_SUBSCRIPTION),
     ),
     Route(
         "GET",
@@ -715,6 +746,7 @@ ROUTES: tuple[Route, ...] = (
                     "protocol": STRING,
                     "host": STRING,
                     "port": integer(1, 65535),
+                    "path": nullable(STRING),
                     "connections": integer(0),
                 }
             )

@@ -4,7 +4,8 @@ Each module of the admin listener exposes ``register(routes: AdminRoutes) -> Non
 and is listed once in :data:`MODULES`; :class:`~ferromq.admin.server.AdminServer`
 calls every one while it builds the application. A module adds its handlers with
 :meth:`AdminRoutes.add` (``public=True``: answered without the token when
-``admin.metrics_public`` is on) and reaches the broker through
+``admin.metrics_public`` is on; ``anonymous=True``: always answered without it, for
+the dashboard's static files, which hold no data) and reaches the broker through
 :attr:`AdminRoutes.broker`; state it needs for the server's lifetime (a background
 task) hangs on the application's ``on_startup`` / ``on_cleanup`` through
 :attr:`AdminRoutes.app`.
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ferromq.admin import api, health, metrics
+from ferromq.admin import api, dashboard, health, metrics
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
@@ -37,15 +38,28 @@ class AdminRoutes:
         self.public: set[str] = set()
         """Paths answered without the token (:func:`ferromq.admin.auth.bearer_auth`)."""
 
-    def add(self, method: str, path: str, handler: RequestHandler, *, public: bool = False) -> None:
+    def add(
+        self,
+        method: str,
+        path: str,
+        handler: RequestHandler,
+        *,
+        public: bool = False,
+        anonymous: bool = False,
+    ) -> None:
         """Route ``method path`` to ``handler``; ``public`` routes skip the token when
-        ``admin.metrics_public`` is on."""
+        ``admin.metrics_public`` is on, ``anonymous`` ones always."""
         self.app.router.add_route(method, path, handler)
-        if public and self._public_allowed:
+        if anonymous or (public and self._public_allowed):
             self.public.add(path)
 
 
 RouteModule = Callable[[AdminRoutes], None]
 
-MODULES: tuple[RouteModule, ...] = (health.register, metrics.register, api.register)
+MODULES: tuple[RouteModule, ...] = (
+    health.register,
+    metrics.register,
+    api.register,
+    dashboard.register,
+)
 """Every route module, in registration order."""

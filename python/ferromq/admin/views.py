@@ -100,6 +100,9 @@ SUBSCRIPTION = obj(
     },
     required=("filter",),
 )
+CLIENT_SUBSCRIPTION = obj(
+    {"client_id": STRING, **SUBSCRIPTION["properties"]}, required=("client_id", "filter")
+)
 ENCODING = string("utf-8", "base64")
 PROPERTIES = obj(
     {

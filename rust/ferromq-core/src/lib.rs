@@ -11,11 +11,13 @@
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
 //! - [`transport`]: what sits between a socket and MQTT: the PROXY protocol header
 //!   and WebSocket framing.
+//! - [`bus`]: the cross-shard bus (shared-memory rings between a node's shards).
 //! - [`acl`]: access-control rules compiled by Python, checked per message.
 //! - [`export`]: the `[stream]` records (Avro) for the Spark pipeline, in batches.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
 pub mod acl;
+pub mod bus;
 pub mod choice;
 pub mod codec;
 pub mod engine;

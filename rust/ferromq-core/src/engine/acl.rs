@@ -226,7 +226,9 @@ impl Engine {
                 conn.retained.remove(&filter);
             }
             self.stream_unsubscribing(session, &filter);
-            self.index.unsubscribe(session, &filter);
+            if self.index.unsubscribe(session, &filter) {
+                self.shards_unsubscribed(session, &filter);
+            }
             self.journal_unsubscribe(session, &filter);
             self.stats.acl_revoked += 1;
             revoked.push((client_id, filter));

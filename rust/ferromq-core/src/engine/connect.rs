@@ -333,6 +333,7 @@ impl Engine {
         self.free_sessions.push(session);
         self.journal_session_end(&state);
         self.by_client_id.remove(&state.client_id);
+        self.shards_session_ended(session, &state.client_id);
         self.index.remove_client(session);
         self.forget_removed_groups();
         let mut state = state;

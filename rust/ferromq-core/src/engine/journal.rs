@@ -100,6 +100,9 @@ pub(crate) const ACK: u8 = 7;
 pub(crate) const RELEASE: u8 = 8;
 pub(crate) const INBOUND_QOS2: u8 = 9;
 pub(crate) const RETAIN: u8 = 10;
+/// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
+/// preceding MESSAGE record to the receiving shard's subscribers.
+pub(crate) const ROUTE: u8 = 64;
 
 /// A stored message as a record carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,9 +189,20 @@ pub struct Journal {
     batch: u64,
     /// The newest batch the store confirmed.
     done: u64,
-    /// Messages written, for a journal whose batches are not the engine's (a
-    /// snapshot); None uses each message's mark of the batch that last carried it.
-    written: Option<HashSet<u64>>,
+    /// Which messages this journal has written already (a message's record goes
+    /// once before the records that name it).
+    written: Written,
+}
+
+#[derive(Debug)]
+enum Written {
+    /// The live journal: each message's mark of the batch that last carried it.
+    Marks,
+    /// A journal whose batches are not the engine's (a snapshot): a set of ids.
+    Set(HashSet<u64>),
+    /// A shard's outbox (`engine/shards.rs`): every reference writes its message,
+    /// since the receiver keeps messages only while it reads one batch.
+    Never,
 }
 
 impl Journal {
@@ -199,7 +213,7 @@ impl Journal {
             records: 0,
             batch: 1,
             done: 0,
-            written: None,
+            written: Written::Marks,
         }
     }
 
@@ -207,7 +221,16 @@ impl Journal {
     /// message marks alone.
     pub fn detached() -> Journal {
         Journal {
-            written: Some(HashSet::new()),
+            written: Written::Set(HashSet::new()),
+            ..Journal::new(true)
+        }
+    }
+
+    /// The outbox of one shard's bus ring: journal records, each message written
+    /// with every record that refers to it.
+    pub fn for_bus() -> Journal {
+        Journal {
+            written: Written::Never,
             ..Journal::new(true)
         }
     }
@@ -349,10 +372,19 @@ impl Journal {
         });
     }
 
+    /// A message for the receiving shard's subscribers (bus only).
+    pub fn route(&mut self, message: &Message, wall_offset: i64) {
+        self.message(message, wall_offset);
+        self.record(ROUTE, |b| b.put_u64_le(message.id));
+    }
+
     fn message(&mut self, message: &Message, wall_offset: i64) {
         let already = match &mut self.written {
-            Some(written) => !written.insert(message.id),
-            None => message.journal_batch.swap(self.batch, Ordering::Relaxed) == self.batch,
+            Written::Set(written) => !written.insert(message.id),
+            Written::Marks => {
+                message.journal_batch.swap(self.batch, Ordering::Relaxed) == self.batch
+            }
+            Written::Never => false,
         };
         if already {
             return;

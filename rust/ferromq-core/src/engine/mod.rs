@@ -53,6 +53,7 @@ mod rate;
 mod retained_cursor;
 mod retained_store;
 mod session;
+mod shards;
 mod shared;
 mod split;
 mod stats;
@@ -258,6 +259,8 @@ pub struct Engine {
     stats: Stats,
     next_assigned_id: u64,
     journal: Journal,
+    /// Set when the engine is one of a node's shards (`shards.rs`).
+    shards: Option<shards::Shards>,
     /// PUBACK/PUBREC/PUBREL waiting for their journal batch, oldest first.
     held_acks: std::collections::VecDeque<persist::HeldAck>,
     /// Sessions with a delivery of a held message (`Message::held_for_batch`) queued,
@@ -319,6 +322,7 @@ impl Engine {
             stats: Stats::default(),
             next_assigned_id: 1,
             journal: Journal::new(config.journal),
+            shards: None,
             held_acks: std::collections::VecDeque::new(),
             held_deliveries: std::collections::VecDeque::new(),
             refill: Vec::new(),

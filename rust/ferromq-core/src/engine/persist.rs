@@ -324,6 +324,7 @@ impl Engine {
     pub(super) fn journal_retained(&mut self, topic: &str, message: Option<&Message>) {
         if !topic.starts_with("$SYS/") {
             self.journal.retain(topic, message, self.wall_offset);
+            self.shards_retained(topic, message);
         }
     }
 
@@ -552,7 +553,9 @@ impl Engine {
             };
             let id = (*subscription_id != 0).then_some(*subscription_id);
             // A filter the index refuses now was accepted when it was journaled.
-            let _ = self.index.subscribe(session, filter, options, id);
+            if let Ok(true) = self.index.subscribe(session, filter, options, id) {
+                self.shards_subscribed(session, filter);
+            }
         }
         self.index.set_client_online(session, false);
         let state = self.sessions[session as usize]
@@ -589,7 +592,7 @@ impl Engine {
         }
     }
 
-    fn restore_retained(&mut self, message: Arc<Message>) {
+    pub(super) fn restore_retained(&mut self, message: Arc<Message>) {
         let id = self.next_retained_id;
         self.next_retained_id += 1;
         if let Ok(previous) = self.retained.set(&message.topic, id, message.expires_at) {

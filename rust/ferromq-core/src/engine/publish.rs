@@ -28,6 +28,7 @@ use super::announce::PublishRefusal;
 use super::message::Message;
 use super::retained_store::{self, Origin};
 use super::session::Awaiting;
+use super::shards;
 use super::{ConnId, Engine, Outgoing};
 
 impl Engine {
@@ -237,11 +238,31 @@ impl Engine {
 
     /// Deliver or queue a message to every matching session; returns how many.
     pub(super) fn fan_out(&mut self, message: Arc<Message>, now: u64) -> usize {
+        self.fan_out_from(message, now, false)
+    }
+
+    /// Deliver a message another shard routed here to this shard's own sessions
+    /// (`shards.rs`); shared groups are each shard's own, so they take only the
+    /// messages published on their shard.
+    pub(super) fn fan_out_routed(&mut self, message: Arc<Message>, now: u64) -> usize {
+        self.fan_out_from(message, now, true)
+    }
+
+    fn fan_out_from(&mut self, message: Arc<Message>, now: u64, routed: bool) -> usize {
         let mut matches = std::mem::take(&mut self.matches);
         self.index
             .match_topic(&message.topic, message.publisher, &mut matches);
         let mut delivered = 0;
         for delivery in matches.iter() {
+            if let Some(shard) = shards::remote_shard(delivery.client) {
+                if !routed {
+                    self.route_to_shard(shard, &message);
+                }
+                continue;
+            }
+            if routed && delivery.group.is_some() {
+                continue;
+            }
             let qos = message.qos.min(delivery.qos);
             let retain = message.retain && delivery.retain_as_published;
             let out = Outgoing::new(
@@ -258,7 +279,7 @@ impl Engine {
                 delivered += 1;
             }
         }
-        for &group in matches.unserved_groups() {
+        for &group in matches.unserved_groups().iter().filter(|_| !routed) {
             if self.queue_for_group(group, &message, now) {
                 delivered += 1;
             }
@@ -311,10 +332,19 @@ impl Engine {
     /// Remove `topic`'s retained message (an empty retained PUBLISH, the admin
     /// API); false when it had none.
     pub fn clear_retained(&mut self, topic: &str) -> bool {
+        let cleared = self.forget_retained(topic);
+        if cleared {
+            self.journal_retained(topic, None);
+        }
+        cleared
+    }
+
+    /// Remove `topic`'s retained message without journaling it (a shard applying
+    /// another's clear); false when it had none.
+    pub(super) fn forget_retained(&mut self, topic: &str) -> bool {
         let Some(previous) = self.retained.clear(topic) else {
             return false;
         };
-        self.journal_retained(topic, None);
         self.retained_messages.remove(&previous, &mut self.users);
         true
     }

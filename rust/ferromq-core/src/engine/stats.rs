@@ -203,7 +203,12 @@ impl super::Engine {
         stats.shared_queued = self.group_queues.len() as u64;
         stats.retained_messages = self.retained_messages.len() as u64;
         stats.retained_bytes = self.retained_messages.bytes();
-        stats.subscriptions = self.index.len() as u64;
+        // Filters other shards hold here for their subscribers are not subscriptions.
+        let remote = self
+            .shards
+            .as_ref()
+            .map_or(0, |shards| shards.remote_filters());
+        stats.subscriptions = (self.index.len() - remote) as u64;
         stats.memory_used = self.memory_used();
         stats.queued_bytes = self.ledger.get();
         stats.connections_held = self.held.len() as u64;

@@ -150,6 +150,9 @@ impl Engine {
         if matches!(parse_shared_filter(filter), Ok(Some(_))) {
             self.stream_subscribed(session, filter);
         }
+        if is_new {
+            self.shards_subscribed(session, filter);
+        }
         Ok(is_new)
     }
 
@@ -191,6 +194,9 @@ impl Engine {
         }
         let existed = self.index.unsubscribe(session, filter);
         self.journal_unsubscribe(session, filter);
+        if existed {
+            self.shards_unsubscribed(session, filter);
+        }
         existed
     }
 

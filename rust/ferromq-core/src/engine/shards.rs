@@ -1,0 +1,269 @@
+//! The engine's side of a node's shards (issue 16, `docs/shards.md`): what it sends
+//! other shards and what it makes of what they send. Records are the journal's own
+//! (`journal.rs`), written to one outbox per shard that the IO layer copies into that
+//! shard's bus ring once per tick (`take_bus`), and read back by `bus_receive`.
+//!
+//! - **Subscriptions are replicated.** A filter a local session gains or loses goes to
+//!   every other shard as a `SUBSCRIBE` / `UNSUBSCRIBE` record. The receiver counts
+//!   subscribers per (shard, filter) and holds each such filter once in its index, for a
+//!   pseudo-session that stands for the shard ([`remote_shard`]).
+//! - **A PUBLISH is matched where it arrives** (`publish::fan_out`): a match on a
+//!   shard's pseudo-session becomes one `MESSAGE` + `ROUTE` record to that shard, whatever
+//!   the number of its subscribers; the receiver delivers to its own sessions only.
+//! - **Retained messages are replicated** to every shard (`MESSAGE` + `RETAIN`, or a
+//!   clear), so a SUBSCRIBE anywhere finds them locally.
+//!
+//! Not yet carried (docs/shards.md, "Status"): shared subscriptions (a group's members
+//! stay on their shard), session moves between shards, and acknowledgements that wait
+//! for the receiving shard (a PUBACK does not wait for the routed message to be
+//! journaled there; a SUBACK does not wait for the other shards to hold the filter).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+
+use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
+use crate::topic::parse_shared_filter;
+
+use super::journal::{decode_record, Journal, JournalError, Record, ROUTE};
+use super::message::Message;
+use super::Engine;
+
+/// Session ids from here up stand for other shards in the subscription index; real
+/// sessions are slots of `Engine::sessions` and never come near.
+const REMOTE_BASE: u32 = u32::MAX - u16::MAX as u32;
+
+/// The shard a pseudo-session of the index stands for.
+pub(super) fn remote_shard(session: u32) -> Option<u16> {
+    session.checked_sub(REMOTE_BASE).map(|shard| shard as u16)
+}
+
+/// A shard's pseudo-session takes every message at its own QoS and retain flag; the
+/// receiving shard applies its subscribers' options.
+fn remote_options() -> SubscriptionOptions {
+    SubscriptionOptions {
+        qos: QoS::ExactlyOnce,
+        retain_as_published: true,
+        ..SubscriptionOptions::default()
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Shards {
+    me: u16,
+    /// One per shard of the node (this shard's own stays empty).
+    outboxes: Vec<Journal>,
+    /// Subscribers per (shard, filter) as that shard reported them.
+    remote: HashMap<(u16, Box<str>), u32>,
+}
+
+impl Shards {
+    fn others(&mut self) -> impl Iterator<Item = &mut Journal> {
+        let me = usize::from(self.me);
+        self.outboxes
+            .iter_mut()
+            .enumerate()
+            .filter(move |(shard, _)| *shard != me)
+            .map(|(_, outbox)| outbox)
+    }
+
+    /// Filters other shards hold in this shard's index.
+    pub(super) fn remote_filters(&self) -> usize {
+        self.remote.len()
+    }
+}
+
+impl Engine {
+    /// Make this engine shard `me` of `count`; one shard (the default) sends nothing.
+    pub fn set_shards(&mut self, me: u16, count: u16) {
+        assert!(me < count, "shard {me} of {count}");
+        self.shards = (count > 1).then(|| Shards {
+            me,
+            outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
+            remote: HashMap::new(),
+        });
+    }
+
+    /// The records for shard `to` since the last call; None when there are none.
+    pub fn take_bus(&mut self, to: u16) -> Option<Bytes> {
+        let outbox = self.shards.as_mut()?.outboxes.get_mut(usize::from(to))?;
+        outbox.take().map(|(_, records)| records)
+    }
+
+    /// A local session gained `filter`: every other shard routes matches to us.
+    pub(super) fn shards_subscribed(&mut self, session: u32, filter: &str) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
+            return;
+        }
+        let client = self.sessions[session as usize]
+            .as_ref()
+            .map_or("", |state| &*state.client_id);
+        let options = remote_options().to_byte(ProtocolVersion::V5);
+        for outbox in shards.others() {
+            outbox.subscribe(client, filter, options, 0);
+        }
+    }
+
+    /// A local session lost `filter`.
+    pub(super) fn shards_unsubscribed(&mut self, session: u32, filter: &str) {
+        if self.shards.is_none() {
+            return;
+        }
+        let client = self.sessions[session as usize]
+            .as_ref()
+            .map_or_else(String::new, |state| state.client_id.to_string());
+        self.replicate_unsubscribe(&client, filter);
+    }
+
+    /// A local session is ending (already out of `sessions`): its filters go.
+    pub(super) fn shards_session_ended(&mut self, session: u32, client: &str) {
+        if self.shards.is_none() {
+            return;
+        }
+        for filter in self.index.client_filters(session) {
+            self.replicate_unsubscribe(client, &filter);
+        }
+    }
+
+    fn replicate_unsubscribe(&mut self, client: &str, filter: &str) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
+            return;
+        }
+        for outbox in shards.others() {
+            outbox.unsubscribe(client, filter);
+        }
+    }
+
+    /// A client's retained message was stored (`Some`) or its topic cleared (`None`).
+    pub(super) fn shards_retained(&mut self, topic: &str, message: Option<&Message>) {
+        let wall_offset = self.wall_offset;
+        if let Some(shards) = self.shards.as_mut() {
+            for outbox in shards.others() {
+                outbox.retain(topic, message, wall_offset);
+            }
+        }
+    }
+
+    /// A match on another shard's pseudo-session: the message goes there once.
+    pub(super) fn route_to_shard(&mut self, shard: u16, message: &Message) {
+        let wall_offset = self.wall_offset;
+        if let Some(outbox) = self
+            .shards
+            .as_mut()
+            .and_then(|shards| shards.outboxes.get_mut(usize::from(shard)))
+        {
+            outbox.route(message, wall_offset);
+        }
+    }
+
+    /// Apply the records shard `from` sent (as `take_bus` gave them there); returns how
+    /// many. A record that does not decode stops the batch: the rings carry whole
+    /// records, so that is a bug, reported to the caller.
+    pub fn bus_receive(
+        &mut self,
+        from: u16,
+        mut records: Bytes,
+        now: u64,
+    ) -> Result<usize, JournalError> {
+        if self.shards.is_none() {
+            return Err(JournalError(
+                "bus records for an engine that is not a shard",
+            ));
+        }
+        // Each ROUTE and RETAIN follows its message's record (`Journal::for_bus`).
+        let mut last: Option<(u64, Arc<Message>)> = None;
+        let mut count = 0;
+        while records.has_remaining() {
+            if records.remaining() < 5 {
+                return Err(JournalError("bus record header cut off"));
+            }
+            let kind = records.get_u8();
+            let len = records.get_u32_le() as usize;
+            if records.remaining() < len {
+                return Err(JournalError("bus record cut off"));
+            }
+            let mut body = records.split_to(len);
+            count += 1;
+            if kind == ROUTE {
+                if body.remaining() < 8 {
+                    return Err(JournalError("route record cut off"));
+                }
+                let message = referenced(&last, body.get_u64_le())?;
+                self.fan_out_routed(message, now);
+                continue;
+            }
+            match decode_record(kind, body)? {
+                Record::Message(stored) => {
+                    let id = stored.id;
+                    last = Some((id, self.message_from_store(stored).message));
+                }
+                Record::Subscribe { filter, .. } => self.remote_subscribe(from, filter),
+                Record::Unsubscribe { filter, .. } => self.remote_unsubscribe(from, &filter),
+                Record::Retain {
+                    topic,
+                    message_id: 0,
+                } => {
+                    self.forget_retained(&topic);
+                }
+                Record::Retain { message_id, .. } => {
+                    let message = referenced(&last, message_id)?;
+                    self.restore_retained(message);
+                }
+                _ => return Err(JournalError("not a bus record")),
+            }
+        }
+        Ok(count)
+    }
+
+    fn remote_subscribe(&mut self, from: u16, filter: String) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        let count = shards
+            .remote
+            .entry((from, filter.as_str().into()))
+            .or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            // The filter was valid where it was subscribed; the index is the same.
+            let _ = self.index.subscribe(
+                REMOTE_BASE + u32::from(from),
+                &filter,
+                remote_options(),
+                None,
+            );
+        }
+    }
+
+    fn remote_unsubscribe(&mut self, from: u16, filter: &str) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        let key = (from, Box::<str>::from(filter));
+        let Some(count) = shards.remote.get_mut(&key) else {
+            return;
+        };
+        *count -= 1;
+        if *count == 0 {
+            shards.remote.remove(&key);
+            self.index
+                .unsubscribe(REMOTE_BASE + u32::from(from), filter);
+        }
+    }
+}
+
+fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message>, JournalError> {
+    match last {
+        Some((last_id, message)) if *last_id == id => Ok(message.clone()),
+        _ => Err(JournalError(
+            "bus record names a message not sent before it",
+        )),
+    }
+}

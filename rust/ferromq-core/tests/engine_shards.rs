@@ -1,0 +1,258 @@
+//! Two engines as two shards of one node, joined by bus rings as the IO layer will
+//! join them (engine/shards.rs, bus/ring.rs): subscriptions are replicated, a
+//! PUBLISH is matched where it arrives and crosses to the other shard once, retained
+//! messages are everywhere.
+
+mod support;
+
+use bytes::Bytes;
+use ferromq_core::bus::ring::{OwnedRegion, Reader, Writer};
+use ferromq_core::codec::{Packet, ProtocolVersion, QoS, Unsubscribe};
+use ferromq_core::engine::EngineConfig;
+use support::*;
+
+const V311: ProtocolVersion = ProtocolVersion::V3_1_1;
+
+/// Shards 0 and 1 and a ring each way.
+struct Node {
+    shards: [Harness; 2],
+    rings: [(Writer, Reader); 2],
+    /// Records each shard applied from the other, in total.
+    applied: [usize; 2],
+    _regions: [OwnedRegion; 2],
+}
+
+impl Node {
+    fn new() -> Node {
+        let mut regions = [OwnedRegion::new(1 << 16), OwnedRegion::new(1 << 16)];
+        let to_0 = regions[0].ring();
+        let to_1 = regions[1].ring();
+        let mut shards = [
+            Harness::new(EngineConfig::default()),
+            Harness::new(EngineConfig::default()),
+        ];
+        for (me, shard) in shards.iter_mut().enumerate() {
+            shard.engine.set_shards(me as u16, 2);
+        }
+        Node {
+            shards,
+            // rings[k]: the ring into shard k.
+            rings: [
+                (to_0.writer(), to_0.reader()),
+                (to_1.writer(), to_1.reader()),
+            ],
+            applied: [0, 0],
+            _regions: regions,
+        }
+    }
+
+    /// One tick of the bus: each shard's outbox into the other's ring, then each
+    /// shard drains its ring into its engine.
+    fn exchange(&mut self) {
+        for from in 0..2 {
+            let to = 1 - from;
+            if let Some(records) = self.shards[from].engine.take_bus(to as u16) {
+                assert!(self.rings[to].0.push(&records), "ring full");
+                self.rings[to].0.publish();
+            }
+        }
+        for to in 0..2 {
+            let mut batches = Vec::new();
+            self.rings[to]
+                .1
+                .drain(|batch| batches.push(Bytes::copy_from_slice(batch)));
+            for batch in batches {
+                let shard = &mut self.shards[to];
+                let now = shard.now;
+                self.applied[to] += shard.engine.bus_receive(1 - to as u16, batch, now).unwrap();
+                shard.pump();
+            }
+        }
+    }
+}
+
+fn connected(h: &mut Harness, id: &str) -> Client {
+    let (client, connack) = h.connect(connect(id, V311, true));
+    assert!(matches!(connack, Packet::ConnAck(_)));
+    client
+}
+
+fn subscribed(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> Client {
+    let (client, rest) = subscribed_with(h, id, filter, qos);
+    assert!(rest.is_empty());
+    client
+}
+
+/// Subscribe and return what came after the SUBACK (retained messages).
+fn subscribed_with(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> (Client, Vec<Packet>) {
+    let mut client = connected(h, id);
+    h.send(&client, subscribe(1, filter, qos));
+    let mut got = h.recv(&mut client);
+    assert!(matches!(got.first(), Some(Packet::SubAck(_))));
+    got.remove(0);
+    (client, got)
+}
+
+#[test]
+fn a_publish_on_one_shard_reaches_a_subscriber_on_the_other_once_at_its_qos() {
+    let mut node = Node::new();
+    let mut sub = subscribed(
+        &mut node.shards[0],
+        "sub",
+        "sensors/+/temp",
+        QoS::AtLeastOnce,
+    );
+    node.exchange();
+    let mut publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("sensors/7/temp", b"21.5", QoS::AtLeastOnce, 9, false),
+    );
+    assert!(matches!(
+        node.shards[1].recv(&mut publisher)[..],
+        [Packet::PubAck(_)]
+    ));
+    node.exchange();
+    let got = node.shards[0].recv(&mut sub);
+    let publishes = publishes(&got);
+    assert_eq!(publishes.len(), 1);
+    assert_eq!(&*publishes[0].topic, "sensors/7/temp");
+    assert_eq!(&publishes[0].payload[..], b"21.5");
+    assert_eq!(publishes[0].qos, QoS::AtLeastOnce);
+    assert!(!publishes[0].retain);
+}
+
+#[test]
+fn two_subscribers_on_a_shard_cost_one_routed_message_and_each_gets_it() {
+    let mut node = Node::new();
+    let mut first = subscribed(&mut node.shards[0], "a", "t/#", QoS::AtMostOnce);
+    let mut second = subscribed(&mut node.shards[0], "b", "t/x", QoS::AtMostOnce);
+    node.exchange();
+    let before = node.applied[0];
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(&publisher, publish("t/x", b"m", QoS::AtMostOnce, 0, false));
+    node.exchange();
+    assert_eq!(
+        node.applied[0] - before,
+        2,
+        "one MESSAGE and one ROUTE record"
+    );
+    assert_eq!(
+        payloads(&node.shards[0].recv(&mut first)),
+        vec![b"m".to_vec()]
+    );
+    assert_eq!(
+        payloads(&node.shards[0].recv(&mut second)),
+        vec![b"m".to_vec()]
+    );
+}
+
+#[test]
+fn nothing_crosses_to_a_shard_without_a_matching_subscriber() {
+    let mut node = Node::new();
+    let _sub = subscribed(&mut node.shards[0], "sub", "a/b", QoS::AtMostOnce);
+    node.exchange();
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(&publisher, publish("a/c", b"m", QoS::AtMostOnce, 0, false));
+    assert!(node.shards[1].engine.take_bus(0).is_none());
+}
+
+#[test]
+fn routing_stops_when_the_last_subscriber_of_a_filter_leaves() {
+    let mut node = Node::new();
+    let mut stays = subscribed(&mut node.shards[0], "stays", "f", QoS::AtMostOnce);
+    let mut leaves = subscribed(&mut node.shards[0], "leaves", "f", QoS::AtMostOnce);
+    node.exchange();
+    node.shards[0].send(
+        &leaves,
+        Packet::Unsubscribe(Unsubscribe {
+            packet_id: 2,
+            filters: vec![s("f")],
+            properties: Default::default(),
+        }),
+    );
+    node.shards[0].recv(&mut leaves);
+    node.exchange();
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(&publisher, publish("f", b"1", QoS::AtMostOnce, 0, false));
+    node.exchange();
+    assert_eq!(
+        payloads(&node.shards[0].recv(&mut stays)),
+        vec![b"1".to_vec()]
+    );
+    assert!(node.shards[0].recv(&mut leaves).is_empty());
+
+    node.shards[0].send(&stays, disconnect());
+    node.exchange();
+    node.shards[1].send(&publisher, publish("f", b"2", QoS::AtMostOnce, 0, false));
+    assert!(
+        node.shards[1].engine.take_bus(0).is_none(),
+        "the clean session's end removed the filter"
+    );
+}
+
+#[test]
+fn a_shards_subscriptions_are_not_counted_as_the_others() {
+    let mut node = Node::new();
+    let _sub = subscribed(&mut node.shards[0], "sub", "x/#", QoS::AtMostOnce);
+    node.exchange();
+    assert_eq!(node.shards[0].engine.stats().subscriptions, 1);
+    assert_eq!(node.shards[1].engine.stats().subscriptions, 0);
+}
+
+#[test]
+fn one_publishers_messages_arrive_in_order_across_shards() {
+    let mut node = Node::new();
+    let mut sub = subscribed(&mut node.shards[0], "sub", "seq", QoS::AtMostOnce);
+    node.exchange();
+    let publisher = connected(&mut node.shards[1], "pub");
+    let mut expected = Vec::new();
+    for i in 0..300u32 {
+        node.shards[1].send(
+            &publisher,
+            publish("seq", &i.to_be_bytes(), QoS::AtMostOnce, 0, false),
+        );
+        expected.push(i.to_be_bytes().to_vec());
+        if i % 7 == 0 {
+            node.exchange();
+        }
+    }
+    node.exchange();
+    assert_eq!(payloads(&node.shards[0].recv(&mut sub)), expected);
+}
+
+#[test]
+fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_other() {
+    let mut node = Node::new();
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("state/door", b"open", QoS::AtMostOnce, 0, true),
+    );
+    node.exchange();
+    let (_sub, got) = subscribed_with(&mut node.shards[0], "sub", "state/#", QoS::AtMostOnce);
+    assert_eq!(payloads(&got), vec![b"open".to_vec()]);
+    assert!(publishes(&got)[0].retain);
+
+    node.shards[1].send(
+        &publisher,
+        publish("state/door", b"", QoS::AtMostOnce, 0, true),
+    );
+    node.exchange();
+    let mut late = subscribed(&mut node.shards[0], "late", "state/#", QoS::AtMostOnce);
+    assert!(
+        node.shards[0].recv(&mut late).is_empty(),
+        "the clear reached shard 0"
+    );
+}
+
+#[test]
+fn bus_bytes_that_do_not_decode_are_refused_and_deliver_nothing() {
+    let mut node = Node::new();
+    let mut sub = subscribed(&mut node.shards[0], "sub", "#", QoS::AtMostOnce);
+    let now = node.shards[0].now;
+    let cut = Bytes::from_static(&[64, 8, 0, 0, 0, 1]);
+    assert!(node.shards[0].engine.bus_receive(1, cut, now).is_err());
+    node.shards[0].pump();
+    assert!(node.shards[0].recv(&mut sub).is_empty());
+}
