@@ -7,7 +7,6 @@ Each test runs under uvloop and asyncio."""
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from paho.mqtt.properties import Properties
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import admin_config, get, scrape, value
+from tests.integration.test_embedded_store import publish_until_killed
 from tests.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
@@ -160,40 +160,7 @@ def test_kill_9_loses_no_acknowledged_message_from_the_files(tmp_path: Path, loo
     every message whose PUBACK the publisher saw is in the files."""
     directory = tmp_path / "stream"
     broker = stream_broker(tmp_path, loop, directory)
-    publisher = RawClient(broker.host, broker.port, version=4, timeout=2)
-    publisher.connect("streamer")
-    acked: set[int] = set()
-    stop = threading.Event()
-
-    def read_acks() -> None:
-        while not stop.is_set():
-            try:
-                packet = publisher.recv(timeout=0.5)
-            except (TimeoutError, ConnectionError, OSError):
-                if broker.process.poll() is not None:
-                    return
-                continue
-            if packet["type"] == "puback":
-                acked.add(int(packet["packet_id"]))  # type: ignore[call-overload]
-
-    reader = threading.Thread(target=read_acks)
-    reader.start()
-    sent = 0
-    try:
-        while len(acked) < 2000 and sent < 60_000:
-            while sent - len(acked) < 50 and sent < 60_000:
-                sent += 1
-                publisher.send(
-                    {"type": "publish", "topic": f"dev/{sent % 7}", "qos": 1,
-                     "packet_id": sent % 65535 + 1, "payload": sent.to_bytes(4, "big")}
-                )  # fmt: skip
-            time.sleep(0.001)
-        broker.process.send_signal(signal.SIGKILL)
-        broker.process.wait(10)
-    finally:
-        stop.set()
-        reader.join(10)
-    acknowledged = {packet_id - 1 for packet_id in acked}  # packet id = n % 65535 + 1
+    acknowledged = publish_until_killed(broker, lambda n: f"dev/{n % 7}", 2000)
     assert len(acknowledged) >= 2000
     assert list(directory.rglob(".*.part")), "the killed broker left its file half-written"
 
