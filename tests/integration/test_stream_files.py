@@ -23,6 +23,7 @@ from paho.mqtt.properties import Properties
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import admin_config, get, scrape, value
+from tests.integration.test_auth_clients import paho_connect, stop, users_add
 from tests.integration.test_embedded_store import publish_until_killed
 from tests.services import free_port
 
@@ -271,3 +272,40 @@ def test_files_roll_by_time_and_expire_by_age_while_the_broker_runs(
         assert [m["payload"] for m in records(directory, "messages")] == [b"b"]
     finally:
         assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_refused_connect_is_an_auth_refused_record_with_the_peer(
+    tmp_path: Path, loop: str
+) -> None:
+    users = tmp_path / "users.toml"
+    assert users_add(users, "alice", "right").returncode == 0
+    directory = tmp_path / "stream"
+    config = f"""
+[auth]
+users_file = "{users}"
+
+[stream]
+enabled = true
+
+[stream.files]
+directory = "{directory}"
+"""
+    broker = start_broker(tmp_path, loop, config)
+    try:
+        client, reason, _ = paho_connect(broker, "intruder", 5, "alice", "wrong")
+        assert reason == 134  # Bad User Name or Password
+        client.loop_stop()
+        client, reason, _ = paho_connect(broker, "owner", 5, "alice", "right")
+        assert reason == 0
+        stop(client)
+    finally:
+        assert broker.stop() == 0
+    events = records(directory, "events")
+    (refused,) = [e for e in events if e["kind"] == "auth_refused"]
+    assert (refused["client_id"], refused["username"]) == ("intruder", "alice")
+    assert (refused["reason_code"], refused["reason"]) == (0x86, "Bad User Name or Password")
+    assert refused["peer"].startswith("127.0.0.1:")
+    (connected,) = [e for e in events if e["kind"] == "connected"]
+    assert (connected["client_id"], connected["username"]) == ("owner", "alice")
+    assert connected["peer"].startswith("127.0.0.1:")
