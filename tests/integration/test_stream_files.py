@@ -7,9 +7,9 @@ Each test runs under uvloop and asyncio."""
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,18 @@ from paho.mqtt.properties import Properties
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import admin_config, get, scrape, value
+from tests.integration.test_auth_clients import paho_connect, stop, users_add
+from tests.integration.test_embedded_store import publish_until_killed
 from tests.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
 
 
-def stream_broker(tmp_path: Path, loop: str, directory: Path, extra: str = "") -> RunningBroker:
+def stream_broker(
+    tmp_path: Path, loop: str, directory: Path, extra: str = "", files: str = ""
+) -> RunningBroker:
+    """A broker streaming to files in ``directory``; ``extra`` and ``files`` are more
+    keys of ``[stream]`` and ``[stream.files]``."""
     config = f"""
 [sys]
 interval = 1
@@ -40,6 +46,7 @@ node = "n1"
 
 [stream.files]
 directory = "{directory}"
+{files}
 """
     return start_broker(tmp_path, loop, config)
 
@@ -154,40 +161,7 @@ def test_kill_9_loses_no_acknowledged_message_from_the_files(tmp_path: Path, loo
     every message whose PUBACK the publisher saw is in the files."""
     directory = tmp_path / "stream"
     broker = stream_broker(tmp_path, loop, directory)
-    publisher = RawClient(broker.host, broker.port, version=4, timeout=2)
-    publisher.connect("streamer")
-    acked: set[int] = set()
-    stop = threading.Event()
-
-    def read_acks() -> None:
-        while not stop.is_set():
-            try:
-                packet = publisher.recv(timeout=0.5)
-            except (TimeoutError, ConnectionError, OSError):
-                if broker.process.poll() is not None:
-                    return
-                continue
-            if packet["type"] == "puback":
-                acked.add(int(packet["packet_id"]))  # type: ignore[call-overload]
-
-    reader = threading.Thread(target=read_acks)
-    reader.start()
-    sent = 0
-    try:
-        while len(acked) < 2000 and sent < 60_000:
-            while sent - len(acked) < 50 and sent < 60_000:
-                sent += 1
-                publisher.send(
-                    {"type": "publish", "topic": f"dev/{sent % 7}", "qos": 1,
-                     "packet_id": sent % 65535 + 1, "payload": sent.to_bytes(4, "big")}
-                )  # fmt: skip
-            time.sleep(0.001)
-        broker.process.send_signal(signal.SIGKILL)
-        broker.process.wait(10)
-    finally:
-        stop.set()
-        reader.join(10)
-    acknowledged = {packet_id - 1 for packet_id in acked}  # packet id = n % 65535 + 1
+    acknowledged = publish_until_killed(broker, lambda n: f"dev/{n % 7}", 2000)
     assert len(acknowledged) >= 2000
     assert list(directory.rglob(".*.part")), "the killed broker left its file half-written"
 
@@ -207,15 +181,8 @@ def test_files_roll_by_size_and_the_oldest_go_past_the_retained_bytes(
     tmp_path: Path, loop: str
 ) -> None:
     directory = tmp_path / "stream"
-    extra = "events = false\n[stream.files]\nroll_bytes = 8192\nretention_bytes = 32768"
-    config = f"""
-[stream]
-enabled = true
-node = "n1"
-{extra}
-directory = "{directory}"
-"""
-    broker = start_broker(tmp_path, loop, config)
+    files = "roll_bytes = 8192\nretention_bytes = 32768"
+    broker = stream_broker(tmp_path, loop, directory, "events = false", files)
     try:
         publisher = RawClient(broker.host, broker.port, version=4)
         publisher.connect("p")
@@ -272,3 +239,73 @@ directory = "{directory}"
     finally:
         assert broker.stop() == 0
     assert len(list((directory / "messages").glob("*.avro"))) == 1, "closed at shutdown"
+
+
+def wait_until(condition: Callable[[], bool], what: str, deadline: float = 15.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, what
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_files_roll_by_time_and_expire_by_age_while_the_broker_runs(
+    tmp_path: Path, loop: str
+) -> None:
+    directory = tmp_path / "stream"
+    files = "roll_seconds = 1\nretention_seconds = 1"
+    broker = stream_broker(tmp_path, loop, directory, "events = false", files)
+    placed = directory / "messages"
+    try:
+        publisher = RawClient(broker.host, broker.port, version=4)
+        publisher.connect("p")
+        publisher.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 1, "payload": b"a"})
+        assert publisher.recv()["type"] == "puback"
+        wait_until(lambda: len(list(placed.glob("*.avro"))) == 1, "the first file put in place")
+        (first,) = placed.glob("*.avro")
+        publisher.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 2, "payload": b"b"})
+        assert publisher.recv()["type"] == "puback"
+        wait_until(
+            lambda: not first.exists() and len(list(placed.glob("*.avro"))) == 1,
+            "the second file in place and the first, older than 1 s, deleted",
+        )
+        assert [m["payload"] for m in records(directory, "messages")] == [b"b"]
+    finally:
+        assert broker.stop() == 0
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_refused_connect_is_an_auth_refused_record_with_the_peer(
+    tmp_path: Path, loop: str
+) -> None:
+    users = tmp_path / "users.toml"
+    assert users_add(users, "alice", "right").returncode == 0
+    directory = tmp_path / "stream"
+    config = f"""
+[auth]
+users_file = "{users}"
+
+[stream]
+enabled = true
+
+[stream.files]
+directory = "{directory}"
+"""
+    broker = start_broker(tmp_path, loop, config)
+    try:
+        client, reason, _ = paho_connect(broker, "intruder", 5, "alice", "wrong")
+        assert reason == 134  # Bad User Name or Password
+        client.loop_stop()
+        client, reason, _ = paho_connect(broker, "owner", 5, "alice", "right")
+        assert reason == 0
+        stop(client)
+    finally:
+        assert broker.stop() == 0
+    events = records(directory, "events")
+    (refused,) = [e for e in events if e["kind"] == "auth_refused"]
+    assert (refused["client_id"], refused["username"]) == ("intruder", "alice")
+    assert (refused["reason_code"], refused["reason"]) == (0x86, "Bad User Name or Password")
+    assert refused["peer"].startswith("127.0.0.1:")
+    (connected,) = [e for e in events if e["kind"] == "connected"]
+    assert (connected["client_id"], connected["username"]) == ("owner", "alice")
+    assert connected["peer"].startswith("127.0.0.1:")

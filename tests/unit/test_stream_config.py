@@ -7,23 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.unit.test_config import error_of, load_text
 
 from ferromq._core import avro_container_header
-from ferromq.config import Config, ConfigError, load_config, render_toml
+from ferromq.config import Config, render_toml
 from ferromq.stream.files import last_whole_block, recover_directory
 from ferromq.stream.sink import holds_acks
-
-
-def load_text(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> Config:
-    path = tmp_path / "ferromq.toml"
-    path.write_text(text, encoding="utf-8")
-    return load_config(path, environ or {})
-
-
-def error_of(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> str:
-    with pytest.raises(ConfigError) as caught:
-        load_text(tmp_path, text, environ)
-    return str(caught.value)
 
 
 def test_the_stream_is_off_by_default_with_the_contract_s_defaults() -> None:

@@ -31,9 +31,9 @@ block (a block is whole when its byte count is there and the file's sync marker
 follows it) and renamed into place, so every batch written before the crash is kept;
 a file with no whole block is removed.
 
-Retention, after each roll and once a minute: closed files older than
-``retention_seconds`` are deleted, then the oldest while a kind's files hold more
-than ``retention_bytes`` (0: no bound).
+Retention, after each roll and once a minute: files in place for longer than
+``retention_seconds`` (their mtime is set when they are closed) are deleted, then the
+oldest while a kind's files hold more than ``retention_bytes`` (0: no bound).
 
 File work runs in a worker thread (as the embedded store's does): batches submitted
 while a write is running are written together next (group commit).
@@ -342,6 +342,7 @@ class FileSink:
                 self._expire(writer)
 
     def _close(self, writer: _KindWriter, file: _OpenFile) -> None:
+        os.utime(file.fd)  # its age for retention counts from when it is in place
         os.fsync(file.fd)
         os.close(file.fd)
         writer.file = None

@@ -21,6 +21,7 @@ use ferromq_core::engine::{Engine, EngineConfig, StreamConfig, StreamKey};
 use ferromq_core::export::avro::{Kind, Record};
 use ferromq_core::topic::ShareStrategy;
 use std::hint::black_box;
+use std::io::Write;
 
 const PUBLISHES: usize = 1_000;
 const TOPIC: &str = "tenant/1/site/2/device/42/temp";
@@ -57,7 +58,7 @@ fn encode_json(r: &Record<'_>, out: &mut Vec<u8>) {
             match b {
                 b'"' => out.extend_from_slice(b"\\\""),
                 b'\\' => out.extend_from_slice(b"\\\\"),
-                0..=0x1F => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+                0..=0x1F => write!(out, "\\u{b:04x}").expect("a Vec takes every write"),
                 _ => out.push(b),
             }
         }
@@ -80,17 +81,22 @@ fn encode_json(r: &Record<'_>, out: &mut Vec<u8>) {
         }
         out.push(b'"');
     }
-    fn opt_str(out: &mut Vec<u8>, key: &str, v: Option<&str>) {
-        out.extend_from_slice(format!(",\"{key}\":").as_bytes());
+    fn key(out: &mut Vec<u8>, key: &str) {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+    }
+    fn opt_str(out: &mut Vec<u8>, name: &str, v: Option<&str>) {
+        key(out, name);
         match v {
             Some(v) => string(out, v),
             None => out.extend_from_slice(b"null"),
         }
     }
-    fn opt_num(out: &mut Vec<u8>, key: &str, v: Option<i64>) {
-        out.extend_from_slice(format!(",\"{key}\":").as_bytes());
+    fn opt_num(out: &mut Vec<u8>, name: &str, v: Option<i64>) {
+        key(out, name);
         match v {
-            Some(v) => out.extend_from_slice(v.to_string().as_bytes()),
+            Some(v) => write!(out, "{v}").expect("a Vec takes every write"),
             None => out.extend_from_slice(b"null"),
         }
     }
