@@ -583,10 +583,12 @@ class SessionConfig:
     message), beside ``queue_limit``; over it ``drop_policy`` applies and the drops are
     counted in ``$SYS/broker/messages/dropped/session_bytes``. 0 means no bound."""
     memory_budget: int = _setting(0, _size(0, MAX_U63))
-    """Bytes of all queued deliveries and unsent output together. Above it the broker
-    reads less from publishers: a connection that sends a PUBLISH is not read again until
-    the total is back at three quarters of the budget, so publishers slow to what the
-    subscribers take instead of the broker queueing what it would drop. A publisher with
+    """Bytes of all queued deliveries, unsent output and the ``[stream]`` batches a sink
+    that holds acknowledgements (files, Kafka ``after_kafka``) has not confirmed,
+    together. Above it the broker reads less from publishers: a connection that sends a
+    PUBLISH is not read again until the total is back at three quarters of the budget,
+    so publishers slow to what the subscribers take instead of the broker queueing what
+    it would drop. A publisher with
     deliveries of its own pending is not paused. 0 means no budget."""
     drop_policy: str = _setting("drop_oldest", _Choice(("drop_oldest", "refuse_newest")))
     """When the queue is full: ``drop_oldest`` evicts the oldest message, ``refuse_newest``

@@ -22,9 +22,9 @@ Delivery (``delivery``):
   acknowledged every batch of the unit holding batch ``number``, so the PUBACK/PUBREC of
   a streamed QoS 1/2 PUBLISH waits for Kafka, as TBMQ's does. While Kafka is away the
   batches wait in memory (the ``queue_bytes`` gauge). A QoS 1/2 publisher stops at its
-  in-flight window (v5: the broker's Receive Maximum) because its acks are held; QoS 0
-  records have no ack to hold and nothing bounds them yet (the engine's memory budget
-  does not count stream batches a sink holds): docs/stream.md says so.
+  in-flight window because its acks are held; for QoS 0 the bound is
+  ``session.memory_budget``, which counts the batches an acked sink has not confirmed
+  (engine/export.rs) and holds publishers past it (none with the default budget 0).
 - ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory up
   to :data:`MEMORY_BYTES`; past that the queue is written to the spill
   (:mod:`ferromq.stream.spill`, ``spill_directory``, at most ``spill_max_bytes``), and

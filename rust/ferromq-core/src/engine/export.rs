@@ -22,7 +22,11 @@
 //!   PUBACK/PUBREC written while any stream batch is unconfirmed waits in
 //!   `held_acks` for that batch as well as its journal batch; `stream_done(n)`
 //!   confirms batches up to `n` and releases acks in arrival order [MQTT-4.6.0-2]
-//!   (`persist::release_held_acks`). Not acked: nothing waits.
+//!   (`persist::release_held_acks`). Not acked: nothing waits. The record bytes
+//!   of batches handed out and not confirmed count in the memory budget
+//!   (`session.memory_budget`), so while a sink cannot deliver (Kafka away with
+//!   `after_kafka`) publishers, QoS 0 ones too, are held at the budget instead of
+//!   the batches growing without bound.
 //!
 //! Batches are numbered from 1 like the journal's; `Event::StreamReady` is raised
 //! once when a batch gets its first record (not per record).
@@ -109,6 +113,10 @@ pub(super) struct Stream {
     messages: RecordList,
     events: RecordList,
     signalled: bool,
+    /// Acked: each batch handed out and not confirmed, with its record bytes, and
+    /// their sum, which the memory budget counts (`memory::memory_used`).
+    unconfirmed: std::collections::VecDeque<(u64, u64)>,
+    unconfirmed_bytes: u64,
 }
 
 impl Stream {
@@ -138,6 +146,8 @@ impl Stream {
             messages: RecordList::default(),
             events: RecordList::default(),
             signalled: false,
+            unconfirmed: std::collections::VecDeque::new(),
+            unconfirmed_bytes: 0,
         })
     }
 
@@ -241,6 +251,11 @@ impl Engine {
         }
         let number = stream.batch;
         stream.batch += 1;
+        if stream.config.acked {
+            let bytes = (stream.messages.value_bytes() + stream.events.value_bytes()) as u64;
+            stream.unconfirmed.push_back((number, bytes));
+            stream.unconfirmed_bytes += bytes;
+        }
         Some(ExportBatch {
             number,
             messages: stream.messages.take(),
@@ -255,7 +270,21 @@ impl Engine {
             return;
         };
         stream.done = stream.done.max(n.min(stream.batch - 1));
+        while let Some(&(number, bytes)) = stream.unconfirmed.front() {
+            if number > stream.done {
+                break;
+            }
+            stream.unconfirmed.pop_front();
+            stream.unconfirmed_bytes -= bytes;
+        }
         self.release_held_acks();
+        self.release_memory_holds();
+    }
+
+    /// Record bytes of batches handed to an acked sink and not confirmed: memory
+    /// the engine's budget counts, since their publishers wait for them.
+    pub(super) fn stream_unconfirmed_bytes(&self) -> u64 {
+        self.stream.as_ref().map_or(0, |s| s.unconfirmed_bytes)
     }
 
     /// The client's address for the `connected` and `auth_refused` records of the
