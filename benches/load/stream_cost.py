@@ -19,7 +19,9 @@ Each round runs every config once, alternating (so drift hits all alike); the ta
 holds the median round of each, its ratio to ``off``, the broker's CPU seconds and,
 apart, the Kafka JVM's (``/proc/<pid>/stat``; not counted when ``--kafka`` names a
 running Kafka). Kafka is one KRaft node from tests/services.py, warmed by an unmeasured
-run. Writes ``stream_cost.md`` and ``stream_cost.json`` to ``--out``. Run it alone on
+run, and pinned (every thread) to the generator's core, so its CPU does not come out
+of the broker's core: the ratio is the broker's own cost of streaming. Writes
+``stream_cost.md`` and ``stream_cost.json`` to ``--out``. Run it alone on
 the machine: the figures are timings.
 """
 
@@ -28,13 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import brokers
-from compare import _COMMON, SCENARIO_SETS
+from compare import _COMMON, GENERATOR_CORE, SCENARIO_SETS
 from kafka_shared import Row, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.services
@@ -99,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         kafka = None if args.kafka else services.start_kafka(tmp)
         bootstrap = args.kafka or kafka.bootstrap  # type: ignore[union-attr]
         kafka_pid = kafka.pid if kafka else None
+        if kafka_pid is not None:
+            subprocess.run(
+                ["taskset", "-a", "-p", "-c", str(GENERATOR_CORE), str(kafka_pid)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         try:
             for scenario in scenarios:
                 config = {**_COMMON, **SCENARIO_SETS["default"][scenario]}
