@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeAlias, final
 
 from typing_extensions import Buffer, CapsuleType
@@ -49,8 +50,10 @@ __all__ = [
     "SessionConflict",
     "SessionInfo",
     "SessionPage",
+    "StreamBatch",
     "StreamDone",
     "StreamMember",
+    "StreamReady",
     "Subscribed",
     "Subscription",
     "SubscriptionIndex",
@@ -61,11 +64,13 @@ __all__ = [
     "UnsupportedProtocolVersion",
     "Wake",
     "__version__",
+    "avro_container_header",
     "encode",
     "encode_many",
     "journal_format_version",
     "journal_header",
     "journal_log_records",
+    "kafka_record_batches",
     "key_hash_slot",
     "parse_proxy_header",
     "reason_code_name",
@@ -254,6 +259,9 @@ class StreamMember:
 class StreamDone: ...
 
 @final
+class StreamReady: ...
+
+@final
 class ResumeReading:
     @property
     def conn(self) -> int: ...
@@ -346,6 +354,7 @@ EngineEvent: TypeAlias = (
     | Persist
     | StreamMember
     | StreamDone
+    | StreamReady
     | ResumeReading
     | Wake
     | ClientConnected
@@ -485,6 +494,12 @@ class Engine:
         self, client: str, share_filter: str, record: bytes, token: int, now: int
     ) -> bool: ...
     def take_stream_done(self) -> list[int]: ...
+    def set_stream(
+        self, *, topics: list[str], events: bool, node: str, key: str, acked: bool, boot_id: int
+    ) -> None: ...
+    def take_stream(self) -> StreamBatch | None: ...
+    def stream_done(self, number: int) -> None: ...
+    def set_peer(self, conn: int, token: int, peer: str) -> None: ...
     def snapshot(self) -> bytes: ...
     def restore(self, data: bytes, now: int) -> RestoreReport: ...
     def set_client_events(self, on: bool) -> None: ...
@@ -492,6 +507,30 @@ class Engine:
     def traced(self) -> list[str]: ...
     def shutdown(self, now: int) -> None: ...
     def stats(self) -> dict[str, int]: ...
+
+# The [stream] export (engine/export.rs): one batch of records kept in Rust.
+@final
+class StreamBatch:
+    @property
+    def number(self) -> int: ...
+    @property
+    def message_count(self) -> int: ...
+    @property
+    def event_count(self) -> int: ...
+    @property
+    def value_bytes(self) -> int: ...
+    def avro_block(self, kind: Literal["messages", "events"], sync: bytes) -> bytes: ...
+
+def avro_container_header(sync: bytes) -> bytes: ...
+
+# The Kafka sink's encoder (stream_kafka.rs): [(partition, record batch v2)], partitions
+# ascending, a partition's records in order, split past max_batch_bytes.
+def kafka_record_batches(
+    batches: Sequence[StreamBatch],
+    kind: Literal["messages", "events"],
+    partitions: int,
+    max_batch_bytes: int = 1000000,
+) -> list[tuple[int, bytes]]: ...
 
 # JournalSplitter.split's application store operations; at runtime ApplicationOp is
 # the binding's union (tests/unit/test_binding_unions.py).

@@ -18,6 +18,11 @@ With the Kafka application store, shared groups of application clients are serve
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
 ``StreamMember`` and ``StreamDone`` events.
 
+With ``[stream] enabled`` the engine exports every accepted PUBLISH and lifecycle
+event as records (``StreamReady`` once per batch); the broker takes the batch on the
+next loop turn and hands it to the sink (:mod:`ferromq.stream.sink`), whose ``done``
+releases the acknowledgements the engine held for it.
+
 Client events (connect, disconnect, subscribe, unsubscribe) and per-client packet
 traces are logged by :class:`~ferromq.client_log.ClientLog`; :meth:`Broker.trace`
 switches a client's trace at run time, ``[log] trace_clients`` at start and on SIGHUP.
@@ -62,6 +67,7 @@ from ferromq._core import (
     ResumeReading,
     StreamDone,
     StreamMember,
+    StreamReady,
     Subscribed,
     Unsubscribed,
     Wake,
@@ -74,13 +80,14 @@ from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
-from ferromq.engine import decides_connect_in_python, engine_from_config
+from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
 from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister, StoreHealth
+from ferromq.stream.sink import SinkHealth, StreamSink, make_sink
 from ferromq.sys_topics import store_messages, sys_messages
 
 if TYPE_CHECKING:
@@ -168,6 +175,8 @@ class Broker:
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
         self._streams: StreamedGroups | None = None
+        self._stream_sink: StreamSink | None = None
+        self._stream_take_scheduled = False
         self._admin: AdminServer | None = None
         self.admission = Admission(config, load_bans(config.bans))
         self._provider = provider_from_config(config.auth)
@@ -197,12 +206,22 @@ class Broker:
         """The store writer; None without a store."""
         return self._persister
 
+    @property
+    def stream_sink(self) -> StreamSink | None:
+        """The ``[stream]`` sink; None while the stream is off."""
+        return self._stream_sink
+
+    @property
+    def stream_health(self) -> SinkHealth | None:
+        return self._stream_sink.health if self._stream_sink is not None else None
+
     def ready(self) -> bool:
-        """Every listener open, and the store writer (if any) running and taking writes:
-        for a readiness probe."""
+        """Every listener open, the store writer (if any) running and taking writes, and
+        the stream's sink (if any) taking batches: for a readiness probe."""
         persister = self._persister
         store_ok = persister is None or (persister.running and persister.health.ok)
-        return self.serving and store_ok and all(self.listeners_open().values())
+        stream_ok = self._stream_sink is None or self._stream_sink.health.ok
+        return self.serving and store_ok and stream_ok and all(self.listeners_open().values())
 
     def listeners_open(self) -> dict[str, bool]:
         """Each MQTT listener (by name): whether it is open."""
@@ -248,6 +267,8 @@ class Broker:
         )
         hub = self._hub
         self._client_log = ClientLog(hub.peer, self._listeners.listener_of)
+        # Wall clock for stored expiry times and stream record times.
+        self.engine.set_wall_clock(int(time.time() * 1000), hub.now())
         store = store_from_config(self.config)
         if store is not None:
             await self._restore(store)
@@ -258,6 +279,9 @@ class Broker:
             self._persister = Persister(self.engine, store, hub.flush, flush_interval_ms / 1000)
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)
+        if config.stream.enabled:
+            self._stream_sink = make_sink(config, stream_node(config), self._stream_done)
+            await self._stream_sink.start()
         if self._provider is not None:
             self.auth = AuthGate(
                 self.engine, hub, self._provider, self.admission, self._listeners.certificate
@@ -274,7 +298,6 @@ class Broker:
 
     async def _restore(self, store: Store) -> None:
         now = self.hub.now()
-        self.engine.set_wall_clock(int(time.time() * 1000), now)
         data = await store.load()
         report = self.engine.restore(data, now)
         store.loaded(report.valid_len)
@@ -321,6 +344,9 @@ class Broker:
         hub.close_all()
         if self._streams is not None:
             await self._streams.close()
+        if self._stream_sink is not None:
+            self._take_stream()
+            await self._stream_sink.stop()
         if self._persister is not None:
             await self._persister.stop()
         await asyncio.gather(*self._retiring)
@@ -430,6 +456,12 @@ class Broker:
             case StreamDone():
                 assert self._streams is not None
                 self._streams.on_done()
+            case StreamReady():
+                # Once per batch: taken on the next loop turn, so the batch gathers
+                # what this turn's reads add.
+                if not self._stream_take_scheduled:
+                    self._stream_take_scheduled = True
+                    asyncio.get_running_loop().call_soon(self._take_stream)
             case Rejected():
                 # Once per refused or aborted connection, never per message.
                 peer = self.hub.peer(event.conn)
@@ -462,6 +494,18 @@ class Broker:
             case _:
                 # mypy: an event class added to the binding but not handled here.
                 _unhandled(event)
+
+    def _take_stream(self) -> None:
+        """Hand the stream's records since the last batch to the sink."""
+        self._stream_take_scheduled = False
+        batch = self.engine.take_stream()
+        if batch is not None and self._stream_sink is not None:
+            self._stream_sink.submit(batch)
+
+    def _stream_done(self, number: int) -> None:
+        """The sink has batch ``number``: acknowledgements waiting for it go out."""
+        self.engine.stream_done(number)
+        self.hub.flush()
 
     async def _tick_forever(self) -> None:
         while True:

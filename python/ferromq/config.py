@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from ferromq._core import SubscriptionIndex
 from ferromq.codec import MAX_PACKET_SIZE
 from ferromq.mosquitto_conf import toml_hint
 
@@ -69,6 +70,9 @@ __all__ = [
     "RedisConfig",
     "SessionConfig",
     "StorageConfig",
+    "StreamConfig",
+    "StreamFilesConfig",
+    "StreamKafkaConfig",
     "SysConfig",
     "config_as_dict",
     "listener_path",
@@ -369,6 +373,16 @@ def _setting(default: object, kind: _Kind) -> Any:
     return field(default=default, metadata={"kind": kind})
 
 
+# A sub-table of a section (``[stream.files]``): ``field(default_factory=..., metadata=
+# _SUB_TABLE)``; its keys are settings of their own, in the environment
+# ``FERROMQ_STREAM__FILES__DIRECTORY``.
+_SUB_TABLE: Final = {"table": True}
+
+
+def _is_table(of: Field[Any]) -> bool:
+    return bool(of.metadata.get("table"))
+
+
 def _kind(of: Field[Any]) -> _Kind:
     kind: _Kind = of.metadata["kind"]
     return kind
@@ -569,10 +583,12 @@ class SessionConfig:
     message), beside ``queue_limit``; over it ``drop_policy`` applies and the drops are
     counted in ``$SYS/broker/messages/dropped/session_bytes``. 0 means no bound."""
     memory_budget: int = _setting(0, _size(0, MAX_U63))
-    """Bytes of all queued deliveries and unsent output together. Above it the broker
-    reads less from publishers: a connection that sends a PUBLISH is not read again until
-    the total is back at three quarters of the budget, so publishers slow to what the
-    subscribers take instead of the broker queueing what it would drop. A publisher with
+    """Bytes of all queued deliveries, unsent output and the ``[stream]`` batches a sink
+    that holds acknowledgements (files, Kafka ``after_kafka``) has not confirmed,
+    together. Above it the broker reads less from publishers: a connection that sends a
+    PUBLISH is not read again until the total is back at three quarters of the budget,
+    so publishers slow to what the subscribers take instead of the broker queueing what
+    it would drop. A publisher with
     deliveries of its own pending is not paused. 0 means no budget."""
     drop_policy: str = _setting("drop_oldest", _Choice(("drop_oldest", "refuse_newest")))
     """When the queue is full: ``drop_oldest`` evicts the oldest message, ``refuse_newest``
@@ -912,6 +928,68 @@ class AclConfig:
 
 
 @dataclass(frozen=True)
+class StreamFilesConfig:
+    """``[stream.files]``: the embedded sink, rolling Avro files
+    (:mod:`ferromq.stream.files`)."""
+
+    directory: str = _setting("", _Text(allow_empty=True))
+    """Where ``messages/`` and ``events/`` are written; empty: ``<storage.path>/stream``."""
+    roll_bytes: int = _setting(64 * MiB, _size(1 * KiB))
+    """A file is closed and a new one begun once it holds this many bytes."""
+    roll_seconds: int = _setting(60, _duration(1))
+    """... or once it has been open this long (a file with records only)."""
+    retention_seconds: int = _setting(7 * DAY, _duration(0))
+    """Closed files older than this are deleted, oldest first; 0 keeps them."""
+    retention_bytes: int = _setting(0, _size(0))
+    """Closed files beyond this many bytes in all (per kind) are deleted, oldest
+    first; 0: no size bound."""
+
+
+@dataclass(frozen=True)
+class StreamKafkaConfig:
+    """``[stream.kafka]``: the Kafka sink (:mod:`ferromq.stream.kafka_sink`)."""
+
+    bootstrap_servers: str = _setting("", _Text(allow_empty=True))
+    """Comma-separated ``host:port`` list; empty: ``kafka.bootstrap_servers``."""
+    messages_topic: str = _setting("ferromq.messages", _Text())
+    events_topic: str = _setting("ferromq.events", _Text())
+    partitions: int = _setting(6, _Int(1, 10000))
+    """Partitions of the topics ferromq creates."""
+    delivery: str = _setting("async", _Choice(("async", "after_kafka")))
+    """``after_kafka``: a QoS 1/2 publisher's PUBACK/PUBREC waits for Kafka's ack of
+    its record; ``async``: never waits, records spill to disk while Kafka is away."""
+    spill_directory: str = _setting("", _Text(allow_empty=True))
+    """Where ``async`` records wait for Kafka; empty: ``<storage.path>/stream-spill``."""
+    spill_max_bytes: int = _setting(1024 * MiB, _size(0))
+    """Bound of the spill; what overflows is dropped and counted."""
+
+
+STREAM_KEY: Final = re.compile(r"topic|client|level:\d{1,4}")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """``[stream]``: every accepted PUBLISH and client lifecycle event as a record of
+    ``ferromq/stream/record-v1.avsc`` for the data pipeline (docs/stream.md)."""
+
+    enabled: bool = _setting(False, _Bool())
+    sink: str = _setting("files", _Choice(("files", "kafka")))
+    """``files``: rolling Avro files (``[stream.files]``); ``kafka``: topics
+    (``[stream.kafka]``)."""
+    topics: tuple[str, ...] = _setting(("#",), _TextList())
+    """Topic filters whose messages are streamed; ``$SYS`` topics never are."""
+    events: bool = _setting(True, _Bool())
+    """Lifecycle events (connected, disconnected, subscribed ...) too."""
+    node: str = _setting("", _Text(allow_empty=True))
+    """The node id in every record; empty: the host name."""
+    key: str = _setting("topic", _Text())
+    """A message record's key: ``topic``, ``client`` (the client id) or ``level:N``
+    (topic level N from 0, a device id: per-device order)."""
+    files: StreamFilesConfig = field(default_factory=StreamFilesConfig, metadata=_SUB_TABLE)
+    kafka: StreamKafkaConfig = field(default_factory=StreamKafkaConfig, metadata=_SUB_TABLE)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration; every section has production defaults."""
 
@@ -929,6 +1007,7 @@ class Config:
     acl: AclConfig = field(default_factory=AclConfig)
     bans: BansConfig = field(default_factory=BansConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    stream: StreamConfig = field(default_factory=StreamConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -949,7 +1028,10 @@ def _load_table(base: _Table, raw: object, path: str) -> _Table:
         where = f"{path}.{key}"
         if key not in settings:
             raise ConfigError(f"{where}: unknown key{_did_you_mean(key, list(settings))}")
-        values[key] = _kind(settings[key]).parse(value, where)
+        if _is_table(settings[key]):
+            values[key] = _load_table(getattr(base, key), value, where)
+        else:
+            values[key] = _kind(settings[key]).parse(value, where)
     return replace(base, **values)
 
 
@@ -1067,12 +1149,26 @@ def _apply_override(config: Config, name: str, text: str) -> Config:
         known = [_env_name(s, f.name) for s in _SECTIONS for f in fields(getattr(config, s))]
         raise ConfigError(f"{name}: unknown section {_quote(section)}{_did_you_mean(name, known)}")
     table = getattr(config, section)
+    return replace(config, **{section: _override_key(table, section, key, name, text)})
+
+
+def _override_key(table: _Table, path: str, key: str, name: str, text: str) -> _Table:
+    """``table`` (at ``path``) with ``key`` (``files__directory`` for a sub-table's
+    key) set from the environment variable ``name``."""
     settings = {f.name: f for f in fields(table)}
-    if key not in settings:
-        known = [_env_name(section, other) for other in settings]
-        raise ConfigError(f"{name}: unknown key {section}.{key}{_did_you_mean(name, known)}")
+    head, _, rest = key.partition("__")
+    if rest and head in settings and _is_table(settings[head]):
+        inner = _override_key(getattr(table, head), f"{path}.{head}", rest, name, text)
+        return replace(table, **{head: inner})
+    if key not in settings or _is_table(settings[key]):
+        known = [
+            _env_name(path.replace(".", "__"), other)
+            for other, of in settings.items()
+            if not _is_table(of)
+        ]
+        raise ConfigError(f"{name}: unknown key {path}.{key}{_did_you_mean(name, known)}")
     value = _kind(settings[key]).parse_env(text, name)
-    return replace(config, **{section: replace(table, **{key: value})})
+    return replace(table, **{key: value})
 
 
 def _apply_environ(config: Config, environ: Mapping[str, str]) -> Config:
@@ -1142,6 +1238,7 @@ def _check(config: Config) -> Config:
     _check_auth(config.auth)
     _check_log(config.log)
     _check_admin(config.admin)
+    _check_stream(config.stream)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -1189,6 +1286,28 @@ def _check_admin(admin: AdminConfig) -> None:
     if bool(admin.certfile) != bool(admin.keyfile):
         given, missing = ("certfile", "keyfile") if admin.certfile else ("keyfile", "certfile")
         raise ConfigError(f"admin.{missing}: required with admin.{given} (HTTPS needs both)")
+
+
+def _check_stream(stream: StreamConfig) -> None:
+    if STREAM_KEY.fullmatch(stream.key) is None:
+        raise ConfigError(
+            f'stream.key: expected "topic", "client" or "level:N" (N a topic level from 0), '
+            f"got {_quote(stream.key)}"
+        )
+    if not stream.topics:
+        raise ConfigError('stream.topics: at least one topic filter is required (["#"]: all)')
+    for index, topic_filter in enumerate(stream.topics):
+        if topic_filter.startswith("$share/"):
+            raise ConfigError(
+                f"stream.topics[{index}]: {_quote(topic_filter)} is a shared subscription, "
+                "not a topic filter"
+            )
+        try:
+            SubscriptionIndex().subscribe(0, topic_filter)
+        except ValueError:
+            raise ConfigError(
+                f"stream.topics[{index}]: {_quote(topic_filter)} is not a valid topic filter"
+            ) from None
 
 
 def _check_only_for(
@@ -1286,5 +1405,15 @@ def render_toml(config: Config) -> str:
     for listener in data.pop("listeners"):
         lines += toml_table("[[listeners]]", listener)
     for section, table in data.items():
-        lines += toml_table(f"[{section}]", table)
+        lines += _toml_tables(section, table)
     return "\n".join(lines)
+
+
+def _toml_tables(path: str, table: Mapping[str, object]) -> list[str]:
+    """``table`` as ``[path]`` followed by its sub-tables as ``[path.name]``."""
+    inner = {key: value for key, value in table.items() if isinstance(value, Mapping)}
+    plain = {key: value for key, value in table.items() if key not in inner}
+    lines = toml_table(f"[{path}]", plain)
+    for key, value in inner.items():
+        lines += _toml_tables(f"{path}.{key}", value)
+    return lines

@@ -6,18 +6,23 @@ compiled engine is built with; the binding's ``EngineSettings`` requires every f
 so a setting has no second default in Rust or here. Conversions that are the engine's
 business happen here once: seconds to milliseconds, "0 means never" to the engine's
 ``0xFFFFFFFF``, the storage choice to ``journal`` and ``stream_application_groups``, the
-log level to ``client_events``.
+log level to ``client_events``. :func:`engine_from_config` also starts the ``[stream]``
+export (``Engine.set_stream``) when it is enabled.
 """
 
 from __future__ import annotations
+
+import socket
+import time
 
 from ferromq._core import Engine, EngineSettings
 from ferromq.admission import checks_connect
 from ferromq.auth.certificate import certificate_identities_needed
 from ferromq.client_log import client_events_wanted
 from ferromq.config import Config
+from ferromq.stream.sink import holds_acks
 
-__all__ = ["decides_connect_in_python", "engine_from_config", "engine_settings"]
+__all__ = ["decides_connect_in_python", "engine_from_config", "engine_settings", "stream_node"]
 
 NEVER_EXPIRES = 0xFFFF_FFFF
 
@@ -81,5 +86,21 @@ def engine_settings(config: Config) -> EngineSettings:
     )
 
 
+def stream_node(config: Config) -> str:
+    """The node id in stream records and file names: ``[stream] node`` or the host name."""
+    return config.stream.node or socket.gethostname()
+
+
 def engine_from_config(config: Config) -> Engine:
-    return Engine(engine_settings(config))
+    engine = Engine(engine_settings(config))
+    stream = config.stream
+    if stream.enabled:
+        engine.set_stream(
+            topics=list(stream.topics),
+            events=stream.events,
+            node=stream_node(config),
+            key=stream.key,
+            acked=holds_acks(stream),
+            boot_id=time.time_ns() // 1000,
+        )
+    return engine

@@ -77,13 +77,19 @@ def _attribute_docs(table: type) -> dict[str, str]:
 
 
 def _table(header: str, table: DataclassInstance) -> list[str]:
+    """``table`` under ``header``, then its sub-tables (``[stream.files]``) each under
+    its own header."""
     docs = _attribute_docs(type(table))
     lines = [*_comment(inspect.cleandoc(type(table).__doc__ or "")), header, ""]
+    inner = []
     for setting in fields(table):
         default = getattr(table, setting.name)
+        if is_dataclass(default):
+            inner += _table(f"{header[:-1]}.{setting.name}]", default)  # type: ignore[arg-type]
+            continue
         shown = "(not set)" if default is None else toml_value(default)
         lines += [*_comment(docs.get(setting.name, "")), f"#{setting.name} = {shown}", ""]
-    return lines
+    return lines + inner
 
 
 def starter_config() -> str:

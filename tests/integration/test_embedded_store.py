@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,46 @@ def queued_payloads(broker: RunningBroker, client_id: str) -> list[bytes]:
         client.close()
 
 
+def publish_until_killed(broker: RunningBroker, topic: Callable[[int], str], goal: int) -> set[int]:
+    """Publish QoS 1 messages 1, 2, ... (4-byte big-endian payloads, on ``topic(n)``)
+    with 50 in flight until ``goal`` are acknowledged, then SIGKILL the broker; the
+    numbers whose PUBACK arrived."""
+    publisher = RawClient(broker.host, broker.port, version=4, timeout=2)
+    publisher.connect("streamer")
+    acked: set[int] = set()
+    stop = threading.Event()
+
+    def read_acks() -> None:
+        while not stop.is_set():
+            try:
+                packet = publisher.recv(timeout=0.5)
+            except (TimeoutError, ConnectionError, OSError):
+                if broker.process.poll() is not None:
+                    return
+                continue
+            if packet["type"] == "puback":
+                acked.add(int(packet["packet_id"]))  # type: ignore[call-overload]
+
+    reader = threading.Thread(target=read_acks)
+    reader.start()
+    sent = 0
+    try:
+        while len(acked) < goal and sent < 60_000:
+            while sent - len(acked) < 50 and sent < 60_000:
+                sent += 1
+                publisher.send(
+                    {"type": "publish", "topic": topic(sent), "qos": 1,
+                     "packet_id": sent % 65535 + 1, "payload": sent.to_bytes(4, "big")}
+                )  # fmt: skip
+            time.sleep(0.001)
+        broker.process.send_signal(signal.SIGKILL)
+        broker.process.wait(10)
+    finally:
+        stop.set()
+        reader.join(10)
+    return {packet_id - 1 for packet_id in acked}  # packet id = n % 65535 + 1
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_restart_gives_back_sessions_queues_and_retained(tmp_path: Path, loop: str) -> None:
     store = tmp_path / "data"
@@ -123,40 +164,7 @@ def test_kill_9_loses_no_acknowledged_message(tmp_path: Path, loop: str) -> None
     broker = broker_on(store, tmp_path, loop)
     persistent_subscriber(broker, "survivor", "stream").close()
 
-    publisher = RawClient(broker.host, broker.port, version=4, timeout=2)
-    publisher.connect("streamer")
-    acked: set[int] = set()
-    stop = threading.Event()
-
-    def read_acks() -> None:
-        while not stop.is_set():
-            try:
-                packet = publisher.recv(timeout=0.5)
-            except (TimeoutError, ConnectionError, OSError):
-                if broker.process.poll() is not None:
-                    return
-                continue
-            if packet["type"] == "puback":
-                acked.add(int(packet["packet_id"]))  # type: ignore[call-overload]
-
-    reader = threading.Thread(target=read_acks)
-    reader.start()
-    sent = 0
-    try:
-        while len(acked) < 3000 and sent < 60_000:
-            while sent - len(acked) < 50 and sent < 60_000:
-                sent += 1
-                publisher.send(
-                    {"type": "publish", "topic": "stream", "qos": 1,
-                     "packet_id": sent % 65535 + 1, "payload": sent.to_bytes(4, "big")}
-                )  # fmt: skip
-            time.sleep(0.001)
-        broker.process.send_signal(signal.SIGKILL)
-        broker.process.wait(10)
-    finally:
-        stop.set()
-        reader.join(10)
-    acknowledged = {packet_id - 1 for packet_id in acked}  # packet id = n % 65535 + 1
+    acknowledged = publish_until_killed(broker, lambda n: "stream", 3000)
     assert len(acknowledged) >= 3000
 
     broker = broker_on(store, tmp_path, loop)

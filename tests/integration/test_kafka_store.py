@@ -7,11 +7,13 @@ cannot be reached at start-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -269,6 +271,17 @@ def freeze(pid: int) -> None:
     raise AssertionError(f"process {pid} did not stop: thread states {states}")
 
 
+@contextlib.contextmanager
+def frozen(pid: int) -> Iterator[None]:
+    """``pid`` stopped (:func:`freeze`) for the block, continued (SIGCONT) after it,
+    however the block ends."""
+    freeze(pid)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def test_kafka_down_holds_the_puback_until_it_returns(tmp_path: Path, loop: str) -> None:
     # A private Kafka: this test freezes it (SIGSTOP), as a hung or unreachable
     # cluster looks to the broker.
@@ -286,14 +299,11 @@ def test_kafka_down_holds_the_puback_until_it_returns(tmp_path: Path, loop: str)
         pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 1, "payload": b"0"})
         assert pub.recv(timeout=30)["type"] == "puback"
 
-        freeze(kafka.pid)
-        try:
+        with frozen(kafka.pid):
             pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 2, "payload": b"1"})
             wait_for_log(broker, "store write failed", f"kafka at {kafka.bootstrap}")
             with pytest.raises(TimeoutError):
                 pub.recv(timeout=0.2)  # no PUBACK while the store cannot take it
-        finally:
-            os.kill(kafka.pid, signal.SIGCONT)
         puback = pub.recv(timeout=60)
         assert (puback["type"], puback["packet_id"]) == ("puback", 2)
 

@@ -3,7 +3,8 @@
 ``/healthz`` answers 200 while the process serves requests at all (the event loop
 runs). ``/readyz`` answers 200 when the broker can do its work — every MQTT listener
 open and, with a store, its writer running and the last write or compaction
-succeeded (:class:`~ferromq.storage.persister.StoreHealth`) — and 503 otherwise, with
+succeeded (:class:`~ferromq.storage.persister.StoreHealth`), with ``[stream]`` on, its
+sink taking batches — and 503 otherwise, with
 what is wrong in the body; so a broker whose Redis went away is taken out of a load
 balancer once a write fails, and put back at the first success.
 """
@@ -47,9 +48,20 @@ def readiness(broker: Broker) -> tuple[bool, dict[str, object]]:
         if health is None
         else {"state": health.state, "errors": health.errors, "last_error": health.last_error}
     )
+    stream_health = broker.stream_health
+    stream: dict[str, object] = (
+        {"state": "off"}
+        if stream_health is None
+        else {
+            "state": stream_health.state,
+            "errors": stream_health.errors,
+            "last_error": stream_health.last_error,
+        }
+    )
     ready = broker.ready()
     return ready, {
         "status": "ready" if ready else "not ready",
         "listeners": broker.listeners_open(),
         "store": store,
+        "stream": stream,
     }

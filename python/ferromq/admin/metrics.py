@@ -257,6 +257,7 @@ class BrokerCollector(Collector):
             self._loop_lag.histogram,
         )
         yield from _store_metrics(broker)
+        yield from _stream_metrics(broker)
 
 
 def _from_stats(stats: Mapping[str, int]) -> Iterator[Metric]:
@@ -305,6 +306,46 @@ def _store_metrics(broker: Broker) -> Iterator[Metric]:
         "Time each stored batch took to write.",
         persister.write_seconds,
     )
+
+
+def _stream_metrics(broker: Broker) -> Iterator[Metric]:
+    """The ``[stream]`` sink's counters (records, bytes, batches, files, errors, and
+    any its sink adds) as ``ferromq_stream_<name>_total``, its levels (the Kafka sink's
+    queue and spill) as ``ferromq_stream_<name>``."""
+    sink = broker.stream_sink
+    if sink is None:
+        return
+    yield GaugeMetricFamily(
+        "ferromq_stream_up",
+        "1 while the stream's sink takes batches, 0 while it is failing.",
+        value=int(sink.health.ok),
+    )
+    for name, value in sink.counters().items():
+        help_text = STREAM_COUNTERS.get(name, f"Stream sink counter {name}.")
+        yield CounterMetricFamily(f"ferromq_stream_{name}", help_text, value=value)
+    for name, value in sink.gauges().items():
+        help_text = STREAM_GAUGES.get(name, f"Stream sink level {name}.")
+        yield GaugeMetricFamily(f"ferromq_stream_{name}", help_text, value=value)
+
+
+STREAM_COUNTERS: Final = {
+    "records": "Stream records the sink has stored.",
+    "bytes": "Bytes of stream record values the sink has stored.",
+    "batches": "Stream batches the sink has stored.",
+    "files": "Stream files closed and put in place (the file sink).",
+    "errors": "Failed stream sink writes (the Kafka sink: failed sends, each retried).",
+    "spilled_records": "Stream records the Kafka sink wrote to its spill (async delivery).",
+    "spilled_bytes": "Bytes of Kafka record batches the Kafka sink wrote to its spill.",
+    "dropped_spill_full": "Stream records dropped: the Kafka sink's spill was full.",
+    "dropped_spill_error": "Stream records dropped: the Kafka sink's spill could not be written.",
+    "dropped_rejected": "Stream records dropped: Kafka refused their batch for good.",
+}
+
+STREAM_GAUGES: Final = {
+    "queue_records": "Stream records the Kafka sink holds in memory, not yet in Kafka.",
+    "queue_bytes": "Bytes of stream record values waiting in the Kafka sink's memory queue.",
+    "spill_bytes": "Bytes in the Kafka sink's spill directory (async delivery).",
+}
 
 
 def register(routes: AdminRoutes) -> None:

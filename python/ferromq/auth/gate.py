@@ -135,6 +135,8 @@ class AuthGate:
                 certificate=certificate.identity if certificate is not None else None,
                 peer=self._peer(conn),
             )
+            if request.peer is not None:
+                self._engine.set_peer(conn, token, request.peer)  # for [stream] records
             self._run(conn, token, self._provider.authenticate(request))
             return
         state = self._connections.get(conn)

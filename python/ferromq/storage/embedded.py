@@ -62,7 +62,7 @@ from ferromq._core import (
 )
 from ferromq.storage import StoreUnavailable
 
-__all__ = ["GROWTH_FACTOR", "EmbeddedStore"]
+__all__ = ["GROWTH_FACTOR", "EmbeddedStore", "fsync_directory", "write_all"]
 
 _SEGMENT: Final = re.compile(r"journal-(\d{8})\.log")
 _HEADER: Final = journal_header()
@@ -80,13 +80,13 @@ def _segment_number(segment: Path) -> int:
     return int(_SEGMENT.fullmatch(segment.name)[1])  # type: ignore[index]
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def _fsync_directory(path: Path) -> None:
+def fsync_directory(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -184,9 +184,9 @@ class EmbeddedStore:
         number = _segment_number(self._segments[-1]) + 1 if self._segments else 1
         target = self.path / _segment_name(number)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-        _write_all(fd, _HEADER)
+        write_all(fd, _HEADER)
         os.fsync(fd)
-        _fsync_directory(self.path)
+        fsync_directory(self.path)
         self._segments.append(target)
         self._sizes.append(len(_HEADER))
         self._file = fd
@@ -197,7 +197,7 @@ class EmbeddedStore:
     def _write(self, batch: bytes) -> None:
         assert self._file is not None, "load() and loaded() come first"
         records = journal_log_records(batch)
-        _write_all(self._file, records)
+        write_all(self._file, records)
         self._size += len(records)
         now = time.monotonic()
         if self.fsync == "batch" or (
@@ -222,8 +222,8 @@ class EmbeddedStore:
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
             try:
-                _write_all(fd, _HEADER)
-                _write_all(fd, records)
+                write_all(fd, _HEADER)
+                write_all(fd, records)
                 os.fsync(fd)
                 os.rename(temporary, target)
             except BaseException:

@@ -58,6 +58,7 @@ from ferromq.storage import StoreUnavailable
 __all__ = [
     "AckedPrefix",
     "KafkaStore",
+    "create_topic",
     "is_stream",
     "shared_topic_name",
     "topic_name",
@@ -89,6 +90,16 @@ def shared_topic_name(prefix: str, share_filter: str) -> str:
     """The topic of a streamed shared group: ``<prefix>share.`` and its
     ``{group}/{filter}`` in Kafka's alphabet."""
     return topic_name(prefix + "share.", share_filter.removeprefix("$share/"))
+
+
+async def create_topic(
+    admin: AIOKafkaAdminClient, name: str, partitions: int, replication_factor: int
+) -> None:
+    """Create topic ``name`` unless it exists (the existing one is left as it is)."""
+    response = await admin.create_topics([NewTopic(name, partitions, replication_factor)])
+    for _topic, code, *rest in response.topic_errors:
+        if code not in (0, _TOPIC_ALREADY_EXISTS):
+            raise ConnectionError(f"creating topic {name}: error {code} {rest}")
 
 
 def is_stream(client: str) -> bool:
@@ -275,12 +286,7 @@ class KafkaStore:
         """Create topic ``name`` unless it exists."""
         if name in self._topics:
             return
-        response = await self._admin.create_topics(
-            [NewTopic(name, partitions, self.replication_factor)]
-        )
-        for _topic, code, *rest in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        await create_topic(self._admin, name, partitions, self.replication_factor)
         self._topics.add(name)
 
     async def write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:

@@ -9,7 +9,9 @@
 use ferromq_core::codec::{
     PacketType, Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
 };
-use ferromq_core::engine::{ClientType, Engine as CoreEngine, Framing, SessionFilter};
+use ferromq_core::engine::{
+    ClientType, Engine as CoreEngine, Framing, SessionFilter, StreamConfig, StreamKey,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 
@@ -22,6 +24,7 @@ use crate::events::events_from_core;
 use crate::raw_feed;
 use crate::restore_report::RestoreReport;
 use crate::settings::EngineSettings;
+use crate::stream::StreamBatch;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
@@ -326,6 +329,50 @@ impl Engine {
 
     fn journal_done(&mut self, batch: u64) {
         self.inner.journal_done(batch);
+    }
+
+    /// Start the `[stream]` export (engine/export.rs): messages of `topics`, events
+    /// when `events`, keyed by `key` ("topic", "client", "level:N"); `acked` holds
+    /// PUBACK/PUBREC until `stream_done` covers their batch; `boot_id` is the start
+    /// time in wall clock microseconds. ValueError names a bad filter or key.
+    #[pyo3(signature = (*, topics, events, node, key, acked, boot_id))]
+    fn set_stream(
+        &mut self,
+        topics: Vec<String>,
+        events: bool,
+        node: String,
+        key: &str,
+        acked: bool,
+        boot_id: u64,
+    ) -> PyResult<()> {
+        let key = key.parse::<StreamKey>().map_err(errors::stream_setting)?;
+        let config = StreamConfig {
+            filters: topics,
+            events,
+            node,
+            key,
+            acked,
+            boot_id_us: boot_id,
+        };
+        self.inner
+            .set_stream(Some(config))
+            .map_err(errors::stream_setting)
+    }
+
+    /// The stream's records since the last call as the next batch; None when none.
+    fn take_stream(&mut self) -> Option<StreamBatch> {
+        self.inner.take_stream().map(StreamBatch::new)
+    }
+
+    /// The sink has batch `number` and all before it: acknowledgements waiting for
+    /// them go out (at the next flush).
+    fn stream_done(&mut self, number: u64) {
+        self.inner.stream_done(number);
+    }
+
+    /// The client's address for the stream's `connected` / `auth_refused` records.
+    fn set_peer(&mut self, conn: u32, token: u64, peer: &str) {
+        self.inner.set_peer(conn, token, peer);
     }
 
     /// Hand `client` one record of `share_filter`'s streamed group under `token`;

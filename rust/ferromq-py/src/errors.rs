@@ -19,7 +19,7 @@ use std::fmt::Display;
 use ferromq_bench::BenchError as CoreBenchError;
 use ferromq_core::choice::UnknownName;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
-use ferromq_core::engine::{AdminError, JournalError};
+use ferromq_core::engine::{AdminError, JournalError, StreamSettingError};
 use ferromq_core::topic::IndexError;
 use ferromq_core::transport::proxy::ProxyError;
 use pyo3::create_exception;
@@ -184,6 +184,11 @@ pub(crate) fn journal_error(err: JournalError) -> PyErr {
 /// RESP, an error reply while loading, a slot map with a gap).
 pub(crate) fn store_error(err: impl Display) -> PyErr {
     PyValueError::new_err(err.to_string())
+}
+
+/// A `[stream]` setting the engine refuses (`ferromq_core::engine::export`).
+pub(crate) fn stream_setting(err: StreamSettingError) -> PyErr {
+    PyValueError::new_err(err.0)
 }
 
 /// Bytes at the front of a proxy listener's connection that are not a PROXY header.

@@ -71,6 +71,11 @@ pub(crate) struct StreamMember {
 #[pyclass(module = "ferromq._core", frozen)]
 pub(crate) struct StreamDone;
 
+/// The `[stream]` export has records: take them (`Engine.take_stream`) and hand
+/// the batch to the sink. Once per batch.
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct StreamReady;
+
 /// The connection's input is no longer held: read its transport again (handled in
 /// `IOHub`; the raw feed said when to stop).
 #[pyclass(module = "ferromq._core", frozen, get_all)]
@@ -145,7 +150,7 @@ pub(crate) struct PacketTrace {
 }
 
 /// Every event class, in the stub's `EngineEvent` order.
-fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 14] {
+fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 15] {
     [
         py.get_type::<Authenticate>(),
         py.get_type::<Auth>(),
@@ -154,6 +159,7 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 14] {
         py.get_type::<Persist>(),
         py.get_type::<StreamMember>(),
         py.get_type::<StreamDone>(),
+        py.get_type::<StreamReady>(),
         py.get_type::<ResumeReading>(),
         py.get_type::<Wake>(),
         py.get_type::<ClientConnected>(),
@@ -242,6 +248,7 @@ pub(crate) fn events_from_core(
             .into_pyobject(py)?
             .into_any(),
             Event::StreamDone => StreamDone.into_pyobject(py)?.into_any(),
+            Event::StreamReady => StreamReady.into_pyobject(py)?.into_any(),
             Event::ResumeReading { conn } => ResumeReading { conn }.into_pyobject(py)?.into_any(),
             Event::Wake { at } => Wake { at }.into_pyobject(py)?.into_any(),
             Event::ClientConnected {

@@ -24,6 +24,8 @@ mod redis;
 mod restore_report;
 mod settings;
 mod split;
+mod stream;
+mod stream_kafka;
 mod topic;
 
 #[pymodule]
@@ -42,6 +44,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     journal::register(m)?;
     redis::register(m)?;
     split::register(m)?;
+    stream::register(m)?;
+    stream_kafka::register(m)?;
     proxy::register(m)?;
     Ok(())
 }

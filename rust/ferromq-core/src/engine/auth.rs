@@ -245,6 +245,9 @@ impl Engine {
                 other => other,
             };
             self.stats.auth_failed.count(reason);
+            if !reauthenticating {
+                self.export_auth_refused(conn_id, None, reason, now);
+            }
             self.refuse(conn_id, reason, now);
             return;
         }
@@ -282,6 +285,12 @@ impl Engine {
     /// `tick` found the exchange past its deadline: refuse with 0x87.
     pub(super) fn auth_timed_out(&mut self, conn_id: ConnId, now: u64) {
         self.stats.auth_failed.count(ReasonCode::NotAuthorized);
+        if self
+            .conn_mut(conn_id)
+            .is_some_and(|c| c.session().is_none())
+        {
+            self.export_auth_refused(conn_id, None, ReasonCode::NotAuthorized, now);
+        }
         self.refuse_with(
             conn_id,
             ReasonCode::NotAuthorized,

@@ -50,6 +50,7 @@ impl Engine {
         if let Some(refusal) = self.check_connect(&connect) {
             if refusal == ReasonCode::BadAuthenticationMethod {
                 self.stats.auth_failed.count(refusal);
+                self.export_auth_refused(conn_id, Some(&connect), refusal, now);
             }
             self.refuse(conn_id, refusal, now);
             return;
@@ -210,6 +211,19 @@ impl Engine {
         }
         self.stats.clients_connected += 1;
         self.stats.clients_maximum = self.stats.clients_maximum.max(self.stats.clients_connected);
+        if self.exports_events() {
+            let username = connect.username.as_ref().map(|u| u.as_str());
+            self.export_connected(
+                conn_id,
+                &client_id,
+                username,
+                connect.protocol.level(),
+                keepalive,
+                connect.clean_start,
+                expiry,
+                now,
+            );
+        }
         if self.config.client_events {
             self.events.push(Event::ClientConnected {
                 conn: conn_id,
@@ -328,7 +342,7 @@ impl Engine {
                 .acl
                 .will_allowed(&mut state.acl, &pending.will, &mut self.stats)
             {
-                self.publish_will(pending.will, now);
+                self.publish_will(&state.client_id, pending.will, now);
             }
         }
     }
@@ -523,6 +537,7 @@ impl Engine {
             return;
         };
         self.report_disconnected(conn_id, session, reason);
+        self.export_disconnected(session, reason, now);
         self.stats.clients_connected -= 1;
         self.index.set_client_online(session, false);
         self.stream_member_presence(session, false);
@@ -543,7 +558,8 @@ impl Engine {
                 _ => 0,
             };
             if delay == 0 || (expiry == 0 && !keep_session) {
-                self.publish_will(will, now);
+                let client_id = state.client_id.clone();
+                self.publish_will(&client_id, will, now);
             } else if let Some(state) = self.session_mut(session) {
                 state.pending_will = Some(PendingWill {
                     due_at: now + delay,
@@ -563,8 +579,9 @@ impl Engine {
         }
     }
 
-    /// Publish a will as an ordinary message of its topic [MQTT-3.1.2-8].
-    pub(super) fn publish_will(&mut self, will: Will, now: u64) {
+    /// Publish `client_id`'s will as an ordinary message of its topic
+    /// [MQTT-3.1.2-8].
+    pub(super) fn publish_will(&mut self, client_id: &str, will: Will, now: u64) {
         let properties = Properties(
             will.properties
                 .iter()
@@ -581,6 +598,7 @@ impl Engine {
             None,
             now,
         );
+        self.export_will(client_id, &message, now);
         self.route(Arc::new(message), now);
     }
 }

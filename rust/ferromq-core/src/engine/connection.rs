@@ -90,6 +90,9 @@ pub struct Connection {
     pub acl: Option<SessionAcl>,
     /// Its packets are copied into `Trace` events (`trace`).
     pub traced: bool,
+    /// The client's address, for the stream's `connected` / `auth_refused`
+    /// records (`export`); set only while the stream records events.
+    pub peer: Option<Box<str>>,
 }
 
 impl Connection {
@@ -127,6 +130,7 @@ impl Connection {
             websocket: None,
             acl: None,
             traced: false,
+            peer: None,
         }
     }
 

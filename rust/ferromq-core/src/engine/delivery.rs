@@ -39,7 +39,7 @@ impl Engine {
     /// journal gets it once it is sent or queued.
     pub(super) fn deliver(&mut self, session: u32, mut out: Outgoing, now: u64) -> bool {
         if out.message.is_expired(now) {
-            self.stats.count_drop(DropReason::Expired, 1);
+            self.count_dropped(DropReason::Expired, Some(session), &out.message, now);
             return false;
         }
         let Some(state) = self.session_mut(session) else {
@@ -62,7 +62,7 @@ impl Engine {
                 return self.send_now(session, conn, out, now);
             }
             (None, QoS::AtMostOnce) if online.is_none() && !self.config.queue_qos0_offline => {
-                self.stats.count_drop(DropReason::Qos0Offline, 1);
+                self.count_dropped(DropReason::Qos0Offline, Some(session), &out.message, now);
                 return false;
             }
             _ => {}
@@ -76,15 +76,21 @@ impl Engine {
             state.queue_moved_at = now;
         }
         let record = (state.journaled && out.qos != QoS::AtMostOnce).then(|| out.clone());
+        // Only while the stream records drops: a refused delivery leaves with the queue.
+        let exported = self.exports_events().then(|| out.message.clone());
+        let state = self.session_mut(session).expect("session checked above");
         let pushed = state.queue.push(out, limit);
         match pushed {
             Pushed::Refused(reason) => {
                 self.stats.count_drop(reason, 1);
+                if let Some(message) = exported {
+                    self.export_dropped(reason, Some(session), &message, now);
+                }
                 return false;
             }
             Pushed::QueuedDropping(dropped, reason) => {
-                self.stats.count_drop(reason, dropped.len() as u64);
                 for dropped in &dropped {
+                    self.count_dropped(reason, Some(session), &dropped.message, now);
                     self.journal_removed(session, dropped);
                 }
             }
@@ -164,7 +170,7 @@ impl Engine {
             state.queue_moved_at = now;
             let out = state.queue.pop().expect("queue front checked above");
             if out.message.is_expired(now) {
-                self.stats.count_drop(DropReason::Expired, 1);
+                self.count_dropped(DropReason::Expired, Some(session), &out.message, now);
                 self.journal_removed(session, &out);
             } else if qos == QoS::AtMostOnce {
                 self.send_publish(conn, &out, 0, now);
@@ -292,7 +298,8 @@ impl Engine {
             self.stats.publish_sent += 1;
             true
         } else {
-            self.stats.count_drop(DropReason::TooLarge, 1);
+            let session = self.conn_mut(conn).and_then(|c| c.session());
+            self.count_dropped(DropReason::TooLarge, session, &out.message, now);
             false
         }
     }

@@ -4,7 +4,8 @@
 //! Counted: every delivery in a session or shared-group queue, online or offline
 //! ([`delivery_bytes`]: topic + payload + the `Outgoing` record; a message fanned
 //! out to N queues counts N times, so the figure errs high) and every byte encoded
-//! for a connection and not yet taken by the IO layer (`Engine::take_output`).
+//! for a connection and not yet taken by the IO layer (`Engine::take_output`), and
+//! the `[stream]` batches an acked sink holds and has not confirmed (`export`).
 //! In-flight deliveries (bounded by the window) and the transports' own buffers
 //! (bounded by `limits.write_buffer_high_water` each) are outside it.
 //!
@@ -69,9 +70,10 @@ impl Ledger {
 }
 
 impl super::Engine {
-    /// Queued bytes plus output not yet taken: what the budget bounds.
+    /// Queued bytes, output not yet taken and stream batches an acked sink has not
+    /// confirmed: what the budget bounds.
     pub fn memory_used(&self) -> u64 {
-        self.ledger.get() + self.output_bytes
+        self.ledger.get() + self.output_bytes + self.stream_unconfirmed_bytes()
     }
 
     /// Over the budget: a PUBLISH now holds its connection's input.
@@ -111,7 +113,7 @@ impl super::Engine {
                 let Some(out) = self.session_mut(session).and_then(|s| s.queue.pop()) else {
                     break;
                 };
-                self.stats.count_drop(DropReason::MemoryBudget, 1);
+                self.count_dropped(DropReason::MemoryBudget, Some(session), &out.message, now);
                 self.journal_removed(session, &out);
             }
         }

@@ -23,7 +23,8 @@
 //! (reading less from a publisher), `memory` (the memory budget), `retained_store`
 //! (retained payloads and their limits); `lifecycle` (why a connection ends, the
 //! client events logs are made of), `trace` (per-client packet trace) and `admin`
-//! (the admin API: paginated queries and operator actions, bounded work per call).
+//! (the admin API: paginated queries and operator actions, bounded work per call),
+//! `export` (the `[stream]` records for the data pipeline).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
@@ -37,6 +38,7 @@ mod connect;
 mod connection;
 mod delivery;
 mod diagnostics;
+mod export;
 mod framing;
 mod hold;
 pub(crate) mod journal;
@@ -71,6 +73,7 @@ pub use admin::{
     MAX_PAGE, SCAN_BUDGET,
 };
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
+pub use export::{StreamConfig, StreamKey, StreamSettingError};
 pub use framing::Framing;
 pub use journal::{
     log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
@@ -183,6 +186,9 @@ pub enum Event {
         share_filter: String,
         online: bool,
     },
+    /// The `[stream]` export has records (`export`): take them (`take_stream`) and
+    /// hand them to the sink. Sent once per batch, not per record.
+    StreamReady,
     /// Streamed deliveries were done with: take their tokens (`take_stream_done`).
     /// Sent once until taken.
     StreamDone,
@@ -292,6 +298,8 @@ pub struct Engine {
     acl: acl::AclState,
     /// Client ids whose packets are traced (`trace`).
     traced: std::collections::HashSet<Box<str>>,
+    /// The `[stream]` export (`export`); None while off.
+    stream: Option<Box<export::Stream>>,
 }
 
 impl Engine {
@@ -334,6 +342,7 @@ impl Engine {
             wake_at: None,
             acl: acl::AclState::default(),
             traced: std::collections::HashSet::new(),
+            stream: None,
             config,
         }
     }
@@ -468,6 +477,7 @@ impl Engine {
             | Event::Persist
             | Event::StreamMember { .. }
             | Event::StreamDone
+            | Event::StreamReady
             | Event::ClientConnected { .. }
             | Event::ClientDisconnected { .. }
             | Event::Subscribed { .. }
@@ -583,6 +593,7 @@ impl Engine {
             self.persist_full_signalled = true;
             self.events.push(Event::Persist);
         }
+        self.signal_stream();
         std::mem::take(&mut self.events)
     }
 

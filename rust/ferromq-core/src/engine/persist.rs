@@ -10,7 +10,10 @@
 //!   batch that covers everything journaled before it, and `journal_done` releases
 //!   acks in arrival order [MQTT-4.6.0-2]. A message routed to a persistent session
 //!   is therefore acknowledged only after the store has it. A PUBREL waits the same
-//!   way for the batch holding its Release record (`publish::send_pubrel`).
+//!   way for the batch holding its Release record (`publish::send_pubrel`). While
+//!   the `[stream]` export holds acks (`export`), a PUBACK/PUBREC also waits for the
+//!   stream batch then unconfirmed; `release_held_acks` (from `journal_done` and
+//!   `stream_done`) lets the front go only when both of its batches are confirmed.
 //! - **Durable before sent** (QoS 2 of a journaled publisher): deliveries of a
 //!   message with `held_for_batch` stay queued until that batch is confirmed;
 //!   `journal_done` then drains the sessions listed in `held_deliveries` and the
@@ -37,11 +40,13 @@ use super::session::{Awaiting, Session};
 use super::shared::group_of_journal_name;
 use super::{ConnId, Engine, Outgoing};
 
-/// An acknowledgement waiting for its journal batch.
+/// An acknowledgement waiting for its journal batch and its stream batch (0:
+/// none; `export`).
 #[derive(Debug)]
 pub(super) struct HeldAck {
     pub conn: ConnId,
     pub batch: u64,
+    pub stream_batch: u64,
     pub packet: Packet,
 }
 
@@ -95,14 +100,7 @@ impl Engine {
     /// waited for them, then the deliveries of held messages it covers.
     pub fn journal_done(&mut self, n: u64) {
         self.journal.confirm(n);
-        while self
-            .held_acks
-            .front()
-            .is_some_and(|held| !self.journal.has_unconfirmed_at(held.batch))
-        {
-            let held = self.held_acks.pop_front().expect("front checked");
-            self.write(held.conn, &held.packet);
-        }
+        self.release_held_acks();
         let mut released = Vec::new();
         let journal = &self.journal;
         self.held_deliveries.retain(|&(batch, session)| {
@@ -136,14 +134,33 @@ impl Engine {
         }
     }
 
-    /// Write a PUBACK/PUBREC now, or hold it until the store has what came before.
-    pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
-        match self.journal.unconfirmed_batch() {
-            Some(batch) => self.hold_until(conn, batch, packet),
-            None => {
-                self.write(conn, &packet);
-            }
+    /// Write the held acknowledgements whose journal batch and stream batch are
+    /// both confirmed, from the front: an ack never overtakes an earlier one.
+    pub(super) fn release_held_acks(&mut self) {
+        while self.held_acks.front().is_some_and(|held| {
+            !self.journal.has_unconfirmed_at(held.batch)
+                && !self.stream_has_unconfirmed_at(held.stream_batch)
+        }) {
+            let held = self.held_acks.pop_front().expect("front checked");
+            self.write(held.conn, &held.packet);
         }
+    }
+
+    /// Write a PUBACK/PUBREC now, or hold it until the store (and, when the stream
+    /// holds acks, the stream's sink) has what came before.
+    pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
+        let batch = self.journal.unconfirmed_batch();
+        let stream_batch = self.stream_unconfirmed_batch();
+        if batch.is_none() && stream_batch.is_none() {
+            self.write(conn, &packet);
+            return;
+        }
+        self.held_acks.push_back(HeldAck {
+            conn,
+            batch: batch.unwrap_or(0),
+            stream_batch: stream_batch.unwrap_or(0),
+            packet,
+        });
     }
 
     /// Hold an acknowledgement until the store confirms `batch`, behind those
@@ -152,6 +169,7 @@ impl Engine {
         self.held_acks.push_back(HeldAck {
             conn,
             batch,
+            stream_batch: 0,
             packet,
         });
     }
@@ -275,7 +293,7 @@ impl Engine {
     /// A delivery left the session without completing (dropped, expired, too large).
     pub(super) fn journal_removed(&mut self, session: u32, out: &Outgoing) {
         if let Some(token) = out.stream_token {
-            self.stream_done(token);
+            self.streamed_delivery_done(token);
         } else if out.qos != QoS::AtMostOnce {
             self.journal_ack(session, out.packet_id);
         }

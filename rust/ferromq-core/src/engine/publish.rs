@@ -89,11 +89,14 @@ impl Engine {
                 now,
             ))
         };
+        // Each arm streams the PUBLISH once it is sure to be routed (`export`).
         match publish.qos {
             QoS::AtMostOnce => {
+                self.export_message(session, &publish, now);
                 self.route(make_message(&publish), now);
             }
             QoS::AtLeastOnce => {
+                self.export_message(session, &publish, now);
                 let delivered = self.route(make_message(&publish), now);
                 let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
                 self.acknowledge(conn_id, Packet::PubAck(ack));
@@ -118,6 +121,7 @@ impl Engine {
                             .expect("not shared yet")
                             .held_for_batch = self.journal.current_batch();
                     }
+                    self.export_message(session, &publish, now);
                     let delivered = self.route(message, now);
                     // After the routing's records: stored, it implies they are.
                     self.journal_inbound_qos2(session, publish.packet_id, true);
@@ -402,7 +406,7 @@ impl Engine {
         if let Some(Awaiting::PubRec(out)) = &received {
             if let Some(token) = out.stream_token {
                 // The member holds it now; only PUBREL/PUBCOMP remain, kept below.
-                self.stream_done(token);
+                self.streamed_delivery_done(token);
             }
         }
         self.journal_release(session, ack.packet_id);

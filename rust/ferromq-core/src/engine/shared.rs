@@ -179,10 +179,11 @@ impl Engine {
             offline_qos0.then_some(DropReason::Qos0Offline)
         };
         if let Some(reason) = reason {
-            self.stats.count_drop(reason, 1);
+            self.count_dropped(reason, None, &message, now);
             return false;
         }
         let limit = self.queue_limit();
+        let exported = self.exports_events().then(|| message.clone());
         let mut out = held(message, group);
         if out.qos != QoS::AtMostOnce {
             self.number_for_journal(group, &mut out);
@@ -199,8 +200,8 @@ impl Engine {
                 true
             }
             Pushed::QueuedDropping(dropped, reason) => {
-                self.stats.count_drop(reason, dropped.len() as u64);
                 for dropped in &dropped {
+                    self.count_dropped(reason, None, &dropped.message, now);
                     self.journal_group_removed(group, dropped);
                 }
                 self.journal_group_delivery(group, &record);
@@ -208,6 +209,9 @@ impl Engine {
             }
             Pushed::Refused(reason) => {
                 self.stats.count_drop(reason, 1);
+                if let Some(message) = exported {
+                    self.export_dropped(reason, None, &message, now);
+                }
                 false
             }
         }
@@ -259,7 +263,7 @@ impl Engine {
         let Some(out) = self.group_queues.pop(group) else {
             return false;
         };
-        self.stats.count_drop(DropReason::MemoryBudget, 1);
+        self.count_dropped(DropReason::MemoryBudget, None, &out.message, self.clock);
         self.journal_group_removed(group, &out);
         true
     }

@@ -32,6 +32,21 @@ pub enum DropReason {
     GroupEnded,
 }
 
+impl DropReason {
+    /// The name `$SYS`, metrics and stream records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::SessionBytes => "session_bytes",
+            DropReason::Expired => "expired",
+            DropReason::Qos0Offline => "qos0_offline",
+            DropReason::TooLarge => "too_large",
+            DropReason::MemoryBudget => "memory_budget",
+            DropReason::GroupEnded => "group_ended",
+        }
+    }
+}
+
 /// Drops by reason; see `DropReason`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Drops {

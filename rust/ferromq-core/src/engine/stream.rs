@@ -158,7 +158,7 @@ impl Engine {
         now: u64,
     ) -> bool {
         if message.is_expired(now) || !self.journal.is_enabled() {
-            self.stats.count_drop(super::stats::DropReason::Expired, 1);
+            self.count_dropped(super::stats::DropReason::Expired, None, message, now);
             return false;
         }
         let Some(filter) = self.streamed.groups.get(&group) else {
@@ -219,7 +219,7 @@ impl Engine {
         };
         let Some(message) = self.streamed_message(record) else {
             // Not a record this broker wrote: nothing to deliver, nothing to keep.
-            self.stream_done(token);
+            self.streamed_delivery_done(token);
             return true;
         };
         let mut out = member_delivery(message, member);
@@ -227,7 +227,7 @@ impl Engine {
         let qos = out.qos;
         let sent = self.deliver(session, out, now);
         if !sent || qos == QoS::AtMostOnce {
-            self.stream_done(token);
+            self.streamed_delivery_done(token);
         }
         true
     }
@@ -241,7 +241,7 @@ impl Engine {
     }
 
     /// The streamed delivery under `token` is done with.
-    pub(super) fn stream_done(&mut self, token: u64) {
+    pub(super) fn streamed_delivery_done(&mut self, token: u64) {
         self.streamed.done.push(token);
         if !self.streamed.done_signalled {
             self.streamed.done_signalled = true;

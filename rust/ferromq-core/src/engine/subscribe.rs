@@ -88,6 +88,15 @@ impl Engine {
                 Err(_) => reasons.push(ReasonCode::UnspecifiedError),
             }
         }
+        if self.exports_events() {
+            let filters: Vec<(&str, ReasonCode)> = subscribe
+                .filters
+                .iter()
+                .zip(&reasons)
+                .map(|((filter, _), reason)| (filter.as_str(), *reason))
+                .collect();
+            self.export_subscribed(session, &filters, now);
+        }
         if self.config.client_events {
             let filters = subscribe
                 .filters
@@ -240,6 +249,10 @@ impl Engine {
                     ReasonCode::NoSubscriptionExisted
                 });
             }
+        }
+        if self.exports_events() {
+            let filters: Vec<&str> = unsubscribe.filters.iter().map(|f| f.as_str()).collect();
+            self.export_unsubscribed(session, &filters, self.clock);
         }
         if self.config.client_events {
             let filters = unsubscribe

@@ -55,7 +55,8 @@ impl Engine {
                     .acl
                     .will_allowed(&mut state.acl, &will, &mut self.stats)
                 {
-                    self.publish_will(will, now);
+                    let client_id = state.client_id.clone();
+                    self.publish_will(&client_id, will, now);
                 }
             }
             let expired = self.sessions[session as usize]
@@ -63,6 +64,7 @@ impl Engine {
                 .is_some_and(|s| s.conn.is_none() && s.expires_at.is_some_and(|at| now >= at));
             if expired {
                 self.stats.sessions_expired += 1;
+                self.export_session_expired(session, now);
                 self.end_session(session, now);
             }
         }

@@ -6,10 +6,22 @@
 //! A [`RecordList`] holds one kind of record (messages or events) as three flat
 //! buffers: the values end to end, the keys end to end, and per record its two end
 //! offsets and its timestamp. Sinks read it record by record ([`RecordList::iter`]) and
-//! write Kafka record batches or Avro container blocks from it; nothing is copied per
-//! record until the sink's own encoding.
+//! write Kafka record batches ([`kafka`]) or Avro container blocks from it; nothing is
+//! copied per record until the sink's own encoding.
+
+pub mod avro;
+pub mod kafka;
 
 use bytes::{BufMut, BytesMut};
+
+/// One batch of the stream as `Engine::take_stream` hands it out: numbered from 1,
+/// in order; the sink reports it with `Engine::stream_done(number)`.
+#[derive(Debug, Default, Clone)]
+pub struct ExportBatch {
+    pub number: u64,
+    pub messages: RecordList,
+    pub events: RecordList,
+}
 
 /// One record as a sink sees it: the Kafka key (topic, device or client id), the
 /// Avro-encoded value, and the broker time in milliseconds since the epoch.

@@ -39,6 +39,8 @@ pub struct Harness {
     pub wakes: Vec<u64>,
     /// Client events and packet traces (`ClientConnected` ... `Trace`), in order.
     pub client_events: Vec<Event>,
+    /// `StreamReady` events seen (the `[stream]` export has a batch to take).
+    pub stream_ready: usize,
 }
 
 pub struct Client {
@@ -69,6 +71,7 @@ impl Harness {
             held: HashSet::new(),
             wakes: Vec::new(),
             client_events: Vec::new(),
+            stream_ready: 0,
         }
     }
 
@@ -105,6 +108,7 @@ impl Harness {
                     online,
                 } => self.stream_members.push((client, share_filter, online)),
                 Event::StreamDone => self.stream_done.extend(self.engine.take_stream_done()),
+                Event::StreamReady => self.stream_ready += 1,
                 Event::ResumeReading { conn } => {
                     self.held.remove(&conn);
                 }

@@ -1,0 +1,104 @@
+"""``[stream]`` in the config schema: its sub-tables ``[stream.files]`` and
+``[stream.kafka]`` from TOML and the environment, errors naming the key, and the
+embedded file sink's crash recovery cut (``last_whole_block``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.unit.test_config import error_of, load_text
+
+from ferromq._core import avro_container_header
+from ferromq.config import Config, render_toml
+from ferromq.stream.files import last_whole_block, recover_directory
+from ferromq.stream.sink import holds_acks
+
+
+def test_the_stream_is_off_by_default_with_the_contract_s_defaults() -> None:
+    stream = Config().stream
+    assert (stream.enabled, stream.sink, stream.topics, stream.events) == (
+        False, "files", ("#",), True,
+    )  # fmt: skip
+    assert (stream.key, stream.files.roll_bytes, stream.files.roll_seconds) == (
+        "topic", 64 * 1024 * 1024, 60,
+    )  # fmt: skip
+    assert (stream.kafka.messages_topic, stream.kafka.delivery) == ("ferromq.messages", "async")
+
+
+def test_sub_tables_load_from_toml_and_the_environment(tmp_path: Path) -> None:
+    text = """
+[stream]
+enabled = true
+key = "level:3"
+topics = ["tenant/#"]
+
+[stream.files]
+roll_bytes = "1MiB"
+
+[stream.kafka]
+delivery = "after_kafka"
+"""
+    environ = {"FERROMQ_STREAM__FILES__RETENTION_SECONDS": "2h"}
+    stream = load_text(tmp_path, text, environ).stream
+    assert (stream.enabled, stream.key, stream.topics) == (True, "level:3", ("tenant/#",))
+    assert (stream.files.roll_bytes, stream.files.retention_seconds) == (1024 * 1024, 7200)
+    assert stream.kafka.delivery == "after_kafka"
+    assert holds_acks(stream)
+
+
+def test_the_rendered_config_reads_back_with_its_sub_tables(tmp_path: Path) -> None:
+    config = load_text(tmp_path, '[stream.files]\ndirectory = "/srv/stream"\n')
+    text = render_toml(config)
+    assert "[stream.files]" in text
+    assert load_text(tmp_path, text) == config
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "message"),
+    [
+        ('[stream]\nkey = "device"', {}, 'stream.key: expected "topic", "client" or "level:N"'),
+        ('[stream]\ntopics = ["a/#/b"]', {}, 'stream.topics[0]: "a/#/b" is not a valid topic'),
+        ('[stream]\ntopics = ["$share/g/t"]', {}, "is a shared subscription"),
+        (
+            "[stream.files]\nroll_byte = 1",
+            {},
+            'stream.files.roll_byte: unknown key, did you mean "roll_bytes"',
+        ),
+        ('[stream.kafka]\ndelivery = "later"', {}, "stream.kafka.delivery: expected one of"),
+        (
+            "",
+            {"FERROMQ_STREAM__FILES__ROLL_BYTES": "1"},
+            "FERROMQ_STREAM__FILES__ROLL_BYTES: must be",
+        ),
+        ("", {"FERROMQ_STREAM__FILES__NOPE": "1"}, "unknown key stream.files.nope"),
+    ],
+)
+def test_bad_values_name_the_key(
+    tmp_path: Path, text: str, environ: dict[str, str], message: str
+) -> None:
+    assert message in error_of(tmp_path, text, environ)
+
+
+def _block(values: bytes, count: int, sync: bytes) -> bytes:
+    return bytes([count * 2, len(values) * 2]) + values + sync
+
+
+def test_a_half_written_file_is_cut_after_its_last_whole_block(tmp_path: Path) -> None:
+    sync = b"S" * 16
+    header = avro_container_header(sync)
+    whole = header + _block(b"a" * 10, 1, sync) + _block(b"b" * 12, 2, sync)
+    torn = whole + _block(b"c" * 20, 1, sync)[:15]
+    assert last_whole_block(torn) == len(whole)
+    assert last_whole_block(whole) == len(whole)
+    assert last_whole_block(header + _block(b"x", 1, b"T" * 16)) == len(header), "wrong sync"
+    assert last_whole_block(header[:-3]) == 0
+    (tmp_path / ".f.avro.part").write_bytes(torn)
+    (tmp_path / ".empty.avro.part").write_bytes(header + b"\x02")
+    recovered = recover_directory(tmp_path)
+    assert sorted((path.name, kept) for path, kept, _ in recovered) == [
+        (".empty.avro.part", 0),
+        ("f.avro", len(whole)),
+    ]
+    assert [path.name for path in tmp_path.iterdir()] == ["f.avro"]
+    assert (tmp_path / "f.avro").read_bytes() == whole
