@@ -7,7 +7,6 @@ log reports the lag of each Kafka partition."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ferromq.pipeline.command import run_spec
 from ferromq.pipeline.runner import start_queries
 from tests.pipeline.fleet import JOB_OPTIONS, expected_windows, fleet_records
 from tests.pipeline.stream_records import Record, encode
+from tests.pipeline.tables import wait_for_table
 
 PARTITIONS = 2
 DEADLINE = 150.0
@@ -52,16 +52,6 @@ async def produce(bootstrap: str, topic: str, records: list[Record]) -> None:
         await producer.stop()
 
 
-def wait_for_rows(spark: SparkSession, path: Path, rows: int) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        written = any(path.glob("date=*/*.parquet"))  # none yet: no schema to read
-        if written and spark.read.parquet(str(path)).count() >= rows:
-            return
-        time.sleep(1.0)
-    raise AssertionError(f"{path}: fewer than {rows} rows after {DEADLINE} s")
-
-
 def test_telemetry_from_kafka_at_one_second(
     spark: SparkSession,
     kafka_bootstrap: str,
@@ -83,7 +73,9 @@ def test_telemetry_from_kafka_at_one_second(
     try:
         asyncio.run(produce(kafka_bootstrap, topic, second))
         expected = expected_windows()
-        wait_for_rows(spark, output / "tumbling", len(expected))
+        wait_for_table(
+            spark, output / "tumbling", lambda table: table.count() >= len(expected), DEADLINE
+        )
     finally:
         running.stop()
     assertDataFrameEqual(spark.read.parquet(str(output / "tumbling")), expected)
