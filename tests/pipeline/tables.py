@@ -1,5 +1,6 @@
 """Waiting for a streaming job's table: polled once a second (each look is a Spark job)
-until ``enough`` says its rows are there; a table with no file yet has no schema to read."""
+until ``enough`` says its rows are there. Until the file sink's log commits a first batch
+(its files are written before), the table has no file to read a schema from."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 POLL_SECONDS = 1.0
@@ -17,7 +19,10 @@ def wait_for_table(
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(path.glob("date=*/*.parquet")) and enough(spark.read.parquet(str(path))):
-            return
+        try:
+            if enough(spark.read.parquet(str(path))):
+                return
+        except AnalysisException:
+            pass  # no batch committed yet
         time.sleep(POLL_SECONDS)
     raise AssertionError(f"{path}: not the rows expected after {timeout} s")
