@@ -85,8 +85,11 @@ def test_sessions_from_the_stream_files(spark: SparkSession, tmp_path: Path) -> 
          "--max-session", "5 minutes"],
     )  # fmt: skip
     running = start_queries(spark, run_spec(args))
-    for query in running.queries:
-        query.awaitTermination(JOB_TIMEOUT)
+    try:
+        for query in running.queries:
+            query.awaitTermination(JOB_TIMEOUT)
+    finally:
+        running.stop()
 
     def table(name: str) -> DataFrame:
         return spark.read.parquet(str(output / name))

@@ -90,13 +90,19 @@ def run(spec: RunSpec) -> int:
 class Running:
     """A stream's queries, one per output, and the listener logging their progress."""
 
+    spark: SparkSession
     queries: list[StreamingQuery]
     progress: ProgressLog
 
-    def stop(self) -> None:
+    def stop_queries(self) -> None:
         for query in self.queries:
             if query.isActive:
                 query.stop()
+
+    def stop(self) -> None:
+        """Stop the queries and the listener (a session may run other jobs after)."""
+        self.stop_queries()
+        self.spark.streams.removeListener(self.progress)
 
     def log_totals(self) -> None:
         """Once the listener has logged every batch (bounded wait), the rows each wrote."""
@@ -113,11 +119,10 @@ class Running:
 
 def start_queries(spark: SparkSession, spec: RunSpec) -> Running:
     """Start the job's streaming queries (also the tests' and benches' way in)."""
-    progress = ProgressLog(logger)
-    spark.streams.addListener(progress)
     records = read_records(spark, spec.source, spec.job.stream, streaming=True)
     outputs = spec.job.build(records, spec.options)
-    running = Running([], progress)
+    running = Running(spark, [], ProgressLog(logger))
+    spark.streams.addListener(running.progress)
     try:
         for name, frame in outputs.items():
             query_name = f"{spec.job.name}.{name}"
@@ -152,7 +157,7 @@ def _wait(running: Running) -> int:
                     return EXIT_FAILED
             if not any(query.isActive for query in running.queries):
                 break
-        running.stop()
+        running.stop_queries()
         running.log_totals()
         return 0
     finally:
