@@ -1,8 +1,9 @@
 """The telemetry job as a stream from a real Kafka (the session's single KRaft node) at a
 one-second trigger: records produced as the broker produces them (Avro values, keyed by
-device, timestamped with the broker time) in two rounds while the job runs; the Parquet
-table ends with exactly the expected aggregates, each reading once, and the progress
-log reports the lag of each Kafka partition."""
+device, timestamped with the broker time) in two rounds while the job runs, and a value
+that is no record; the Parquet tables end with exactly the expected aggregates, each
+reading once, the bad records in the quarantine (the undecodable value among them, not a
+failed job), and the progress log reports the lag of each Kafka partition."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from ferromq.cli import build_parser
 from ferromq.pipeline.command import run_spec
 from ferromq.pipeline.runner import start_queries
-from tests.pipeline.fleet import JOB_OPTIONS, expected_windows, fleet_records
-from tests.pipeline.stream_records import Record, encode
+from tests.pipeline.fleet import JOB_OPTIONS, QUARANTINED, expected_windows, fleet_records
+from tests.pipeline.stream_records import T0, Record, encode
 from tests.pipeline.tables import wait_for_table
 
 PARTITIONS = 2
@@ -36,10 +37,14 @@ async def create_topic(bootstrap: str, topic: str) -> None:
         await admin.close()
 
 
-async def produce(bootstrap: str, topic: str, records: list[Record]) -> None:
+async def produce(bootstrap: str, topic: str, records: list[Record], garbage: bytes = b"") -> None:
+    """The records as the broker's Kafka sink produces them; ``garbage``, if any, first: a
+    value that is no record of the schema."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
+        if garbage:
+            await producer.send_and_wait(topic, garbage, timestamp_ms=int(T0.timestamp() * 1000))
         for record in records:
             assert record.topic is not None
             await producer.send_and_wait(
@@ -71,14 +76,22 @@ def test_telemetry_from_kafka_at_one_second(
     caplog.set_level("INFO", logger="ferromq.pipeline")
     running = start_queries(spark, run_spec(args))
     try:
-        asyncio.run(produce(kafka_bootstrap, topic, second))
+        asyncio.run(produce(kafka_bootstrap, topic, second, garbage=b"\x02\xffnot a record"))
         expected = expected_windows()
+        quarantined = [*QUARANTINED.items(), (None, "undecodable_record")]
         wait_for_table(
             spark, output / "tumbling", lambda table: table.count() >= len(expected), DEADLINE
+        )
+        wait_for_table(
+            spark, output / "quarantine", lambda table: table.count() >= len(quarantined), DEADLINE
         )
     finally:
         running.stop()
     assertDataFrameEqual(spark.read.parquet(str(output / "tumbling")), expected)
+    assertDataFrameEqual(
+        spark.read.parquet(str(output / "quarantine")).select("topic", "reason"),
+        [Row(topic, reason) for topic, reason in quarantined],
+    )
     lags = [
         str(getattr(record, "ferromq_fields", {}).get("lag", ""))
         for record in caplog.records
