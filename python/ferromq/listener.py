@@ -189,7 +189,8 @@ class _Accepted:
 class _CountedProtocol(MqttProtocol):
     """An ``MqttProtocol`` that gives its slots back once, when its connection ends, and
     tells admission the connection is gone. While open, its connection id names its
-    listener in ``names`` (for the connect log line)."""
+    listener in ``names`` (for the connect log line); the engine is told the name too,
+    for the stream's records."""
 
     def __init__(
         self,
@@ -202,6 +203,7 @@ class _CountedProtocol(MqttProtocol):
         names: dict[int, str],
     ) -> None:
         super().__init__(hub, framing, peer)
+        self._engine = hub.engine
         self._release: Callable[[], None] | None = release
         self._closed = closed
         self._listener = listener
@@ -210,6 +212,7 @@ class _CountedProtocol(MqttProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._names[self.conn] = self._listener
+        self._engine.set_listener(self.conn, self._listener)
 
     def release(self) -> None:
         if self._release is not None:

@@ -122,9 +122,8 @@ def test_publishes_and_events_are_records_in_the_files(tmp_path: Path, loop: str
     for message in messages:
         assert message["schema_version"] == 1
         assert message["kind"] == "message"
-        assert (message["node"], message["client_id"], message["username"]) == (
-            "n1", "dev-1", "alice",
-        )  # fmt: skip
+        assert (message["node"], message["listener"]) == ("n1", "default")
+        assert (message["client_id"], message["username"]) == ("dev-1", "alice")
         assert message["content_type"] == "application/json"
         assert message["payload_format"] == 1
         assert message["response_topic"] == "reply/dev-1"
@@ -149,6 +148,7 @@ def test_publishes_and_events_are_records_in_the_files(tmp_path: Path, loop: str
         e for e in events if e["kind"] == "subscribed" and e["client_id"] == "sub-1"
     ]
     assert (subscribed_record["topic"], subscribed_record["qos"]) == ("dev/#", 1)
+    assert subscribed_record["listener"] == "default"
     disconnected = [e for e in events if e["kind"] == "disconnected"]
     assert {e["reason"] for e in disconnected} == {"client_disconnect"}
     assert not list(directory.rglob("*.part")), "every file closed into place at shutdown"

@@ -61,7 +61,10 @@ fn a_v5_publish_becomes_a_message_record_field_by_field() {
     );
     let mut c = connect("dev-1", V5, true);
     c.username = Some(s("alice"));
-    let (publisher, _) = h.connect(c);
+    let mut publisher = h.open(V5);
+    h.engine.set_listener(publisher.conn, "plain");
+    h.send(&publisher, Packet::Connect(Box::new(c)));
+    assert!(matches!(h.recv(&mut publisher)[..], [Packet::ConnAck(_)]));
     let Packet::Publish(mut p) = publish("t/1", b"{\"v\":1}", QoS::AtLeastOnce, 3, true) else {
         unreachable!()
     };
@@ -92,7 +95,7 @@ fn a_v5_publish_becomes_a_message_record_field_by_field() {
             kind: 0,
             time_us: WALL_MS as i64 * 1000,
             node: "node-a".into(),
-            listener: None,
+            listener: Some("plain".into()),
             client_id: Some("dev-1".into()),
             username: Some("alice".into()),
             topic: Some("t/1".into()),

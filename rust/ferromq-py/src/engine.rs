@@ -370,6 +370,11 @@ impl Engine {
         self.inner.stream_done(number);
     }
 
+    /// The listener `conn` came in on, for its stream records.
+    fn set_listener(&mut self, conn: u32, name: &str) {
+        self.inner.set_listener(conn, name);
+    }
+
     /// The client's address for the stream's `connected` / `auth_refused` records.
     fn set_peer(&mut self, conn: u32, token: u64, peer: &str) {
         self.inner.set_peer(conn, token, peer);

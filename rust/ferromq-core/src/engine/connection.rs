@@ -93,6 +93,9 @@ pub struct Connection {
     /// The client's address, for the stream's `connected` / `auth_refused`
     /// records (`export`); set only while the stream records events.
     pub peer: Option<Box<str>>,
+    /// The listener it came in on, for its stream records (`export`); set only
+    /// while the stream is on.
+    pub listener: Option<Box<str>>,
 }
 
 impl Connection {
@@ -131,6 +134,7 @@ impl Connection {
             acl: None,
             traced: false,
             peer: None,
+            listener: None,
         }
     }
 

@@ -15,9 +15,10 @@
 //!   node across restarts while the clock moves forward.
 //! - **Time**: the engine's millisecond clock plus the wall offset
 //!   (`set_wall_clock`), in microseconds (millisecond precision).
-//! - **Listener**: the engine does not know which listener a connection came in
-//!   on, so `listener` is null. **Peer**: known only where Python authenticates
-//!   the CONNECT (`set_peer`), for `connected` and `auth_refused`.
+//! - **Listener**: the name Python gives each connection as it opens
+//!   (`set_listener`), for messages and for the events of a connected client.
+//!   **Peer**: known only where Python authenticates the CONNECT (`set_peer`),
+//!   for `connected` and `auth_refused`.
 //! - **Acknowledgements** (`acked`: the file sink, Kafka with `after_kafka`): a
 //!   PUBACK/PUBREC written while any stream batch is unconfirmed waits in
 //!   `held_acks` for that batch as well as its journal batch; `stream_done(n)`
@@ -299,6 +300,17 @@ impl Engine {
         }
     }
 
+    /// The listener `conn_id` came in on, for its records; ignored while the stream
+    /// is off (one check per connection).
+    pub fn set_listener(&mut self, conn_id: super::ConnId, name: &str) {
+        if self.stream.is_none() {
+            return;
+        }
+        if let Some(conn) = self.conn_mut(conn_id) {
+            conn.listener = Some(name.into());
+        }
+    }
+
     /// `Event::StreamReady` once per batch, from `take_events`.
     pub(super) fn signal_stream(&mut self) {
         if let Some(stream) = self.stream.as_deref_mut() {
@@ -337,6 +349,10 @@ impl Engine {
             return;
         }
         let mut r = record(Kind::Message, time_us);
+        r.listener = state
+            .conn
+            .and_then(|c| self.conns.get(c as usize))
+            .and_then(|c| c.as_ref()?.listener.as_deref());
         r.client_id = Some(&*state.client_id);
         r.username = state.username.as_deref();
         r.topic = Some(publish.topic.as_str());
@@ -384,10 +400,13 @@ impl Engine {
         session_expiry: u32,
         now: u64,
     ) {
-        let peer = self.conn_mut(conn_id).and_then(|c| c.peer.take());
+        let (peer, listener) = self
+            .conn_mut(conn_id)
+            .map_or((None, None), |c| (c.peer.take(), c.listener.clone()));
         self.export_event(Kind::Connected, client_id, now, |r| {
             r.username = username;
             r.peer = peer.as_deref();
+            r.listener = listener.as_deref();
             r.protocol_version = Some(protocol);
             r.keep_alive = Some(keep_alive);
             r.clean_start = Some(clean_start);
@@ -404,9 +423,10 @@ impl Engine {
         if !self.exports_events() {
             return;
         }
-        let (client_id, username) = self.names_of(session);
+        let (client_id, username, listener) = self.names_of(session);
         self.export_event(Kind::Disconnected, &client_id, now, |r| {
             r.username = username.as_deref();
+            r.listener = listener.as_deref();
             r.reason = Some(reason.name());
             r.reason_code = reason.code().map(|c| c as u8);
         });
@@ -422,11 +442,13 @@ impl Engine {
         if !self.exports_events() {
             return;
         }
-        let (client_id, username) = self.names_of(session);
+        let (client_id, username, listener) = self.names_of(session);
         for &(filter, code) in filters {
             let granted = (code as u8) < 0x80;
             self.export_event(Kind::Subscribed, &client_id, now, |r| {
                 r.username = username.as_deref();
+                r.listener = listener.as_deref();
+                r.listener = listener.as_deref();
                 r.topic = Some(filter);
                 r.qos = granted.then_some(code as u8);
                 r.reason_code = Some(code as u8);
@@ -438,10 +460,12 @@ impl Engine {
         if !self.exports_events() {
             return;
         }
-        let (client_id, username) = self.names_of(session);
+        let (client_id, username, listener) = self.names_of(session);
         for &filter in filters {
             self.export_event(Kind::Unsubscribed, &client_id, now, |r| {
                 r.username = username.as_deref();
+                r.listener = listener.as_deref();
+                r.listener = listener.as_deref();
                 r.topic = Some(filter);
             });
         }
@@ -451,9 +475,10 @@ impl Engine {
         if !self.exports_events() {
             return;
         }
-        let (client_id, username) = self.names_of(session);
+        let (client_id, username, listener) = self.names_of(session);
         self.export_event(Kind::SessionExpired, &client_id, now, |r| {
             r.username = username.as_deref();
+            r.listener = listener.as_deref();
         });
     }
 
@@ -475,12 +500,13 @@ impl Engine {
         if !self.exports_events() {
             return;
         }
-        let (client_id, username) = session.map(|s| self.names_of(s)).unwrap_or_default();
+        let (client_id, username, listener) = session.map(|s| self.names_of(s)).unwrap_or_default();
         self.export_event(Kind::Dropped, &client_id, now, |r| {
             if session.is_none() {
                 r.client_id = None;
             }
             r.username = username.as_deref();
+            r.listener = listener.as_deref();
             message_fields(r, message);
             r.reason = Some(reason.name());
         });
@@ -515,6 +541,7 @@ impl Engine {
             return;
         };
         let peer = conn.peer.take();
+        let listener = conn.listener.clone();
         let connect = match (connect, &conn.state) {
             (Some(connect), _) => Some(connect),
             (None, super::ConnState::Authenticating(connect)) => Some(&**connect),
@@ -524,6 +551,7 @@ impl Engine {
         let username = connect.and_then(|c| c.username.as_ref().map(|u| u.as_str().to_owned()));
         self.export_event(Kind::AuthRefused, &client_id, now, |r| {
             r.username = username.as_deref();
+            r.listener = listener.as_deref();
             r.peer = peer.as_deref();
             r.reason = Some(reason.name());
             r.reason_code = Some(reason as u8);
@@ -531,14 +559,21 @@ impl Engine {
     }
 
     /// Client id and user name of a live session, for an event record.
-    fn names_of(&self, session: u32) -> (String, Option<String>) {
+    /// A session's client id, user name and its connection's listener (None while
+    /// it has no connection).
+    fn names_of(&self, session: u32) -> (String, Option<String>, Option<String>) {
         self.sessions
             .get(session as usize)
             .and_then(Option::as_ref)
             .map_or_else(Default::default, |s| {
+                let listener = s
+                    .conn
+                    .and_then(|c| self.conns.get(c as usize))
+                    .and_then(|c| c.as_ref()?.listener.as_deref().map(str::to_owned));
                 (
                     s.client_id.to_string(),
                     s.username.as_deref().map(str::to_owned),
+                    listener,
                 )
             })
     }
