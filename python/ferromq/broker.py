@@ -20,8 +20,9 @@ Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engin
 
 With ``[stream] enabled`` the engine exports every accepted PUBLISH and lifecycle
 event as records (``StreamReady`` once per batch); the broker takes the batch on the
-next loop turn and hands it to the sink (:mod:`ferromq.stream.sink`), whose ``done``
-releases the acknowledgements the engine held for it.
+next loop turn (Kafka: after ``linger_ms``) and hands it to the sink
+(:mod:`ferromq.stream.sink`), whose ``done`` releases the acknowledgements the engine
+held for it.
 
 Client events (connect, disconnect, subscribe, unsubscribe) and per-client packet
 traces are logged by :class:`~ferromq.client_log.ClientLog`; :meth:`Broker.trace`
@@ -87,7 +88,7 @@ from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
 from ferromq.storage.persister import Persister, StoreHealth
-from ferromq.stream.sink import SinkHealth, StreamSink, make_sink
+from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
 from ferromq.sys_topics import store_messages, sys_messages
 
 if TYPE_CHECKING:
@@ -457,11 +458,16 @@ class Broker:
                 assert self._streams is not None
                 self._streams.on_done()
             case StreamReady():
-                # Once per batch: taken on the next loop turn, so the batch gathers
-                # what this turn's reads add.
+                # Once per batch: taken on the next loop turn (Kafka: after its
+                # linger), so the batch gathers what the reads until then add.
                 if not self._stream_take_scheduled:
                     self._stream_take_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._take_stream)
+                    gather = gather_seconds(self.config.stream)
+                    loop = asyncio.get_running_loop()
+                    if gather:
+                        loop.call_later(gather, self._take_stream)
+                    else:
+                        loop.call_soon(self._take_stream)
             case Rejected():
                 # Once per refused or aborted connection, never per message.
                 peer = self.hub.peer(event.conn)

@@ -66,6 +66,13 @@ def holds_acks(stream: StreamConfig) -> bool:
     return stream.sink == "files" or stream.kafka.delivery == "after_kafka"
 
 
+def gather_seconds(stream: StreamConfig) -> float:
+    """How long the broker lets records gather after the first of a batch before it
+    takes the batch: ``[stream.kafka] linger_ms`` for Kafka, whose cost is per send;
+    none for the file sink, whose acknowledgements wait for the write."""
+    return stream.kafka.linger_ms / 1000 if stream.sink == "kafka" else 0.0
+
+
 def stream_directory(config: Config) -> Path:
     """``[stream.files] directory``, by default ``<storage.path>/stream``."""
     return Path(config.stream.files.directory or Path(config.storage.path) / "stream")

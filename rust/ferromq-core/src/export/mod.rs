@@ -94,9 +94,15 @@ impl RecordList {
         })
     }
 
-    /// Takes every record out, leaving the list empty (its capacity goes with them).
+    /// Takes every record out, leaving the list empty with room for as many bytes
+    /// and records again (the next batch is usually like the last), so a busy stream
+    /// does not grow each batch's buffers from nothing by doubling and copying.
     pub fn take(&mut self) -> RecordList {
-        std::mem::take(self)
+        let taken = std::mem::take(self);
+        self.values.reserve(taken.values.len());
+        self.keys.reserve(taken.keys.len());
+        self.ends.reserve(taken.ends.len());
+        taken
     }
 }
 
@@ -142,5 +148,6 @@ mod tests {
         let taken = list.take();
         assert!(list.is_empty());
         assert_eq!(taken.len(), 1);
+        assert!(list.values.capacity() >= 1 && list.ends.capacity() >= 1);
     }
 }
