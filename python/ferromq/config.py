@@ -963,9 +963,8 @@ class StreamKafkaConfig:
     spill_max_bytes: int = _setting(1024 * MiB, _size(0))
     """Bound of the spill; what overflows is dropped and counted."""
     linger_ms: int = _setting(5, _Int(0, 1000))
-    """How long records gather before the broker hands them to the sink (Kafka's
-    ``linger.ms``): fewer, larger sends; ``after_kafka`` acknowledgements wait this
-    much longer."""
+    """``async``: how long records gather before the broker hands them to the sink
+    (Kafka's ``linger.ms``): fewer, larger sends."""
 
 
 STREAM_KEY: Final = re.compile(r"topic|client|level:\d{1,4}")

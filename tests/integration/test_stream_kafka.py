@@ -291,9 +291,9 @@ def test_a_spill_too_small_for_the_backlog_is_counted(
     broker = started(loop, config)
     big = os.urandom(100 * 1024)
     with frozen(own_kafka.pid):
-        # More than the sink's memory queue (8 MiB): the rest must go to the spill,
-        # which holds 4 KiB.
-        publish(broker, "flood", "site/flood/t", [big] * 100)
+        # More than the sink's memory queue (MEMORY_BYTES, 32 MiB): the rest must go
+        # to the spill, which holds 4 KiB.
+        publish(broker, "flood", "site/flood/t", [big] * 400)
         wait_for_log(broker, "stream records dropped", "spill_full")
         wait_for_log(broker, "stream to kafka failing")
         samples = scrape(admin)

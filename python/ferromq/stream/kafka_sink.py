@@ -75,8 +75,10 @@ KINDS: Final = ("messages", "events")
 DROP_REASONS: Final = ("spill_full", "spill_error", "rejected")
 """Why records were dropped: the spill was full, the spill could not be written, Kafka
 refused a batch for good."""
-MEMORY_BYTES: Final = 8 * 1024 * 1024
-"""Record bytes the ``async`` memory queue holds before it goes to the spill."""
+MEMORY_BYTES: Final = 32 * 1024 * 1024
+"""Record bytes the ``async`` memory queue holds before it goes to the spill: the Java
+producer's default ``buffer.memory``, enough to ride out a new topic's first seconds
+without a spill write stalling the loop."""
 UNIT_BYTES: Final = 8 * 1024 * 1024
 """Record bytes of one send at most (a spill read, or the memory queue's oldest)."""
 MAX_BATCH_BYTES: Final = 1_000_000

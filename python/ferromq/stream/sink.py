@@ -68,9 +68,10 @@ def holds_acks(stream: StreamConfig) -> bool:
 
 def gather_seconds(stream: StreamConfig) -> float:
     """How long the broker lets records gather after the first of a batch before it
-    takes the batch: ``[stream.kafka] linger_ms`` for Kafka, whose cost is per send;
-    none for the file sink, whose acknowledgements wait for the write."""
-    return stream.kafka.linger_ms / 1000 if stream.sink == "kafka" else 0.0
+    takes the batch: ``[stream.kafka] linger_ms`` for Kafka in ``async``, whose cost is
+    per send; none where acknowledgements wait for the sink (files, ``after_kafka``,
+    whose batches gather anyway while the previous send waits for Kafka)."""
+    return 0.0 if holds_acks(stream) else stream.kafka.linger_ms / 1000
 
 
 def stream_directory(config: Config) -> Path:
