@@ -8,7 +8,7 @@ values. Spark then decodes each column (``from_avro`` with the schema file, ``fr
 with the same Spark type) into a no-op sink; one warm-up round, then the best of
 ``--rounds`` per encoding: records per second, and bytes per record of each encoding.
 
-    python benches/pipeline/decode.py --records 1000000
+    python benches/pipeline/decode.py --records 200000
 
 Run it alone on the machine: the figures are timings.
 """
@@ -55,7 +55,7 @@ def best_rate(frame: DataFrame, records: int, rounds: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
