@@ -1,0 +1,58 @@
+"""What a shard process is told about its node: its index among ``count`` shards and
+the descriptors it inherits from the supervisor.
+
+- ``bus_fd``: the memfd holding every pair's ring (``ferromq._core.Bus``).
+- ``wake_fds[k]``: shard *k*'s eventfd; a producer writes it when *k* parked.
+- ``handover_receive``: this shard's end of its ``SOCK_SEQPACKET`` pair, on which the
+  other shards send the connections whose client id it owns (``handover_send[k]`` is
+  the sending end of shard *k*'s pair; this shard's own entry is not used).
+
+The supervisor passes it in the environment (:data:`ENV`), so a shard is the plain
+``ferromq serve`` command with one more variable; without it the process is a node of
+one shard and nothing here exists.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV = "FERROMQ_SHARD"
+
+
+def _fds(text: str) -> tuple[int, ...]:
+    return tuple(int(fd) for fd in text.split(",")) if text else ()
+
+
+@dataclass(frozen=True)
+class ShardIdentity:
+    index: int
+    count: int
+    bus_fd: int
+    wake_fds: tuple[int, ...]
+    handover_receive: int
+    handover_send: tuple[int, ...]
+
+    def to_env(self) -> str:
+        return ";".join(
+            (
+                f"{self.index}/{self.count}",
+                str(self.bus_fd),
+                ",".join(map(str, self.wake_fds)),
+                str(self.handover_receive),
+                ",".join(map(str, self.handover_send)),
+            )
+        )
+
+    @classmethod
+    def from_env(cls, environ: os._Environ[str] | dict[str, str] = os.environ) -> ShardIdentity | None:
+        text = environ.get(ENV)
+        if not text:
+            return None
+        where, bus, wake, receive, send = text.split(";")
+        index, count = (int(part) for part in where.split("/"))
+        return cls(index, count, int(bus), _fds(wake), int(receive), _fds(send))
+
+    def inherited_fds(self) -> tuple[int, ...]:
+        """Every descriptor the shard must inherit (for ``pass_fds``)."""
+        return (self.bus_fd, *self.wake_fds, self.handover_receive, *self.handover_send)
