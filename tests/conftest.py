@@ -23,6 +23,11 @@ import pytest
 from tests import services
 from tests.services import free_port
 
+# The brokers the suite starts run the number of workers the test command names
+# (FERROMQ_SERVER__WORKERS=2 for the suite at two shards); unset, one, whatever the
+# machine's cores ("auto", the default, would follow them).
+os.environ.setdefault("FERROMQ_SERVER__WORKERS", "1")
+
 
 @dataclass
 class RunningBroker:
