@@ -19,7 +19,6 @@ use std::ptr::NonNull;
 use bytes::Bytes;
 use ferromq_core::bus::ring::{max_record, Reader, Ring, Writer};
 use ferromq_core::engine::split_bus_batch;
-use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
 use crate::engine::Engine;
@@ -31,11 +30,6 @@ const HEADER: usize = 64;
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Bus>()?;
     Ok(())
-}
-
-fn os_error(what: &str) -> PyErr {
-    let error = std::io::Error::last_os_error();
-    PyOSError::new_err(format!("bus: {what}: {error}"))
 }
 
 fn region_len(count: usize, capacity: usize) -> usize {
@@ -62,7 +56,7 @@ impl Mapping {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(os_error("mmap"));
+            return Err(errors::os_error("mmap"));
         }
         Ok(Mapping {
             base: NonNull::new(base.cast()).expect("mmap returned null"),
@@ -108,10 +102,10 @@ impl Bus {
         // SAFETY: plain system calls on a descriptor this function owns until it returns.
         let fd = unsafe { libc::memfd_create(c"ferromq-bus".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
-            return Err(os_error("memfd_create"));
+            return Err(errors::os_error("memfd_create"));
         }
         if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-            let error = os_error("ftruncate");
+            let error = errors::os_error("ftruncate");
             unsafe { libc::close(fd) };
             return Err(error);
         }
@@ -134,7 +128,7 @@ impl Bus {
         // SAFETY: fstat into a zeroed struct.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd, &mut stat) } != 0 {
-            return Err(os_error("fstat"));
+            return Err(errors::os_error("fstat"));
         }
         let len = stat.st_size as usize;
         if len < HEADER {

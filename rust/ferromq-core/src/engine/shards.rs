@@ -382,6 +382,15 @@ pub fn split_bus_batch(mut batch: Bytes, max: usize) -> Result<Vec<Bytes>, Journ
     Ok(pieces)
 }
 
+fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message>, JournalError> {
+    match last {
+        Some((last_id, message)) if *last_id == id => Ok(message.clone()),
+        _ => Err(JournalError(
+            "bus record names a message not sent before it",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod split_tests {
     use super::*;
@@ -389,7 +398,7 @@ mod split_tests {
     fn record(kind: u8, len: usize) -> Vec<u8> {
         let mut r = vec![kind];
         r.extend_from_slice(&(len as u32).to_le_bytes());
-        r.extend(std::iter::repeat(kind).take(len));
+        r.extend(std::iter::repeat_n(kind, len));
         r
     }
 
@@ -414,14 +423,5 @@ mod split_tests {
             1
         );
         assert!(split_bus_batch(Bytes::from(batch), 30).is_err());
-    }
-}
-
-fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message>, JournalError> {
-    match last {
-        Some((last_id, message)) if *last_id == id => Ok(message.clone()),
-        _ => Err(JournalError(
-            "bus record names a message not sent before it",
-        )),
     }
 }
