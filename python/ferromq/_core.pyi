@@ -75,6 +75,9 @@ __all__ = [
     "parse_proxy_header",
     "reason_code_name",
     "run_bench",
+    "shard_of",
+    "connect_client_id",
+    "Bus",
 ]
 
 __version__: Final[str]
@@ -433,6 +436,7 @@ class Bus:
     def park(self) -> bool: ...
     def backlog(self) -> int: ...
 
+@final
 class Engine:
     def __new__(cls, settings: EngineSettings) -> Engine: ...
     def open(self, now: int, framing: Literal["mqtt", "websocket"] = "mqtt") -> int: ...
