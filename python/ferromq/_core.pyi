@@ -19,6 +19,7 @@ __all__ = [
     "Auth",
     "Authenticate",
     "BenchError",
+    "Bus",
     "ClientConnected",
     "ClientDisconnected",
     "Close",
@@ -65,6 +66,7 @@ __all__ = [
     "Wake",
     "__version__",
     "avro_container_header",
+    "connect_client_id",
     "encode",
     "encode_many",
     "journal_format_version",
@@ -76,8 +78,6 @@ __all__ = [
     "reason_code_name",
     "run_bench",
     "shard_of",
-    "connect_client_id",
-    "Bus",
 ]
 
 __version__: Final[str]
