@@ -656,7 +656,7 @@ def told(broker_cores: int) -> str:
         f"ferromq `--workers {broker_cores}` (ferromq-w<N>: `--workers N`), FlashMQ "
         f"`thread_count {broker_cores}`; rumqttd has no thread setting (one router "
         "thread, one runtime thread per listener) and NanoMQ 0.25.3 ignores its "
-        "(a task pool of 2 x the machine's CPUs), so both run with their defaults. "
+        "(a task pool of 2 x the machine's CPUs), so both run with their defaults."
     )
 
 
@@ -708,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{row.received_per_s:,.0f} recv/s, p99 {row.p99_ms:.2f} ms, "
                     f"lost {row.lost}, broker CPU {row.broker_cpu_s:.1f} s"
                 )
-                print(f"{name:<24} {spec.name:<10} {status}", flush=True)
+                print(f"{name:<28} {spec.name:<10} {status}", flush=True)
                 rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
     table = markdown(rows, info, command, placement, args.versus)
