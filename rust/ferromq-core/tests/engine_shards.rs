@@ -5,7 +5,7 @@
 
 mod support;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ferromq_core::bus::ring::{OwnedRegion, Reader, Writer};
 use ferromq_core::codec::{Packet, ProtocolVersion, QoS, Unsubscribe};
 use ferromq_core::engine::EngineConfig;
@@ -77,17 +77,30 @@ fn connected(h: &mut Harness, id: &str) -> Client {
     client
 }
 
-fn subscribed(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> Client {
-    let (client, rest) = subscribed_with(h, id, filter, qos);
+fn subscribed(node: &mut Node, shard: usize, id: &str, filter: &str, qos: QoS) -> Client {
+    let (client, rest) = subscribed_with(node, shard, id, filter, qos);
     assert!(rest.is_empty());
     client
 }
 
-/// Subscribe and return what came after the SUBACK (retained messages).
-fn subscribed_with(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> (Client, Vec<Packet>) {
-    let mut client = connected(h, id);
-    h.send(&client, subscribe(1, filter, qos));
-    let mut got = h.recv(&mut client);
+/// Subscribe and return what came after the SUBACK (retained messages). The SUBACK
+/// comes once the other shard confirmed it holds the filter: two bus ticks.
+fn subscribed_with(
+    node: &mut Node,
+    shard: usize,
+    id: &str,
+    filter: &str,
+    qos: QoS,
+) -> (Client, Vec<Packet>) {
+    let mut client = connected(&mut node.shards[shard], id);
+    node.shards[shard].send(&client, subscribe(1, filter, qos));
+    assert!(
+        node.shards[shard].recv(&mut client).is_empty(),
+        "the SUBACK waits for the other shard"
+    );
+    node.exchange();
+    node.exchange();
+    let mut got = node.shards[shard].recv(&mut client);
     assert!(matches!(got.first(), Some(Packet::SubAck(_))));
     got.remove(0);
     (client, got)
@@ -96,28 +109,28 @@ fn subscribed_with(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> (Client
 #[test]
 fn a_publish_on_one_shard_reaches_a_subscriber_on_the_other_once_at_its_qos() {
     let mut node = Node::new();
-    let mut sub = subscribed(
-        &mut node.shards[0],
-        "sub",
-        "sensors/+/temp",
-        QoS::AtLeastOnce,
-    );
+    let mut sub = subscribed(&mut node, 0, "sub", "sensors/+/temp", QoS::AtLeastOnce);
     node.exchange();
     let mut publisher = connected(&mut node.shards[1], "pub");
     node.shards[1].send(
         &publisher,
         publish("sensors/7/temp", b"21.5", QoS::AtLeastOnce, 9, false),
     );
-    assert!(matches!(
-        node.shards[1].recv(&mut publisher)[..],
-        [Packet::PubAck(_)]
-    ));
+    assert!(
+        node.shards[1].recv(&mut publisher).is_empty(),
+        "the PUBACK waits for the subscriber's shard"
+    );
     node.exchange();
     let got = node.shards[0].recv(&mut sub);
     let publishes = publishes(&got);
     assert_eq!(publishes.len(), 1);
     assert_eq!(&*publishes[0].topic, "sensors/7/temp");
     assert_eq!(&publishes[0].payload[..], b"21.5");
+    node.exchange(); // shard 0 confirms the round
+    assert!(matches!(
+        node.shards[1].recv(&mut publisher)[..],
+        [Packet::PubAck(_)]
+    ));
     assert_eq!(publishes[0].qos, QoS::AtLeastOnce);
     assert!(!publishes[0].retain);
 }
@@ -125,8 +138,8 @@ fn a_publish_on_one_shard_reaches_a_subscriber_on_the_other_once_at_its_qos() {
 #[test]
 fn two_subscribers_on_a_shard_cost_one_routed_message_and_each_gets_it() {
     let mut node = Node::new();
-    let mut first = subscribed(&mut node.shards[0], "a", "t/#", QoS::AtMostOnce);
-    let mut second = subscribed(&mut node.shards[0], "b", "t/x", QoS::AtMostOnce);
+    let mut first = subscribed(&mut node, 0, "a", "t/#", QoS::AtMostOnce);
+    let mut second = subscribed(&mut node, 0, "b", "t/x", QoS::AtMostOnce);
     node.exchange();
     let before = node.applied[0];
     let publisher = connected(&mut node.shards[1], "pub");
@@ -150,7 +163,7 @@ fn two_subscribers_on_a_shard_cost_one_routed_message_and_each_gets_it() {
 #[test]
 fn nothing_crosses_to_a_shard_without_a_matching_subscriber() {
     let mut node = Node::new();
-    let _sub = subscribed(&mut node.shards[0], "sub", "a/b", QoS::AtMostOnce);
+    let _sub = subscribed(&mut node, 0, "sub", "a/b", QoS::AtMostOnce);
     node.exchange();
     let publisher = connected(&mut node.shards[1], "pub");
     node.shards[1].send(&publisher, publish("a/c", b"m", QoS::AtMostOnce, 0, false));
@@ -160,8 +173,8 @@ fn nothing_crosses_to_a_shard_without_a_matching_subscriber() {
 #[test]
 fn routing_stops_when_the_last_subscriber_of_a_filter_leaves() {
     let mut node = Node::new();
-    let mut stays = subscribed(&mut node.shards[0], "stays", "f", QoS::AtMostOnce);
-    let mut leaves = subscribed(&mut node.shards[0], "leaves", "f", QoS::AtMostOnce);
+    let mut stays = subscribed(&mut node, 0, "stays", "f", QoS::AtMostOnce);
+    let mut leaves = subscribed(&mut node, 0, "leaves", "f", QoS::AtMostOnce);
     node.exchange();
     node.shards[0].send(
         &leaves,
@@ -194,7 +207,7 @@ fn routing_stops_when_the_last_subscriber_of_a_filter_leaves() {
 #[test]
 fn a_shards_subscriptions_are_not_counted_as_the_others() {
     let mut node = Node::new();
-    let _sub = subscribed(&mut node.shards[0], "sub", "x/#", QoS::AtMostOnce);
+    let _sub = subscribed(&mut node, 0, "sub", "x/#", QoS::AtMostOnce);
     node.exchange();
     assert_eq!(node.shards[0].engine.stats().subscriptions, 1);
     assert_eq!(node.shards[1].engine.stats().subscriptions, 0);
@@ -203,7 +216,7 @@ fn a_shards_subscriptions_are_not_counted_as_the_others() {
 #[test]
 fn one_publishers_messages_arrive_in_order_across_shards() {
     let mut node = Node::new();
-    let mut sub = subscribed(&mut node.shards[0], "sub", "seq", QoS::AtMostOnce);
+    let mut sub = subscribed(&mut node, 0, "sub", "seq", QoS::AtMostOnce);
     node.exchange();
     let publisher = connected(&mut node.shards[1], "pub");
     let mut expected = Vec::new();
@@ -230,7 +243,7 @@ fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_othe
         publish("state/door", b"open", QoS::AtMostOnce, 0, true),
     );
     node.exchange();
-    let (_sub, got) = subscribed_with(&mut node.shards[0], "sub", "state/#", QoS::AtMostOnce);
+    let (_sub, got) = subscribed_with(&mut node, 0, "sub", "state/#", QoS::AtMostOnce);
     assert_eq!(payloads(&got), vec![b"open".to_vec()]);
     assert!(publishes(&got)[0].retain);
 
@@ -239,7 +252,7 @@ fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_othe
         publish("state/door", b"", QoS::AtMostOnce, 0, true),
     );
     node.exchange();
-    let mut late = subscribed(&mut node.shards[0], "late", "state/#", QoS::AtMostOnce);
+    let mut late = subscribed(&mut node, 0, "late", "state/#", QoS::AtMostOnce);
     assert!(
         node.shards[0].recv(&mut late).is_empty(),
         "the clear reached shard 0"
@@ -249,10 +262,152 @@ fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_othe
 #[test]
 fn bus_bytes_that_do_not_decode_are_refused_and_deliver_nothing() {
     let mut node = Node::new();
-    let mut sub = subscribed(&mut node.shards[0], "sub", "#", QoS::AtMostOnce);
+    let mut sub = subscribed(&mut node, 0, "sub", "#", QoS::AtMostOnce);
     let now = node.shards[0].now;
     let cut = Bytes::from_static(&[64, 8, 0, 0, 0, 1]);
     assert!(node.shards[0].engine.bus_receive(1, cut, now).is_err());
     node.shards[0].pump();
     assert!(node.shards[0].recv(&mut sub).is_empty());
+}
+
+#[test]
+fn a_shared_group_spanning_shards_gets_each_message_once() {
+    let mut node = Node::new();
+    let mut here = subscribed(&mut node, 0, "w0", "$share/g/jobs", QoS::AtLeastOnce);
+    node.exchange();
+    let mut publisher = connected(&mut node.shards[1], "pub");
+    // The group's only member is on shard 0: every message crosses to it.
+    for i in 0..4u16 {
+        node.shards[1].send(
+            &publisher,
+            publish("jobs", &i.to_be_bytes(), QoS::AtLeastOnce, i + 1, false),
+        );
+    }
+    node.shards[1].recv(&mut publisher);
+    node.exchange();
+    assert_eq!(payloads(&node.shards[0].recv(&mut here)).len(), 4);
+
+    // A member on each shard: each message reaches exactly one of them.
+    let mut there = subscribed(&mut node, 1, "w1", "$share/g/jobs", QoS::AtLeastOnce);
+    node.exchange();
+    for i in 0..40u16 {
+        node.shards[1].send(
+            &publisher,
+            publish("jobs", &i.to_be_bytes(), QoS::AtLeastOnce, 100 + i, false),
+        );
+        if i % 5 == 0 {
+            node.exchange();
+        }
+    }
+    node.exchange();
+    let (a, b) = (
+        payloads(&node.shards[0].recv(&mut here)),
+        payloads(&node.shards[1].recv(&mut there)),
+    );
+    assert_eq!(a.len() + b.len(), 40, "each message once in the group");
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "both shards' members take a share"
+    );
+    let mut all: Vec<_> = a.into_iter().chain(b).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 40);
+}
+
+#[test]
+fn a_message_for_a_group_whose_members_here_are_offline_waits_in_this_shards_queue() {
+    let mut node = Node::new();
+    let (client, _) =
+        node.shards[0].connect(with_expiry(connect("w0", ProtocolVersion::V5, true), 300));
+    node.shards[0].send(&client, subscribe(1, "$share/g/jobs", QoS::AtLeastOnce));
+    node.exchange();
+    node.shards[0].drop_connection(&client);
+    node.exchange();
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("jobs", b"later", QoS::AtLeastOnce, 1, false),
+    );
+    node.exchange();
+    let (mut back, connack) =
+        node.shards[0].connect(with_expiry(connect("w0", ProtocolVersion::V5, false), 300));
+    assert!(matches!(connack, Packet::ConnAck(ref ack) if ack.session_present));
+    assert_eq!(
+        payloads(&node.shards[0].recv(&mut back)),
+        vec![b"later".to_vec()]
+    );
+}
+
+#[test]
+fn a_restarted_shard_replaces_its_subscriptions_and_learns_the_others() {
+    let mut node = Node::new();
+    let _old = subscribed(&mut node, 0, "gone", "old/#", QoS::AtMostOnce);
+    let _kept = subscribed(&mut node, 1, "stays", "kept/#", QoS::AtMostOnce);
+    node.exchange();
+    // Shard 0's process dies and a new one starts with no session (a clean one).
+    node.shards[0] = Harness::new(EngineConfig::default());
+    node.shards[0].engine.set_shards(0, 2);
+    node.shards[0].engine.bus_hello();
+    node.exchange();
+    node.exchange(); // shard 1's answer to the HELLO
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("old/x", b"m", QoS::AtMostOnce, 0, false),
+    );
+    assert!(
+        node.shards[1].engine.take_bus(0).is_none(),
+        "the dead shard's filters were replaced by the new one's (none)"
+    );
+    let other = connected(&mut node.shards[0], "pub0");
+    node.shards[0].send(&other, publish("kept/y", b"m", QoS::AtMostOnce, 0, false));
+    assert!(
+        node.shards[0].engine.take_bus(1).is_some(),
+        "the new shard learned shard 1's filters"
+    );
+}
+
+#[test]
+fn a_puback_waits_until_the_receiving_shard_has_stored_the_message() {
+    let mut node = Node::new();
+    node.shards = [
+        Harness::new(durable_config()),
+        Harness::new(durable_config()),
+    ];
+    for (me, shard) in node.shards.iter_mut().enumerate() {
+        shard.engine.set_shards(me as u16, 2);
+        shard.store = Some(BytesMut::new());
+    }
+    let (sub, _) =
+        node.shards[0].connect(with_expiry(connect("sub", ProtocolVersion::V5, true), 300));
+    node.shards[0].send(&sub, subscribe(1, "orders/#", QoS::AtLeastOnce));
+    node.exchange();
+    node.shards[0].drop_connection(&sub);
+    node.shards[0].pump();
+    let mut publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("orders/1", b"x", QoS::AtLeastOnce, 5, false),
+    );
+    // By hand, to stop between the receiving shard's journal and its store.
+    let routed = node.shards[1].engine.take_bus(0).expect("routed");
+    let now = node.shards[0].now;
+    node.shards[0].engine.bus_receive(1, routed, now).unwrap();
+    assert!(
+        node.shards[0].engine.take_bus(1).is_none(),
+        "no confirmation before shard 0's store has the message"
+    );
+    assert!(node.shards[1].recv(&mut publisher).is_empty());
+    node.shards[0].persist();
+    let confirmation = node.shards[0].engine.take_bus(1).expect("confirmed");
+    let now = node.shards[1].now;
+    node.shards[1]
+        .engine
+        .bus_receive(0, confirmation, now)
+        .unwrap();
+    assert!(matches!(
+        node.shards[1].recv(&mut publisher)[..],
+        [Packet::PubAck(_)]
+    ));
 }

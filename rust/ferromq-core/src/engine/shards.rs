@@ -13,10 +13,31 @@
 //! - **Retained messages are replicated** to every shard (`MESSAGE` + `RETAIN`, or a
 //!   clear), so a SUBSCRIBE anywhere finds them locally.
 //!
-//! Not yet carried (docs/shards.md, "Status"): shared subscriptions (a group's members
-//! stay on their shard), session moves between shards, and acknowledgements that wait
-//! for the receiving shard (a PUBACK does not wait for the routed message to be
-//! journaled there; a SUBACK does not wait for the other shards to hold the filter).
+//! - **Shared groups span shards.** A `$share/` filter is replicated like any other, so
+//!   a shard with members of a group is one pseudo-member of it everywhere else. When
+//!   the group's pick (or a redistribution) falls on that pseudo-member, the message
+//!   goes there once as `ROUTE_SHARED`, and one of that shard's online members takes
+//!   it by the group's strategy; with none online there, that shard's group queue
+//!   holds it until one of its members returns.
+//! - **A (re)started shard** sends every other `SYNC` (replace what you hold from me),
+//!   its subscriptions, then `HELLO` (send me yours), so both sides' indexes agree
+//!   after a shard process is restarted (`bus_hello`).
+//!
+//! - **Acknowledgements wait for the receiving shard's store.** A QoS 1/2 message
+//!   routed to another shard makes the PUBACK/PUBREC given after it wait (in
+//!   `held_acks`, like the waits for this shard's own store) for a *round*: the next
+//!   batch to that shard ends with `BUS_ROUND(n)`, and the receiver answers
+//!   `BUS_ACK(n)` once its own store has confirmed the batch that was pending when it
+//!   applied the round (at once when nothing was). So `kill -9` of the node loses no
+//!   acknowledged message, whichever shard holds its subscribers.
+//!
+//! Sessions never move between shards: a client id has one owner shard
+//! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
+//! reaches an engine (docs/shards.md, "Sessions"). A SUBACK waits the same
+//! way for a round every other shard confirms, so a PUBLISH on any shard after the
+//! SUBACK matches the new subscription (the retained messages follow the SUBACK, as on
+//! one shard). Not yet carried: a group's queue on one shard drains only to that
+//! shard's members.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,11 +45,16 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
-use crate::topic::parse_shared_filter;
+use crate::topic::GroupRef;
 
-use super::journal::{decode_record, Journal, JournalError, Record, ROUTE};
+use super::journal::{
+    decode_record, get_str, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO, ROUTE,
+    ROUTE_SHARED, SYNC,
+};
 use super::message::Message;
+use super::subscribe::Granted;
 use super::Engine;
+use crate::bus::shard_of;
 
 /// Session ids from here up stand for other shards in the subscription index; real
 /// sessions are slots of `Engine::sessions` and never come near.
@@ -56,6 +82,21 @@ pub(super) struct Shards {
     outboxes: Vec<Journal>,
     /// Subscribers per (shard, filter) as that shard reported them.
     remote: HashMap<(u16, Box<str>), u32>,
+    /// Acknowledged rounds (see "Acknowledgements" in the module header), per shard:
+    /// a QoS 1/2 message is in the outbox and no round was written after it yet,
+    needs_round: Vec<bool>,
+    /// the last round sent to it, and the last it confirmed.
+    sent_round: Vec<u64>,
+    acked_round: Vec<u64>,
+    next_round: u64,
+    /// Rounds received, to confirm once this shard's store has what they brought:
+    /// (from, round, the journal batch then unconfirmed).
+    to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
+    /// SUBACKs waiting for every shard to hold their filters, with their round.
+    subacks: std::collections::VecDeque<(u64, Granted)>,
+    /// Shared groups by `$share/` filter, for messages routed to their members here
+    /// (checked live before use: a group id is reused once its group ends).
+    groups: HashMap<Box<str>, GroupRef>,
 }
 
 impl Shards {
@@ -66,6 +107,10 @@ impl Shards {
             .enumerate()
             .filter(move |(shard, _)| *shard != me)
             .map(|(_, outbox)| outbox)
+    }
+
+    fn count(&self) -> u16 {
+        self.outboxes.len() as u16
     }
 
     /// Filters other shards hold in this shard's index.
@@ -82,13 +127,215 @@ impl Engine {
             me,
             outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
             remote: HashMap::new(),
+            needs_round: vec![false; usize::from(count)],
+            sent_round: vec![0; usize::from(count)],
+            acked_round: vec![0; usize::from(count)],
+            next_round: 1,
+            to_confirm: std::collections::VecDeque::new(),
+            subacks: std::collections::VecDeque::new(),
+            groups: HashMap::new(),
         });
+    }
+
+    /// This engine's shard and the node's number of shards; (0, 1) when alone.
+    pub fn shard(&self) -> (u16, u16) {
+        self.shards.as_ref().map_or((0, 1), |s| (s.me, s.count()))
+    }
+
+    /// Whether this shard owns `client_id` (`bus::shard_of`); always when alone.
+    pub fn owns(&self, client_id: &str) -> bool {
+        let (me, count) = self.shard();
+        shard_of(client_id, count) == me
+    }
+
+    /// Announce this shard to the others, once its store is restored: each is sent a
+    /// `SYNC` and every local subscription (replacing what it held from this shard,
+    /// which matters when this shard restarted), then a `HELLO`, which they answer
+    /// the same way.
+    pub fn bus_hello(&mut self) {
+        let (me, count) = self.shard();
+        for to in (0..count).filter(|&to| to != me) {
+            self.sync_subscriptions_to(to);
+            if let Some(outbox) = self.outbox(to) {
+                outbox.bus_signal(HELLO);
+            }
+        }
+    }
+
+    fn outbox(&mut self, to: u16) -> Option<&mut Journal> {
+        self.shards.as_mut()?.outboxes.get_mut(usize::from(to))
+    }
+
+    /// `SYNC` and every non-shared filter of every local session, to shard `to`.
+    fn sync_subscriptions_to(&mut self, to: u16) {
+        let options = remote_options().to_byte(ProtocolVersion::V5);
+        let Some(outbox) = self
+            .shards
+            .as_mut()
+            .and_then(|shards| shards.outboxes.get_mut(usize::from(to)))
+        else {
+            return;
+        };
+        outbox.bus_signal(SYNC);
+        for (session, state) in self.sessions.iter().enumerate() {
+            let Some(state) = state else { continue };
+            for filter in self.index.client_filters(session as u32) {
+                outbox.subscribe(&state.client_id, &filter, options, 0);
+            }
+        }
+    }
+
+    /// Shard `from` sent round `round`: confirm it once the store has what it brought
+    /// (at once when nothing waits for the store).
+    fn confirm_round_when_stored(&mut self, from: u16, round: u64) {
+        let batch = self.journal.unconfirmed_batch();
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        match batch {
+            Some(batch) => shards.to_confirm.push_back((from, round, batch)),
+            None => shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round),
+        }
+    }
+
+    fn round_confirmed(&mut self, from: u16, round: u64) {
+        if let Some(shards) = self.shards.as_mut() {
+            let acked = &mut shards.acked_round[usize::from(from)];
+            *acked = (*acked).max(round);
+        }
+        self.release_held_acks();
+        self.release_subacks();
+    }
+
+    /// Shard `from` (re)started: what its previous process had not confirmed will not
+    /// be (docs/shards.md, "A shard that dies"), so nothing waits for it any more.
+    fn forget_rounds_of(&mut self, from: u16) {
+        if let Some(shards) = self.shards.as_mut() {
+            let at = usize::from(from);
+            shards.acked_round[at] = shards.acked_round[at].max(shards.sent_round[at]);
+        }
+        self.release_held_acks();
+        self.release_subacks();
+    }
+
+    /// Forget every subscription shard `from` reported.
+    fn remote_reset(&mut self, from: u16) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        let gone: Vec<Box<str>> = shards
+            .remote
+            .keys()
+            .filter(|(shard, _)| *shard == from)
+            .map(|(_, filter)| filter.clone())
+            .collect();
+        for filter in gone {
+            shards.remote.remove(&(from, filter.clone()));
+            self.index
+                .unsubscribe(REMOTE_BASE + u32::from(from), &filter);
+        }
     }
 
     /// The records for shard `to` since the last call; None when there are none.
     pub fn take_bus(&mut self, to: u16) -> Option<Bytes> {
-        let outbox = self.shards.as_mut()?.outboxes.get_mut(usize::from(to))?;
+        let shards = self.shards.as_mut()?;
+        let at = usize::from(to);
+        if shards.needs_round.get(at).copied().unwrap_or(false) {
+            let round = shards.next_round;
+            shards.next_round += 1;
+            shards.needs_round[at] = false;
+            shards.sent_round[at] = round;
+            shards.outboxes[at].bus_number(BUS_ROUND, round);
+        }
+        let outbox = shards.outboxes.get_mut(at)?;
         outbox.take().map(|(_, records)| records)
+    }
+
+    /// The round an acknowledgement given now must wait for: 0 when no QoS 1/2
+    /// message waits in an outbox.
+    pub(super) fn bus_round_pending(&self) -> u64 {
+        match &self.shards {
+            Some(shards) if shards.needs_round.contains(&true) => shards.next_round,
+            _ => 0,
+        }
+    }
+
+    /// Every shard that was sent a QoS 1/2 message in a round up to `round` has
+    /// confirmed it (or a later one).
+    pub(super) fn bus_round_confirmed(&self, round: u64) -> bool {
+        let Some(shards) = self.shards.as_ref().filter(|_| round != 0) else {
+            return true;
+        };
+        (0..shards.outboxes.len()).all(|to| {
+            !shards.needs_round[to] && shards.acked_round[to] >= round.min(shards.sent_round[to])
+        })
+    }
+
+    /// Confirm the rounds whose journal batch the store now has.
+    pub(super) fn release_bus_acks(&mut self) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        while let Some(&(from, round, batch)) = shards.to_confirm.front() {
+            if self.journal.has_unconfirmed_at(batch) {
+                break;
+            }
+            shards.to_confirm.pop_front();
+            shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round);
+        }
+    }
+
+    /// Hold a SUBACK until every other shard has confirmed a round sent after its
+    /// subscriptions (so a PUBLISH anywhere after the SUBACK matches them); `Some`
+    /// gives it back to be sent now (one shard, or nothing to wait for).
+    pub(super) fn hold_suback(&mut self, granted: Granted) -> Option<Granted> {
+        let Some(shards) = self.shards.as_mut() else {
+            return Some(granted);
+        };
+        let me = usize::from(shards.me);
+        for (to, needs) in shards.needs_round.iter_mut().enumerate() {
+            *needs |= to != me;
+        }
+        shards.subacks.push_back((shards.next_round, granted));
+        None
+    }
+
+    /// Send the held SUBACKs whose round every shard confirmed, in order.
+    fn release_subacks(&mut self) {
+        let now = self.clock;
+        loop {
+            let ready = match self.shards.as_ref().and_then(|s| s.subacks.front()) {
+                Some(&(round, _)) => self.bus_round_confirmed(round),
+                None => false,
+            };
+            if !ready {
+                return;
+            }
+            let (_, granted) = self
+                .shards
+                .as_mut()
+                .and_then(|s| s.subacks.pop_front())
+                .expect("front checked");
+            // The connection may have ended, or its session moved to another, meanwhile.
+            let session = self
+                .conns
+                .get(granted.conn as usize)
+                .and_then(Option::as_ref)
+                .and_then(|conn| conn.session());
+            if session == Some(granted.session) {
+                self.send_suback(granted, now);
+            }
+        }
+    }
+
+    /// A QoS 1/2 message went into `to`'s outbox: acknowledgements given from now
+    /// wait for `to` to confirm the round that carries it.
+    fn needs_round(&mut self, to: u16, message: &Message) {
+        if message.qos != QoS::AtMostOnce {
+            if let Some(shards) = self.shards.as_mut() {
+                shards.needs_round[usize::from(to)] = true;
+            }
+        }
     }
 
     /// A local session gained `filter`: every other shard routes matches to us.
@@ -96,9 +343,6 @@ impl Engine {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            return;
-        }
         let client = self.sessions[session as usize]
             .as_ref()
             .map_or("", |state| &*state.client_id);
@@ -133,9 +377,6 @@ impl Engine {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            return;
-        }
         for outbox in shards.others() {
             outbox.unsubscribe(client, filter);
         }
@@ -151,6 +392,55 @@ impl Engine {
         }
     }
 
+    /// A shared group's pick fell on another shard's pseudo-member: the message goes
+    /// there for one of that shard's members of the group.
+    pub(super) fn route_shared_to_shard(&mut self, shard: u16, message: &Message, group: u32) {
+        let Some(filter) = self.index.shared_group_filter(group) else {
+            return;
+        };
+        let wall_offset = self.wall_offset;
+        if let Some(outbox) = self.outbox(shard) {
+            outbox.route_shared(message, &filter, wall_offset);
+        }
+        self.needs_round(shard, message);
+    }
+
+    /// A message another shard routed to this shard's members of `share_filter`:
+    /// one local online member takes it by the group's strategy, else the group's
+    /// queue here holds it (as when no member is online on one shard).
+    fn receive_shared(&mut self, message: Arc<Message>, share_filter: &str, now: u64) {
+        let cached = self
+            .shards
+            .as_ref()
+            .and_then(|shards| shards.groups.get(share_filter).copied())
+            .filter(|&group| self.index.is_group_live(group));
+        let Some(group) = cached.or_else(|| self.index.find_shared_group(share_filter)) else {
+            // Its members here left while the message crossed: nobody to hold it for.
+            self.stats
+                .count_drop(super::stats::DropReason::GroupEnded, 1);
+            return;
+        };
+        if cached.is_none() {
+            if let Some(shards) = self.shards.as_mut() {
+                shards.groups.insert(share_filter.into(), group);
+            }
+        }
+        let local = self
+            .index
+            .pick_member(group, message.publisher, &message.topic, |client| {
+                remote_shard(client).is_none()
+            });
+        match local {
+            Some(member) => {
+                let out = super::shared::member_delivery(message, member);
+                self.deliver_shared(group.id, member.client, out, now);
+            }
+            None => {
+                self.queue_for_group(group.id, &message, now);
+            }
+        }
+    }
+
     /// A match on another shard's pseudo-session: the message goes there once.
     pub(super) fn route_to_shard(&mut self, shard: u16, message: &Message) {
         let wall_offset = self.wall_offset;
@@ -161,6 +451,7 @@ impl Engine {
         {
             outbox.route(message, wall_offset);
         }
+        self.needs_round(shard, message);
     }
 
     /// Apply the records shard `from` sent (as `take_bus` gave them there); returns how
@@ -191,12 +482,42 @@ impl Engine {
             }
             let mut body = records.split_to(len);
             count += 1;
+            if kind == SYNC {
+                self.remote_reset(from);
+                continue;
+            }
+            if kind == HELLO {
+                self.sync_subscriptions_to(from);
+                self.forget_rounds_of(from);
+                continue;
+            }
+            if kind == BUS_ROUND || kind == BUS_ACK {
+                if body.remaining() < 8 {
+                    return Err(JournalError("round record cut off"));
+                }
+                let round = body.get_u64_le();
+                if kind == BUS_ROUND {
+                    self.confirm_round_when_stored(from, round);
+                } else {
+                    self.round_confirmed(from, round);
+                }
+                continue;
+            }
             if kind == ROUTE {
                 if body.remaining() < 8 {
                     return Err(JournalError("route record cut off"));
                 }
                 let message = referenced(&last, body.get_u64_le())?;
                 self.fan_out_routed(message, now);
+                continue;
+            }
+            if kind == ROUTE_SHARED {
+                if body.remaining() < 8 {
+                    return Err(JournalError("route record cut off"));
+                }
+                let message = referenced(&last, body.get_u64_le())?;
+                let filter = get_str(&mut body)?;
+                self.receive_shared(message, &filter, now);
                 continue;
             }
             match decode_record(kind, body)? {
@@ -210,10 +531,16 @@ impl Engine {
                     topic,
                     message_id: 0,
                 } => {
-                    self.forget_retained(&topic);
+                    if self.forget_retained(&topic) {
+                        self.journal.retain(&topic, None, self.wall_offset);
+                    }
                 }
                 Record::Retain { message_id, .. } => {
+                    // Journaled here too, so each shard's store holds the node's
+                    // retained messages; not sent on (journal_retained would).
                     let message = referenced(&last, message_id)?;
+                    self.journal
+                        .retain(&message.topic, Some(&message), self.wall_offset);
                     self.restore_retained(message);
                 }
                 _ => return Err(JournalError("not a bus record")),
@@ -259,11 +586,83 @@ impl Engine {
     }
 }
 
+/// `batch` (records as `take_bus` gives them) cut into pieces of at most `max` bytes
+/// for a bus ring, each cut before a record that starts something: never between a
+/// message and the `ROUTE` or `RETAIN` that refers to it. A single record over `max`
+/// is an error: the ring cannot carry it (the ring is sized for the largest packet).
+pub fn split_bus_batch(mut batch: Bytes, max: usize) -> Result<Vec<Bytes>, JournalError> {
+    let mut pieces = Vec::new();
+    // `at`: the next record; `group`: where the record group `at` belongs to began.
+    let (mut at, mut group) = (0, 0);
+    while at < batch.len() {
+        if batch.len() - at < 5 {
+            return Err(JournalError("bus record header cut off"));
+        }
+        let kind = batch[at];
+        let len = u32::from_le_bytes(batch[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
+        let end = at + 5 + len;
+        if end > batch.len() {
+            return Err(JournalError("bus record cut off"));
+        }
+        if kind != ROUTE && kind != super::journal::RETAIN {
+            group = at;
+        }
+        if end > max {
+            if group == 0 {
+                return Err(JournalError("bus record larger than the ring takes"));
+            }
+            pieces.push(batch.split_to(group));
+            (at, group) = (0, 0);
+            continue;
+        }
+        at = end;
+    }
+    if !batch.is_empty() {
+        pieces.push(batch);
+    }
+    Ok(pieces)
+}
+
 fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message>, JournalError> {
     match last {
         Some((last_id, message)) if *last_id == id => Ok(message.clone()),
         _ => Err(JournalError(
             "bus record names a message not sent before it",
         )),
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    fn record(kind: u8, len: usize) -> Vec<u8> {
+        let mut r = vec![kind];
+        r.extend_from_slice(&(len as u32).to_le_bytes());
+        r.extend(std::iter::repeat_n(kind, len));
+        r
+    }
+
+    #[test]
+    fn cuts_between_groups_never_inside_one() {
+        let message = super::super::journal::MESSAGE;
+        let batch: Vec<u8> = [
+            record(message, 20),
+            record(ROUTE, 8),
+            record(message, 20),
+            record(ROUTE, 8),
+        ]
+        .concat();
+        let pieces = split_bus_batch(Bytes::from(batch.clone()), 40).unwrap();
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].len(), 38);
+        assert_eq!(pieces.concat(), batch);
+        assert_eq!(
+            split_bus_batch(Bytes::from(batch.clone()), 1000)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(split_bus_batch(Bytes::from(batch), 30).is_err());
     }
 }
