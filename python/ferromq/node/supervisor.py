@@ -55,6 +55,7 @@ from ferromq._core import Bus
 from ferromq.config import Config, listener_path
 from ferromq.listener import ListenError, bind_sockets
 from ferromq.log import log_event
+from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
 from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
 from ferromq.pidfile import PidFile
@@ -65,8 +66,6 @@ __all__ = ["BACKOFF_FIRST", "DEATHS_ALLOWED", "DEATHS_WINDOW", "supervise"]
 
 logger = logging.getLogger("ferromq.node")
 
-RING_CAPACITY: Final = 1 << 20
-"""Bytes of one ring (one direction between two shards); the bus holds N·(N-1)."""
 BACKOFF_FIRST: Final = 0.1
 BACKOFF_MAX: Final = 5.0
 DEATHS_ALLOWED: Final = 5
@@ -130,7 +129,7 @@ class Supervisor:
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(count)]
         self._keep = [sock for pair in pairs for sock in pair]  # open for restarts
         send = tuple(pair[1].fileno() for pair in pairs)
-        bus_fd = Bus.create(count, RING_CAPACITY)
+        bus_fd = Bus.create(count, ring_capacity(count))
         self.shards = [
             _Shard(ShardIdentity(k, count, bus_fd, wake_fds, pairs[k][0].fileno(), send))
             for k in range(count)
