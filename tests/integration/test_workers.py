@@ -4,8 +4,9 @@ broker (python/ferromq/node/supervisor.py, docs/shards.md), under both loops.
 - Two workers are two shard processes, children of the one ``ferromq serve`` the user
   started, each logging with ``shard=K``; clients connect, publish and subscribe,
   including between clients the kernel spread over both shards (the bus).
-- SIGTERM stops the node with status 0 and leaves no process behind; ``kill -9`` of the
-  supervisor stops its shards too; the pid file holds the supervisor's pid.
+- SIGTERM stops the node with status 0 and leaves no process behind, SIGHUP reloads
+  every shard; ``kill -9`` of the supervisor stops its shards too; the pid file holds
+  the supervisor's pid.
 - A shard killed with SIGKILL is logged in one line and started again; clients
   reconnect, a persistent one to its session; a shard that keeps dying stops the node
   with status 1.
@@ -174,6 +175,15 @@ def test_sigterm_stops_the_node_cleanly_and_leaves_no_process(tmp_path: Path, lo
     assert node.stop() == 0
     assert not any(alive(pid) for pid in shards)
     assert "node stopped workers=2" in node.log()
+
+
+def test_sighup_reloads_every_shard(tmp_path: Path, loop: str, nodes: list[RunningBroker]) -> None:
+    node = start_node(tmp_path, loop)
+    nodes.append(node)
+    node.process.send_signal(signal.SIGHUP)
+    with_retries(lambda: node.log().count("configuration reloaded") == 2)
+    log = node.log()
+    assert "configuration reloaded shard=0" in log and "configuration reloaded shard=1" in log
 
 
 def test_the_shards_stop_when_the_supervisor_is_killed(tmp_path: Path, loop: str) -> None:
