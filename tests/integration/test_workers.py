@@ -2,7 +2,7 @@
 broker (python/ferromq/node/supervisor.py, docs/shards.md), under both loops.
 
 - Two workers are two shard processes, children of the one ``ferromq serve`` the user
-  started, each logging with ``shard=K``; clients connect, publish and subscribe,
+  started, each on its own CPU and logging with ``shard=K``; clients connect, publish and subscribe,
   including between clients the kernel spread over both shards (the bus).
 - SIGTERM stops the node with status 0 and leaves no process behind, SIGHUP reloads
   every shard; ``kill -9`` of the supervisor stops its shards too; the pid file holds
@@ -138,6 +138,12 @@ def test_two_workers_are_two_shard_processes_serving_clients(
     assert set(shard_pids(node).values()) == shards
     for pid in shards:
         assert command_line(pid)[1:4] == ["-m", "ferromq", "serve"]
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:  # each shard on its own CPU of the mask
+        assert {k: os.sched_getaffinity(pid) for k, pid in shard_pids(node).items()} == {
+            0: {cpus[0]},
+            1: {cpus[1]},
+        }
     log = node.log()
     assert "listening shard=0 " in log and "listening shard=1 " in log
     # One client publishing to itself stays on one shard.
