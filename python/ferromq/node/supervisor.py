@@ -52,7 +52,8 @@ from typing import Final
 
 from ferromq import sd_notify
 from ferromq._core import Bus
-from ferromq.config import Config, listener_path
+from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
+from ferromq.config import Config, ConfigError, listener_path
 from ferromq.listener import ListenError, bind_sockets
 from ferromq.log import log_event
 from ferromq.node.bus_pump import ring_capacity
@@ -81,8 +82,8 @@ def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | N
         _check_listeners(config)
         lock = _lock_store(config)
     except (ListenError, StoreUnavailable) as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
-        return 4 if isinstance(exc, ListenError) else 3
+        fail(exc)
+        return EXIT_CANNOT_LISTEN if isinstance(exc, ListenError) else EXIT_STORE_UNAVAILABLE
     try:
         return asyncio.run(Supervisor(config, argv, count, pid_file).run())
     finally:
@@ -162,7 +163,7 @@ class Supervisor:
         if self._failure is not None:
             status, message = self._failure
             if message is not None:
-                print(f"ferromq: error: {message}", file=sys.stderr)
+                print(f"ferromq: error: {message}", file=sys.stderr)  # the line the shard reported
             return status
         if self._status == 0:
             log_event(logger, logging.INFO, "node stopped", workers=self.count)
@@ -190,7 +191,11 @@ class Supervisor:
         if self._failure is not None or self._stop.is_set():
             return False
         if self.pid_file is not None:
-            self.pid_file.write()
+            try:
+                self.pid_file.write()
+            except ConfigError as exc:
+                self._failure = (EXIT_CONFIG_ERROR, str(exc))
+                return False
         sd_notify.notify(sd_notify.READY)
         log_event(logger, logging.INFO, "node serving", workers=self.count)
         return True
