@@ -218,7 +218,7 @@ class Supervisor:
         """Run ``shard``, and again after each unexpected death."""
         while True:
             returncode, failed = await self._run_once(shard)
-            if self._stopping:
+            if self._stopping or self._stop.is_set():  # stopped with the node
                 return
             index, pid = shard.identity.index, shard.process.pid if shard.process else None
             if not self._serving:  # the node's start: the node fails with it
