@@ -183,6 +183,29 @@ def test_sigterm_stops_the_node_cleanly_and_leaves_no_process(tmp_path: Path, lo
     assert "node stopped workers=2" in node.log()
 
 
+def test_sigterm_to_every_process_at_once_is_a_clean_stop(tmp_path: Path, loop: str) -> None:
+    # As systemd stops a unit (KillMode=control-group): the shards get SIGTERM from it
+    # and from the supervisor.
+    port = free_port()
+    with (tmp_path / "node.log").open("wb") as log:
+        process = subprocess.Popen(
+            [*ferromq_command(), "serve", "--workers", "2", "-p", str(port), "--loop", loop],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "FERROMQ_STORAGE__PATH": str(tmp_path / "data")},
+            start_new_session=True,
+        )
+    try:
+        with_retries(lambda: "node serving" in (tmp_path / "node.log").read_text())
+        shards = children(process.pid)
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(30) == 0, (tmp_path / "node.log").read_text()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert not any(alive(pid) for pid in shards)
+
+
 def test_sighup_reloads_every_shard(tmp_path: Path, loop: str, nodes: list[RunningBroker]) -> None:
     node = start_node(tmp_path, loop)
     nodes.append(node)
