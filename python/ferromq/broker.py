@@ -84,6 +84,7 @@ from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
 from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
+from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.storage import Store
 from ferromq.storage.embedded import EmbeddedStore
@@ -287,7 +288,9 @@ class Broker:
             self.auth = AuthGate(
                 self.engine, hub, self._provider, self.admission, self._listeners.certificate
             )
-        self._listeners.serve(loop, hub)
+        # In a node of several shards: route each connection to its client id's owner.
+        shard = ShardIdentity.from_env()
+        self._listeners.serve(loop, hub, shard, config.limits.max_packet_size)
         self.serving = True
         if self._admin is not None:
             await self._admin.start()
