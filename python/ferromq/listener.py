@@ -64,9 +64,16 @@ The preamble, per connection and in this order (each step its own module; a plai
    no Python runs per message. Refusals are counted
    (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
 
+4. **Client-id affinity** in a node of several shards (:meth:`Listeners.serve` given a
+   :class:`~ferromq.node.identity.ShardIdentity`, :mod:`ferromq.node.handover`): the
+   protocol after the preamble is a router that reads the CONNECT's client id and keeps
+   the connection here, hands its socket to the owner shard (``tcp``), or relays it to
+   the owner (``tls``, ``ws``, ``wss``). The owner admits a handed-over connection as
+   at accept and reports the client's address for it as for a PROXY header.
+
 The connection's admission slots are given back once (:meth:`Listeners._release`), by
-whichever ends it: the MQTT protocol, the upgrade protocol, or a preamble or handshake
-that failed.
+whichever ends it: the MQTT protocol, the upgrade protocol, the router, or a preamble
+or handshake that failed.
 
 TLS (``protocol = "tls"`` or ``"wss"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
 listener's ``SSLContext`` to ``connect_accepted_socket``, so the loop's own SSL
