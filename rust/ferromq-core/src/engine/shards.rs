@@ -13,10 +13,30 @@
 //! - **Retained messages are replicated** to every shard (`MESSAGE` + `RETAIN`, or a
 //!   clear), so a SUBSCRIBE anywhere finds them locally.
 //!
-//! Not yet carried (docs/shards.md, "Status"): shared subscriptions (a group's members
-//! stay on their shard), session moves between shards, and acknowledgements that wait
-//! for the receiving shard (a PUBACK does not wait for the routed message to be
-//! journaled there; a SUBACK does not wait for the other shards to hold the filter).
+//! - **Shared groups span shards.** A `$share/` filter is replicated like any other, so
+//!   a shard with members of a group is one pseudo-member of it everywhere else. When
+//!   the group's pick (or a redistribution) falls on that pseudo-member, the message
+//!   goes there once as `ROUTE_SHARED`, and one of that shard's online members takes
+//!   it by the group's strategy; with none online there, that shard's group queue
+//!   holds it until one of its members returns.
+//! - **A (re)started shard** sends every other `SYNC` (replace what you hold from me),
+//!   its subscriptions, then `HELLO` (send me yours), so both sides' indexes agree
+//!   after a shard process is restarted (`bus_hello`).
+//!
+//! - **Acknowledgements wait for the receiving shard's store.** A QoS 1/2 message
+//!   routed to another shard makes the PUBACK/PUBREC given after it wait (in
+//!   `held_acks`, like the waits for this shard's own store) for a *round*: the next
+//!   batch to that shard ends with `BUS_ROUND(n)`, and the receiver answers
+//!   `BUS_ACK(n)` once its own store has confirmed the batch that was pending when it
+//!   applied the round (at once when nothing was). So `kill -9` of the node loses no
+//!   acknowledged message, whichever shard holds its subscribers.
+//!
+//! Sessions never move between shards: a client id has one owner shard
+//! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
+//! reaches an engine (docs/shards.md, "Sessions"). Not yet carried: a SUBACK
+//! does not wait for the other shards to hold the filter (they get it in the same
+//! tick; a publish elsewhere in the microseconds before can miss it). A group's queue
+//! on one shard drains only to that shard's members.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,9 +44,12 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
-use crate::topic::parse_shared_filter;
+use crate::topic::GroupRef;
 
-use super::journal::{decode_record, Journal, JournalError, Record, HELLO, ROUTE, SYNC};
+use super::journal::{
+    decode_record, get_str, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO, ROUTE,
+    ROUTE_SHARED, SYNC,
+};
 use super::message::Message;
 use super::Engine;
 use crate::bus::shard_of;
@@ -57,6 +80,19 @@ pub(super) struct Shards {
     outboxes: Vec<Journal>,
     /// Subscribers per (shard, filter) as that shard reported them.
     remote: HashMap<(u16, Box<str>), u32>,
+    /// Acknowledged rounds (see "Acknowledgements" in the module header), per shard:
+    /// a QoS 1/2 message is in the outbox and no round was written after it yet,
+    needs_round: Vec<bool>,
+    /// the last round sent to it, and the last it confirmed.
+    sent_round: Vec<u64>,
+    acked_round: Vec<u64>,
+    next_round: u64,
+    /// Rounds received, to confirm once this shard's store has what they brought:
+    /// (from, round, the journal batch then unconfirmed).
+    to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
+    /// Shared groups by `$share/` filter, for messages routed to their members here
+    /// (checked live before use: a group id is reused once its group ends).
+    groups: HashMap<Box<str>, GroupRef>,
 }
 
 impl Shards {
@@ -87,6 +123,12 @@ impl Engine {
             me,
             outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
             remote: HashMap::new(),
+            needs_round: vec![false; usize::from(count)],
+            sent_round: vec![0; usize::from(count)],
+            acked_round: vec![0; usize::from(count)],
+            next_round: 1,
+            to_confirm: std::collections::VecDeque::new(),
+            groups: HashMap::new(),
         });
     }
 
@@ -130,13 +172,43 @@ impl Engine {
             return;
         };
         outbox.bus_signal(SYNC);
-        for state in self.sessions.iter().flatten() {
-            for filter in state.subscriptions.keys() {
-                if !matches!(parse_shared_filter(filter), Ok(Some(_))) {
-                    outbox.subscribe(&state.client_id, filter, options, 0);
-                }
+        for (session, state) in self.sessions.iter().enumerate() {
+            let Some(state) = state else { continue };
+            for filter in self.index.client_filters(session as u32) {
+                outbox.subscribe(&state.client_id, &filter, options, 0);
             }
         }
+    }
+
+    /// Shard `from` sent round `round`: confirm it once the store has what it brought
+    /// (at once when nothing waits for the store).
+    fn confirm_round_when_stored(&mut self, from: u16, round: u64) {
+        let batch = self.journal.unconfirmed_batch();
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        match batch {
+            Some(batch) => shards.to_confirm.push_back((from, round, batch)),
+            None => shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round),
+        }
+    }
+
+    fn round_confirmed(&mut self, from: u16, round: u64) {
+        if let Some(shards) = self.shards.as_mut() {
+            let acked = &mut shards.acked_round[usize::from(from)];
+            *acked = (*acked).max(round);
+        }
+        self.release_held_acks();
+    }
+
+    /// Shard `from` (re)started: what its previous process had not confirmed will not
+    /// be (docs/shards.md, "A shard that dies"), so nothing waits for it any more.
+    fn forget_rounds_of(&mut self, from: u16) {
+        if let Some(shards) = self.shards.as_mut() {
+            let at = usize::from(from);
+            shards.acked_round[at] = shards.acked_round[at].max(shards.sent_round[at]);
+        }
+        self.release_held_acks();
     }
 
     /// Forget every subscription shard `from` reported.
@@ -159,8 +231,61 @@ impl Engine {
 
     /// The records for shard `to` since the last call; None when there are none.
     pub fn take_bus(&mut self, to: u16) -> Option<Bytes> {
-        let outbox = self.shards.as_mut()?.outboxes.get_mut(usize::from(to))?;
+        let shards = self.shards.as_mut()?;
+        let at = usize::from(to);
+        if shards.needs_round.get(at).copied().unwrap_or(false) {
+            let round = shards.next_round;
+            shards.next_round += 1;
+            shards.needs_round[at] = false;
+            shards.sent_round[at] = round;
+            shards.outboxes[at].bus_number(BUS_ROUND, round);
+        }
+        let outbox = shards.outboxes.get_mut(at)?;
         outbox.take().map(|(_, records)| records)
+    }
+
+    /// The round an acknowledgement given now must wait for: 0 when no QoS 1/2
+    /// message waits in an outbox.
+    pub(super) fn bus_round_pending(&self) -> u64 {
+        match &self.shards {
+            Some(shards) if shards.needs_round.contains(&true) => shards.next_round,
+            _ => 0,
+        }
+    }
+
+    /// Every shard that was sent a QoS 1/2 message in a round up to `round` has
+    /// confirmed it (or a later one).
+    pub(super) fn bus_round_confirmed(&self, round: u64) -> bool {
+        let Some(shards) = self.shards.as_ref().filter(|_| round != 0) else {
+            return true;
+        };
+        (0..shards.outboxes.len()).all(|to| {
+            !shards.needs_round[to] && shards.acked_round[to] >= round.min(shards.sent_round[to])
+        })
+    }
+
+    /// Confirm the rounds whose journal batch the store now has.
+    pub(super) fn release_bus_acks(&mut self) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        while let Some(&(from, round, batch)) = shards.to_confirm.front() {
+            if self.journal.has_unconfirmed_at(batch) {
+                break;
+            }
+            shards.to_confirm.pop_front();
+            shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round);
+        }
+    }
+
+    /// A QoS 1/2 message went into `to`'s outbox: acknowledgements given from now
+    /// wait for `to` to confirm the round that carries it.
+    fn needs_round(&mut self, to: u16, message: &Message) {
+        if message.qos != QoS::AtMostOnce {
+            if let Some(shards) = self.shards.as_mut() {
+                shards.needs_round[usize::from(to)] = true;
+            }
+        }
     }
 
     /// A local session gained `filter`: every other shard routes matches to us.
@@ -168,9 +293,6 @@ impl Engine {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            return;
-        }
         let client = self.sessions[session as usize]
             .as_ref()
             .map_or("", |state| &*state.client_id);
@@ -205,9 +327,6 @@ impl Engine {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            return;
-        }
         for outbox in shards.others() {
             outbox.unsubscribe(client, filter);
         }
@@ -223,6 +342,55 @@ impl Engine {
         }
     }
 
+    /// A shared group's pick fell on another shard's pseudo-member: the message goes
+    /// there for one of that shard's members of the group.
+    pub(super) fn route_shared_to_shard(&mut self, shard: u16, message: &Message, group: u32) {
+        let Some(filter) = self.index.shared_group_filter(group) else {
+            return;
+        };
+        let wall_offset = self.wall_offset;
+        if let Some(outbox) = self.outbox(shard) {
+            outbox.route_shared(message, &filter, wall_offset);
+        }
+        self.needs_round(shard, message);
+    }
+
+    /// A message another shard routed to this shard's members of `share_filter`:
+    /// one local online member takes it by the group's strategy, else the group's
+    /// queue here holds it (as when no member is online on one shard).
+    fn receive_shared(&mut self, message: Arc<Message>, share_filter: &str, now: u64) {
+        let cached = self
+            .shards
+            .as_ref()
+            .and_then(|shards| shards.groups.get(share_filter).copied())
+            .filter(|&group| self.index.is_group_live(group));
+        let Some(group) = cached.or_else(|| self.index.find_shared_group(share_filter)) else {
+            // Its members here left while the message crossed: nobody to hold it for.
+            self.stats
+                .count_drop(super::stats::DropReason::GroupEnded, 1);
+            return;
+        };
+        if cached.is_none() {
+            if let Some(shards) = self.shards.as_mut() {
+                shards.groups.insert(share_filter.into(), group);
+            }
+        }
+        let local = self
+            .index
+            .pick_member(group, message.publisher, &message.topic, |client| {
+                remote_shard(client).is_none()
+            });
+        match local {
+            Some(member) => {
+                let out = super::shared::member_delivery(message, member);
+                self.deliver_shared(group.id, member.client, out, now);
+            }
+            None => {
+                self.queue_for_group(group.id, &message, now);
+            }
+        }
+    }
+
     /// A match on another shard's pseudo-session: the message goes there once.
     pub(super) fn route_to_shard(&mut self, shard: u16, message: &Message) {
         let wall_offset = self.wall_offset;
@@ -233,6 +401,7 @@ impl Engine {
         {
             outbox.route(message, wall_offset);
         }
+        self.needs_round(shard, message);
     }
 
     /// Apply the records shard `from` sent (as `take_bus` gave them there); returns how
@@ -269,6 +438,19 @@ impl Engine {
             }
             if kind == HELLO {
                 self.sync_subscriptions_to(from);
+                self.forget_rounds_of(from);
+                continue;
+            }
+            if kind == BUS_ROUND || kind == BUS_ACK {
+                if body.remaining() < 8 {
+                    return Err(JournalError("round record cut off"));
+                }
+                let round = body.get_u64_le();
+                if kind == BUS_ROUND {
+                    self.confirm_round_when_stored(from, round);
+                } else {
+                    self.round_confirmed(from, round);
+                }
                 continue;
             }
             if kind == ROUTE {
@@ -277,6 +459,15 @@ impl Engine {
                 }
                 let message = referenced(&last, body.get_u64_le())?;
                 self.fan_out_routed(message, now);
+                continue;
+            }
+            if kind == ROUTE_SHARED {
+                if body.remaining() < 8 {
+                    return Err(JournalError("route record cut off"));
+                }
+                let message = referenced(&last, body.get_u64_le())?;
+                let filter = get_str(&mut body)?;
+                self.receive_shared(message, &filter, now);
                 continue;
             }
             match decode_record(kind, body)? {
