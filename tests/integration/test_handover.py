@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import re
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,8 +61,14 @@ def _served(node: RunningBroker) -> list[tuple[str, int, str, str]]:
 
 
 def _all_served_by_their_owner(node: RunningBroker, ids: list[str], connects: int) -> None:
+    """Each of ``ids`` connected ``connects`` times, each time served by its owner (the
+    lines may follow the CONNACK by a little: they are waited for)."""
+    want, deadline = connects * len(ids), time.monotonic() + 5
     served = [entry for entry in _served(node) if entry[0] in ids]
-    assert len(served) == connects * len(ids), served
+    while len(served) < want and time.monotonic() < deadline:
+        time.sleep(0.05)
+        served = [entry for entry in _served(node) if entry[0] in ids]
+    assert len(served) == want, served
     assert all(shard == shard_of(client_id, 2) for client_id, shard, _, _ in served), served
 
 
