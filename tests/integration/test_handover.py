@@ -218,6 +218,10 @@ def test_a_proxied_client_reaches_its_owner_with_the_address_its_header_names(
         (b"\x10\x11\x00\x04MQTT\x06\x02\x00\x3c\x00\x05owned", b"\x20\x02\x00\x01"),
         # Not a CONNECT first [MQTT-3.1.0-1]: closed without a reply.
         (b"\xc0\x00", b""),
+        # A CONNECT announcing 2 MiB, over limits.max_packet_size: closed at its header.
+        (b"\x10\x80\x80\x80\x01", b""),
+        # A Remaining Length of five bytes [MQTT-1.5.5]: closed.
+        (b"\x10\xff\xff\xff\xff\x01", b""),
     ],
 )
 def test_a_malformed_first_packet_is_refused_as_on_one_shard(
@@ -231,3 +235,20 @@ def test_a_malformed_first_packet_is_refused_as_on_one_shard(
             while chunk := sock.recv(64):
                 answer += chunk
         assert answer == reply
+
+
+def test_a_first_packet_too_large_for_a_hand_over_message_is_relayed(
+    node: list[RunningBroker], tmp_path: Path, loop: str
+) -> None:
+    broker = _start(node, tmp_path, loop, "[[listeners]]")
+    ids = _ids("large")
+    will = {"topic": "gone", "payload": b"w" * 60_000, "qos": 0, "retain": False}
+    for client_id in ids:  # a CONNECT of 90 KB, past MESSAGE_MAX (64 KiB)
+        client = RawClient(broker.host, broker.port, version=5)
+        connack = client.connect(client_id, will=will, username="u", password=b"p" * 30_000)
+        assert connack["reason_code"] == 0
+        client.send({"type": "pingreq"})
+        assert client.recv()["type"] == "pingresp"
+        client.send({"type": "disconnect"})
+        client.close()
+    _all_served_by_their_owner(broker, ids, 1)
