@@ -709,18 +709,19 @@ class Listeners:
             return
         listener = accepted.listener
         peer = (str(accepted.peer[0]), int(accepted.peer[1]))
-        handed = Handed(listener.index, framing, peer, None, data)
+        message = Handed(listener.index, framing, peer, None, data).encode()
         sender = self._senders[owner]
-        if listener.tls is None and framing == "mqtt" and len(handed.encode()) <= MESSAGE_MAX:
+        if listener.tls is None and framing == "mqtt" and len(message) <= MESSAGE_MAX:
             fd = os.dup(transport.get_extra_info("socket").fileno())
             transport.abort()
             release()
-            sender.send(handed, fd)
+            sender.send(message, fd)
             return
         near, far = socket.socketpair()
         config = listener.config
         certificate = _identity(config, transport) if config.require_certificate else None
-        sender.send(Handed(listener.index, framing, peer, certificate, b""), far.detach())
+        relayed = Handed(listener.index, framing, peer, certificate, b"")
+        sender.send(relayed.encode(), far.detach())
         release()  # the owner counts it from here
         self._start(relay(self._loop, transport, near, data), _relay_ended)
 

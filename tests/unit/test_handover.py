@@ -190,7 +190,8 @@ async def _hand_over(count: int) -> list[bytes]:
     for n in range(count):
         client, server = socket.socketpair()
         clients.append(client)
-        sender.send(Handed(0, "mqtt", ("127.0.0.1", n), None, b"%d" % n), server.detach())
+        handed = Handed(0, "mqtt", ("127.0.0.1", n), None, b"%d" % n)
+        sender.send(handed.encode(), server.detach())
     got: list[bytes] = []
     done = loop.create_future()
 
@@ -223,7 +224,7 @@ def test_a_hand_over_message_larger_than_a_message_may_be_is_refused() -> None:
     loop = asyncio.new_event_loop()
     sender = HandoverSender(loop, send.detach(), print)
     with pytest.raises(ValueError, match="hand-over message of"):
-        sender.send(big, -1)
+        sender.send(big.encode(), -1)
     sender.close()
     receive.close()
     loop.close()

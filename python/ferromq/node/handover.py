@@ -323,9 +323,9 @@ class HandoverSender:
         self._failed = failed
         self._queue: deque[tuple[bytes, int]] = deque()
 
-    def send(self, handed: Handed, fd: int) -> None:
-        """Hand ``fd`` over with ``handed``, now or once the socket is writable."""
-        message = handed.encode()
+    def send(self, message: bytes, fd: int) -> None:
+        """Hand ``fd`` over with ``message`` (an encoded :class:`Handed`), now or once
+        the socket is writable."""
         if len(message) > MESSAGE_MAX:
             raise ValueError(f"hand-over message of {len(message)} bytes > {MESSAGE_MAX}")
         if not self._queue and self._sent(message, fd):
