@@ -13,8 +13,8 @@ wires them):
   shard owns), or the bytes are not a well-formed CONNECT (the engine refuses them with
   the reason it gives on one shard): the transport switches to the MQTT protocol, which
   is given the bytes read so far before any other.
-- **Socket hand-over** (``tcp`` listeners, with or without PROXY, whose first read fits
-  one message): a duplicate of the socket's descriptor goes to the owner in one
+- **Socket hand-over** (``tcp`` listeners, with or without PROXY, when the bytes read
+  so far fit one message): a duplicate of the socket's descriptor goes to the owner in one
   SCM_RIGHTS message on ``handover_send[owner]`` (:class:`HandoverSender`) with a
   :class:`Handed` header: the listener, the framing, the client's address (the PROXY
   header's on a proxy listener, which is why those need no relay) and the bytes read so
@@ -36,13 +36,14 @@ the bytes of the first packet, at most ``limits.max_packet_size`` (plus one read
 most ``limits.connect_timeout`` from the end of the preamble, then closes the
 connection (it is not counted in the engine's ``connect_timeouts``). A first packet
 whose fixed header announces more than ``max_packet_size``, or WebSocket bytes past it
-with no client id yet, go to the local engine at once, which refuses them with 0x95
-Packet too large as on one shard.
+with no client id yet, go to the local engine at once, which refuses them as on one
+shard (a CONNECT too large to read is closed at its header).
 
 Message size: a ``SOCK_SEQPACKET`` message must fit the sending socket's buffer
 (``net.core.wmem_default``, 208 KiB on Linux; more needs ``wmem_max`` or
 CAP_NET_ADMIN). The buffers are left as they are and a hand-over message is at most
-:data:`MESSAGE_MAX`; a larger first read takes the relay instead. A full owner queue
+:data:`MESSAGE_MAX`; more bytes read (a CONNECT with a large will or password) take the
+relay instead. A full owner queue
 (``net.unix.max_dgram_qlen`` messages, 10 by default) makes a send wait in the
 sender's FIFO until the socket is writable; a send that fails otherwise (the owner
 gone) loses that connection, logged, and its client reconnects.
@@ -52,8 +53,10 @@ Cost: the router runs once per connection, per read until the first packet is wh
 in). A relay costs Python per read, not per message: each read on either side is one
 ``data_received`` call with a ``bytes`` object and one ``transport.write`` on the other
 (a read carries every packet that arrived, as the engine's feed does), and each byte
-crosses two more kernel copies through the socketpair. Handed-over sockets cost the
-owner nothing after the hand-over.
+crosses two more kernel copies through the socketpair; a relayed connection also holds
+two more descriptors (the socketpair's ends, one in each process) and two more
+transports' buffers for its life. A handed-over socket costs nothing after the
+hand-over: the owner serves it as a socket it accepted.
 """
 
 from __future__ import annotations
