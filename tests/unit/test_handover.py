@@ -15,6 +15,7 @@ import pytest
 from ferromq._core import encode, shard_of
 from ferromq.node.handover import (
     MESSAGE_MAX,
+    READ_SIZE,
     Handed,
     HandoverReceiver,
     HandoverSender,
@@ -179,43 +180,54 @@ def test_a_silent_connection_is_closed_at_the_connect_timeout(run: asyncio.Runne
     assert routed.released == 1
 
 
-async def _hand_over(count: int) -> list[bytes]:
-    """Hand ``count`` connections over a SEQPACKET pair while the owner is not reading
-    (its queue takes ten), then read them at the owner: what each socket carries."""
+async def _hand_over(count: int, most: int = 1024) -> tuple[list[bytes], list[str]]:
+    """Hand ``count`` connections with 16 KiB read each over a SEQPACKET pair while the
+    owner is not reading (the socket buffer takes about a dozen, the sender ``most``
+    more), then read them at the owner: what the owner got, what was lost; each client
+    reads what the owner sent it, or the close of a connection lost."""
     loop = asyncio.get_running_loop()
     receive, send = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     clients: list[socket.socket] = []
     lost: list[str] = []
-    sender = HandoverSender(loop, send.detach(), lost.append)
+    sender = HandoverSender(loop, send.detach(), lost.append, most)
     for n in range(count):
         client, server = socket.socketpair()
         clients.append(client)
-        handed = Handed(0, "mqtt", ("127.0.0.1", n), None, b"%d" % n)
+        handed = Handed(0, "mqtt", ("127.0.0.1", n), None, b"%d" % n + bytes(READ_SIZE))
         sender.send(handed.encode(), server.detach())
     got: list[bytes] = []
     done = loop.create_future()
 
     def received(handed: Handed, sock: socket.socket) -> None:
-        sock.sendall(handed.data)
+        number = handed.data.rstrip(b"\0")
+        sock.sendall(number)
         sock.close()
-        got.append(handed.data)
-        if len(got) == count:
+        got.append(number)
+        if len(got) == count - len(lost):
             done.set_result(None)
 
     receiver = HandoverReceiver(loop, receive.detach(), received, lost.append)
     await asyncio.wait_for(done, 10)
     receiver.close()
     sender.close()
-    assert lost == []
     answers = [client.recv(16) for client in clients]
     for client in clients:
         client.close()
-    assert answers == got
-    return got
+    assert answers == got + [b""] * len(lost)
+    return got, lost
 
 
 def test_hand_overs_wait_for_a_full_owner_and_arrive_in_order(run: asyncio.Runner) -> None:
-    assert run.run(_hand_over(40)) == [b"%d" % n for n in range(40)]
+    # 40 x 16 KiB is more than the socket buffer holds (208 KiB): most wait in the FIFO.
+    assert run.run(_hand_over(40)) == ([b"%d" % n for n in range(40)], [])
+
+
+def test_an_owner_that_stops_taking_hand_overs_holds_a_bounded_number(
+    run: asyncio.Runner,
+) -> None:
+    got, lost = run.run(_hand_over(40, most=5))
+    assert 5 < len(got) < 40 and got == [b"%d" % n for n in range(len(got))]
+    assert lost == ["the owner shard is not taking hand-overs: 5 waiting"] * (40 - len(got))
 
 
 def test_a_hand_over_message_larger_than_a_message_may_be_is_refused() -> None:

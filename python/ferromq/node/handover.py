@@ -43,10 +43,12 @@ Message size: a ``SOCK_SEQPACKET`` message must fit the sending socket's buffer
 (``net.core.wmem_default``, 208 KiB on Linux; more needs ``wmem_max`` or
 CAP_NET_ADMIN). The buffers are left as they are and a hand-over message is at most
 :data:`MESSAGE_MAX`; more bytes read (a CONNECT with a large will or password) take the
-relay instead. A full owner queue
-(``net.unix.max_dgram_qlen`` messages, 10 by default) makes a send wait in the
-sender's FIFO until the socket is writable; a send that fails otherwise (the owner
-gone) loses that connection, logged, and its client reconnects.
+relay instead. An owner that does not
+keep up (its unread messages count against the sending socket's buffer) makes a send
+wait in the sender's FIFO until the socket is writable, at most :data:`QUEUE_MAX` of them (each
+holds a descriptor no admission slot counts any more: an owner that stopped reading
+must not exhaust the sender's). A hand-over beyond that, or whose send fails otherwise,
+is lost: the connection is closed, logged, and its client reconnects.
 
 Cost: the router runs once per connection, per read until the first packet is whole
 (with ``mqtt`` framing the client id is parsed once, when the fixed header's length is
@@ -92,6 +94,8 @@ MESSAGE_MAX: Final = 64 * 1024
 """Bytes one hand-over message may take, header included (see the module header)."""
 READ_SIZE: Final = 16 * 1024
 """Bytes the router lends the transport per read."""
+QUEUE_MAX: Final = 1024
+"""Hand-overs one sender holds while its owner's queue is full."""
 RECEIVE_BATCH: Final = 64
 """Hand-overs taken per readiness of the receiving socket."""
 _LENGTH: Final = struct.Struct("!I")
@@ -319,11 +323,14 @@ class HandoverSender:
     """Sends hand-overs to one owner shard, in order, over its ``SOCK_SEQPACKET``
     socket; see the module header. Owns each descriptor given to :meth:`send`."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, failed: Failed) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, fd: int, failed: Failed, most: int = QUEUE_MAX
+    ) -> None:
         self._loop = loop
         self._sock = socket.socket(fileno=fd)
         self._sock.setblocking(False)
         self._failed = failed
+        self._most = most
         self._queue: deque[tuple[bytes, int]] = deque()
 
     def send(self, message: bytes, fd: int) -> None:
@@ -332,6 +339,10 @@ class HandoverSender:
         if len(message) > MESSAGE_MAX:
             raise ValueError(f"hand-over message of {len(message)} bytes > {MESSAGE_MAX}")
         if not self._queue and self._sent(message, fd):
+            return
+        if len(self._queue) >= self._most:
+            os.close(fd)
+            self._failed(f"the owner shard is not taking hand-overs: {self._most} waiting")
             return
         if not self._queue:
             self._loop.add_writer(self._sock.fileno(), self._writable)
