@@ -7,12 +7,13 @@ one line. Under uvloop and asyncio."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningBroker, start_broker
+from tests.conftest import RunningBroker, ferromq_command, start_broker
 from tests.integration.test_auth_clients import connack, serve_error, users_add
 
 ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
@@ -69,16 +70,35 @@ def test_a_hook_is_found_by_its_entry_point(tmp_path: Path, loop: str) -> None:
         broker.stop()
 
 
-@pytest.mark.parametrize(
-    ("hook", "message"),
-    [
-        ("tests.no_such_module:X", "auth.hook: 'tests.no_such_module:X': cannot import"),
-        ("tests.auth_hook:Missing", "tests.auth_hook has no attribute Missing"),
-        ("tests.auth_hook:NOT_A_PROVIDER", "is neither a provider nor callable"),
-        ("no-such-entry-point", "no entry point of that name in ferromq.auth_providers"),
-    ],
-)
+UNLOADABLE_HOOKS = [
+    ("tests.no_such_module:X", "auth.hook: 'tests.no_such_module:X': cannot import"),
+    ("tests.auth_hook:Missing", "tests.auth_hook has no attribute Missing"),
+    ("tests.auth_hook:NOT_A_PROVIDER", "is neither a provider nor callable"),
+    ("no-such-entry-point", "no entry point of that name in ferromq.auth_providers"),
+]
+
+
+@pytest.mark.parametrize(("hook", "message"), UNLOADABLE_HOOKS)
 def test_a_hook_that_cannot_be_loaded_stops_serve(tmp_path: Path, hook: str, message: str) -> None:
     users = tmp_path / "users.toml"
     assert users_add(users, "sensor", "pw").returncode == 0
     assert message in serve_error(tmp_path, chain_config(users, hook), ENV)
+
+
+@pytest.mark.parametrize(("hook", "message"), UNLOADABLE_HOOKS)
+def test_check_config_refuses_the_hooks_serve_cannot_load(
+    tmp_path: Path, hook: str, message: str
+) -> None:
+    users = tmp_path / "users.toml"
+    assert users_add(users, "sensor", "pw").returncode == 0
+    config = tmp_path / "ferromq.toml"
+    config.write_text(chain_config(users, hook))
+    result = subprocess.run(
+        [*ferromq_command(), "check-config", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **ENV},
+    )
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from importlib.metadata import entry_points
+from collections.abc import Callable
 from typing import Final, cast
 
 from ferromq.auth.provider import AuthProvider
@@ -26,7 +27,9 @@ ENTRY_POINT_GROUP: Final = "ferromq.auth_providers"
 
 
 def resolve_hook(spec: str) -> object:
-    """What ``spec`` names, imported but not called."""
+    """What ``spec`` names, imported but not called: a provider object, or a class or
+    factory to call for one (so ``ferromq check-config`` and a node's supervisor refuse
+    anything else before a broker or shard starts)."""
     where = f"auth.hook: {spec!r}"
     if ":" not in spec:
         found = entry_points(group=ENTRY_POINT_GROUP, name=spec)
@@ -42,16 +45,20 @@ def resolve_hook(spec: str) -> object:
         raise ConfigError(f"{where}: cannot import {module_name}: {exc}") from None
     except AttributeError:
         raise ConfigError(f"{where}: {module_name} has no attribute {attribute}") from None
+    if _is_factory(target) and not callable(target):
+        raise ConfigError(f"{where} is neither a provider nor callable")
     return target
+
+
+def _is_factory(target: object) -> bool:
+    return inspect.isclass(target) or not hasattr(target, "authenticate")
 
 
 def load_hook(spec: str) -> AuthProvider:
     """The provider ``spec`` names (see the module header)."""
     target = resolve_hook(spec)
-    if inspect.isclass(target) or not hasattr(target, "authenticate"):
-        if not callable(target):
-            raise ConfigError(f"auth.hook: {spec!r} is neither a provider nor callable")
-        target = target()
+    if _is_factory(target):
+        target = cast(Callable[[], object], target)()  # callable: resolve_hook checked it
     authenticate = getattr(target, "authenticate", None)
     if not inspect.iscoroutinefunction(authenticate):
         raise ConfigError(f"auth.hook: {spec!r} has no async authenticate(request)")
