@@ -31,6 +31,12 @@ _WORKERS = "FERROMQ_SERVER__WORKERS"
 os.environ.setdefault(_WORKERS, "1")
 
 
+def suite_workers() -> int:
+    """The number of shards of the brokers the suite starts (those whose test does not
+    configure [server] itself)."""
+    return int(os.environ[_WORKERS])
+
+
 @dataclass
 class RunningBroker:
     host: str

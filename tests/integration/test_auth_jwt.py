@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RunningBroker, start_broker
+from ferromq._core import shard_of
+from tests.conftest import RunningBroker, start_broker, suite_workers
 from tests.integration.test_auth_clients import connack, paho_connect, serve_error, stop
 from tests.json_service import json_service
 from tests.jwt_keys import ALGORITHMS, SigningKey
@@ -106,7 +107,10 @@ def test_keys_come_from_a_jwk_set_fetched_once(tmp_path: Path, loop: str) -> Non
                 assert connack(broker, "dev-1", ec_token, version) == "Success"
                 wrong_kid = ec_key.sign(claims(), kid="rsa-1")
                 assert connack(broker, "dev-1", wrong_kid, version) == "Bad user name or password"
-            assert len(jwks.requests) == 1  # cached for jwt_jwks_refresh (5 minutes)
+            # Cached for jwt_jwks_refresh (5 minutes) by each shard: fetched once by each
+            # shard that served one of the clients (dev-1-4 and dev-1-5).
+            owners = {shard_of(f"dev-1-{version}", suite_workers()) for version in (4, 5)}
+            assert len(jwks.requests) == len(owners)
         finally:
             broker.stop()
 

@@ -11,7 +11,11 @@ Keys, one source (``[auth]``):
   every ``jwt_jwks_refresh``; a token whose ``kid`` is not in the set fetches it again
   at most every 10 s (key rotation without a flood of fetches). Keys chosen by ``kid``
   (or the set's only key), each with its own algorithm. With no set at hand (the URL
-  unreachable before a first fetch) a token is refused 0x88 server unavailable.
+  unreachable before a first fetch) a token is refused 0x88 server unavailable. The
+  cache is the process's: each shard of a node (docs/shards.md) fetches and refreshes
+  its own when it first authenticates a token, so the issuer sees at most one fetch per
+  shard per ``jwt_jwks_refresh`` (as from as many brokers; a shared cache would cost a
+  round trip between shards on the CONNECT path to save a few requests per interval).
 
 A password that is not a compact JWS (three dot-separated parts), a CONNECT without a
 password and an enhanced-authentication method are passed to the next provider. A
