@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from importlib.metadata import entry_points
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Final, cast
 
 from ferromq.auth.provider import AuthProvider
