@@ -7,14 +7,14 @@ one line. Under uvloop and asyncio."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningBroker, ferromq_command, start_broker
+from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_auth_clients import connack, serve_error, users_add
+from tests.unit.test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
 ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
@@ -93,12 +93,6 @@ def test_check_config_refuses_the_hooks_serve_cannot_load(
     assert users_add(users, "sensor", "pw").returncode == 0
     config = tmp_path / "ferromq.toml"
     config.write_text(chain_config(users, hook))
-    result = subprocess.run(
-        [*ferromq_command(), "check-config", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, **ENV},
-    )
+    result = run_cli("check-config", "--config", str(config), env=ENV)
     assert result.returncode == 2, result.stdout
     assert message in result.stderr
