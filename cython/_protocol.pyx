@@ -207,7 +207,8 @@ cdef class IOHub:
 
     ``on_event`` receives the engine events Python decides (``Authenticate``, ...);
     ``Close``, ``ResumeReading`` and ``Wake`` events are handled here, after the
-    output they follow.
+    output they follow. ``after_flush``, when set, runs once at the end of each flush:
+    a shard's bus pump sends the tick's records to the other shards there.
     """
 
     cdef readonly object engine
@@ -221,6 +222,7 @@ cdef class IOHub:
     cdef dict _peers
     cdef bint _flush_scheduled
     cdef readonly Py_ssize_t write_high_water
+    cdef public object after_flush
 
     def __init__(self, engine, loop, ReadArena arena not None, on_event, Py_ssize_t write_high_water):
         self.engine = engine
@@ -234,6 +236,7 @@ cdef class IOHub:
         self._peers = {}
         self._flush_scheduled = False
         self.write_high_water = write_high_water
+        self.after_flush = None
 
     cpdef long long now(self):
         """Engine time: the loop's monotonic clock in milliseconds."""
@@ -271,6 +274,8 @@ cdef class IOHub:
                 self._loop.call_at(event.at / 1000.0, self._wake)
             else:
                 self._on_event(event)
+        if self.after_flush is not None:
+            self.after_flush()
         if self.engine.has_output():
             self.schedule_flush()
 

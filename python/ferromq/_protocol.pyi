@@ -42,6 +42,7 @@ class IOHub:
     raw_feed: CapsuleType
     arena: ReadArena
     write_high_water: int
+    after_flush: Callable[[], None] | None
     def __init__(
         self,
         engine: Engine,

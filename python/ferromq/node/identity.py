@@ -45,7 +45,9 @@ class ShardIdentity:
         )
 
     @classmethod
-    def from_env(cls, environ: os._Environ[str] | dict[str, str] = os.environ) -> ShardIdentity | None:
+    def from_env(
+        cls, environ: os._Environ[str] | dict[str, str] = os.environ
+    ) -> ShardIdentity | None:
         text = environ.get(ENV)
         if not text:
             return None

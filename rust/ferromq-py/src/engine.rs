@@ -33,7 +33,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 #[pyclass(module = "ferromq._core", unsendable)]
 pub(crate) struct Engine {
-    inner: CoreEngine,
+    pub(crate) inner: CoreEngine,
 }
 
 #[pymethods]
@@ -53,6 +53,23 @@ impl Engine {
     fn open(&mut self, now: u64, framing: &str) -> PyResult<u32> {
         let framing: Framing = framing.parse().map_err(|e| errors::unknown_name(&e))?;
         Ok(self.inner.open_framed(now, framing))
+    }
+
+    /// Make this engine shard `index` of `count` (before its store restores: it then
+    /// keeps only the sessions it owns).
+    fn set_shards(&mut self, index: u16, count: u16) -> PyResult<()> {
+        if index >= count {
+            return Err(errors::bad_argument(format!(
+                "shard index {index} is not below the shard count {count}"
+            )));
+        }
+        self.inner.set_shards(index, count);
+        Ok(())
+    }
+
+    /// Tell the other shards this one (re)started, once its store is restored.
+    fn bus_hello(&mut self) {
+        self.inner.bus_hello();
     }
 
     fn connection_lost(&mut self, conn: u32, now: u64) {

@@ -24,7 +24,8 @@ use ferromq_core::topic::IndexError;
 use ferromq_core::transport::proxy::ProxyError;
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyIndexError, PyLookupError, PyMemoryError, PyPermissionError, PyRuntimeError, PyValueError,
+    PyIndexError, PyLookupError, PyMemoryError, PyOSError, PyPermissionError, PyRuntimeError,
+    PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -205,4 +206,10 @@ pub(crate) fn admin_error(py: Python<'_>, err: AdminError) -> PyErr {
         AdminError::Denied { .. } => NotAuthorized::new_err(message),
         AdminError::Filter(err) => index_error(py, err, true),
     }
+}
+
+/// A system call the bus's shared memory needs failed (`what` names it).
+pub(crate) fn os_error(what: &str) -> PyErr {
+    let error = std::io::Error::last_os_error();
+    PyOSError::new_err(format!("bus: {what}: {error}"))
 }

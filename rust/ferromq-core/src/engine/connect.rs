@@ -104,8 +104,15 @@ impl Engine {
         let v5 = connect.protocol.is_v5();
         let mut assigned = None;
         let client_id = if connect.client_id.is_empty() {
-            let id = format!("ferromq-{:016x}", self.next_assigned_id);
-            self.next_assigned_id += 1;
+            // One this shard owns, so a reconnect with it lands here (about `count`
+            // tries on a node of `count` shards).
+            let id = loop {
+                let id = format!("ferromq-{:016x}", self.next_assigned_id);
+                self.next_assigned_id += 1;
+                if self.owns(&id) {
+                    break id;
+                }
+            };
             assigned = Some(id.clone());
             id
         } else {

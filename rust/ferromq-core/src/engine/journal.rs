@@ -103,6 +103,12 @@ pub(crate) const RETAIN: u8 = 10;
 /// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
 /// preceding MESSAGE record to the receiving shard's subscribers.
 pub(crate) const ROUTE: u8 = 64;
+/// Bus only: what the sending shard sends after this replaces every subscription the
+/// receiver holds from it (a shard that starts, or restarted).
+pub(crate) const SYNC: u8 = 65;
+/// Bus only: the sender (re)started; the receiver answers with a `SYNC` and its
+/// subscriptions.
+pub(crate) const HELLO: u8 = 66;
 
 /// A stored message as a record carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -376,6 +382,11 @@ impl Journal {
     pub fn route(&mut self, message: &Message, wall_offset: i64) {
         self.message(message, wall_offset);
         self.record(ROUTE, |b| b.put_u64_le(message.id));
+    }
+
+    /// A bus record with no body (`SYNC`, `HELLO`).
+    pub fn bus_signal(&mut self, kind: u8) {
+        self.record(kind, |_| {});
     }
 
     fn message(&mut self, message: &Message, wall_offset: i64) {

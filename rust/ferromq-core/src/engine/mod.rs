@@ -82,6 +82,7 @@ pub use journal::{
 pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
+pub use shards::split_bus_batch;
 pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
 pub use trace::{PacketSummary, PREVIEW_BYTES};

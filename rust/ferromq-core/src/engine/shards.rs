@@ -26,9 +26,10 @@ use bytes::{Buf, Bytes};
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
 use crate::topic::parse_shared_filter;
 
-use super::journal::{decode_record, Journal, JournalError, Record, ROUTE};
+use super::journal::{decode_record, Journal, JournalError, Record, HELLO, ROUTE, SYNC};
 use super::message::Message;
 use super::Engine;
+use crate::bus::shard_of;
 
 /// Session ids from here up stand for other shards in the subscription index; real
 /// sessions are slots of `Engine::sessions` and never come near.
@@ -68,6 +69,10 @@ impl Shards {
             .map(|(_, outbox)| outbox)
     }
 
+    fn count(&self) -> u16 {
+        self.outboxes.len() as u16
+    }
+
     /// Filters other shards hold in this shard's index.
     pub(super) fn remote_filters(&self) -> usize {
         self.remote.len()
@@ -83,6 +88,73 @@ impl Engine {
             outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
             remote: HashMap::new(),
         });
+    }
+
+    /// This engine's shard and the node's number of shards; (0, 1) when alone.
+    pub fn shard(&self) -> (u16, u16) {
+        self.shards.as_ref().map_or((0, 1), |s| (s.me, s.count()))
+    }
+
+    /// Whether this shard owns `client_id` (`bus::shard_of`); always when alone.
+    pub fn owns(&self, client_id: &str) -> bool {
+        let (me, count) = self.shard();
+        shard_of(client_id, count) == me
+    }
+
+    /// Announce this shard to the others, once its store is restored: each is sent a
+    /// `SYNC` and every local subscription (replacing what it held from this shard,
+    /// which matters when this shard restarted), then a `HELLO`, which they answer
+    /// the same way.
+    pub fn bus_hello(&mut self) {
+        let (me, count) = self.shard();
+        for to in (0..count).filter(|&to| to != me) {
+            self.sync_subscriptions_to(to);
+            if let Some(outbox) = self.outbox(to) {
+                outbox.bus_signal(HELLO);
+            }
+        }
+    }
+
+    fn outbox(&mut self, to: u16) -> Option<&mut Journal> {
+        self.shards.as_mut()?.outboxes.get_mut(usize::from(to))
+    }
+
+    /// `SYNC` and every non-shared filter of every local session, to shard `to`.
+    fn sync_subscriptions_to(&mut self, to: u16) {
+        let options = remote_options().to_byte(ProtocolVersion::V5);
+        let Some(outbox) = self
+            .shards
+            .as_mut()
+            .and_then(|shards| shards.outboxes.get_mut(usize::from(to)))
+        else {
+            return;
+        };
+        outbox.bus_signal(SYNC);
+        for state in self.sessions.iter().flatten() {
+            for filter in state.subscriptions.keys() {
+                if !matches!(parse_shared_filter(filter), Ok(Some(_))) {
+                    outbox.subscribe(&state.client_id, filter, options, 0);
+                }
+            }
+        }
+    }
+
+    /// Forget every subscription shard `from` reported.
+    fn remote_reset(&mut self, from: u16) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        let gone: Vec<Box<str>> = shards
+            .remote
+            .keys()
+            .filter(|(shard, _)| *shard == from)
+            .map(|(_, filter)| filter.clone())
+            .collect();
+        for filter in gone {
+            shards.remote.remove(&(from, filter.clone()));
+            self.index
+                .unsubscribe(REMOTE_BASE + u32::from(from), &filter);
+        }
     }
 
     /// The records for shard `to` since the last call; None when there are none.
@@ -191,6 +263,14 @@ impl Engine {
             }
             let mut body = records.split_to(len);
             count += 1;
+            if kind == SYNC {
+                self.remote_reset(from);
+                continue;
+            }
+            if kind == HELLO {
+                self.sync_subscriptions_to(from);
+                continue;
+            }
             if kind == ROUTE {
                 if body.remaining() < 8 {
                     return Err(JournalError("route record cut off"));
@@ -210,10 +290,16 @@ impl Engine {
                     topic,
                     message_id: 0,
                 } => {
-                    self.forget_retained(&topic);
+                    if self.forget_retained(&topic) {
+                        self.journal.retain(&topic, None, self.wall_offset);
+                    }
                 }
                 Record::Retain { message_id, .. } => {
+                    // Journaled here too, so each shard's store holds the node's
+                    // retained messages; not sent on (journal_retained would).
                     let message = referenced(&last, message_id)?;
+                    self.journal
+                        .retain(&message.topic, Some(&message), self.wall_offset);
                     self.restore_retained(message);
                 }
                 _ => return Err(JournalError("not a bus record")),
@@ -259,11 +345,83 @@ impl Engine {
     }
 }
 
+/// `batch` (records as `take_bus` gives them) cut into pieces of at most `max` bytes
+/// for a bus ring, each cut before a record that starts something: never between a
+/// message and the `ROUTE` or `RETAIN` that refers to it. A single record over `max`
+/// is an error: the ring cannot carry it (the ring is sized for the largest packet).
+pub fn split_bus_batch(mut batch: Bytes, max: usize) -> Result<Vec<Bytes>, JournalError> {
+    let mut pieces = Vec::new();
+    // `at`: the next record; `group`: where the record group `at` belongs to began.
+    let (mut at, mut group) = (0, 0);
+    while at < batch.len() {
+        if batch.len() - at < 5 {
+            return Err(JournalError("bus record header cut off"));
+        }
+        let kind = batch[at];
+        let len = u32::from_le_bytes(batch[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
+        let end = at + 5 + len;
+        if end > batch.len() {
+            return Err(JournalError("bus record cut off"));
+        }
+        if kind != ROUTE && kind != super::journal::RETAIN {
+            group = at;
+        }
+        if end > max {
+            if group == 0 {
+                return Err(JournalError("bus record larger than the ring takes"));
+            }
+            pieces.push(batch.split_to(group));
+            (at, group) = (0, 0);
+            continue;
+        }
+        at = end;
+    }
+    if !batch.is_empty() {
+        pieces.push(batch);
+    }
+    Ok(pieces)
+}
+
 fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message>, JournalError> {
     match last {
         Some((last_id, message)) if *last_id == id => Ok(message.clone()),
         _ => Err(JournalError(
             "bus record names a message not sent before it",
         )),
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    fn record(kind: u8, len: usize) -> Vec<u8> {
+        let mut r = vec![kind];
+        r.extend_from_slice(&(len as u32).to_le_bytes());
+        r.extend(std::iter::repeat_n(kind, len));
+        r
+    }
+
+    #[test]
+    fn cuts_between_groups_never_inside_one() {
+        let message = super::super::journal::MESSAGE;
+        let batch: Vec<u8> = [
+            record(message, 20),
+            record(ROUTE, 8),
+            record(message, 20),
+            record(ROUTE, 8),
+        ]
+        .concat();
+        let pieces = split_bus_batch(Bytes::from(batch.clone()), 40).unwrap();
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].len(), 38);
+        assert_eq!(pieces.concat(), batch);
+        assert_eq!(
+            split_bus_batch(Bytes::from(batch.clone()), 1000)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(split_bus_batch(Bytes::from(batch), 30).is_err());
     }
 }
