@@ -179,7 +179,7 @@ def _number(payload: bytes | None) -> int:
         return 0
 
 
-_SUFFIX_OF: Mapping[str, str] = {key: suffix for suffix, key in reversed(COUNTERS.items())}
+_SUFFIX_OF: Mapping[str, str] = {key: suffix for suffix, key in reversed(list(COUNTERS.items()))}
 """Each stats key's first topic suffix (some keys have two, e.g. clients/active)."""
 
 

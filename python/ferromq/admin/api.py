@@ -94,7 +94,12 @@ __all__ = [
     "APPLY_BANS",
     "APPLY_USERS",
     "PREFIX",
-    "ROUTES", "ApiError", "error_response", "page_args", "register"]
+    "ROUTES",
+    "ApiError",
+    "error_response",
+    "page_args",
+    "register",
+]
 
 PREFIX = "/api/v1"
 

@@ -9,7 +9,7 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
   trace) go to the shard that owns the client id, ``shard_of(client_id, count)``, where
   its session lives; the shard's answer is the node's, status and all.
 - **pages**: clients and sessions are merged across shards: a page starts at the shard
-  and shard cursor its ``cursor`` encodes (``shard_cursor × count + shard``) and is
+  and shard cursor its ``cursor`` encodes (``shard_cursor * count + shard``) and is
   filled from the next shards when one is exhausted; ``/subscriptions`` (whose
   ``limit`` counts sessions, which the node cannot count for a shard) takes one shard
   per page. Following ``next`` lists every session of the node once.
@@ -163,7 +163,10 @@ async def listeners(shards: Shards, request: web.Request) -> web.StreamResponse:
     items = answers[0]
     for item in items:
         item["connections"] = sum(
-            other["connections"] for shard in answers for other in shard if other["name"] == item["name"]
+            other["connections"]
+            for shard in answers
+            for other in shard
+            if other["name"] == item["name"]
         )
     return web.json_response({"items": items})
 

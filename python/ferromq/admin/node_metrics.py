@@ -33,7 +33,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.samples import Sample
 
 from ferromq import __version__
 from ferromq.admin.shards import ShardAnswer, ShardUnreachable
@@ -87,50 +88,66 @@ def node_metrics(
     merged = _Merged()
     merged.add(own)
     totals: dict[tuple[str, str, Labels], float] = {}
-    by_shard: list[tuple[Metric, str, dict[str, str], float]] = []
+    by_shard: list[tuple[Metric, Sample]] = []
     up = GaugeMetricFamily(
         "ferromq_node_shard_up",
         "1 when the shard answered this scrape, 0 when it did not.",
         labels=["shard"],
     )
     for answer in answers:
-        up.add_metric([str(answer.shard)], int(isinstance(answer, ShardAnswer) and answer.ok))
-        if isinstance(answer, ShardUnreachable) or not answer.ok:
+        answered = isinstance(answer, ShardAnswer) and answer.ok
+        up.add_metric([str(answer.shard)], int(answered))
+        if not isinstance(answer, ShardAnswer) or not answered:
             continue
+        shard = {"shard": str(answer.shard)}
         for metric in text_string_to_metric_families(answer.body.decode()):
             summed = metric.name.startswith("ferromq_") and metric.name not in NOT_SUMMED
+            if summed:
+                merged.family(metric)  # the totals come first in their family
             for sample in metric.samples:
-                by_shard.append((metric, sample.name, {**sample.labels, "shard": str(answer.shard)}, sample.value))
+                by_shard.append((metric, sample._replace(labels={**sample.labels, **shard})))
                 if summed:
                     key = (metric.name, sample.name, tuple(sample.labels.items()))
                     totals[key] = totals.get(key, 0.0) + sample.value
-                    merged.family(metric)
     for (name, sample_name, labels), total in totals.items():
         merged.families[name].add_sample(sample_name, dict(labels), total)
-    for metric, sample_name, labels, value in by_shard:
-        merged.family(metric).add_sample(sample_name, labels, value)
-    merged.add([up, GaugeMetricFamily("ferromq_node_shards", "Shard processes of the node.", value=len(answers))])
+    for metric, sample in by_shard:
+        merged.family(metric).add_sample(sample.name, sample.labels, sample.value)
+    shards = GaugeMetricFamily("ferromq_node_shards", "Shard processes of the node.", len(answers))
+    merged.add([up, shards])
     return list(merged.families.values())
 
 
-def _own(started: float) -> Iterator[Metric]:
+def _own_registry() -> CollectorRegistry:
+    """The supervisor's process and runtime collectors."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+def _own(registry: CollectorRegistry, started: float) -> Iterator[Metric]:
     """The supervisor's own families."""
     yield GaugeMetricFamily(
-        "ferromq_broker_uptime_seconds", "Seconds since start.", value=int(time.monotonic() - started)
+        "ferromq_broker_uptime_seconds",
+        "Seconds since start.",
+        value=int(time.monotonic() - started),
     )
     info = GaugeMetricFamily("ferromq_broker_info", "The broker's version.", labels=["version"])
     info.add_metric([__version__], 1)
     yield info
-    for collector in (ProcessCollector(registry=None), PlatformCollector(registry=None), GCCollector(registry=None)):
-        yield from collector.collect()
+    yield from registry.collect()
 
 
 def register(routes: NodeRoutes) -> None:
     shards = routes.shards
     started = time.monotonic()
+    registry = _own_registry()
 
     async def metrics(request: web.Request) -> web.Response:
-        families = node_metrics(await shards.each("GET", "/metrics"), _own(started))
+        answers = await shards.each("GET", "/metrics")
+        families = node_metrics(answers, _own(registry, started))
         response = web.Response(body=generate_latest(_Families(families)))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response

@@ -1,14 +1,15 @@
 """The seam route modules register on.
 
 Each module of the admin listener exposes ``register(routes) -> None`` and is listed
-once in a module table — :data:`MODULES` for a broker's application
+once in a module table: :data:`MODULES` for a broker's application
 (:class:`AdminRoutes`), :data:`NODE_MODULES` for a node's supervisor
-(:class:`NodeRoutes`, :mod:`ferromq.node.admin`); :class:`~ferromq.admin.server.AdminServer`
-calls every one while it builds the application. A module adds its handlers with
-:meth:`Routes.add` (``public=True``: answered without the token when
-``admin.metrics_public`` is on; ``anonymous=True``: always answered without it, for
-the dashboard's static files, which hold no data) and reaches the broker through
-:attr:`AdminRoutes.broker`, or the node's shards through :attr:`NodeRoutes.shards`; state it needs for the server's lifetime (a background
+(:class:`NodeRoutes`, :mod:`ferromq.node.admin`).
+:class:`~ferromq.admin.server.AdminServer` calls every one while it builds the
+application. A module adds its handlers with :meth:`Routes.add` (``public=True``:
+answered without the token when ``admin.metrics_public`` is on; ``anonymous=True``:
+always answered without it, for the dashboard's static files, which hold no data) and
+reaches the broker through :attr:`AdminRoutes.broker`, or the node's shards through
+:attr:`NodeRoutes.shards`; state it needs for the server's lifetime (a background
 task, client sessions) hangs on the application's ``on_startup`` / ``on_cleanup``
 through :attr:`Routes.app`.
 """

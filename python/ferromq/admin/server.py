@@ -73,7 +73,9 @@ def _shown(address: str | bytes) -> str:
     return "@" + text[1:] if text.startswith("\0") else text
 
 
-def _broker_routes(broker: Broker, config: AdminConfig, shard: bool, app: web.Application) -> Routes:
+def _broker_routes(
+    broker: Broker, config: AdminConfig, shard: bool, app: web.Application
+) -> Routes:
     routes = AdminRoutes(app, broker, config, shard=shard)
     for register in MODULES:
         register(routes)

@@ -95,12 +95,18 @@ class Shards:
             async with self._sessions[shard].request(
                 method, url, data=body, headers=headers
             ) as response:
-                return ShardAnswer(shard, response.status, await response.read(), response.content_type)
+                return ShardAnswer(
+                    shard, response.status, await response.read(), response.content_type
+                )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ShardUnreachable(shard, str(exc) or type(exc).__name__) from None
 
     async def each(
-        self, method: str, path: str, query: Mapping[str, str] | None = None, body: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: bytes | None = None,
     ) -> list[ShardAnswer | ShardUnreachable]:
         """``method path`` on every shard at once, the answers by shard."""
         return list(
@@ -123,7 +129,11 @@ class Shards:
             return exc
 
     async def every(
-        self, method: str, path: str, query: Mapping[str, str] | None = None, body: bytes | None = None
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: bytes | None = None,
     ) -> list[ShardAnswer]:
         """:meth:`each`, every shard having answered. Raises :class:`ShardUnreachable`."""
         answers = []
