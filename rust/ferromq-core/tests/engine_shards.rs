@@ -256,3 +256,101 @@ fn bus_bytes_that_do_not_decode_are_refused_and_deliver_nothing() {
     node.shards[0].pump();
     assert!(node.shards[0].recv(&mut sub).is_empty());
 }
+
+#[test]
+fn a_shared_group_spanning_shards_gets_each_message_once() {
+    let mut node = Node::new();
+    let mut here = subscribed(&mut node.shards[0], "w0", "$share/g/jobs", QoS::AtLeastOnce);
+    node.exchange();
+    let mut publisher = connected(&mut node.shards[1], "pub");
+    // The group's only member is on shard 0: every message crosses to it.
+    for i in 0..4u16 {
+        node.shards[1].send(
+            &publisher,
+            publish("jobs", &i.to_be_bytes(), QoS::AtLeastOnce, i + 1, false),
+        );
+    }
+    node.shards[1].recv(&mut publisher);
+    node.exchange();
+    assert_eq!(payloads(&node.shards[0].recv(&mut here)).len(), 4);
+
+    // A member on each shard: each message reaches exactly one of them.
+    let mut there = subscribed(&mut node.shards[1], "w1", "$share/g/jobs", QoS::AtLeastOnce);
+    node.exchange();
+    for i in 0..40u16 {
+        node.shards[1].send(
+            &publisher,
+            publish("jobs", &i.to_be_bytes(), QoS::AtLeastOnce, 100 + i, false),
+        );
+        if i % 5 == 0 {
+            node.exchange();
+        }
+    }
+    node.exchange();
+    let (a, b) = (
+        payloads(&node.shards[0].recv(&mut here)),
+        payloads(&node.shards[1].recv(&mut there)),
+    );
+    assert_eq!(a.len() + b.len(), 40, "each message once in the group");
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "both shards' members take a share"
+    );
+    let mut all: Vec<_> = a.into_iter().chain(b).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 40);
+}
+
+#[test]
+fn a_message_for_a_group_whose_members_here_are_offline_waits_in_this_shards_queue() {
+    let mut node = Node::new();
+    let (client, _) =
+        node.shards[0].connect(with_expiry(connect("w0", ProtocolVersion::V5, true), 300));
+    node.shards[0].send(&client, subscribe(1, "$share/g/jobs", QoS::AtLeastOnce));
+    node.exchange();
+    node.shards[0].drop_connection(&client);
+    node.exchange();
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("jobs", b"later", QoS::AtLeastOnce, 1, false),
+    );
+    node.exchange();
+    let (mut back, connack) =
+        node.shards[0].connect(with_expiry(connect("w0", ProtocolVersion::V5, false), 300));
+    assert!(matches!(connack, Packet::ConnAck(ref ack) if ack.session_present));
+    assert_eq!(
+        payloads(&node.shards[0].recv(&mut back)),
+        vec![b"later".to_vec()]
+    );
+}
+
+#[test]
+fn a_restarted_shard_replaces_its_subscriptions_and_learns_the_others() {
+    let mut node = Node::new();
+    let _old = subscribed(&mut node.shards[0], "gone", "old/#", QoS::AtMostOnce);
+    let _kept = subscribed(&mut node.shards[1], "stays", "kept/#", QoS::AtMostOnce);
+    node.exchange();
+    // Shard 0's process dies and a new one starts with no session (a clean one).
+    node.shards[0] = Harness::new(EngineConfig::default());
+    node.shards[0].engine.set_shards(0, 2);
+    node.shards[0].engine.bus_hello();
+    node.exchange();
+    node.exchange(); // shard 1's answer to the HELLO
+    let publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("old/x", b"m", QoS::AtMostOnce, 0, false),
+    );
+    assert!(
+        node.shards[1].engine.take_bus(0).is_none(),
+        "the dead shard's filters were replaced by the new one's (none)"
+    );
+    let other = connected(&mut node.shards[0], "pub0");
+    node.shards[0].send(&other, publish("kept/y", b"m", QoS::AtMostOnce, 0, false));
+    assert!(
+        node.shards[0].engine.take_bus(1).is_some(),
+        "the new shard learned shard 1's filters"
+    );
+}

@@ -109,6 +109,9 @@ pub(crate) const SYNC: u8 = 65;
 /// Bus only: the sender (re)started; the receiver answers with a `SYNC` and its
 /// subscriptions.
 pub(crate) const HELLO: u8 = 66;
+/// Bus only: deliver the preceding message to one member of the receiving shard's
+/// part of a shared group (its `$share/` filter follows the message id).
+pub(crate) const ROUTE_SHARED: u8 = 67;
 
 /// A stored message as a record carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -382,6 +385,16 @@ impl Journal {
     pub fn route(&mut self, message: &Message, wall_offset: i64) {
         self.message(message, wall_offset);
         self.record(ROUTE, |b| b.put_u64_le(message.id));
+    }
+
+    /// `message` for one member of the shared group `share_filter` on the receiving
+    /// shard.
+    pub fn route_shared(&mut self, message: &Message, share_filter: &str, wall_offset: i64) {
+        self.message(message, wall_offset);
+        self.record(ROUTE_SHARED, |b| {
+            b.put_u64_le(message.id);
+            put_str(b, share_filter);
+        });
     }
 
     /// A bus record with no body (`SYNC`, `HELLO`).
@@ -837,7 +850,7 @@ fn get_qos(b: &mut Bytes) -> Result<QoS, JournalError> {
     QoS::from_u8(get_u8(b)?).ok_or(JournalError("bad QoS"))
 }
 
-fn get_str(b: &mut Bytes) -> Result<String, JournalError> {
+pub(crate) fn get_str(b: &mut Bytes) -> Result<String, JournalError> {
     let len = usize::from(get_u16(b)?);
     need(b, len)?;
     String::from_utf8(b.split_to(len).to_vec()).map_err(|_| JournalError("string not UTF-8"))

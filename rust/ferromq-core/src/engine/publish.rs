@@ -256,7 +256,10 @@ impl Engine {
         for delivery in matches.iter() {
             if let Some(shard) = shards::remote_shard(delivery.client) {
                 if !routed {
-                    self.route_to_shard(shard, &message);
+                    match delivery.group {
+                        Some(group) => self.route_shared_to_shard(shard, &message, group),
+                        None => self.route_to_shard(shard, &message),
+                    }
                 }
                 continue;
             }

@@ -13,10 +13,22 @@
 //! - **Retained messages are replicated** to every shard (`MESSAGE` + `RETAIN`, or a
 //!   clear), so a SUBSCRIBE anywhere finds them locally.
 //!
-//! Not yet carried (docs/shards.md, "Status"): shared subscriptions (a group's members
-//! stay on their shard), session moves between shards, and acknowledgements that wait
-//! for the receiving shard (a PUBACK does not wait for the routed message to be
-//! journaled there; a SUBACK does not wait for the other shards to hold the filter).
+//! - **Shared groups span shards.** A `$share/` filter is replicated like any other, so
+//!   a shard with members of a group is one pseudo-member of it everywhere else. When
+//!   the group's pick (or a redistribution) falls on that pseudo-member, the message
+//!   goes there once as `ROUTE_SHARED`, and one of that shard's online members takes
+//!   it by the group's strategy; with none online there, that shard's group queue
+//!   holds it until one of its members returns.
+//! - **A (re)started shard** sends every other `SYNC` (replace what you hold from me),
+//!   its subscriptions, then `HELLO` (send me yours), so both sides' indexes agree
+//!   after a shard process is restarted (`bus_hello`).
+//!
+//! Sessions never move between shards: a client id has one owner shard
+//! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
+//! reaches an engine (docs/shards.md, "Sessions"). Not yet carried: acknowledgements
+//! that wait for the receiving shard (a PUBACK does not wait for the routed message
+//! to be journaled there; a SUBACK does not wait for the other shards to hold the
+//! filter). A group's queue on one shard drains only to that shard's members.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,9 +36,11 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
-use crate::topic::parse_shared_filter;
+use crate::topic::GroupRef;
 
-use super::journal::{decode_record, Journal, JournalError, Record, HELLO, ROUTE, SYNC};
+use super::journal::{
+    decode_record, get_str, Journal, JournalError, Record, HELLO, ROUTE, ROUTE_SHARED, SYNC,
+};
 use super::message::Message;
 use super::Engine;
 use crate::bus::shard_of;
@@ -57,6 +71,9 @@ pub(super) struct Shards {
     outboxes: Vec<Journal>,
     /// Subscribers per (shard, filter) as that shard reported them.
     remote: HashMap<(u16, Box<str>), u32>,
+    /// Shared groups by `$share/` filter, for messages routed to their members here
+    /// (checked live before use: a group id is reused once its group ends).
+    groups: HashMap<Box<str>, GroupRef>,
 }
 
 impl Shards {
@@ -87,6 +104,7 @@ impl Engine {
             me,
             outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
             remote: HashMap::new(),
+            groups: HashMap::new(),
         });
     }
 
@@ -130,11 +148,10 @@ impl Engine {
             return;
         };
         outbox.bus_signal(SYNC);
-        for state in self.sessions.iter().flatten() {
-            for filter in state.subscriptions.keys() {
-                if !matches!(parse_shared_filter(filter), Ok(Some(_))) {
-                    outbox.subscribe(&state.client_id, filter, options, 0);
-                }
+        for (session, state) in self.sessions.iter().enumerate() {
+            let Some(state) = state else { continue };
+            for filter in self.index.client_filters(session as u32) {
+                outbox.subscribe(&state.client_id, &filter, options, 0);
             }
         }
     }
@@ -168,9 +185,6 @@ impl Engine {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            return;
-        }
         let client = self.sessions[session as usize]
             .as_ref()
             .map_or("", |state| &*state.client_id);
@@ -205,9 +219,6 @@ impl Engine {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            return;
-        }
         for outbox in shards.others() {
             outbox.unsubscribe(client, filter);
         }
@@ -219,6 +230,54 @@ impl Engine {
         if let Some(shards) = self.shards.as_mut() {
             for outbox in shards.others() {
                 outbox.retain(topic, message, wall_offset);
+            }
+        }
+    }
+
+    /// A shared group's pick fell on another shard's pseudo-member: the message goes
+    /// there for one of that shard's members of the group.
+    pub(super) fn route_shared_to_shard(&mut self, shard: u16, message: &Message, group: u32) {
+        let Some(filter) = self.index.shared_group_filter(group) else {
+            return;
+        };
+        let wall_offset = self.wall_offset;
+        if let Some(outbox) = self.outbox(shard) {
+            outbox.route_shared(message, &filter, wall_offset);
+        }
+    }
+
+    /// A message another shard routed to this shard's members of `share_filter`:
+    /// one local online member takes it by the group's strategy, else the group's
+    /// queue here holds it (as when no member is online on one shard).
+    fn receive_shared(&mut self, message: Arc<Message>, share_filter: &str, now: u64) {
+        let cached = self
+            .shards
+            .as_ref()
+            .and_then(|shards| shards.groups.get(share_filter).copied())
+            .filter(|&group| self.index.is_group_live(group));
+        let Some(group) = cached.or_else(|| self.index.find_shared_group(share_filter)) else {
+            // Its members here left while the message crossed: nobody to hold it for.
+            self.stats
+                .count_drop(super::stats::DropReason::GroupEnded, 1);
+            return;
+        };
+        if cached.is_none() {
+            if let Some(shards) = self.shards.as_mut() {
+                shards.groups.insert(share_filter.into(), group);
+            }
+        }
+        let local = self
+            .index
+            .pick_member(group, message.publisher, &message.topic, |client| {
+                remote_shard(client).is_none()
+            });
+        match local {
+            Some(member) => {
+                let out = super::shared::member_delivery(message, member);
+                self.deliver_shared(group.id, member.client, out, now);
+            }
+            None => {
+                self.queue_for_group(group.id, &message, now);
             }
         }
     }
@@ -277,6 +336,15 @@ impl Engine {
                 }
                 let message = referenced(&last, body.get_u64_le())?;
                 self.fan_out_routed(message, now);
+                continue;
+            }
+            if kind == ROUTE_SHARED {
+                if body.remaining() < 8 {
+                    return Err(JournalError("route record cut off"));
+                }
+                let message = referenced(&last, body.get_u64_le())?;
+                let filter = get_str(&mut body)?;
+                self.receive_shared(message, &filter, now);
                 continue;
             }
             match decode_record(kind, body)? {

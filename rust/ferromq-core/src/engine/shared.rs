@@ -473,6 +473,11 @@ impl Engine {
             .index
             .pick_member(group, message.publisher, &message.topic, |_| true);
         match member {
+            Some(member) if super::shards::remote_shard(member.client).is_some() => {
+                // Another shard's members of the group (engine/shards.rs).
+                let shard = super::shards::remote_shard(member.client).expect("checked");
+                self.route_shared_to_shard(shard, &message, group.id);
+            }
             Some(member) => {
                 self.deliver(member.client, for_member(message, group, member), now);
             }
