@@ -48,7 +48,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -84,15 +84,18 @@ from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
 from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
+from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
-from ferromq.storage import Store
-from ferromq.storage.embedded import EmbeddedStore
+from ferromq.storage import Store, layout
+from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
 from ferromq.sys_topics import store_messages, sys_messages
 
 if TYPE_CHECKING:
+    from ferromq._core import RestoreReport
     from ferromq.admin import AdminServer
+    from ferromq.node.bus_pump import BusPump
     from ferromq.storage.kafka_shared import StreamedGroups
 
 logger = logging.getLogger("ferromq.broker")
@@ -101,7 +104,9 @@ TICK_SECONDS = 0.5
 _REVOKED_LOGGED = 100  # revoked subscriptions logged one by one per reload
 
 
-def store_from_config(config: Config) -> Store | None:
+def store_from_config(config: Config, shard: ShardIdentity | None = None) -> Store | None:
+    """The configured store; a shard's embedded journal is its own directory
+    (:func:`ferromq.storage.layout.shard_path`)."""
     storage = config.storage
     if storage.backend == "memory":
         return None
@@ -121,7 +126,11 @@ def store_from_config(config: Config) -> Store | None:
         )
     else:
         primary = EmbeddedStore(
-            Path(storage.path).resolve(),
+            layout.shard_path(
+                Path(storage.path).resolve(),
+                0 if shard is None else shard.index,
+                1 if shard is None else shard.count,
+            ),
             fsync=storage.fsync,
             fsync_interval=storage.fsync_interval,
             compact_after=storage.compact_after,
@@ -168,9 +177,14 @@ def streamed_groups(
 
 
 class Broker:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, shard: ShardIdentity | None = None) -> None:
         self.config = config
+        self.shard = shard
         self.engine = engine_from_config(config)
+        if shard is not None:
+            # Before the store restores: restore keeps the sessions this shard owns.
+            self.engine.set_shards(shard.index, shard.count)
+        self._bus: BusPump | None = None
         self._listeners: Listeners | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
@@ -242,15 +256,20 @@ class Broker:
         accepted = {} if self._listeners is None else self._listeners.stats()
         return {**self.engine.stats(), **accepted, **self.admission.stats()}
 
-    async def start(self) -> None:
-        """Bind, restore, serve. Raises :class:`~ferromq.listener.ListenError` (nothing
-        created on disk yet) or :class:`StoreUnavailable`."""
+    async def start(self, restored: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Bind, restore, serve; ``restored`` is awaited between restoring and accepting
+        (a shard waits there for its supervisor). Raises
+        :class:`~ferromq.listener.ListenError` (nothing created on disk yet) or
+        :class:`StoreUnavailable`."""
         loop = asyncio.get_running_loop()
         config = self.config
         self._listeners = Listeners.bind(
-            config.listeners, self.admission, config.limits.connect_timeout
+            config.listeners,
+            self.admission,
+            config.limits.connect_timeout,
+            reuse_port=self.shard is not None,
         )
-        if config.admin.enabled:
+        if config.admin.enabled and self.shard is None:  # a node's is the supervisor's
             from ferromq.admin import AdminServer  # the optional ``admin`` extra
 
             try:
@@ -270,7 +289,7 @@ class Broker:
         self._client_log = ClientLog(hub.peer, self._listeners.listener_of)
         # Wall clock for stored expiry times and stream record times.
         self.engine.set_wall_clock(int(time.time() * 1000), hub.now())
-        store = store_from_config(self.config)
+        store = store_from_config(self.config, self.shard)
         if store is not None:
             await self._restore(store)
             flush_interval_ms = self.config.storage.flush_interval_ms
@@ -287,6 +306,13 @@ class Broker:
             self.auth = AuthGate(
                 self.engine, hub, self._provider, self.admission, self._listeners.certificate
             )
+        if self.shard is not None:
+            from ferromq.node.bus_pump import BusPump  # the shard's side of the bus
+
+            self._bus = BusPump(self.shard, self.engine, hub, loop)
+            self._bus.start()
+        if restored is not None:
+            await restored()
         self._listeners.serve(loop, hub)
         self.serving = True
         if self._admin is not None:
@@ -299,15 +325,35 @@ class Broker:
 
     async def _restore(self, store: Store) -> None:
         now = self.hub.now()
+        previous = self._previous_layout()
+        for journal in previous:
+            data = await asyncio.to_thread(read_journal, journal)
+            self._restored(f"{store.name} {journal}", self.engine.restore(data, now), len(data))
         data = await store.load()
         report = self.engine.restore(data, now)
         store.loaded(report.valid_len)
+        self._restored(store.name, report, len(data))
+        if previous:
+            # Our own journal holds everything taken over before the old one goes.
+            await store.compact(self.engine.snapshot())
+            if self.shard is None:  # the node's only shard: nobody else to wait for
+                layout.commit(Path(self.config.storage.path).resolve(), 1)
+
+    def _previous_layout(self) -> list[Path]:
+        """The journals of the store's previous layout this process takes over
+        (:mod:`ferromq.storage.layout`): only with the embedded store."""
+        if self.config.storage.backend != "embedded":
+            return []
+        count = 1 if self.shard is None else self.shard.count
+        return layout.previous_layout(Path(self.config.storage.path).resolve(), count)
+
+    def _restored(self, store: str, report: RestoreReport, size: int) -> None:
         for damaged in report.damaged:
             log_event(
                 logger,
                 logging.ERROR,
                 "store records damaged, skipped; intact records after them kept",
-                store=store.name,
+                store=store,
                 offset=damaged.offset,
                 bytes=damaged.length,
                 error=damaged.error,
@@ -317,16 +363,16 @@ class Broker:
                 logger,
                 logging.WARNING,
                 "store tail unreadable, cut off",
-                store=store.name,
+                store=store,
                 error=report.error,
                 kept_bytes=report.valid_len,
-                dropped_bytes=len(data) - report.valid_len,
+                dropped_bytes=size - report.valid_len,
             )
         log_event(
             logger,
             logging.INFO,
             "store restored",
-            store=store.name,
+            store=store,
             sessions=report.sessions,
             messages=report.messages,
             retained=report.retained,
@@ -343,6 +389,8 @@ class Broker:
         self.engine.shutdown(hub.now())
         hub.flush()
         hub.close_all()
+        if self._bus is not None:
+            self._bus.close()
         if self._streams is not None:
             await self._streams.close()
         if self._stream_sink is not None:
@@ -540,16 +588,19 @@ async def serve(
     stop: asyncio.Event,
     reload_config: Callable[[], Config] | None = None,
     serving: Callable[[], None] | None = None,
+    shard: ShardIdentity | None = None,
+    restored: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Run a broker until ``stop`` is set; on SIGHUP, reload from ``reload_config``;
-    ``serving`` is called once every listener accepts (the pid file is written then).
+    """Run a broker (or, with ``shard``, one shard of a node) until ``stop`` is set; on
+    SIGHUP, reload from ``reload_config``; ``restored`` is awaited before accepting and
+    ``serving`` called once every listener accepts (the pid file is written then).
     Under systemd (``NOTIFY_SOCKET``), says READY=1 after that and STOPPING=1 when
     ``stop`` is set (:mod:`ferromq.sd_notify`)."""
-    broker = Broker(config)
+    broker = Broker(config, shard)
     if reload_config is not None:
         broker.reloader = Reloader(broker, reload_config)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
-    await broker.start()
+    await broker.start(restored)
     try:
         if serving is not None:
             serving()

@@ -46,8 +46,9 @@ import platform
 import signal
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
@@ -59,9 +60,13 @@ from ferromq.config import (
     config_as_dict,
     load_config,
     override_first_listener,
+    override_workers,
     render_toml,
 )
-from ferromq.log import configure_logging
+from ferromq.log import configure_logging, tag_process
+from ferromq.node.identity import ShardIdentity
+from ferromq.node.link import ShardLink
+from ferromq.node.workers import pin_shard, worker_count
 from ferromq.pidfile import PidFile
 from ferromq.pipeline import cli as pipeline_cli
 
@@ -107,6 +112,12 @@ def add_override_arguments(parser: argparse.ArgumentParser) -> None:
         "listener's host (default 127.0.0.1)",
     )
     parser.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help='shard processes, one per core (as [server] workers; default "auto": '
+        "every CPU this process may use)",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -119,6 +130,7 @@ def _command_line(config: Config, args: argparse.Namespace) -> Config:
     if not hasattr(args, "verbose"):
         return config
     config = override_first_listener(config, args.bind, args.port)
+    config = override_workers(config, args.workers)
     if args.verbose:
         config = replace(config, log=replace(config.log, level="debug"))
     return config
@@ -155,6 +167,9 @@ def check_config(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    shard = ShardIdentity.from_env()
+    if shard is not None:
+        return _serve_shard(args, shard)
     config = usable_config_or_exit(args)
     pid_file = PidFile(args.pid_file) if args.pid_file is not None else None
     try:
@@ -164,18 +179,56 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         fail(exc)
         return EXIT_CONFIG_ERROR
+    workers = worker_count(config.server.workers)
+    try:
+        if workers > 1:
+            from ferromq.node.supervisor import supervise
+
+            return supervise(config, args.argv, workers, pid_file)
+        serving = pid_file.write if pid_file is not None else None
+        return _run_broker(args, config, lambda status, exc: fail(exc), serving)
+    finally:
+        if pid_file is not None:
+            pid_file.remove()
+
+
+def _serve_shard(args: argparse.Namespace, shard: ShardIdentity) -> int:
+    """One shard of a node (:mod:`ferromq.node.supervisor` started it): on its CPU, its
+    lines tagged ``shard=K``, its start-up failures told to the supervisor, which
+    prints the node's one line."""
+    link = ShardLink(shard.supervisor_fd)
+    tag_process(shard=shard.index)
+    pin_shard(shard.index, shard.count)
+    try:
+        config = usable_config(args)
+        configure_logging(config.log)
+    except ConfigError as exc:
+        link.fail(EXIT_CONFIG_ERROR, exc)
+        return EXIT_CONFIG_ERROR
+    return _run_broker(args, config, link.fail, link.serving, shard, link)
+
+
+def _run_broker(
+    args: argparse.Namespace,
+    config: Config,
+    report: Callable[[int, Exception], object],
+    serving: Callable[[], None] | None,
+    shard: ShardIdentity | None = None,
+    link: ShardLink | None = None,
+) -> int:
+    """Run the broker (or a shard) until SIGTERM or SIGINT; a start-up failure is
+    ``report``-ed with its exit status, which is returned."""
     from ferromq.broker import serve as run_broker
     from ferromq.listener import ListenError
+    from ferromq.storage import StoreUnavailable
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        serving = pid_file.write if pid_file is not None else None
-        await run_broker(config, stop, lambda: usable_config(args), serving)
-
-    from ferromq.storage import StoreUnavailable
+        restored = None if link is None else partial(link.restored, stop)
+        await run_broker(config, stop, lambda: usable_config(args), serving, shard, restored)
 
     try:
         if args.loop == "uvloop":
@@ -185,17 +238,14 @@ def serve(args: argparse.Namespace) -> int:
         else:
             asyncio.run(main())
     except ConfigError as exc:  # a file the configuration names changed since preflight
-        fail(exc)
+        report(EXIT_CONFIG_ERROR, exc)
         return EXIT_CONFIG_ERROR
     except StoreUnavailable as exc:
-        fail(exc)
+        report(EXIT_STORE_UNAVAILABLE, exc)
         return EXIT_STORE_UNAVAILABLE
     except ListenError as exc:
-        fail(exc)
+        report(EXIT_CANNOT_LISTEN, exc)
         return EXIT_CANNOT_LISTEN
-    finally:
-        if pid_file is not None:
-            pid_file.remove()
     return 0
 
 
@@ -363,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a node's shards run
     status: int = args.handler(args)
     return status
 

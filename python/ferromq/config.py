@@ -68,6 +68,7 @@ __all__ = [
     "Mqtt5Config",
     "RedirectConfig",
     "RedisConfig",
+    "ServerConfig",
     "SessionConfig",
     "StorageConfig",
     "StreamConfig",
@@ -79,6 +80,7 @@ __all__ = [
     "load_ban_file",
     "load_config",
     "override_first_listener",
+    "override_workers",
     "parse_ban_list",
     "parse_duration",
     "parse_size",
@@ -368,6 +370,27 @@ class _Networks(_TextList):
         return networks
 
 
+@dataclass(frozen=True)
+class _Workers:
+    """``"auto"`` or a count of processes (in the environment, the same spellings)."""
+
+    high: int
+
+    def parse(self, value: object, where: str) -> object:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        count = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+        if isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= self.high:
+            return count
+        shown = _quote(value) if isinstance(value, str) else _describe(value)
+        raise ConfigError(
+            f'{where}: expected "auto" or an integer between 1 and {self.high}, got {shown}'
+        )
+
+    def parse_env(self, text: str, where: str) -> object:
+        return self.parse(text, where)
+
+
 def _setting(default: object, kind: _Kind) -> Any:
     """A schema field: its default and the one kind that parses it."""
     return field(default=default, metadata={"kind": kind})
@@ -475,6 +498,20 @@ TLS_PROTOCOLS: Final = ("tls", "wss")
 """Listener protocols that run TLS (and take the TLS keys)."""
 WEBSOCKET_PROTOCOLS: Final = ("ws", "wss")
 """Listener protocols that carry MQTT over WebSocket."""
+
+
+MAX_WORKERS: Final = 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """``[server]``: the processes of the node (docs/shards.md)."""
+
+    workers: int | str = _setting("auto", _Workers(MAX_WORKERS))
+    """Shard processes, each with its own event loop and engine on one core: a count,
+    or ``"auto"``, one per CPU the process may run on (its affinity mask, capped by the
+    cgroup's CPU quota). Above 1, ``ferromq serve`` is a supervisor that starts them and
+    restarts one that dies."""
 
 
 @dataclass(frozen=True)
@@ -997,6 +1034,7 @@ class Config:
     """The whole configuration; every section has production defaults."""
 
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
+    server: ServerConfig = field(default_factory=ServerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
@@ -1014,6 +1052,7 @@ class Config:
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
+_SERVER_WORKERS: Final = next(f for f in fields(ServerConfig) if f.name == "workers")
 
 # ---------------------------------------------------------------------------------------
 # Loading.
@@ -1139,6 +1178,15 @@ def override_first_listener(config: Config, host: str | None, port: str | None) 
         if text is not None
     }
     return _check(_set_first_listener(config, texts)) if texts else config
+
+
+def override_workers(config: Config, workers: str | None) -> Config:
+    """The command line's ``--workers N|auto``, over the file and the environment.
+    Raises :class:`ConfigError` naming the option."""
+    if workers is None:
+        return config
+    value: Any = _kind(_SERVER_WORKERS).parse_env(workers, "--workers")  # the kind's type
+    return replace(config, server=replace(config.server, workers=value))
 
 
 def _apply_override(config: Config, name: str, text: str) -> Config:

@@ -259,10 +259,11 @@ class _CertifiedProtocol(_CountedProtocol):
         super().connection_lost(exc)
 
 
-def bind_sockets(where: str, host: str, port: int) -> list[socket.socket]:
+def bind_sockets(where: str, host: str, port: int, reuse_port: bool = False) -> list[socket.socket]:
     """Listening, non-blocking sockets for every address ``host`` resolves to (also the
-    admin listener's). Raises :class:`ListenError` naming ``where``, having closed what
-    it opened."""
+    admin listener's); with ``reuse_port``, ``SO_REUSEPORT``: the shards of a node all
+    listen on the address and the kernel spreads new connections over them. Raises
+    :class:`ListenError` naming ``where``, having closed what it opened."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -273,6 +274,8 @@ def bind_sockets(where: str, host: str, port: int) -> list[socket.socket]:
         sockets.append(sock)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
@@ -323,17 +326,24 @@ class Listeners:
 
     @classmethod
     def bind(
-        cls, configs: tuple[ListenerConfig, ...], admission: Admission, handshake_timeout: float
+        cls,
+        configs: tuple[ListenerConfig, ...],
+        admission: Admission,
+        handshake_timeout: float,
+        reuse_port: bool = False,
     ) -> Listeners:
         """Load every TLS listener's certificates, then bind and listen on every address
-        (not accepting yet). Raises :class:`~ferromq.config.ConfigError` (nothing bound)
-        or :class:`ListenError`, having closed what it opened."""
+        (not accepting yet; ``reuse_port``: beside the node's other shards). Raises
+        :class:`~ferromq.config.ConfigError` (nothing bound) or :class:`ListenError`,
+        having closed what it opened."""
         contexts = [_tls_context(index, config) for index, config in enumerate(configs)]
         listeners: list[_Listener] = []
         try:
             for index, config in enumerate(configs):
                 trusted = tuple(ipaddress.ip_network(net) for net in config.proxy_trusted)
-                sockets = bind_sockets(listener_path(index, config), config.host, config.port)
+                sockets = bind_sockets(
+                    listener_path(index, config), config.host, config.port, reuse_port
+                )
                 listeners.append(_Listener(index, config, sockets, contexts[index], trusted))
         except ListenError:
             for listener in listeners:

@@ -11,6 +11,9 @@ Formats (UTC, millisecond precision)::
     json  {"ts": "2026-11-21T05:43:48.123Z", "level": "info", "logger": "ferromq.broker",
            "msg": "client connected", "client_id": "dev-1", "port": 1883}
 
+A shard of a node puts ``shard=K`` on every line (:func:`tag_process`), so the lines of
+a node's processes, which share its stderr or log file, say which shard wrote them.
+
 Text values are bare when they are a single token and JSON-quoted otherwise (logfmt), so
 a line splits unambiguously on spaces. In JSON, fields sit beside the fixed keys; a field
 named like a fixed key is written with a trailing ``_`` rather than overwrite it.
@@ -48,6 +51,7 @@ __all__ = [
     "log_event",
     "log_handler",
     "peer_text",
+    "tag_process",
 ]
 
 _FIELDS_ATTR: Final = "ferromq_fields"  # the LogRecord attribute that carries the fields
@@ -111,9 +115,18 @@ def _timestamp(record: logging.LogRecord) -> str:
     return f"{seconds}.{int(record.msecs):03d}Z"
 
 
+_PROCESS_FIELDS: dict[str, object] = {}
+
+
+def tag_process(**fields: object) -> None:
+    """Put ``fields`` on every line this process logs from now on, first after the
+    message: a shard of a node tags its lines ``shard=K`` (:mod:`ferromq.node`)."""
+    _PROCESS_FIELDS.update(fields)
+
+
 def _fields(record: logging.LogRecord) -> dict[str, object]:
     fields: dict[str, object] = getattr(record, _FIELDS_ATTR, {})
-    return fields
+    return {**_PROCESS_FIELDS, **fields} if _PROCESS_FIELDS else fields
 
 
 def _text_value(value: object) -> str:

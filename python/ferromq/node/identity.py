@@ -6,6 +6,10 @@ the descriptors it inherits from the supervisor.
 - ``handover_receive``: this shard's end of its ``SOCK_SEQPACKET`` pair, on which the
   other shards send the connections whose client id it owns (``handover_send[k]`` is
   the sending end of shard *k*'s pair; this shard's own entry is not used).
+- ``supervisor_fd``: this shard's end of a stream socket pair with the supervisor
+  (:mod:`ferromq.node.supervisor`): the shard writes one line on it once it serves, or
+  why it could not start; end of file on it means the supervisor is gone, and the
+  shard stops. -1 when nothing supervises it.
 
 The supervisor passes it in the environment (:data:`ENV`), so a shard is the plain
 ``ferromq serve`` command with one more variable; without it the process is a node of
@@ -32,6 +36,7 @@ class ShardIdentity:
     wake_fds: tuple[int, ...]
     handover_receive: int
     handover_send: tuple[int, ...]
+    supervisor_fd: int = -1
 
     def to_env(self) -> str:
         return ";".join(
@@ -41,6 +46,7 @@ class ShardIdentity:
                 ",".join(map(str, self.wake_fds)),
                 str(self.handover_receive),
                 ",".join(map(str, self.handover_send)),
+                str(self.supervisor_fd),
             )
         )
 
@@ -51,10 +57,11 @@ class ShardIdentity:
         text = environ.get(ENV)
         if not text:
             return None
-        where, bus, wake, receive, send = text.split(";")
+        where, bus, wake, receive, send, supervisor = text.split(";")
         index, count = (int(part) for part in where.split("/"))
-        return cls(index, count, int(bus), _fds(wake), int(receive), _fds(send))
+        return cls(index, count, int(bus), _fds(wake), int(receive), _fds(send), int(supervisor))
 
     def inherited_fds(self) -> tuple[int, ...]:
         """Every descriptor the shard must inherit (for ``pass_fds``)."""
-        return (self.bus_fd, *self.wake_fds, self.handover_receive, *self.handover_send)
+        own = (self.supervisor_fd,) if self.supervisor_fd >= 0 else ()
+        return (self.bus_fd, *self.wake_fds, self.handover_receive, *self.handover_send, *own)

@@ -16,7 +16,10 @@ the file and both versions.
 
 Lock: ``load`` takes an exclusive ``flock`` on ``<path>/LOCK`` (which holds the
 holder's pid) for the life of the store; a second broker on the same directory gets
-``StoreUnavailable`` naming the directory and the holder. The kernel releases the
+``StoreUnavailable`` naming the directory and the holder. A node of several shards
+(:mod:`ferromq.storage.layout`) keeps one store per shard below ``storage.path``; its
+supervisor holds ``storage.path``'s own lock (:func:`lock_directory`), so a second
+node, whatever its number of workers, is refused as a second broker is. The kernel releases the
 lock when the holder dies, ``kill -9`` included, so a stale ``LOCK`` never blocks.
 
 Compaction: the engine's snapshot is written to the next segment (``.tmp``, fsync,
@@ -62,7 +65,14 @@ from ferromq._core import (
 )
 from ferromq.storage import StoreUnavailable
 
-__all__ = ["GROWTH_FACTOR", "EmbeddedStore", "fsync_directory", "write_all"]
+__all__ = [
+    "GROWTH_FACTOR",
+    "EmbeddedStore",
+    "fsync_directory",
+    "lock_directory",
+    "read_journal",
+    "write_all",
+]
 
 _SEGMENT: Final = re.compile(r"journal-(\d{8})\.log")
 _HEADER: Final = journal_header()
@@ -110,6 +120,44 @@ def _lock_directory(path: Path) -> int:
     return fd
 
 
+def _read_segments(path: Path) -> tuple[list[Path], list[bytes]]:
+    """The journal segments in ``path``, in order, and their bytes. Raises
+    :class:`StoreUnavailable` for a segment of a newer format than this build reads."""
+    try:
+        segments = sorted(
+            (p for p in path.iterdir() if _SEGMENT.fullmatch(p.name)), key=lambda p: p.name
+        )
+        contents = [p.read_bytes() for p in segments]
+    except OSError as exc:
+        raise StoreUnavailable(f"embedded store at {path}: {exc.strerror}") from None
+    for segment, data in zip(segments, contents, strict=True):
+        version = journal_format_version(data[: len(_HEADER)])
+        if version > JOURNAL_FORMAT_VERSION:
+            raise StoreUnavailable(
+                f"embedded store: {segment} is journal format version {version};"
+                f" this ferromq reads versions 0 to {JOURNAL_FORMAT_VERSION}"
+            )
+    return segments, contents
+
+
+def read_journal(path: Path) -> bytes:
+    """Every record of the log in ``path``, read without locking or changing it: the
+    journal of a previous layout of a node's store (:mod:`ferromq.storage.layout`), which
+    the node's own lock covers. Raises :class:`StoreUnavailable`."""
+    return b"".join(_read_segments(path)[1])
+
+
+def lock_directory(path: Path) -> int:
+    """An exclusive lock on ``path``'s LOCK file (created with ``path``) holding this
+    process's pid, as a store holds it; its descriptor. Raises :class:`StoreUnavailable`
+    naming the holder."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return _lock_directory(path)
+    except OSError as exc:
+        raise StoreUnavailable(f"embedded store at {path}: {exc.strerror}") from None
+
+
 class EmbeddedStore:
     name = "embedded"
 
@@ -138,22 +186,13 @@ class EmbeddedStore:
             self.path.mkdir(parents=True, exist_ok=True)
             if self._lock is None:
                 self._lock = _lock_directory(self.path)
-            self._segments = sorted(
-                (p for p in self.path.iterdir() if _SEGMENT.fullmatch(p.name)),
-                key=lambda p: p.name,
-            )
             for leftover in self.path.glob("journal-*.log.tmp"):
                 leftover.unlink()  # a compaction that never reached its rename
-            contents = [p.read_bytes() for p in self._segments]
         except OSError as exc:
             raise StoreUnavailable(f"embedded store at {self.path}: {exc.strerror}") from None
-        for segment, data in zip(self._segments, contents, strict=True):
-            self._last_version = journal_format_version(data[: len(_HEADER)])
-            if self._last_version > JOURNAL_FORMAT_VERSION:
-                raise StoreUnavailable(
-                    f"embedded store: {segment} is journal format version {self._last_version};"
-                    f" this ferromq reads versions 0 to {JOURNAL_FORMAT_VERSION}"
-                )
+        self._segments, contents = _read_segments(self.path)
+        if contents:
+            self._last_version = journal_format_version(contents[-1][: len(_HEADER)])
         self._sizes = [len(data) for data in contents]
         return b"".join(contents)
 

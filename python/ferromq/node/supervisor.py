@@ -1,0 +1,354 @@
+"""The supervisor: ``ferromq serve`` with ``[server] workers`` above 1 (docs/shards.md).
+
+It serves no client itself. It checks what only starting can tell once for the node,
+so a problem is one line and today's exit status, not one per shard: the listeners'
+addresses are free (bound without ``SO_REUSEPORT`` and closed again: exit 4, before
+anything is created on disk) and the embedded store is not another node's (it holds
+``storage.path``'s lock for its life: exit 3). Then it makes what the shards share —
+the bus (``Bus.create``: one memfd for every pair's ring), one eventfd per shard for
+wake-ups, one ``SOCK_SEQPACKET`` pair per shard for connection hand-overs — and starts
+each shard as ``python -m ferromq serve <the same arguments>`` with its
+:class:`~ferromq.node.identity.ShardIdentity` in ``FERROMQ_SHARD`` and those
+descriptors inherited (``pass_fds``), plus a stream socket pair of its own
+(:mod:`ferromq.node.link`: ``restored`` / ``serve`` / ``serving`` / ``failed``).
+
+Start: once every shard has restored its store, the supervisor records the store's
+layout (:func:`ferromq.storage.layout.commit`, which deletes a previous layout the
+shards took over) and only then tells them to ``serve``, so no client is served from a
+layout a crash could still discard. Once every shard serves, it writes the pid file
+(its own pid), says READY=1 to systemd and, with ``[admin] enabled``, serves the
+node's admin listener (``ferromq.node.admin.serve_node_admin(config, shard_count)``, a
+coroutine that serves until cancelled). A shard that cannot start reports why; the
+supervisor prints that one line, stops the others and exits with the shard's status
+(2 configuration, 3 store, 4 listen).
+
+Running: SIGTERM and SIGINT stop the node (forwarded to every shard, each stops
+gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads). A shard
+that dies otherwise (``kill -9``, a crash) is logged in one line with its pid and
+status and started again with the same identity after a backoff that doubles from
+:data:`BACKOFF_FIRST`; its clients reconnect to the shards still listening (or to it).
+The :data:`DEATHS_ALLOWED`-th death within :data:`DEATHS_WINDOW` seconds stops the
+node with exit status 1: a shard that cannot stay up needs a person. If the
+supervisor itself dies, every shard sees its link close and stops.
+
+Cost: nothing per message or connection; the supervisor wakes per shard event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Final
+
+from ferromq import sd_notify
+from ferromq._core import Bus
+from ferromq.config import Config, listener_path
+from ferromq.listener import ListenError, bind_sockets
+from ferromq.log import log_event
+from ferromq.node.identity import ENV, ShardIdentity
+from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
+from ferromq.pidfile import PidFile
+from ferromq.storage import StoreUnavailable, layout
+from ferromq.storage.embedded import lock_directory
+
+__all__ = ["BACKOFF_FIRST", "DEATHS_ALLOWED", "DEATHS_WINDOW", "supervise"]
+
+logger = logging.getLogger("ferromq.node")
+
+RING_CAPACITY: Final = 1 << 20
+"""Bytes of one ring (one direction between two shards); the bus holds N·(N-1)."""
+BACKOFF_FIRST: Final = 0.1
+BACKOFF_MAX: Final = 5.0
+DEATHS_ALLOWED: Final = 5
+DEATHS_WINDOW: Final = 60.0
+STOP_TIMEOUT: Final = 60.0
+"""Seconds a shard has to stop gracefully before it is killed."""
+EXIT_SHARDS_FAILING: Final = 1
+
+
+def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | None) -> int:
+    """Run a node of ``count`` shards until SIGTERM/SIGINT; its exit status."""
+    try:
+        _check_listeners(config)
+        lock = _lock_store(config)
+    except (ListenError, StoreUnavailable) as exc:
+        print(f"ferromq: error: {exc}", file=sys.stderr)
+        return 4 if isinstance(exc, ListenError) else 3
+    try:
+        return asyncio.run(Supervisor(config, argv, count, pid_file).run())
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _check_listeners(config: Config) -> None:
+    """Every listener's address is free, as a broker of one shard would find it."""
+    for index, listener in enumerate(config.listeners):
+        for sock in bind_sockets(listener_path(index, listener), listener.host, listener.port):
+            sock.close()
+
+
+def _lock_store(config: Config) -> int | None:
+    if config.storage.backend != "embedded":
+        return None
+    return lock_directory(Path(config.storage.path).resolve())
+
+
+def _status_text(returncode: int) -> str:
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
+
+
+@dataclass
+class _Shard:
+    identity: ShardIdentity
+    process: asyncio.subprocess.Process | None = None
+    link: socket.socket | None = None
+    restored: bool = False
+    serving: bool = False
+    deaths: deque[float] = field(default_factory=deque)
+
+
+class Supervisor:
+    def __init__(self, config: Config, argv: list[str], count: int, pid_file: PidFile | None):
+        self.config = config
+        self.argv = argv
+        self.count = count
+        self.pid_file = pid_file
+        wake_fds = tuple(os.eventfd(0, os.EFD_NONBLOCK) for _ in range(count))
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(count)]
+        self._keep = [sock for pair in pairs for sock in pair]  # open for restarts
+        send = tuple(pair[1].fileno() for pair in pairs)
+        bus_fd = Bus.create(count, RING_CAPACITY)
+        self.shards = [
+            _Shard(ShardIdentity(k, count, bus_fd, wake_fds, pairs[k][0].fileno(), send))
+            for k in range(count)
+        ]
+        self._stop = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._stopping = False
+        self._serving = False
+        self._failure: tuple[int, str | None] | None = None  # start-up: status, message
+        self._status = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._forward, signal.SIGHUP)
+        log_event(logger, logging.INFO, "node starting", workers=self.count, pid=os.getpid())
+        self._tasks = [asyncio.create_task(self._keep_running(shard)) for shard in self.shards]
+        admin: asyncio.Task[None] | None = None
+        try:
+            if await self._started():
+                admin = self._serve_admin()
+                await self._stop.wait()
+        finally:
+            sd_notify.notify(sd_notify.STOPPING)
+            if admin is not None:
+                admin.cancel()
+            await self._stop_shards()
+        if self._failure is not None:
+            status, message = self._failure
+            if message is not None:
+                print(f"ferromq: error: {message}", file=sys.stderr)
+            return status
+        if self._status == 0:
+            log_event(logger, logging.INFO, "node stopped", workers=self.count)
+        return self._status
+
+    async def _started(self) -> bool:
+        """Every shard restored, the layout recorded, every shard serving: True; False
+        when a shard failed to start or a stop came first."""
+        for stage in ("restored", "serving"):
+            while not all(getattr(shard, stage) for shard in self.shards):
+                if self._failure is not None or self._stop.is_set():
+                    return False
+                stop = asyncio.ensure_future(self._stop.wait())
+                changed = asyncio.ensure_future(self._changed.wait())
+                await asyncio.wait((stop, changed), return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                changed.cancel()
+                self._changed.clear()
+            if stage == "restored":
+                if self.config.storage.backend == "embedded":
+                    layout.commit(Path(self.config.storage.path).resolve(), self.count)
+                self._serving = True
+                for shard in self.shards:
+                    self._send(shard, SERVE)
+        if self._failure is not None or self._stop.is_set():
+            return False
+        if self.pid_file is not None:
+            self.pid_file.write()
+        sd_notify.notify(sd_notify.READY)
+        log_event(logger, logging.INFO, "node serving", workers=self.count)
+        return True
+
+    def _serve_admin(self) -> asyncio.Task[None] | None:
+        """The node's admin listener, once ``ferromq.node.admin`` provides it."""
+        if not self.config.admin.enabled:
+            return None
+        try:
+            admin = importlib.import_module("ferromq.node.admin")
+        except ModuleNotFoundError:
+            log_event(logger, logging.WARNING, "admin listener not served by a node yet")
+            return None
+        serving: asyncio.Task[None] = asyncio.create_task(
+            admin.serve_node_admin(self.config, self.count)
+        )
+        return serving
+
+    async def _keep_running(self, shard: _Shard) -> None:
+        """Run ``shard``, and again after each unexpected death."""
+        while True:
+            returncode, failed = await self._run_once(shard)
+            if self._stopping:
+                return
+            index, pid = shard.identity.index, shard.process.pid if shard.process else None
+            if not self._serving:  # the node's start: the node fails with it
+                if failed is None:
+                    log_event(
+                        logger,
+                        logging.ERROR,
+                        "shard failed to start",
+                        shard=index,
+                        pid=pid,
+                        status=_status_text(returncode),
+                    )
+                self._failure = failed or (returncode if returncode > 0 else 1, None)
+                self._changed.set()
+                return
+            log_event(
+                logger,
+                logging.ERROR,
+                "shard died",
+                shard=index,
+                pid=pid,
+                status=_status_text(returncode),
+            )
+            now = time.monotonic()
+            shard.deaths.append(now)
+            while shard.deaths[0] < now - DEATHS_WINDOW:
+                shard.deaths.popleft()
+            if len(shard.deaths) >= DEATHS_ALLOWED:
+                log_event(
+                    logger,
+                    logging.ERROR,
+                    "shard keeps dying, node stopping",
+                    shard=index,
+                    deaths=len(shard.deaths),
+                    within_seconds=int(DEATHS_WINDOW),
+                )
+                self._status = EXIT_SHARDS_FAILING
+                self._stop.set()
+                return
+            await asyncio.sleep(min(BACKOFF_FIRST * 2 ** (len(shard.deaths) - 1), BACKOFF_MAX))
+            if self._stopping:
+                return
+
+    async def _run_once(self, shard: _Shard) -> tuple[int, tuple[int, str] | None]:
+        """Start ``shard``'s process and follow it until it exits: its return code, and
+        the status and message it reported if it could not start."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        identity = replace(shard.identity, supervisor_fd=theirs.fileno())
+        environ = {**os.environ, ENV: identity.to_env()}
+        environ.pop("NOTIFY_SOCKET", None)  # systemd hears from the supervisor only
+        shard.restored = shard.serving = False
+        try:
+            shard.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "ferromq",
+                *self.argv,
+                env=environ,
+                pass_fds=identity.inherited_fds(),
+            )
+        finally:
+            theirs.close()
+        shard.link = ours
+        log_event(
+            logger,
+            logging.INFO,
+            "shard started",
+            shard=shard.identity.index,
+            pid=shard.process.pid,
+        )
+        failed = await self._follow(shard, ours)
+        returncode = await shard.process.wait()
+        shard.link = None
+        ours.close()
+        return returncode, failed
+
+    async def _follow(self, shard: _Shard, sock: socket.socket) -> tuple[int, str] | None:
+        """Read the shard's lines until it closes its end (it exited)."""
+        reader, writer = await asyncio.open_connection(sock=sock.dup())
+        failed = None
+        try:
+            while line := (await reader.readline()).decode(errors="replace").strip():
+                if line == RESTORED:
+                    shard.restored = True
+                    if self._serving:  # a restarted shard: the node serves already
+                        self._send(shard, SERVE)
+                elif line == SERVING:
+                    shard.serving = True
+                    if self._serving and shard.deaths:
+                        log_event(
+                            logger,
+                            logging.INFO,
+                            "shard restarted",
+                            shard=shard.identity.index,
+                            pid=shard.process.pid if shard.process else None,
+                        )
+                else:
+                    failed = parse_failed(line) or failed
+                self._changed.set()
+        finally:
+            writer.close()
+        return failed
+
+    def _send(self, shard: _Shard, line: str) -> None:
+        if shard.link is not None:
+            with contextlib.suppress(OSError):
+                shard.link.send(f"{line}\n".encode())
+
+    def _forward(self, signum: int) -> None:
+        for shard in self.shards:
+            if shard.process is not None and shard.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    shard.process.send_signal(signum)
+
+    async def _stop_shards(self) -> None:
+        self._stopping = True
+        self._forward(signal.SIGTERM)
+        running = [shard.process for shard in self.shards if shard.process is not None]
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(process.wait() for process in running)), STOP_TIMEOUT
+            )
+        except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
+            log_event(logger, logging.ERROR, "shards did not stop in time, killed")
+            for process in running:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        unclean = [
+            process.returncode
+            for process in running
+            if process.returncode not in (0, -signal.SIGTERM, None)
+        ]
+        if unclean and self._status == 0 and self._failure is None:
+            self._status = EXIT_SHARDS_FAILING
