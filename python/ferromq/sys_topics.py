@@ -16,30 +16,24 @@ failing, ``store/errors``, ``store/last_error``). ``#`` never
 matches ``$SYS`` [MQTT-4.7.2-1]; the engine's index enforces that. One publish per
 topic per interval: an event, not a per-message cost.
 
-In a node of several shards (workers > 1) each shard publishes the same tree for its
-own engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's
-under ``$SYS/broker/``: each interval it reads the shards' trees back from its own
-retained messages (the engines replicate every retained message to every shard) and
-adds them up — counters and levels summed (``clients/maximum``: the sum of the
-shards' maxima), ``uptime`` the longest, ``store/state`` failing when a shard's is,
-``store/errors`` summed, ``store/last_error`` the first shard's that has one
-(:class:`SysTree`). So a subscriber on any shard reads the node under
-``$SYS/broker/`` and each shard under ``$SYS/broker/shard/+/``; the node's figures are
-those the shards last published, at most one interval old.
+In a node of several shards (workers > 1) each shard publishes this tree for its own
+engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's under
+``$SYS/broker/``, made from every shard's :class:`Figures` (gathered by
+:mod:`ferromq.node.sys_figures`; :func:`node_figures`): counters and levels summed
+(``clients/maximum``: the sum of the shards' maxima, an upper bound of the node's),
+``uptime`` the longest, ``store/state`` failing when a shard's is, ``store/errors``
+summed, ``store/last_error`` the first shard's that has one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ferromq import __version__
-from ferromq._core import ADMIN_MAX_PAGE
 from ferromq.admission import REFUSAL_REASONS
-
-if TYPE_CHECKING:
-    from ferromq._core import Engine
-    from ferromq.storage.persister import StoreHealth
+from ferromq.storage.persister import StoreHealth
 
 PREFIX = "$SYS/broker/"
 
@@ -94,111 +88,62 @@ COUNTERS: Mapping[str, str] = {
 }
 
 
-def sys_messages(
-    stats: Mapping[str, int], uptime_seconds: int, prefix: str = PREFIX
-) -> list[tuple[str, bytes]]:
-    """Every $SYS topic with its payload for one interval."""
+@dataclass(frozen=True)
+class Figures:
+    """What one broker's $SYS tree says: its counters, uptime and store writer health
+    (None without a store)."""
+
+    stats: Mapping[str, int]
+    uptime_seconds: int
+    store: StoreHealth | None = None
+
+    def to_json(self) -> dict[str, object]:
+        store = self.store
+        return {
+            "stats": dict(self.stats),
+            "uptime_seconds": self.uptime_seconds,
+            "store": None if store is None else [store.ok, store.errors, store.last_error],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Figures:
+        store = data["store"]
+        health = None if store is None else StoreHealth(*store)
+        return cls(data["stats"], data["uptime_seconds"], health)
+
+
+def sys_messages(figures: Figures, prefix: str = PREFIX) -> list[tuple[str, bytes]]:
+    """Every $SYS topic with its payload for one interval, under ``prefix``."""
+    stats = figures.stats
     messages = [(prefix + suffix, str(stats[key]).encode()) for suffix, key in COUNTERS.items()]
     total = stats["clients_connected"] + stats["clients_disconnected"]
     messages.append((prefix + "clients/total", str(total).encode()))
-    messages.append((prefix + "uptime", f"{uptime_seconds} seconds".encode()))
+    messages.append((prefix + "uptime", f"{figures.uptime_seconds} seconds".encode()))
     messages.append((prefix + "version", f"ferromq {__version__}".encode()))
+    if figures.store is not None:
+        messages += [
+            (prefix + "store/state", figures.store.state.encode()),
+            (prefix + "store/errors", str(figures.store.errors).encode()),
+            (prefix + "store/last_error", figures.store.last_error.encode()),
+        ]
     return messages
-
-
-def store_messages(health: StoreHealth, prefix: str = PREFIX) -> list[tuple[str, bytes]]:
-    """The store writer's $SYS topics."""
-    return _store(prefix, health.state, health.errors, health.last_error)
-
-
-def _store(prefix: str, state: str, errors: int, last_error: str) -> list[tuple[str, bytes]]:
-    return [
-        (prefix + "store/state", state.encode()),
-        (prefix + "store/errors", str(errors).encode()),
-        (prefix + "store/last_error", last_error.encode()),
-    ]
 
 
 def shard_prefix(index: int) -> str:
+    """Where shard ``index`` of a node publishes its own tree."""
     return f"{PREFIX}shard/{index}/"
 
 
-class SysTree:
-    """What one broker publishes each interval: its own tree (``shard`` None: a node of
-    one shard), or the tree of shard ``shard`` of ``count``, and on shard 0 the node's."""
-
-    def __init__(self, shard: int | None = None, count: int = 1) -> None:
-        self._shard = shard
-        self._count = count
-
-    def messages(
-        self,
-        engine: Engine,
-        now: int,
-        stats: Mapping[str, int],
-        uptime_seconds: int,
-        store: StoreHealth | None,
-    ) -> list[tuple[str, bytes]]:
-        prefix = PREFIX if self._shard is None else shard_prefix(self._shard)
-        messages = sys_messages(stats, uptime_seconds, prefix)
-        if store is not None:
-            messages += store_messages(store, prefix)
-        if self._shard == 0:
-            # The node's figures include this shard's, read back with the others'.
-            mine = {topic: payload for topic, payload in messages}
-            messages += node_messages(self._shard_trees(engine, now, mine))
-        return messages
-
-    def _shard_trees(
-        self, engine: Engine, now: int, mine: Mapping[str, bytes]
-    ) -> list[Mapping[str, bytes]]:
-        """Each shard's last published tree (suffix -> payload): this shard's as just
-        made (``mine``), the others' from the retained messages the bus replicated
-        here. The trees of shards a node of more workers left are cleared."""
-        trees: list[dict[str, bytes]] = [{} for _ in range(self._count)]
-        cursor: int | None = 0
-        while cursor is not None:
-            page = engine.retained_messages(f"{PREFIX}shard/+/#", now, cursor, ADMIN_MAX_PAGE)
-            for message in page.items:
-                shard, _, suffix = message.topic.removeprefix(f"{PREFIX}shard/").partition("/")
-                if shard.isdigit() and int(shard) < self._count:
-                    trees[int(shard)][suffix] = message.payload
-                else:
-                    engine.clear_retained(message.topic)
-            cursor = page.next
-        own = shard_prefix(0)
-        trees[0] = {topic.removeprefix(own): payload for topic, payload in mine.items()}
-        return [tree for tree in trees if tree]
-
-
-def _number(payload: bytes | None) -> int:
-    """A $SYS figure (``uptime``'s ``N seconds`` too); 0 when absent or not one."""
-    try:
-        return int((payload or b"0").split()[0])
-    except (ValueError, IndexError):
-        return 0
-
-
-_SUFFIX_OF: Mapping[str, str] = {key: suffix for suffix, key in reversed(list(COUNTERS.items()))}
-"""Each stats key's first topic suffix (some keys have two, e.g. clients/active)."""
-
-
-def node_messages(trees: Iterable[Mapping[str, bytes]]) -> list[tuple[str, bytes]]:
-    """The node's tree under :data:`PREFIX` from every shard's."""
-    stats = dict.fromkeys(_SUFFIX_OF, 0)
-    uptime = errors = 0
-    states: list[bytes] = []
-    last_errors: list[str] = []
-    for tree in trees:
-        for key, suffix in _SUFFIX_OF.items():
-            stats[key] += _number(tree.get(suffix))
-        uptime = max(uptime, _number(tree.get("uptime")))
-        if "store/state" in tree:
-            states.append(tree["store/state"])
-            errors += _number(tree.get("store/errors"))
-            last_errors.append(tree.get("store/last_error", b"").decode(errors="replace"))
-    messages = sys_messages(stats, uptime)
-    if states:
-        state = "failing" if b"failing" in states else "ok"
-        messages += _store(PREFIX, state, errors, next((e for e in last_errors if e), ""))
-    return messages
+def node_figures(shards: Sequence[Figures]) -> Figures:
+    """The node's figures from every shard's."""
+    keys = dict.fromkeys(key for figures in shards for key in figures.stats)
+    stats = {key: sum(figures.stats.get(key, 0) for figures in shards) for key in keys}
+    uptime = max((figures.uptime_seconds for figures in shards), default=0)
+    stores = [figures.store for figures in shards if figures.store is not None]
+    if not stores:
+        return Figures(stats, uptime)
+    last_error = next((store.last_error for store in stores if store.last_error), "")
+    store = StoreHealth(
+        all(store.ok for store in stores), sum(store.errors for store in stores), last_error
+    )
+    return Figures(stats, uptime, store)

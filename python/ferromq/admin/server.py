@@ -7,7 +7,7 @@ use is the same one-line :class:`~ferromq.listener.ListenError` and exit status 
 leaves nothing on disk); :meth:`AdminServer.start` serves once the MQTT listeners
 accept; :meth:`AdminServer.close` stops it first thing at shutdown. A shard of a node
 binds its private unix socket instead (``private``: plain HTTP, the same token;
-:mod:`ferromq.node.admin`), and a node's supervisor builds one over its shards
+:mod:`ferromq.node.private`), and a node's supervisor builds one over its shards
 (:func:`ferromq.node.admin.serve_node_admin`). The application is aiohttp's, its
 routes those of a module table (:data:`ferromq.admin.routes.MODULES`,
 :data:`~ferromq.admin.routes.NODE_MODULES`) behind the bearer-token middleware
@@ -29,14 +29,15 @@ from aiohttp import web
 from ferromq.admin.auth import bearer_auth, load_token
 from ferromq.admin.routes import MODULES, AdminRoutes, Routes
 from ferromq.config import AdminConfig, ListenerConfig
-from ferromq.listener import BACKLOG, ListenError, bind_sockets
+from ferromq.listener import bind_sockets
 from ferromq.log import log_event
+from ferromq.node.private import bind_private, shown
 from ferromq.tls import server_context
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
 
-__all__ = ["AdminServer", "AppBuilder", "admin_tls_context", "bind_private"]
+__all__ = ["AdminServer", "AppBuilder", "admin_tls_context"]
 
 logger = logging.getLogger("ferromq.admin")
 
@@ -51,26 +52,6 @@ def admin_tls_context(config: AdminConfig) -> ssl.SSLContext | None:
         return None
     listener = ListenerConfig(protocol="tls", certfile=config.certfile, keyfile=config.keyfile)
     return server_context("admin", listener)
-
-
-def bind_private(where: str, address: str) -> socket.socket:
-    """A listening, non-blocking unix socket at ``address`` (a leading NUL: the abstract
-    namespace). Raises :class:`ListenError` naming ``where``."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(address)
-        sock.listen(BACKLOG)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise ListenError(f"{where}: cannot listen on {_shown(address)}: {exc.strerror}") from None
-    return sock
-
-
-def _shown(address: str | bytes) -> str:
-    """A unix socket address as ``ss`` shows it (``@name``: abstract)."""
-    text = address.decode(errors="replace") if isinstance(address, bytes) else address
-    return "@" + text[1:] if text.startswith("\0") else text
 
 
 def _broker_routes(
@@ -123,7 +104,7 @@ class AdminServer:
                 logger,
                 logging.INFO,
                 "admin listening",
-                address=f"{name[0]}:{name[1]}" if isinstance(name, tuple) else _shown(name),
+                address=f"{name[0]}:{name[1]}" if isinstance(name, tuple) else shown(name),
                 protocol="https" if self._tls else "http",
                 token=self._token is not None,
             )

@@ -4,14 +4,11 @@ Shards do not open the configured admin listener; the supervisor does, and repor
 node through it. The design:
 
 - **Each shard serves its own admin application** — today's broker routes, probes and
-  metrics — on a private unix socket in the abstract namespace,
-  :func:`shard_admin_address` (``@ferromq-node-<supervisor pid>-admin-<K>``): nothing on
-  disk to clean up or outlive the node, no path-length limit, and a shard that restarts
-  binds the same name again. It checks the same bearer token as the configured listener
-  (an abstract socket has no file mode: any local process may connect, as to the
-  loopback listener a token-less ``[admin]`` allows), and it alone has the routes that
-  apply a users or bans file another shard changed (:func:`bind_shard_admin`, called by
-  the shard's broker in place of the configured listener).
+  metrics — on its private socket ``@ferromq-node-<supervisor pid>-admin-<K>``
+  (:mod:`ferromq.node.private`), checking the same bearer token as the configured
+  listener, and it alone has the routes that apply a users or bans file another shard
+  changed (:func:`bind_shard_admin`, which the shard's broker binds in place of the
+  configured listener).
 - **The supervisor's listener** (the configured host and port, TLS and token) serves the
   dashboard and the node's answers, built by asking the shards over those sockets
   (:class:`~ferromq.admin.shards.Shards`): the API's lists merged and paginated across
@@ -23,8 +20,9 @@ node through it. The design:
   when every shard is, with per-shard detail (:mod:`ferromq.admin.node_health`).
   The OpenAPI document is the broker's: the node serves the same API.
 
-``$SYS`` needs none of this: the shards publish it through their engines
-(:mod:`ferromq.sys_topics`).
+``$SYS`` needs none of this (it is published with ``[admin]`` off too):
+:mod:`ferromq.node.sys_figures`. Import this module only with ``[admin] enabled`` (the
+``admin`` extra).
 """
 
 from __future__ import annotations
@@ -41,17 +39,12 @@ from ferromq.admin.server import AdminServer, admin_tls_context
 from ferromq.admin.shards import Shards
 from ferromq.config import AdminConfig, Config
 from ferromq.listener import bind_sockets
+from ferromq.node.private import private_address
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
 
-__all__ = ["bind_shard_admin", "serve_node_admin", "shard_admin_address"]
-
-
-def shard_admin_address(node: int, index: int) -> str:
-    """The abstract unix socket shard ``index`` of the node whose supervisor's pid is
-    ``node`` serves its admin application on."""
-    return f"\0ferromq-node-{node}-admin-{index}"
+__all__ = ["bind_shard_admin", "serve_node_admin"]
 
 
 def bind_shard_admin(broker: Broker, index: int, node: int | None = None) -> AdminServer:
@@ -59,7 +52,7 @@ def bind_shard_admin(broker: Broker, index: int, node: int | None = None) -> Adm
     supervisor's pid, by default this process's parent). Raises ``ConfigError`` or
     ``ListenError``."""
     node = os.getppid() if node is None else node
-    return AdminServer.bind(broker, broker.config.admin, shard_admin_address(node, index))
+    return AdminServer.bind(broker, broker.config.admin, private_address(node, "admin", index))
 
 
 def _node_routes(shards: Shards, config: AdminConfig, app: web.Application) -> Routes:
@@ -92,7 +85,7 @@ async def serve_node_admin(
     token = load_token(admin)
     tls = admin_tls_context(admin)
     sockets = bind_sockets("admin listener", admin.host, admin.port)
-    shards = Shards([shard_admin_address(node, k) for k in range(shard_count)], token)
+    shards = Shards([private_address(node, "admin", k) for k in range(shard_count)], token)
     server = AdminServer(partial(_node_routes, shards, admin), sockets, tls, token)
     await server.start()
     return server
