@@ -5,7 +5,7 @@
 
 mod support;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ferromq_core::bus::ring::{OwnedRegion, Reader, Writer};
 use ferromq_core::codec::{Packet, ProtocolVersion, QoS, Unsubscribe};
 use ferromq_core::engine::EngineConfig;
@@ -108,16 +108,21 @@ fn a_publish_on_one_shard_reaches_a_subscriber_on_the_other_once_at_its_qos() {
         &publisher,
         publish("sensors/7/temp", b"21.5", QoS::AtLeastOnce, 9, false),
     );
-    assert!(matches!(
-        node.shards[1].recv(&mut publisher)[..],
-        [Packet::PubAck(_)]
-    ));
+    assert!(
+        node.shards[1].recv(&mut publisher).is_empty(),
+        "the PUBACK waits for the subscriber's shard"
+    );
     node.exchange();
     let got = node.shards[0].recv(&mut sub);
     let publishes = publishes(&got);
     assert_eq!(publishes.len(), 1);
     assert_eq!(&*publishes[0].topic, "sensors/7/temp");
     assert_eq!(&publishes[0].payload[..], b"21.5");
+    node.exchange(); // shard 0 confirms the round
+    assert!(matches!(
+        node.shards[1].recv(&mut publisher)[..],
+        [Packet::PubAck(_)]
+    ));
     assert_eq!(publishes[0].qos, QoS::AtLeastOnce);
     assert!(!publishes[0].retain);
 }
@@ -353,4 +358,48 @@ fn a_restarted_shard_replaces_its_subscriptions_and_learns_the_others() {
         node.shards[0].engine.take_bus(1).is_some(),
         "the new shard learned shard 1's filters"
     );
+}
+
+#[test]
+fn a_puback_waits_until_the_receiving_shard_has_stored_the_message() {
+    let mut node = Node::new();
+    node.shards = [
+        Harness::new(durable_config()),
+        Harness::new(durable_config()),
+    ];
+    for (me, shard) in node.shards.iter_mut().enumerate() {
+        shard.engine.set_shards(me as u16, 2);
+        shard.store = Some(BytesMut::new());
+    }
+    let (sub, _) =
+        node.shards[0].connect(with_expiry(connect("sub", ProtocolVersion::V5, true), 300));
+    node.shards[0].send(&sub, subscribe(1, "orders/#", QoS::AtLeastOnce));
+    node.exchange();
+    node.shards[0].drop_connection(&sub);
+    node.shards[0].pump();
+    let mut publisher = connected(&mut node.shards[1], "pub");
+    node.shards[1].send(
+        &publisher,
+        publish("orders/1", b"x", QoS::AtLeastOnce, 5, false),
+    );
+    // By hand, to stop between the receiving shard's journal and its store.
+    let routed = node.shards[1].engine.take_bus(0).expect("routed");
+    let now = node.shards[0].now;
+    node.shards[0].engine.bus_receive(1, routed, now).unwrap();
+    assert!(
+        node.shards[0].engine.take_bus(1).is_none(),
+        "no confirmation before shard 0's store has the message"
+    );
+    assert!(node.shards[1].recv(&mut publisher).is_empty());
+    node.shards[0].persist();
+    let confirmation = node.shards[0].engine.take_bus(1).expect("confirmed");
+    let now = node.shards[1].now;
+    node.shards[1]
+        .engine
+        .bus_receive(0, confirmation, now)
+        .unwrap();
+    assert!(matches!(
+        node.shards[1].recv(&mut publisher)[..],
+        [Packet::PubAck(_)]
+    ));
 }

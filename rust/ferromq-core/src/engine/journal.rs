@@ -112,6 +112,12 @@ pub(crate) const HELLO: u8 = 66;
 /// Bus only: deliver the preceding message to one member of the receiving shard's
 /// part of a shared group (its `$share/` filter follows the message id).
 pub(crate) const ROUTE_SHARED: u8 = 67;
+/// Bus only: the batch so far is round `n` of the sender's acknowledged rounds (it
+/// carried a QoS 1/2 message); the receiver answers `BUS_ACK(n)` once its store has
+/// what it made of the batch.
+pub(crate) const BUS_ROUND: u8 = 68;
+/// Bus only: the receiver's store has everything up to the sender's round `n`.
+pub(crate) const BUS_ACK: u8 = 69;
 
 /// A stored message as a record carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,6 +401,11 @@ impl Journal {
             b.put_u64_le(message.id);
             put_str(b, share_filter);
         });
+    }
+
+    /// A bus record carrying one round number (`BUS_ROUND`, `BUS_ACK`).
+    pub fn bus_number(&mut self, kind: u8, n: u64) {
+        self.record(kind, |b| b.put_u64_le(n));
     }
 
     /// A bus record with no body (`SYNC`, `HELLO`).

@@ -47,6 +47,8 @@ pub(super) struct HeldAck {
     pub conn: ConnId,
     pub batch: u64,
     pub stream_batch: u64,
+    /// The bus round whose receivers must have stored it (0: none; `shards`).
+    pub bus_round: u64,
     pub packet: Packet,
 }
 
@@ -100,6 +102,7 @@ impl Engine {
     /// waited for them, then the deliveries of held messages it covers.
     pub fn journal_done(&mut self, n: u64) {
         self.journal.confirm(n);
+        self.release_bus_acks();
         self.release_held_acks();
         let mut released = Vec::new();
         let journal = &self.journal;
@@ -140,6 +143,7 @@ impl Engine {
         while self.held_acks.front().is_some_and(|held| {
             !self.journal.has_unconfirmed_at(held.batch)
                 && !self.stream_has_unconfirmed_at(held.stream_batch)
+                && self.bus_round_confirmed(held.bus_round)
         }) {
             let held = self.held_acks.pop_front().expect("front checked");
             self.write(held.conn, &held.packet);
@@ -151,7 +155,8 @@ impl Engine {
     pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
         let batch = self.journal.unconfirmed_batch();
         let stream_batch = self.stream_unconfirmed_batch();
-        if batch.is_none() && stream_batch.is_none() {
+        let bus_round = self.bus_round_pending();
+        if batch.is_none() && stream_batch.is_none() && bus_round == 0 {
             self.write(conn, &packet);
             return;
         }
@@ -159,6 +164,7 @@ impl Engine {
             conn,
             batch: batch.unwrap_or(0),
             stream_batch: stream_batch.unwrap_or(0),
+            bus_round,
             packet,
         });
     }
@@ -170,6 +176,7 @@ impl Engine {
             conn,
             batch,
             stream_batch: 0,
+            bus_round: 0,
             packet,
         });
     }

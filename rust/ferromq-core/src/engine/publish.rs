@@ -260,6 +260,8 @@ impl Engine {
                         Some(group) => self.route_shared_to_shard(shard, &message, group),
                         None => self.route_to_shard(shard, &message),
                     }
+                    // A subscriber matched (there): not "no matching subscribers".
+                    delivered += 1;
                 }
                 continue;
             }

@@ -23,12 +23,20 @@
 //!   its subscriptions, then `HELLO` (send me yours), so both sides' indexes agree
 //!   after a shard process is restarted (`bus_hello`).
 //!
+//! - **Acknowledgements wait for the receiving shard's store.** A QoS 1/2 message
+//!   routed to another shard makes the PUBACK/PUBREC given after it wait (in
+//!   `held_acks`, like the waits for this shard's own store) for a *round*: the next
+//!   batch to that shard ends with `BUS_ROUND(n)`, and the receiver answers
+//!   `BUS_ACK(n)` once its own store has confirmed the batch that was pending when it
+//!   applied the round (at once when nothing was). So `kill -9` of the node loses no
+//!   acknowledged message, whichever shard holds its subscribers.
+//!
 //! Sessions never move between shards: a client id has one owner shard
 //! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
-//! reaches an engine (docs/shards.md, "Sessions"). Not yet carried: acknowledgements
-//! that wait for the receiving shard (a PUBACK does not wait for the routed message
-//! to be journaled there; a SUBACK does not wait for the other shards to hold the
-//! filter). A group's queue on one shard drains only to that shard's members.
+//! reaches an engine (docs/shards.md, "Sessions"). Not yet carried: a SUBACK
+//! does not wait for the other shards to hold the filter (they get it in the same
+//! tick; a publish elsewhere in the microseconds before can miss it). A group's queue
+//! on one shard drains only to that shard's members.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,7 +47,8 @@ use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
 use crate::topic::GroupRef;
 
 use super::journal::{
-    decode_record, get_str, Journal, JournalError, Record, HELLO, ROUTE, ROUTE_SHARED, SYNC,
+    decode_record, get_str, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO, ROUTE,
+    ROUTE_SHARED, SYNC,
 };
 use super::message::Message;
 use super::Engine;
@@ -71,6 +80,16 @@ pub(super) struct Shards {
     outboxes: Vec<Journal>,
     /// Subscribers per (shard, filter) as that shard reported them.
     remote: HashMap<(u16, Box<str>), u32>,
+    /// Acknowledged rounds (see "Acknowledgements" in the module header), per shard:
+    /// a QoS 1/2 message is in the outbox and no round was written after it yet,
+    needs_round: Vec<bool>,
+    /// the last round sent to it, and the last it confirmed.
+    sent_round: Vec<u64>,
+    acked_round: Vec<u64>,
+    next_round: u64,
+    /// Rounds received, to confirm once this shard's store has what they brought:
+    /// (from, round, the journal batch then unconfirmed).
+    to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
     /// Shared groups by `$share/` filter, for messages routed to their members here
     /// (checked live before use: a group id is reused once its group ends).
     groups: HashMap<Box<str>, GroupRef>,
@@ -104,6 +123,11 @@ impl Engine {
             me,
             outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
             remote: HashMap::new(),
+            needs_round: vec![false; usize::from(count)],
+            sent_round: vec![0; usize::from(count)],
+            acked_round: vec![0; usize::from(count)],
+            next_round: 1,
+            to_confirm: std::collections::VecDeque::new(),
             groups: HashMap::new(),
         });
     }
@@ -156,6 +180,37 @@ impl Engine {
         }
     }
 
+    /// Shard `from` sent round `round`: confirm it once the store has what it brought
+    /// (at once when nothing waits for the store).
+    fn confirm_round_when_stored(&mut self, from: u16, round: u64) {
+        let batch = self.journal.unconfirmed_batch();
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        match batch {
+            Some(batch) => shards.to_confirm.push_back((from, round, batch)),
+            None => shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round),
+        }
+    }
+
+    fn round_confirmed(&mut self, from: u16, round: u64) {
+        if let Some(shards) = self.shards.as_mut() {
+            let acked = &mut shards.acked_round[usize::from(from)];
+            *acked = (*acked).max(round);
+        }
+        self.release_held_acks();
+    }
+
+    /// Shard `from` (re)started: what its previous process had not confirmed will not
+    /// be (docs/shards.md, "A shard that dies"), so nothing waits for it any more.
+    fn forget_rounds_of(&mut self, from: u16) {
+        if let Some(shards) = self.shards.as_mut() {
+            let at = usize::from(from);
+            shards.acked_round[at] = shards.acked_round[at].max(shards.sent_round[at]);
+        }
+        self.release_held_acks();
+    }
+
     /// Forget every subscription shard `from` reported.
     fn remote_reset(&mut self, from: u16) {
         let Some(shards) = self.shards.as_mut() else {
@@ -176,8 +231,61 @@ impl Engine {
 
     /// The records for shard `to` since the last call; None when there are none.
     pub fn take_bus(&mut self, to: u16) -> Option<Bytes> {
-        let outbox = self.shards.as_mut()?.outboxes.get_mut(usize::from(to))?;
+        let shards = self.shards.as_mut()?;
+        let at = usize::from(to);
+        if shards.needs_round.get(at).copied().unwrap_or(false) {
+            let round = shards.next_round;
+            shards.next_round += 1;
+            shards.needs_round[at] = false;
+            shards.sent_round[at] = round;
+            shards.outboxes[at].bus_number(BUS_ROUND, round);
+        }
+        let outbox = shards.outboxes.get_mut(at)?;
         outbox.take().map(|(_, records)| records)
+    }
+
+    /// The round an acknowledgement given now must wait for: 0 when no QoS 1/2
+    /// message waits in an outbox.
+    pub(super) fn bus_round_pending(&self) -> u64 {
+        match &self.shards {
+            Some(shards) if shards.needs_round.contains(&true) => shards.next_round,
+            _ => 0,
+        }
+    }
+
+    /// Every shard that was sent a QoS 1/2 message in a round up to `round` has
+    /// confirmed it (or a later one).
+    pub(super) fn bus_round_confirmed(&self, round: u64) -> bool {
+        let Some(shards) = self.shards.as_ref().filter(|_| round != 0) else {
+            return true;
+        };
+        (0..shards.outboxes.len()).all(|to| {
+            !shards.needs_round[to] && shards.acked_round[to] >= round.min(shards.sent_round[to])
+        })
+    }
+
+    /// Confirm the rounds whose journal batch the store now has.
+    pub(super) fn release_bus_acks(&mut self) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        while let Some(&(from, round, batch)) = shards.to_confirm.front() {
+            if self.journal.has_unconfirmed_at(batch) {
+                break;
+            }
+            shards.to_confirm.pop_front();
+            shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round);
+        }
+    }
+
+    /// A QoS 1/2 message went into `to`'s outbox: acknowledgements given from now
+    /// wait for `to` to confirm the round that carries it.
+    fn needs_round(&mut self, to: u16, message: &Message) {
+        if message.qos != QoS::AtMostOnce {
+            if let Some(shards) = self.shards.as_mut() {
+                shards.needs_round[usize::from(to)] = true;
+            }
+        }
     }
 
     /// A local session gained `filter`: every other shard routes matches to us.
@@ -244,6 +352,7 @@ impl Engine {
         if let Some(outbox) = self.outbox(shard) {
             outbox.route_shared(message, &filter, wall_offset);
         }
+        self.needs_round(shard, message);
     }
 
     /// A message another shard routed to this shard's members of `share_filter`:
@@ -292,6 +401,7 @@ impl Engine {
         {
             outbox.route(message, wall_offset);
         }
+        self.needs_round(shard, message);
     }
 
     /// Apply the records shard `from` sent (as `take_bus` gave them there); returns how
@@ -328,6 +438,19 @@ impl Engine {
             }
             if kind == HELLO {
                 self.sync_subscriptions_to(from);
+                self.forget_rounds_of(from);
+                continue;
+            }
+            if kind == BUS_ROUND || kind == BUS_ACK {
+                if body.remaining() < 8 {
+                    return Err(JournalError("round record cut off"));
+                }
+                let round = body.get_u64_le();
+                if kind == BUS_ROUND {
+                    self.confirm_round_when_stored(from, round);
+                } else {
+                    self.round_confirmed(from, round);
+                }
                 continue;
             }
             if kind == ROUTE {
