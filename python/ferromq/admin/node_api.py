@@ -10,11 +10,12 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
   its session lives; the shard's answer is the node's, status and all.
 - **pages**: clients and sessions are merged across shards: a page starts at the shard
   and shard cursor its ``cursor`` encodes (``shard_cursor * count + shard``) and is
-  filled from the next shards when one is exhausted; ``/subscriptions`` (whose
-  ``limit`` counts sessions, which the node cannot count for a shard) takes one shard
-  per page. Following ``next`` lists every session of the node once.
+  filled from the next shards when one is exhausted, until ``limit`` sessions
+  (``/subscriptions``, whose items are subscriptions: until ``limit`` subscribed
+  sessions). Following ``next`` lists every session of the node once.
 - **any**: publish, retained messages (replicated on every shard), users, ACL and
-  bans (files every shard reads) go to shard 0. Changes to the users and bans files
+  bans (files every shard reads) go to shard 0 (a publish's ``delivered`` is shard
+  0's count, where each other shard with subscribers counts once). Changes to the users and bans files
   are made there, then every other shard applies the file
   (:data:`~ferromq.admin.api.APPLY_USERS`, :data:`~ferromq.admin.api.APPLY_BANS`).
 - **every**: clearing a retained message, reloading the ACL and the configuration go to
@@ -123,9 +124,19 @@ def _page(items: list[Any], following: int | None) -> web.Response:
     return web.json_response({"items": items, "next": following})
 
 
-def _pages(fill: bool) -> NodeHandler:
-    """A session listing merged across shards (``fill``: a page continues on the next
-    shard when one is exhausted)."""
+def _sessions_in(items: list[Any]) -> int:
+    """Sessions a page of clients or sessions holds."""
+    return len(items)
+
+
+def _subscribers_in(items: list[Any]) -> int:
+    """Sessions a page of subscriptions holds (one at least: the shard examined one)."""
+    return max(1, len({item["client_id"] for item in items}))
+
+
+def _pages(spent: Callable[[list[Any]], int]) -> NodeHandler:
+    """A session listing merged across shards: a page continues on the next shard while
+    ``spent(items)`` sessions leave room under ``limit``."""
 
     async def listing(shards: Shards, request: web.Request) -> web.StreamResponse:
         cursor, limit = page_args(request)
@@ -133,7 +144,8 @@ def _pages(fill: bool) -> NodeHandler:
         shard, shard_cursor = decode_cursor(cursor, count)
         items: list[Any] = []
         while True:
-            query = {**request.query, "cursor": str(shard_cursor), "limit": str(limit - len(items))}
+            room = limit - (spent(items) if items else 0)
+            query = {**request.query, "cursor": str(shard_cursor), "limit": str(room)}
             answer = await shards.call(shard, "GET", request.rel_url.raw_path, query)
             if not answer.ok:
                 return _relay(answer)
@@ -144,7 +156,7 @@ def _pages(fill: bool) -> NodeHandler:
             if shard + 1 == count:
                 return _page(items, None)
             shard, shard_cursor = shard + 1, 0
-            if not fill or len(items) >= limit:
+            if items and spent(items) >= limit:
                 return _page(items, encode_cursor(shard, 0, count))
 
     return listing
@@ -183,9 +195,9 @@ async def openapi(shards: Shards, request: web.Request) -> web.StreamResponse:
 
 HOW: Final[dict[str, NodeHandler]] = {
     "openapi": openapi,
-    "list_clients": _pages(fill=True),
-    "list_sessions": _pages(fill=True),
-    "list_all_subscriptions": _pages(fill=False),
+    "list_clients": _pages(_sessions_in),
+    "list_sessions": _pages(_sessions_in),
+    "list_all_subscriptions": _pages(_subscribers_in),
     "show_client": owner,
     "kick_client": owner,
     "list_subscriptions": owner,
