@@ -15,8 +15,8 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
   sessions). Following ``next`` lists every session of the node once.
 - **any**: publish, retained messages (replicated on every shard), users, ACL and
   bans (files every shard reads) go to shard 0 (a publish's ``delivered`` is shard
-  0's count, where each other shard with subscribers counts once). Changes to the users and bans files
-  are made there, then every other shard applies the file
+  0's count, where each other shard with subscribers counts once). Changes to the
+  users and bans files are made there, then every other shard applies the file
   (:data:`~ferromq.admin.api.APPLY_USERS`, :data:`~ferromq.admin.api.APPLY_BANS`).
 - **every**: clearing a retained message, reloading the ACL and the configuration go to
   every shard (the first refusal is the answer; a retained message is cleared if any
