@@ -20,7 +20,8 @@ In a node of several shards (workers > 1) each shard publishes this tree for its
 engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's under
 ``$SYS/broker/``, made from every shard's :class:`Figures` (gathered by
 :mod:`ferromq.node.sys_figures`; :func:`node_figures`): counters and levels summed
-(``clients/maximum``: the sum of the shards' maxima, an upper bound of the node's),
+(``clients/maximum``: the sum of the shards' maxima, an upper bound of the node's;
+``retained messages/count``, which every shard holds, the largest),
 ``uptime`` the longest, ``store/state`` failing when a shard's is, ``store/errors``
 summed, ``store/last_error`` the first shard's that has one.
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ferromq import __version__
 from ferromq.admission import REFUSAL_REASONS
@@ -134,10 +135,23 @@ def shard_prefix(index: int) -> str:
     return f"{PREFIX}shard/{index}/"
 
 
+REPLICATED: Final = frozenset({"retained_messages", "retained_bytes"})
+"""Stats keys of what the engines replicate to every shard (retained messages): each
+shard holds the node's figure, so the node's is the largest, not the sum."""
+
+
+def node_stats(shards: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """The node's counters from every shard's: summed, :data:`REPLICATED` the largest."""
+    keys = dict.fromkeys(key for stats in shards for key in stats)
+    return {
+        key: (max if key in REPLICATED else sum)(stats.get(key, 0) for stats in shards)
+        for key in keys
+    }
+
+
 def node_figures(shards: Sequence[Figures]) -> Figures:
     """The node's figures from every shard's."""
-    keys = dict.fromkeys(key for figures in shards for key in figures.stats)
-    stats = {key: sum(figures.stats.get(key, 0) for figures in shards) for key in keys}
+    stats = node_stats([figures.stats for figures in shards])
     uptime = max((figures.uptime_seconds for figures in shards), default=0)
     stores = [figures.store for figures in shards if figures.store is not None]
     if not stores:

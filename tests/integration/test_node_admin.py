@@ -125,17 +125,26 @@ def test_metrics_are_the_node_totals_with_each_shard(node: NodeStarter, loop: st
     count = 10
     for n in range(count):
         publisher.publish("metered/t", b"%d" % n, qos=1).wait_for_publish(5)
-    for _ in range(count):
+    publisher.publish("metered/kept", b"retained!", qos=1, retain=True).wait_for_publish(5)
+    for _ in range(count + 1):
         inbox.get(timeout=5)
+    # Every shard holds the retained message; the node holds it once.
+    retained = len("metered/kept") + len(b"retained!")
+    wait_for(
+        lambda: by_shard(scrape(port, TOKEN), "ferromq_retained_bytes") == [retained] * WORKERS,
+        "the retained message on every shard",
+    )
     after = scrape(port, TOKEN)
 
     def rose(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    assert rose("ferromq_messages_received_total") == count
+    assert rose("ferromq_messages_received_total") == count + 1
+    assert rose("ferromq_retained_bytes") == retained
+    assert value(after, "ferromq_store_up") == 1 and by_shard(after, "ferromq_store_up") == [1, 1]
     assert rose("ferromq_packets_received_total", type="connect") == 2
     assert value(after, "ferromq_sessions_current", state="online") == 2
-    assert value(after, "ferromq_subscriptions_current") >= 1
+    assert value(after, "ferromq_subscriptions_current") == 1
     for name, labels in (
         ("ferromq_messages_received_total", {}),
         ("ferromq_messages_sent_total", {}),
@@ -145,7 +154,7 @@ def test_metrics_are_the_node_totals_with_each_shard(node: NodeStarter, loop: st
     ):
         assert value(after, name, **labels) == sum(by_shard(after, name, **labels)), name
     # The publisher's messages arrived on shard 1, which owns it.
-    assert by_shard(after, "ferromq_messages_received_total")[1] >= count
+    assert by_shard(after, "ferromq_messages_received_total")[1] >= count + 1
     assert by_shard(after, "ferromq_node_shard_up") == [1.0] * WORKERS
     assert value(after, "ferromq_node_shards") == WORKERS
     for client in (subscriber, publisher):

@@ -21,7 +21,8 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
 - **every**: clearing a retained message, reloading the ACL and the configuration go to
   every shard (the first refusal is the answer; a retained message is cleared if any
   shard held it).
-- **sum**: ``/stats`` adds the shards' counters, ``/listeners`` their connections,
+- **sum**: ``/stats`` adds the shards' counters (retained messages, which every shard
+  holds: the largest; :func:`~ferromq.sys_topics.node_stats`), ``/listeners`` their connections,
   ``/trace`` joins their lists.
 
 A shard that does not answer makes the node's answer 503 naming it. Per request,
@@ -48,6 +49,7 @@ from ferromq.admin.api import (
 )
 from ferromq.admin.openapi import openapi_document
 from ferromq.admin.shards import ShardAnswer, Shards, ShardUnreachable
+from ferromq.sys_topics import node_stats
 
 if TYPE_CHECKING:
     from ferromq.admin.routes import NodeRoutes, RequestHandler
@@ -163,11 +165,8 @@ def _pages(spent: Callable[[list[Any]], int]) -> NodeHandler:
 
 
 async def stats(shards: Shards, request: web.Request) -> web.StreamResponse:
-    total: dict[str, int] = {}
-    for answer in await shards.every("GET", request.raw_path):
-        for key, value in answer.json().items():
-            total[key] = total.get(key, 0) + value
-    return web.json_response(total)
+    answers = await shards.every("GET", request.raw_path)
+    return web.json_response(node_stats([answer.json() for answer in answers]))
 
 
 async def listeners(shards: Shards, request: web.Request) -> web.StreamResponse:

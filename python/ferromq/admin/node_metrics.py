@@ -6,11 +6,13 @@ parses the texts with prometheus-client's parser and answers one exposition in w
 every family appears once:
 
 - every sample of shard *K* with the label ``shard="K"`` (per-shard detail);
-- for the broker's own families (``ferromq_*``), the node's total: the shards' samples
-  of the same name and labels added up, without a ``shard`` label — counters and
-  histograms add exactly; gauges of levels (sessions, queues, memory) add to the node's
-  level, and ``ferromq_clients_maximum`` to the sum of each shard's maximum, an upper
-  bound of the node's;
+- for the broker's own families (``ferromq_*``), the node's figure, without a
+  ``shard`` label: the shards' samples of the same name and labels added up — counters
+  and histograms add exactly; gauges of levels (sessions, queues, memory) add to the
+  node's level, and ``ferromq_clients_maximum`` to the sum of each shard's maximum, an
+  upper bound of the node's — except the retained messages every shard holds
+  (:data:`~ferromq.sys_topics.REPLICATED`: the largest) and the ``_up`` gauges of the
+  store and the stream (the smallest: 1 when every shard's is up);
 - the supervisor's own samples without a label: its process and runtime collectors,
   ``ferromq_broker_uptime_seconds`` and ``ferromq_broker_info`` (which are not summed),
   ``ferromq_node_shards`` and ``ferromq_node_shard_up{shard}`` (0 for a shard that did
@@ -23,7 +25,7 @@ every series must select ``shard=""`` or the ``shard`` label, not both.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
@@ -37,15 +39,24 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 
 from ferromq import __version__
+from ferromq.admin.metrics import GAUGES
 from ferromq.admin.shards import ShardAnswer, ShardUnreachable
+from ferromq.sys_topics import REPLICATED
 
 if TYPE_CHECKING:
     from ferromq.admin.routes import NodeRoutes
 
-__all__ = ["NOT_SUMMED", "node_metrics", "register"]
+__all__ = ["COMBINE", "NOT_SUMMED", "node_metrics", "register"]
 
 NOT_SUMMED: Final = frozenset({"ferromq_broker_uptime_seconds", "ferromq_broker_info"})
 """Broker families the node does not add up: the supervisor reports its own."""
+
+COMBINE: Final[dict[str, Callable[[Iterable[float]], float]]] = {
+    **{name: max for name, _, key in GAUGES if key in REPLICATED},
+    "ferromq_store_up": min,
+    "ferromq_stream_up": min,
+}
+"""How the node combines the shards' samples of a family other than by adding them."""
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -87,7 +98,7 @@ def node_metrics(
     shard's samples with its ``shard`` label."""
     merged = _Merged()
     merged.add(own)
-    totals: dict[tuple[str, str, Labels], float] = {}
+    totals: dict[tuple[str, str, Labels], list[float]] = {}
     by_shard: list[tuple[Metric, Sample]] = []
     up = GaugeMetricFamily(
         "ferromq_node_shard_up",
@@ -108,8 +119,9 @@ def node_metrics(
                 by_shard.append((metric, sample._replace(labels={**sample.labels, **shard})))
                 if summed:
                     key = (metric.name, sample.name, tuple(sample.labels.items()))
-                    totals[key] = totals.get(key, 0.0) + sample.value
-    for (name, sample_name, labels), total in totals.items():
+                    totals.setdefault(key, []).append(sample.value)
+    for (name, sample_name, labels), values in totals.items():
+        total = COMBINE.get(name, sum)(values)
         merged.families[name].add_sample(sample_name, dict(labels), total)
     for metric, sample in by_shard:
         merged.family(metric).add_sample(sample.name, sample.labels, sample.value)
