@@ -44,7 +44,7 @@ from ferromq.node.private import private_address
 if TYPE_CHECKING:
     from ferromq.broker import Broker
 
-__all__ = ["bind_shard_admin", "serve_node_admin"]
+__all__ = ["bind_node_admin", "bind_shard_admin", "serve_node_admin"]
 
 
 def bind_shard_admin(broker: Broker, index: int, node: int | None = None) -> AdminServer:
@@ -71,13 +71,16 @@ def _node_routes(shards: Shards, config: AdminConfig, app: web.Application) -> R
     return routes
 
 
-async def serve_node_admin(
+def bind_node_admin(
     config: Config, shard_count: int, node: int | None = None
 ) -> AdminServer | None:
-    """The node's admin listener over ``shard_count`` shards, serving (``node``: the
-    supervisor's pid, by default this process's); None when ``[admin]`` is off. Close
-    it with ``await server.close()``. Raises ``ConfigError`` or ``ListenError`` (a port
-    in use: nothing left open), as a broker's does."""
+    """The node's admin listener over ``shard_count`` shards, bound and not yet serving
+    (``node``: the supervisor's pid, by default this process's); None when ``[admin]``
+    is off. Bound before the shards start, a port in use fails the node's start as a
+    broker's does (:class:`~ferromq.listener.ListenError`: exit 4; ``ConfigError``: a
+    token file that cannot be read, exit 2) and a request made while the shards start
+    waits in the backlog. Then ``await server.start()``, and ``await server.close()``
+    at shutdown."""
     admin = config.admin
     if not admin.enabled:
         return None
@@ -86,6 +89,14 @@ async def serve_node_admin(
     tls = admin_tls_context(admin)
     sockets = bind_sockets("admin listener", admin.host, admin.port)
     shards = Shards([private_address(node, "admin", k) for k in range(shard_count)], token)
-    server = AdminServer(partial(_node_routes, shards, admin), sockets, tls, token)
-    await server.start()
+    return AdminServer(partial(_node_routes, shards, admin), sockets, tls, token)
+
+
+async def serve_node_admin(
+    config: Config, shard_count: int, node: int | None = None
+) -> AdminServer | None:
+    """:func:`bind_node_admin`, serving. Raises as it does."""
+    server = bind_node_admin(config, shard_count, node)
+    if server is not None:
+        await server.start()
     return server
