@@ -21,7 +21,7 @@ import pytest
 
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_admin_api import api, disconnects, token_config
+from tests.integration.test_admin_api import api, disconnects, paged_client_ids, token_config
 from tests.integration.test_admin_metrics import TOKEN, Samples, get, scrape, value, wait_for
 from tests.integration.test_auth_clients import stop
 from tests.integration.test_broker_clients import paho_client, subscribe
@@ -85,14 +85,7 @@ def test_clients_of_both_shards_are_one_listing_and_kicked(node: NodeStarter, lo
     assert sorted(item["client_id"] for item in page["items"]) == sorted(ids)
     assert api(port, "GET", "/stats")[1]["clients_connected"] == len(ids)
     # One at a time: the pages cross from shard 0 to shard 1 and list each client once.
-    seen: list[str] = []
-    cursor: int | None = 0
-    while cursor is not None:
-        status, page = api(port, "GET", f"/clients?limit=1&cursor={cursor}")
-        assert status == 200 and len(page["items"]) <= 1
-        seen += [item["client_id"] for item in page["items"]]
-        cursor = page["next"]
-    assert sorted(seen) == sorted(ids)
+    assert sorted(paged_client_ids(port, 1)) == sorted(ids)
     status, page = api(port, "GET", "/sessions?client_id_prefix=listed&limit=3")
     assert len(page["items"]) == 3 and page["next"] is not None
 
