@@ -1,30 +1,36 @@
 """The brokers under test, each started on a free loopback port from a generated config:
 ferromq, Mosquitto (Debian's), amqtt, and the peers ../shared/peers builds (FlashMQ,
-rumqttd).
+rumqttd, NanoMQ, Mosquitto 2.1).
 
 The port serves one :class:`Listener`: plain TCP, or TLS, WebSocket or WebSocket over
 TLS with a given certificate (each spec names the ``transports`` it can serve), so
 every broker of a transport comparison gets the same certificate and key.
 
 A :class:`BrokerSpec` knows how to write its broker's config and command line and
-whether the broker is installed here; :func:`start` runs it (optionally pinned to one
-core with ``taskset``) and waits until its port accepts connections; the returned
-:class:`RunningBroker` reports the CPU time the broker process used (utime + stime
-from ``/proc/<pid>/stat``) and stops it. Every broker listens on 127.0.0.1 only.
+whether the broker is installed here; ``spec.using(n)`` is the same broker told to use
+``n`` cores (ferromq ``--workers n``, FlashMQ ``thread_count n``; the others have no
+such setting that works, see each class). :func:`start` runs it (optionally pinned to
+cores with ``taskset``) and waits until its port accepts connections; the returned
+:class:`RunningBroker` reports the CPU time and RSS of the broker's whole process tree
+(a ferromq node with workers is a supervisor and its shard processes) and stops it.
+Every broker listens on 127.0.0.1 only.
 
 The integration tests import this module too, so there is one way to start Mosquitto.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -56,7 +62,7 @@ TCP = Listener()
 
 
 class BrokerSpec:
-    name: ClassVar[str]
+    name: str
     #: MQTT protocol levels the broker speaks.
     protocols: ClassVar[frozenset[int]]
     #: Listener transports it can serve.
@@ -70,6 +76,12 @@ class BrokerSpec:
         """Write the config into ``workdir``; return the command that serves
         ``listener`` on ``port``."""
         raise NotImplementedError
+
+    def using(self, cores: int) -> BrokerSpec:
+        """This broker told to use ``cores`` cores. One core keeps the broker's own
+        defaults, as every earlier comparison ran it; a broker with no such setting
+        is itself."""
+        return self
 
 
 class Mosquitto(BrokerSpec):
@@ -133,20 +145,46 @@ class Amqtt(BrokerSpec):
 NO_STORE = '[storage]\nbackend = "memory"\n'
 
 
+_SERVE = (sys.executable, "-m", "ferromq", "serve")
+
+
+@functools.cache
+def _serve_help() -> str | None:
+    """``ferromq serve --help``, or ``None`` when ferromq is not installed."""
+    probe = subprocess.run([*_SERVE, "--help"], capture_output=True, text=True, check=False)
+    return probe.stdout if probe.returncode == 0 else None
+
+
 class Ferromq(BrokerSpec):
-    name = "ferromq"
+    """ferromq with ``workers`` shard processes (``serve --workers``): named
+    ``ferromq-w<N>`` when the number is fixed, plain ``ferromq`` when it follows the
+    cores the broker is given (:meth:`using`; one by default)."""
+
     protocols = frozenset({4, 5})
     transports = frozenset({"tcp", "tls", "ws", "wss"})
-    _serve = (sys.executable, "-m", "ferromq", "serve")
 
-    def __init__(self, extra_config: str = NO_STORE) -> None:
+    def __init__(
+        self, extra_config: str = NO_STORE, workers: int | None = None, cores: int = 1
+    ) -> None:
         #: TOML appended to the generated config (a ``[storage]`` choice, ``[redis]``).
         self.extra_config = extra_config
+        self.fixed_workers = workers
+        self.workers = workers or cores
+        self.name = "ferromq" if workers is None else f"ferromq-w{workers}"
+
+    def using(self, cores: int) -> Ferromq:
+        return Ferromq(self.extra_config, self.fixed_workers, cores)
+
+    def configured(self, extra_config: str) -> Ferromq:
+        """The same node with another ``extra_config``."""
+        return Ferromq(extra_config, self.fixed_workers, self.workers)
 
     def missing(self) -> str | None:
-        probe = subprocess.run([*self._serve, "--help"], capture_output=True, check=False)
-        if probe.returncode != 0:
+        usage = _serve_help()
+        if usage is None:
             return "ferromq is not installed (pip install .)"
+        if self.workers > 1 and "--workers" not in usage:
+            return "this ferromq serve has no --workers option"
         return None
 
     def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
@@ -164,7 +202,11 @@ class Ferromq(BrokerSpec):
             "[log]\n"
             'level = "warning"\n' + self.extra_config
         )
-        return [*self._serve, "--config", str(conf)]
+        # Given explicitly: the default ("auto", one per core of the affinity mask)
+        # would follow taskset, not the comparison. Before --workers existed, one.
+        usage = _serve_help() or ""
+        workers = ["--workers", str(self.workers)] if "--workers" in usage else []
+        return [*_SERVE, "--config", str(conf), *workers]
 
 
 # ../shared/peers beside the repository: build.sh builds the peers, start/<name>.sh runs one.
@@ -213,23 +255,31 @@ class Mosquitto21(Mosquitto):
 
 
 class FlashMQ(Peer):
+    """FlashMQ: one thread per CPU by default; ``using(n)`` sets ``thread_count n``."""
+
     name = "flashmq"
     protocols = frozenset({4, 5})
     transports = frozenset({"tcp", "tls", "ws", "wss"})
     binary = "flashmq"
     settings = ("FLASHMQ_LOG_LEVEL=warning",)
 
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads
+
+    def using(self, cores: int) -> FlashMQ:
+        return FlashMQ(cores if cores > 1 else None)
+
     def command(self, port: int, workdir: Path, listener: Listener = TCP) -> list[str]:
-        if listener == TCP:
+        if listener == TCP and self.threads is None:
             return super().command(port, workdir, listener)
-        # The start script serves plain MQTT only: the same config, with the
-        # listener's transport and certificate.
+        # The start script serves plain MQTT with FlashMQ's thread count: the same
+        # config, with the listener's transport and certificate and the threads.
         conf = workdir / "flashmq.conf"
         tls = f"  fullchain {listener.certfile}\n  privkey {listener.keyfile}\n"
+        threads = f"thread_count {self.threads}\n" if self.threads else ""
         conf.write_text(
             "allow_anonymous true\n"
-            "log_level warning\n"
-            "listen {\n"
+            "log_level warning\n" + threads + "listen {\n"
             f"  protocol {'websockets' if listener.websocket else 'mqtt'}\n"
             "  inet_protocol ip4\n"
             "  inet4_bind_address 127.0.0.1\n"
@@ -239,16 +289,47 @@ class FlashMQ(Peer):
 
 
 class Rumqttd(Peer):
-    # MQTT 5 listens on port + 1: the comparison uses its 3.1.1 listener only.
+    """rumqttd 0.20: MQTT 5 listens on port + 1, so the comparison uses its 3.1.1
+    listener only. Its threads are fixed, with no setting: one router thread and one
+    single-threaded tokio runtime per listener (every connection of a listener on it),
+    so it can keep two cores busy whatever it is told; taskset bounds it."""
+
     name = "rumqttd"
     protocols = frozenset({4})
     binary = "rumqttd"
     settings = ("RUMQTTD_MAX_PAYLOAD=1048576",)
 
 
+class NanoMQ(Peer):
+    """NanoMQ 0.25.3 (its start script: the shipped MQTT defaults, no persistence).
+    Its threads are NNG's: one epoll poller and a task pool of 2 x the machine's CPUs.
+    ``system.num_taskq_thread`` / ``max_taskq_thread`` (config, environment or command
+    line) are read after NNG has started that pool, so they change nothing in this
+    version (4 ``nng:task`` threads on 2 CPUs whatever they say): it runs with its
+    defaults, bounded by taskset. Log level ``error``: ``warn`` logs every connect."""
+
+    name = "nanomq"
+    protocols = frozenset({4, 5})
+    binary = "nanomq"
+    settings = ("NANOMQ_LOG_LEVEL=error",)
+
+
 BROKERS: dict[str, BrokerSpec] = {
-    b.name: b for b in (Ferromq(), Mosquitto(), Mosquitto21(), Amqtt(), FlashMQ(), Rumqttd())
+    b.name: b
+    for b in (Ferromq(), Mosquitto(), Mosquitto21(), Amqtt(), FlashMQ(), Rumqttd(), NanoMQ())
 }
+
+
+def named(name: str) -> BrokerSpec:
+    """The broker called ``name``: one of BROKERS, or ``ferromq-w<N>`` (ferromq with N
+    workers whatever the cores it is given)."""
+    if name in BROKERS:
+        return BROKERS[name]
+    prefix = "ferromq-w"
+    if name.startswith(prefix) and name[len(prefix) :].isdigit() and int(name[len(prefix) :]):
+        return Ferromq(workers=int(name[len(prefix) :]))
+    known = ", ".join([*BROKERS, "ferromq-w<N>"])
+    raise ValueError(f"unknown broker {name!r} (known: {known})")
 
 
 def free_port() -> int:
@@ -266,12 +347,44 @@ def _accepts(port: int) -> bool:
         return False
 
 
+def _stat(pid: int) -> list[str]:
+    """Fields of ``/proc/<pid>/stat`` from the state on (field 3), after the
+    parenthesised command name."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants (from every process's parent in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int(_stat(int(entry.name))[1])
+            except (OSError, IndexError, ValueError):
+                continue  # exited while /proc was read
+            children.setdefault(parent, []).append(int(entry.name))
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending.extend(children.get(current, ()))
+    return tree
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time process ``pid`` has used so far."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    # Fields after the parenthesised command name; utime and stime are 14 and 15.
-    fields = stat.rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
+    """User + system CPU time process ``pid`` and its descendants have used so far:
+    each live one's own (utime, stime: fields 14, 15) plus what its exited and reaped
+    children used (cutime, cstime: 16, 17), so a child that ends between two samples
+    still counts, once, in its parent's."""
+    ticks = 0
+    for member in process_tree(pid):
+        try:
+            fields = _stat(member)
+        except OSError:
+            if member == pid:
+                raise
+            continue  # exited since the tree was read; its parent's cutime has it
+        ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -283,40 +396,57 @@ class RunningBroker:
     log: Path
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time the broker process has used so far."""
+        """User + system CPU time the broker's processes have used so far."""
         return cpu_seconds(self.process.pid)
 
     def rss_bytes(self) -> int:
-        """Resident set size of the broker process now."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        """Resident set size of the broker's processes now (summed: pages they share
+        count once per process)."""
+        total = 0
+        for member in process_tree(self.process.pid):
+            try:
+                status = Path(f"/proc/{member}/status").read_text()
+            except OSError:
+                continue
+            total += sum(
+                int(line.split()[1]) * 1024
+                for line in status.splitlines()
+                if line.startswith("VmRSS:")
+            )
+        return total
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """SIGTERM the broker, SIGKILL it after 10 s, then SIGKILL whatever of its
+        process tree outlived it."""
+        if self.process.poll() is not None:
+            return
+        tree = process_tree(self.process.pid)[1:]
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for member in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
 
 
 def start(
     spec: BrokerSpec,
     workdir: Path,
-    core: int | None = None,
+    core: int | Iterable[int] | None = None,
     timeout: float = 15.0,
     listener: Listener = TCP,
 ) -> RunningBroker:
-    """Start ``spec`` serving ``listener`` on a free port (pinned to ``core`` if given)
-    and wait until the port accepts connections."""
+    """Start ``spec`` serving ``listener`` on a free port (pinned to ``core``, or to
+    each of several cores, if given) and wait until the port accepts connections."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     command: Sequence[str] = spec.command(port, workdir, listener)
     if core is not None:
-        command = ["taskset", "-c", str(core), *command]
+        cores = [core] if isinstance(core, int) else core
+        command = ["taskset", "-c", ",".join(map(str, cores)), *command]
     log = workdir / f"{spec.name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

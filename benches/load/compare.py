@@ -1,19 +1,24 @@
-"""Side-by-side load test: the same scenarios against ferromq, Mosquitto and amqtt.
+"""Side-by-side load test: the same scenarios against ferromq, Mosquitto, amqtt and the
+peers (FlashMQ, rumqttd, NanoMQ, Mosquitto 2.1).
 
     python benches/load/compare.py --scenarios default        # a few minutes
     python benches/load/compare.py --scenarios large          # bigger, slower
     python benches/load/compare.py --scenarios sharedsub --brokers ferromq,mosquitto
+    python benches/load/compare.py --scenarios cores --broker-cores 2 \\
+        --brokers ferromq-w1,ferromq-w2,flashmq,rumqttd,nanomq --versus ferromq-w2
 
 Each scenario runs against each broker in turn, on a fresh broker process (no state
-carried between scenarios) pinned to core 1 with ``taskset``; the generator
-(``ferromq.bench``, Rust threads) is pinned to core 0. The broker's CPU time over the
-run (utime + stime from /proc) gives *delivered per broker-core-second*: messages
-received by subscribers divided by the CPU seconds the broker spent, a rate that
-does not depend on how many cores the broker could use. Ratios are against
-Mosquitto (for p99 latency, below 1 is better). Writes ``results.md``,
-``results.json`` and PNG plots to ``--out``.
-A broker that is not installed (or a scenario it cannot run, like MQTT 5 on amqtt)
-is skipped with the reason in the table.
+carried between scenarios) pinned with ``taskset`` to the cores ``--broker-cores``
+gives it (cores.py: by default core 1, with the generator, ``ferromq.bench``'s Rust
+threads, on core 0) and told to use that many (``BrokerSpec.using``). The CPU time of
+the broker's process tree over the run (utime + stime from /proc) gives *delivered
+per broker-core-second*: messages received by subscribers divided by the CPU seconds
+the broker spent, a rate that does not depend on how many cores the broker could use,
+and *broker cores*: those CPU seconds over the run's wall time. Ratios are against
+Mosquitto (for p99 latency, below 1 is better) and, with ``--versus NAME``, of that
+broker against each other one. Writes ``results.md``, ``results.json`` and PNG plots
+to ``--out``. A broker that is not installed (or a scenario it cannot run, like MQTT 5
+on amqtt) is skipped with the reason in the table.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import brokers
+import cores
 import plots
 
 from ferromq import bench
@@ -41,9 +47,6 @@ from ferromq._core import BenchError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.tls_certs import Pem, authority  # from the repository root, put on the path above
-
-GENERATOR_CORE = 0
-BROKER_CORE = 1
 
 # name -> generator config (keys of ferromq-bench's Config). Warm-up 1 s, window 5 s.
 _COMMON = {"warmup": 1.0, "duration": 5.0, "drain_timeout": 5.0, "payload": 64}
@@ -276,6 +279,37 @@ SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+# Issue 16: a broker given N cores (--broker-cores N), on the shapes of the per-core
+# comparisons of issues 14 and 15. QoS 0 runs paced (nothing bounds it; unpaced, the
+# generator only fills socket buffers) at 500k msg/s offered, a load that keeps a core
+# busy. P2P persistent also runs on ferromq's embedded store (a journal per shard).
+SCENARIO_SETS["cores"] = {
+    "fanin-qos0-500k": {
+        "scenario": "fanin",
+        "publishers": 100,
+        "subscribers": 1,
+        "rate": 5000,
+        "pub_qos": 0,
+        "sub_qos": 0,
+    },
+    "fanout-qos0-500k": {
+        "scenario": "fanout",
+        "publishers": 1,
+        "subscribers": 100,
+        "rate": 5000,
+        "pub_qos": 0,
+        "sub_qos": 0,
+    },
+    "p2p-qos1-persistent": SCENARIO_SETS["default"]["p2p-qos1-persistent"],
+    "p2p-qos1-persistent-stored": {
+        **SCENARIO_SETS["default"]["p2p-qos1-persistent"],
+        "ferromq_store": "embedded",
+    },
+    "sharedsub-qos1": SCENARIO_SETS["default"]["sharedsub-qos1"],
+    "fanin-qos1": SCENARIO_SETS["default"]["fanin-qos1"],
+}
+
+
 @dataclass
 class Row:
     scenario: str
@@ -285,6 +319,8 @@ class Row:
     in_out_per_s: float = 0.0
     per_core_s: float = 0.0
     broker_cpu_s: float = 0.0
+    #: broker CPU seconds over the run's wall seconds (connect, warm-up, window, drain).
+    broker_cores: float = 0.0
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     lost: int = 0
@@ -317,8 +353,8 @@ def _certificates(directory: Path) -> tuple[Path, Pem]:
     return ca.cafile, ca.server()
 
 
-def acl_broker(rules: int, prefix: str, work: Path) -> brokers.BrokerSpec:
-    """ferromq with ``rules`` ACL rules for every client: ``rules - 1`` denials under
+def acl_broker(rules: int, prefix: str, work: Path, node: brokers.Ferromq) -> brokers.Ferromq:
+    """``node`` with ``rules`` ACL rules for every client: ``rules - 1`` denials under
     the generator's topic ``prefix`` that its topics never match, then one allow for
     the prefix, default deny."""
     work.mkdir(parents=True, exist_ok=True)
@@ -329,18 +365,42 @@ def acl_broker(rules: int, prefix: str, work: Path) -> brokers.BrokerSpec:
     lines.append(f'[[rules]]\npermission = "allow"\naction = "all"\ntopic = "{prefix}/#"\n')
     acl_file = work / "acl.toml"
     acl_file.write_text("".join(lines))
-    return brokers.Ferromq(f'{brokers.NO_STORE}[acl]\nfile = "{acl_file}"\ndefault = "deny"\n')
+    return node.configured(f'{brokers.NO_STORE}[acl]\nfile = "{acl_file}"\ndefault = "deny"\n')
 
 
-def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: Path) -> Row:
-    row = Row(name, spec.name)
+# Scenario keys that configure ferromq (the other brokers skip those scenarios).
+FERROMQ_ONLY = {"acl_rules": "ACL cost", "ferromq_store": "the durable store"}
+
+
+def ferromq_variant(
+    name: str, config: dict[str, Any], node: brokers.Ferromq, work: Path
+) -> brokers.Ferromq:
+    """``node`` configured as ``config``'s ferromq-only keys say."""
     if "acl_rules" in config:
-        if spec.name != "ferromq":
-            row.skipped = "ACL cost is measured on ferromq only"
+        return acl_broker(config["acl_rules"], config["topic_prefix"], work / f"{name}-acl", node)
+    if "ferromq_store" in config:
+        path = work / f"{name}-{node.name}-store"
+        return node.configured(
+            f'[storage]\nbackend = "{config["ferromq_store"]}"\npath = "{path}"\n'
+        )
+    return node
+
+
+def run_one(
+    name: str,
+    config: dict[str, Any],
+    spec: brokers.BrokerSpec,
+    work: Path,
+    placement: cores.Placement,
+) -> Row:
+    row = Row(name, spec.name)
+    variant = [what for key, what in FERROMQ_ONLY.items() if key in config]
+    if variant:
+        if not isinstance(spec, brokers.Ferromq):
+            row.skipped = f"{variant[0]} is measured on ferromq only"
             return row
-        rules = config["acl_rules"]
-        config = {k: v for k, v in config.items() if k != "acl_rules"}
-        spec = acl_broker(rules, config["topic_prefix"], work / f"{name}-acl")
+        spec = ferromq_variant(name, config, spec, work)
+        config = {k: v for k, v in config.items() if k not in FERROMQ_ONLY}
     reason = spec.missing()
     transport = config.get("transport", "tcp")
     if reason is None and config.get("protocol", 4) not in spec.protocols:
@@ -353,18 +413,20 @@ def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: P
     listener, reach = transport_listener(transport, work)
     try:
         broker = brokers.start(
-            spec, work / f"{name}-{spec.name}", core=BROKER_CORE, listener=listener
+            spec, work / f"{name}-{spec.name}", core=placement.broker, listener=listener
         )
     except RuntimeError as err:
         row.skipped = str(err)
         return row
     try:
         cpu_before = broker.cpu_seconds()
+        started = time.monotonic()
         with RssSampler(broker) as rss:
             report = bench.run(
                 {**_COMMON, **config, **reach, "port": broker.port, "progress": False}
             )
         row.broker_cpu_s = broker.cpu_seconds() - cpu_before
+        row.broker_cores = row.broker_cpu_s / (time.monotonic() - started)
     except BenchError as err:
         row.skipped = f"run failed: {err}"
         return row
@@ -392,7 +454,13 @@ def run_one(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: P
 SUSTAINABLE_P99_MS = 1000.0
 
 
-def run_ladder(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work: Path) -> Row:
+def run_ladder(
+    name: str,
+    config: dict[str, Any],
+    spec: brokers.BrokerSpec,
+    work: Path,
+    placement: cores.Placement,
+) -> Row:
     """The highest offered rate (``config["rates"]``, msg/s per publisher, ascending)
     the broker sustains: no loss and p99 under SUSTAINABLE_P99_MS. The row is that
     rung's run, named with the total offered rate; the first failing rung ends it."""
@@ -400,7 +468,7 @@ def run_ladder(name: str, config: dict[str, Any], spec: brokers.BrokerSpec, work
     publishers = base.get("publishers", base.get("pairs", 1))
     best: Row | None = None
     for rate in config["rates"]:
-        row = run_one(name, {**base, "rate": rate}, spec, work / f"rate-{rate}")
+        row = run_one(name, {**base, "rate": rate}, spec, work / f"rate-{rate}", placement)
         if row.skipped or row.lost or row.p99_ms > SUSTAINABLE_P99_MS:
             break
         row.sustained_offered_per_s = rate * publishers
@@ -473,24 +541,65 @@ def _ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
 
-def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
+def versus(rows: list[Row], reference: str) -> list[str]:
+    """A table of ``reference`` against each other broker of the run, per scenario:
+    its deliveries per broker-core-second and per second over theirs (above 1:
+    ``reference`` ahead)."""
+    measured = {(r.scenario, r.broker): r for r in rows if r.skipped is None}
+    others = [b for b in dict.fromkeys(r.broker for r in rows) if b != reference]
+    lines = [
+        f"## {reference} against each broker",
+        "",
+        f"{reference}'s deliveries per broker-core-second (per-core) and per second (recv) "
+        "over each other broker's on the same scenario; above 1: "
+        f"{reference} ahead.",
+        "",
+        "| scenario | " + " | ".join(f"per-core vs {b} | recv vs {b}" for b in others) + " |",
+        "|---|" + "---:|---:|" * len(others),
+    ]
+    for scenario in dict.fromkeys(r.scenario for r in rows):
+        ref = measured.get((scenario, reference))
+        if ref is None or ref.report["scenario"] == "conn":
+            continue
+        cells = []
+        for b in others:
+            other = measured.get((scenario, b))
+            cells += (
+                [
+                    _ratio(ref.per_core_s, other.per_core_s),
+                    _ratio(ref.received_per_s, other.received_per_s),
+                ]
+                if other
+                else ["-", "-"]
+            )
+        lines.append(f"| {scenario} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(
+    rows: list[Row],
+    info: dict[str, str],
+    command: str,
+    placement: cores.Placement,
+    reference: str | None = None,
+) -> str:
     lines = [
         "| scenario | broker | recv msg/s | in+out msg/s | recv per broker-core-s "
-        "| p50 ms | p99 ms | lost | dup | recv vs mosquitto | per-core vs mosquitto "
-        "| p99 vs mosquitto |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| broker cores | p50 ms | p99 ms | lost | dup | recv vs mosquitto "
+        "| per-core vs mosquitto | p99 vs mosquitto |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     base = {r.scenario: r for r in rows if r.broker == "mosquitto" and r.skipped is None}
     for r in rows:
         if r.skipped is not None:
-            lines.append(f"| {r.scenario} | {r.broker} | skipped: {r.skipped} ||||||||||")
+            lines.append(f"| {r.scenario} | {r.broker} | skipped: {r.skipped} |||||||||||")
             continue
         ref = base.get(r.scenario)
         if r.report["scenario"] == "conn":
             lines.append(
                 f"| {r.scenario} | {r.broker} | {r.connected} connected, "
                 f"{r.connect_per_s:,.0f} conn/s | {r.rss_per_connection:,.0f} B RSS/conn | | "
-                f"{r.report['connect_latency_ms']['p50']:.2f} | "
+                f"{r.broker_cores:.2f} | {r.report['connect_latency_ms']['p50']:.2f} | "
                 f"{r.report['connect_latency_ms']['p99']:.2f} | | | "
                 f"{_ratio(r.connect_per_s, ref.connect_per_s) if ref else '-'} "
                 f"| {r.per_core_s:,.0f} conn per broker-core-s"
@@ -502,7 +611,8 @@ def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
             label += f" (sustains {r.sustained_offered_per_s / 1000:,.0f}k/s offered)"
         lines.append(
             f"| {label} | {r.broker} | {r.received_per_s:,.0f} | {r.in_out_per_s:,.0f} "
-            f"| {r.per_core_s:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.lost:,}"
+            f"| {r.per_core_s:,.0f} | {r.broker_cores:.2f} | {r.p50_ms:.2f} "
+            f"| {r.p99_ms:.2f} | {r.lost:,}"
             f"{'' if r.report['delivery']['drain_complete'] else '*'} "
             f"| {r.duplicates:,} | {_ratio(r.received_per_s, ref.received_per_s) if ref else '-'} "
             f"| {_ratio(r.per_core_s, ref.per_core_s) if ref else '-'} "
@@ -515,7 +625,12 @@ def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
         "",
-        f"Generator on core {GENERATOR_CORE}, broker on core {BROKER_CORE} (taskset). "
+        placement.describe(),
+        "",
+        told(len(placement.broker)),
+        "*broker cores*: CPU seconds of the broker's processes over the run's wall "
+        "seconds (connect, warm-up, window, drain); *recv per broker-core-s*: every "
+        "delivery of the run over those CPU seconds. "
         "conn rows show connections, connect latency (CONNECT → CONNACK) and the "
         "broker's RSS growth per held connection, and in the per-core column the "
         "connections set up per second of broker CPU (with TLS the generator's own "
@@ -524,7 +639,25 @@ def markdown(rows: list[Row], info: dict[str, str], command: str) -> str:
         "run, so *lost* also counts messages still queued in it.",
         "",
     ]
-    return "\n".join(header + lines) + "\n"
+    tail = ["", *versus(rows, reference)] if reference else []
+    return "\n".join(header + lines + tail) + "\n"
+
+
+def told(broker_cores: int) -> str:
+    """What each broker is told about its cores (brokers.py, ``BrokerSpec.using``)."""
+    if broker_cores == 1:
+        return (
+            "Each broker runs with its own thread defaults (FlashMQ and NanoMQ size "
+            "their pools by the machine's CPUs, on the one core they are given); "
+            "ferromq runs one process (`--workers 1`; ferromq-w<N>: N)."
+        )
+    return (
+        f"Each broker is told to use {broker_cores} cores where it has a setting for it: "
+        f"ferromq `--workers {broker_cores}` (ferromq-w<N>: `--workers N`), FlashMQ "
+        f"`thread_count {broker_cores}`; rumqttd has no thread setting (one router "
+        "thread, one runtime thread per listener) and NanoMQ 0.25.3 ignores its "
+        "(a task pool of 2 x the machine's CPUs), so both run with their defaults."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -532,17 +665,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", choices=sorted(SCENARIO_SETS), default="default")
     parser.add_argument("--only", nargs="*", help="run only these scenario names")
     parser.add_argument(
-        "--brokers", default="ferromq,mosquitto,amqtt", help="comma-separated, in run order"
+        "--brokers",
+        default="ferromq,mosquitto,amqtt",
+        help="comma-separated, in run order; ferromq-w<N>: ferromq with N workers",
+    )
+    parser.add_argument(
+        "--broker-cores",
+        type=int,
+        default=1,
+        help="cores the broker is pinned to and told to use (default 1: core 1, "
+        "generator on core 0; all of them: the generator shares them)",
+    )
+    parser.add_argument(
+        "--versus", metavar="BROKER", help="add a table of this broker against each other one"
     )
     parser.add_argument("--duration", type=float, help="override the measured window (s)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     command = "python benches/load/compare.py " + shlex.join(argv or sys.argv[1:])
+    try:
+        placement = cores.place(args.broker_cores)
+        specs = [brokers.named(name).using(args.broker_cores) for name in args.brokers.split(",")]
+    except ValueError as err:
+        parser.error(str(err))
+    if args.versus is not None and args.versus not in {spec.name for spec in specs}:
+        parser.error(f"--versus {args.versus}: not one of --brokers")
     info = machine()
-    if hasattr(os, "sched_setaffinity"):
-        # Worker threads inherit this: the generator stays on its own core.
-        os.sched_setaffinity(0, {GENERATOR_CORE})
-    specs = [brokers.BROKERS[name] for name in args.brokers.split(",")]
+    # Worker threads inherit this: the generator stays on its own cores.
+    os.sched_setaffinity(0, placement.generator)
     scenarios = SCENARIO_SETS[args.scenarios]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="ferromq-load-") as tmp:
@@ -553,15 +703,15 @@ def main(argv: list[str] | None = None) -> int:
                 config = {**config, "duration": args.duration}
             for spec in specs:
                 run = run_ladder if "rates" in config else run_one
-                row = run(name, config, spec, Path(tmp))
+                row = run(name, config, spec, Path(tmp), placement)
                 status = row.skipped or (
                     f"{row.received_per_s:,.0f} recv/s, p99 {row.p99_ms:.2f} ms, "
                     f"lost {row.lost}, broker CPU {row.broker_cpu_s:.1f} s"
                 )
-                print(f"{name:<24} {spec.name:<10} {status}", flush=True)
+                print(f"{name:<28} {spec.name:<10} {status}", flush=True)
                 rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
-    table = markdown(rows, info, command)
+    table = markdown(rows, info, command, placement, args.versus)
     (args.out / "results.md").write_text(table)
     (args.out / "results.json").write_text(
         json.dumps({"command": command, "machine": info, "rows": [asdict(r) for r in rows]}) + "\n"

@@ -77,17 +77,30 @@ fn connected(h: &mut Harness, id: &str) -> Client {
     client
 }
 
-fn subscribed(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> Client {
-    let (client, rest) = subscribed_with(h, id, filter, qos);
+fn subscribed(node: &mut Node, shard: usize, id: &str, filter: &str, qos: QoS) -> Client {
+    let (client, rest) = subscribed_with(node, shard, id, filter, qos);
     assert!(rest.is_empty());
     client
 }
 
-/// Subscribe and return what came after the SUBACK (retained messages).
-fn subscribed_with(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> (Client, Vec<Packet>) {
-    let mut client = connected(h, id);
-    h.send(&client, subscribe(1, filter, qos));
-    let mut got = h.recv(&mut client);
+/// Subscribe and return what came after the SUBACK (retained messages). The SUBACK
+/// comes once the other shard confirmed it holds the filter: two bus ticks.
+fn subscribed_with(
+    node: &mut Node,
+    shard: usize,
+    id: &str,
+    filter: &str,
+    qos: QoS,
+) -> (Client, Vec<Packet>) {
+    let mut client = connected(&mut node.shards[shard], id);
+    node.shards[shard].send(&client, subscribe(1, filter, qos));
+    assert!(
+        node.shards[shard].recv(&mut client).is_empty(),
+        "the SUBACK waits for the other shard"
+    );
+    node.exchange();
+    node.exchange();
+    let mut got = node.shards[shard].recv(&mut client);
     assert!(matches!(got.first(), Some(Packet::SubAck(_))));
     got.remove(0);
     (client, got)
@@ -96,12 +109,7 @@ fn subscribed_with(h: &mut Harness, id: &str, filter: &str, qos: QoS) -> (Client
 #[test]
 fn a_publish_on_one_shard_reaches_a_subscriber_on_the_other_once_at_its_qos() {
     let mut node = Node::new();
-    let mut sub = subscribed(
-        &mut node.shards[0],
-        "sub",
-        "sensors/+/temp",
-        QoS::AtLeastOnce,
-    );
+    let mut sub = subscribed(&mut node, 0, "sub", "sensors/+/temp", QoS::AtLeastOnce);
     node.exchange();
     let mut publisher = connected(&mut node.shards[1], "pub");
     node.shards[1].send(
@@ -130,8 +138,8 @@ fn a_publish_on_one_shard_reaches_a_subscriber_on_the_other_once_at_its_qos() {
 #[test]
 fn two_subscribers_on_a_shard_cost_one_routed_message_and_each_gets_it() {
     let mut node = Node::new();
-    let mut first = subscribed(&mut node.shards[0], "a", "t/#", QoS::AtMostOnce);
-    let mut second = subscribed(&mut node.shards[0], "b", "t/x", QoS::AtMostOnce);
+    let mut first = subscribed(&mut node, 0, "a", "t/#", QoS::AtMostOnce);
+    let mut second = subscribed(&mut node, 0, "b", "t/x", QoS::AtMostOnce);
     node.exchange();
     let before = node.applied[0];
     let publisher = connected(&mut node.shards[1], "pub");
@@ -155,7 +163,7 @@ fn two_subscribers_on_a_shard_cost_one_routed_message_and_each_gets_it() {
 #[test]
 fn nothing_crosses_to_a_shard_without_a_matching_subscriber() {
     let mut node = Node::new();
-    let _sub = subscribed(&mut node.shards[0], "sub", "a/b", QoS::AtMostOnce);
+    let _sub = subscribed(&mut node, 0, "sub", "a/b", QoS::AtMostOnce);
     node.exchange();
     let publisher = connected(&mut node.shards[1], "pub");
     node.shards[1].send(&publisher, publish("a/c", b"m", QoS::AtMostOnce, 0, false));
@@ -165,8 +173,8 @@ fn nothing_crosses_to_a_shard_without_a_matching_subscriber() {
 #[test]
 fn routing_stops_when_the_last_subscriber_of_a_filter_leaves() {
     let mut node = Node::new();
-    let mut stays = subscribed(&mut node.shards[0], "stays", "f", QoS::AtMostOnce);
-    let mut leaves = subscribed(&mut node.shards[0], "leaves", "f", QoS::AtMostOnce);
+    let mut stays = subscribed(&mut node, 0, "stays", "f", QoS::AtMostOnce);
+    let mut leaves = subscribed(&mut node, 0, "leaves", "f", QoS::AtMostOnce);
     node.exchange();
     node.shards[0].send(
         &leaves,
@@ -199,7 +207,7 @@ fn routing_stops_when_the_last_subscriber_of_a_filter_leaves() {
 #[test]
 fn a_shards_subscriptions_are_not_counted_as_the_others() {
     let mut node = Node::new();
-    let _sub = subscribed(&mut node.shards[0], "sub", "x/#", QoS::AtMostOnce);
+    let _sub = subscribed(&mut node, 0, "sub", "x/#", QoS::AtMostOnce);
     node.exchange();
     assert_eq!(node.shards[0].engine.stats().subscriptions, 1);
     assert_eq!(node.shards[1].engine.stats().subscriptions, 0);
@@ -208,7 +216,7 @@ fn a_shards_subscriptions_are_not_counted_as_the_others() {
 #[test]
 fn one_publishers_messages_arrive_in_order_across_shards() {
     let mut node = Node::new();
-    let mut sub = subscribed(&mut node.shards[0], "sub", "seq", QoS::AtMostOnce);
+    let mut sub = subscribed(&mut node, 0, "sub", "seq", QoS::AtMostOnce);
     node.exchange();
     let publisher = connected(&mut node.shards[1], "pub");
     let mut expected = Vec::new();
@@ -235,7 +243,7 @@ fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_othe
         publish("state/door", b"open", QoS::AtMostOnce, 0, true),
     );
     node.exchange();
-    let (_sub, got) = subscribed_with(&mut node.shards[0], "sub", "state/#", QoS::AtMostOnce);
+    let (_sub, got) = subscribed_with(&mut node, 0, "sub", "state/#", QoS::AtMostOnce);
     assert_eq!(payloads(&got), vec![b"open".to_vec()]);
     assert!(publishes(&got)[0].retain);
 
@@ -244,7 +252,7 @@ fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_othe
         publish("state/door", b"", QoS::AtMostOnce, 0, true),
     );
     node.exchange();
-    let mut late = subscribed(&mut node.shards[0], "late", "state/#", QoS::AtMostOnce);
+    let mut late = subscribed(&mut node, 0, "late", "state/#", QoS::AtMostOnce);
     assert!(
         node.shards[0].recv(&mut late).is_empty(),
         "the clear reached shard 0"
@@ -254,7 +262,7 @@ fn a_retained_message_published_on_one_shard_is_found_by_a_subscribe_on_the_othe
 #[test]
 fn bus_bytes_that_do_not_decode_are_refused_and_deliver_nothing() {
     let mut node = Node::new();
-    let mut sub = subscribed(&mut node.shards[0], "sub", "#", QoS::AtMostOnce);
+    let mut sub = subscribed(&mut node, 0, "sub", "#", QoS::AtMostOnce);
     let now = node.shards[0].now;
     let cut = Bytes::from_static(&[64, 8, 0, 0, 0, 1]);
     assert!(node.shards[0].engine.bus_receive(1, cut, now).is_err());
@@ -265,7 +273,7 @@ fn bus_bytes_that_do_not_decode_are_refused_and_deliver_nothing() {
 #[test]
 fn a_shared_group_spanning_shards_gets_each_message_once() {
     let mut node = Node::new();
-    let mut here = subscribed(&mut node.shards[0], "w0", "$share/g/jobs", QoS::AtLeastOnce);
+    let mut here = subscribed(&mut node, 0, "w0", "$share/g/jobs", QoS::AtLeastOnce);
     node.exchange();
     let mut publisher = connected(&mut node.shards[1], "pub");
     // The group's only member is on shard 0: every message crosses to it.
@@ -280,7 +288,7 @@ fn a_shared_group_spanning_shards_gets_each_message_once() {
     assert_eq!(payloads(&node.shards[0].recv(&mut here)).len(), 4);
 
     // A member on each shard: each message reaches exactly one of them.
-    let mut there = subscribed(&mut node.shards[1], "w1", "$share/g/jobs", QoS::AtLeastOnce);
+    let mut there = subscribed(&mut node, 1, "w1", "$share/g/jobs", QoS::AtLeastOnce);
     node.exchange();
     for i in 0..40u16 {
         node.shards[1].send(
@@ -334,8 +342,8 @@ fn a_message_for_a_group_whose_members_here_are_offline_waits_in_this_shards_que
 #[test]
 fn a_restarted_shard_replaces_its_subscriptions_and_learns_the_others() {
     let mut node = Node::new();
-    let _old = subscribed(&mut node.shards[0], "gone", "old/#", QoS::AtMostOnce);
-    let _kept = subscribed(&mut node.shards[1], "stays", "kept/#", QoS::AtMostOnce);
+    let _old = subscribed(&mut node, 0, "gone", "old/#", QoS::AtMostOnce);
+    let _kept = subscribed(&mut node, 1, "stays", "kept/#", QoS::AtMostOnce);
     node.exchange();
     // Shard 0's process dies and a new one starts with no session (a clean one).
     node.shards[0] = Harness::new(EngineConfig::default());

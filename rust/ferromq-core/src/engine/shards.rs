@@ -33,10 +33,11 @@
 //!
 //! Sessions never move between shards: a client id has one owner shard
 //! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
-//! reaches an engine (docs/shards.md, "Sessions"). Not yet carried: a SUBACK
-//! does not wait for the other shards to hold the filter (they get it in the same
-//! tick; a publish elsewhere in the microseconds before can miss it). A group's queue
-//! on one shard drains only to that shard's members.
+//! reaches an engine (docs/shards.md, "Sessions"). A SUBACK waits the same
+//! way for a round every other shard confirms, so a PUBLISH on any shard after the
+//! SUBACK matches the new subscription (the retained messages follow the SUBACK, as on
+//! one shard). Not yet carried: a group's queue on one shard drains only to that
+//! shard's members.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +52,7 @@ use super::journal::{
     ROUTE_SHARED, SYNC,
 };
 use super::message::Message;
+use super::subscribe::Granted;
 use super::Engine;
 use crate::bus::shard_of;
 
@@ -90,6 +92,8 @@ pub(super) struct Shards {
     /// Rounds received, to confirm once this shard's store has what they brought:
     /// (from, round, the journal batch then unconfirmed).
     to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
+    /// SUBACKs waiting for every shard to hold their filters, with their round.
+    subacks: std::collections::VecDeque<(u64, Granted)>,
     /// Shared groups by `$share/` filter, for messages routed to their members here
     /// (checked live before use: a group id is reused once its group ends).
     groups: HashMap<Box<str>, GroupRef>,
@@ -128,6 +132,7 @@ impl Engine {
             acked_round: vec![0; usize::from(count)],
             next_round: 1,
             to_confirm: std::collections::VecDeque::new(),
+            subacks: std::collections::VecDeque::new(),
             groups: HashMap::new(),
         });
     }
@@ -199,6 +204,7 @@ impl Engine {
             *acked = (*acked).max(round);
         }
         self.release_held_acks();
+        self.release_subacks();
     }
 
     /// Shard `from` (re)started: what its previous process had not confirmed will not
@@ -209,6 +215,7 @@ impl Engine {
             shards.acked_round[at] = shards.acked_round[at].max(shards.sent_round[at]);
         }
         self.release_held_acks();
+        self.release_subacks();
     }
 
     /// Forget every subscription shard `from` reported.
@@ -275,6 +282,49 @@ impl Engine {
             }
             shards.to_confirm.pop_front();
             shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round);
+        }
+    }
+
+    /// Hold a SUBACK until every other shard has confirmed a round sent after its
+    /// subscriptions (so a PUBLISH anywhere after the SUBACK matches them); `Some`
+    /// gives it back to be sent now (one shard, or nothing to wait for).
+    pub(super) fn hold_suback(&mut self, granted: Granted) -> Option<Granted> {
+        let Some(shards) = self.shards.as_mut() else {
+            return Some(granted);
+        };
+        let me = usize::from(shards.me);
+        for (to, needs) in shards.needs_round.iter_mut().enumerate() {
+            *needs |= to != me;
+        }
+        shards.subacks.push_back((shards.next_round, granted));
+        None
+    }
+
+    /// Send the held SUBACKs whose round every shard confirmed, in order.
+    fn release_subacks(&mut self) {
+        let now = self.clock;
+        loop {
+            let ready = match self.shards.as_ref().and_then(|s| s.subacks.front()) {
+                Some(&(round, _)) => self.bus_round_confirmed(round),
+                None => false,
+            };
+            if !ready {
+                return;
+            }
+            let (_, granted) = self
+                .shards
+                .as_mut()
+                .and_then(|s| s.subacks.pop_front())
+                .expect("front checked");
+            // The connection may have ended, or its session moved to another, meanwhile.
+            let session = self
+                .conns
+                .get(granted.conn as usize)
+                .and_then(Option::as_ref)
+                .and_then(|conn| conn.session());
+            if session == Some(granted.session) {
+                self.send_suback(granted, now);
+            }
         }
     }
 

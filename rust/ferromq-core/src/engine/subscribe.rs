@@ -28,6 +28,16 @@ use super::acl::subscribe_request;
 
 use super::{ConnId, Engine, Event};
 
+/// A SUBSCRIBE's answer: its SUBACK and the retained messages that follow it.
+#[derive(Debug)]
+pub(super) struct Granted {
+    pub conn: ConnId,
+    pub session: u32,
+    pub suback: Packet,
+    retained_for: Vec<(String, QoS)>,
+    subscription_ids: Vec<u32>,
+}
+
 impl Engine {
     pub(super) fn handle_subscribe(
         &mut self,
@@ -113,19 +123,39 @@ impl Engine {
                 filters,
             });
         }
-        self.write(
-            conn_id,
-            &Packet::SubAck(SubAck {
-                packet_id: subscribe.packet_id,
-                properties,
-                reasons,
-            }),
-        );
-        let subscription_ids: Vec<u32> = subscription_id.into_iter().collect();
-        for (filter, qos) in retained_for {
-            self.queue_retained(conn_id, session, &filter, qos, &subscription_ids, now);
+        let suback = Packet::SubAck(SubAck {
+            packet_id: subscribe.packet_id,
+            properties,
+            reasons,
+        });
+        let granted = Granted {
+            conn: conn_id,
+            session,
+            suback,
+            retained_for,
+            subscription_ids: subscription_id.into_iter().collect(),
+        };
+        // On a node of shards, once every shard holds the filters (engine/shards.rs).
+        match self.hold_suback(granted) {
+            Some(granted) => self.send_suback(granted, now),
+            None => self.drain_queue(session, now),
         }
-        self.drain_queue(session, now);
+    }
+
+    /// Write a SUBACK, then put the retained messages of its filters on the cursor.
+    pub(super) fn send_suback(&mut self, granted: Granted, now: u64) {
+        self.write(granted.conn, &granted.suback);
+        for (filter, qos) in granted.retained_for {
+            self.queue_retained(
+                granted.conn,
+                granted.session,
+                &filter,
+                qos,
+                &granted.subscription_ids,
+                now,
+            );
+        }
+        self.drain_queue(granted.session, now);
     }
 
     /// Hold `filter` for `session`: in the index, the journal and (a shared filter)
