@@ -13,6 +13,9 @@ node's clients and `$SYS/broker/shard/<K>/` each shard's.
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -212,3 +215,32 @@ def test_sys_reports_the_node_and_each_shard(node: NodeStarter, loop: str) -> No
     )
     for client in clients:
         stop(client)
+
+
+def test_a_shard_that_does_not_answer_is_named_and_the_others_serve(
+    node: NodeStarter, loop: str
+) -> None:
+    broker, port = node(loop, "[sys]\ninterval = 0\n")  # no $SYS among the retained
+    publisher, _ = paho_client(broker, owned_ids("kept", 1)[1], 5)
+    publisher.publish("kept/t", b"still here", qos=1, retain=True).wait_for_publish(5)
+    wait_for(
+        lambda: by_shard(scrape(port, TOKEN), "ferromq_retained_messages") == [1, 1],
+        "the retained message on both shards",
+    )
+    shard_0 = int(re.search(r"shard started shard=0 pid=(\d+)", broker.log())[1])  # type: ignore[index]
+    os.kill(shard_0, signal.SIGSTOP)  # alive, and answering nothing
+    try:
+        status, body = get(port, "/readyz", TOKEN)
+        shards = json.loads(body)["shards"]
+        assert status == 503 and [shard["status"] for shard in shards] == ["unreachable", "ready"]
+        status, error = api(port, "GET", "/clients")
+        assert status == 503 and error["error"].startswith("shard 0 did not answer")
+        # Retained messages are on every shard: shard 1 answers for the node.
+        status, kept = api(port, "GET", "/retained/kept%2Ft")
+        assert status == 200 and kept["payload"] == "still here"
+        samples = scrape(port, TOKEN)
+        assert by_shard(samples, "ferromq_node_shard_up") == [0, 1]
+        assert value(samples, "ferromq_retained_messages") == 1
+    finally:
+        os.kill(shard_0, signal.SIGCONT)
+    stop(publisher)

@@ -14,9 +14,10 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
   (``/subscriptions``, whose items are subscriptions: until ``limit`` subscribed
   sessions). Following ``next`` lists every session of the node once.
 - **any**: publish, retained messages (replicated on every shard), users, ACL and
-  bans (files every shard reads) go to shard 0 (a publish's ``delivered`` is shard
-  0's count, where each other shard with subscribers counts once). Changes to the
-  users and bans files are made there, then every other shard applies the file
+  bans (files every shard reads) go to shard 0, or the next shard while it restarts
+  (a publish's ``delivered`` is that shard's count, where each other shard with
+  subscribers counts once). Changes to the users and bans files are made there, then
+  every other shard applies the file
   (:data:`~ferromq.admin.api.APPLY_USERS`, :data:`~ferromq.admin.api.APPLY_BANS`).
 - **every**: clearing a retained message, reloading the ACL and the configuration go to
   every shard (the first refusal is the answer; a retained message is cleared if any
@@ -31,6 +32,7 @@ never per message.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -90,19 +92,32 @@ async def owner(shards: Shards, request: web.Request) -> web.StreamResponse:
     return _relay(await _forward(shards, shard, request))
 
 
+async def _first(shards: Shards, request: web.Request) -> ShardAnswer:
+    """The answer of the first shard that answers (shard 0 unless it is restarting).
+    Raises the last :class:`ShardUnreachable`."""
+    body = await _body(request)
+    for shard in range(shards.count):
+        try:
+            return await shards.call(shard, request.method, request.raw_path, body=body)
+        except ShardUnreachable as exc:
+            unreachable = exc
+    raise unreachable
+
+
 async def any_shard(shards: Shards, request: web.Request) -> web.StreamResponse:
-    return _relay(await _forward(shards, 0, request))
+    return _relay(await _first(shards, request))
 
 
 def _then_apply(path: str) -> NodeHandler:
-    """Shard 0 changes a file; the other shards apply it."""
+    """One shard changes a file; the others apply it (one that does not answer reads
+    it when it starts again)."""
 
     async def change(shards: Shards, request: web.Request) -> web.StreamResponse:
-        answer = await _forward(shards, 0, request)
+        answer = await _first(shards, request)
         if answer.ok:
-            for shard in range(1, shards.count):
-                applied = await shards.call(shard, "POST", path)
-                if not applied.ok:
+            others = [shard for shard in range(shards.count) if shard != answer.shard]
+            for applied in await asyncio.gather(*(shards.answer(k, "POST", path) for k in others)):
+                if isinstance(applied, ShardAnswer) and not applied.ok:
                     return _relay(applied)
         return _relay(answer)
 

@@ -23,7 +23,7 @@ from yarl import URL
 
 __all__ = ["TIMEOUT", "ShardAnswer", "ShardUnreachable", "Shards"]
 
-TIMEOUT: Final = 10.0
+TIMEOUT: Final = 5.0
 """Seconds a shard has to answer one request."""
 
 
@@ -111,18 +111,19 @@ class Shards:
         """``method path`` on every shard at once, the answers by shard."""
         return list(
             await asyncio.gather(
-                *(self._answer(shard, method, path, query, body) for shard in range(self.count))
+                *(self.answer(shard, method, path, query, body) for shard in range(self.count))
             )
         )
 
-    async def _answer(
+    async def answer(
         self,
         shard: int,
         method: str,
         path: str,
-        query: Mapping[str, str] | None,
-        body: bytes | None,
+        query: Mapping[str, str] | None = None,
+        body: bytes | None = None,
     ) -> ShardAnswer | ShardUnreachable:
+        """:meth:`call`, a shard that does not answer as its :class:`ShardUnreachable`."""
         try:
             return await self.call(shard, method, path, query, body)
         except ShardUnreachable as exc:
