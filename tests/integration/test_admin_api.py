@@ -378,6 +378,11 @@ def test_listeners_stats_and_errors(started: Starter, loop: str) -> None:
     status, stats = api(port, "GET", "/stats")
     assert status == 200 and stats["clients_connected"] == 1
     assert api(port, "GET", "/stats", token=None)[0] == 401
+    status, shards = api(port, "GET", "/shards")
+    shard_count = len(shards["items"])  # [server] workers: one, or the test command's
+    assert [item["shard"] for item in shards["items"]] == list(range(shard_count))
+    assert all(item["ready"] for item in shards["items"])
+    assert sum(item["stats"]["clients_connected"] for item in shards["items"]) == 1
     status, error = api(port, "POST", "/bans", {"kind": "client_id", "value": "x"})
     assert status == 409 and error == {"error": "no bans file: set [bans] file"}
     status, error = api(port, "POST", "/publish", {"payload": "x"})

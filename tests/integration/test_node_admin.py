@@ -107,6 +107,9 @@ def test_clients_of_both_shards_are_one_listing_and_kicked(node: NodeStarter, lo
     readiness = json.loads(body)
     assert status == 200 and readiness["status"] == "ready"
     assert [shard["status"] for shard in readiness["shards"]] == ["ready"] * WORKERS
+    status, shards = api(port, "GET", "/shards")
+    assert [(item["shard"], item["ready"]) for item in shards["items"]] == [(0, True), (1, True)]
+    assert [item["stats"]["clients_connected"] for item in shards["items"]] == [1, 1]
     for client in clients.values():
         stop(client)
 
@@ -163,6 +166,9 @@ def test_ctl_operates_the_node(node: NodeStarter, loop: str) -> None:
     clients = {client_id: paho_client(broker, client_id, 5) for client_id in ids}
     listed = json.loads(ok(port, "clients", "list", "--json"))
     assert sorted(item["client_id"] for item in listed) == sorted(ids)
+    rows = [line.split() for line in ok(port, "shards").splitlines()]
+    assert rows[0][:3] == ["SHARD", "READY", "CLIENTS_CONNECTED"]
+    assert [row[:3] for row in rows[1:]] == [["0", "True", "1"], ["1", "True", "1"]]
 
     inbox = clients[ids[0]][1]
     assert ok(port, "subscriptions", "add", ids[0], "ops/#", "--qos", "1").strip() == (
@@ -240,6 +246,12 @@ def test_a_shard_that_does_not_answer_is_named_and_the_others_serve(
         assert status == 200 and kept["payload"] == "still here"
         samples = scrape(port, TOKEN)
         assert by_shard(samples, "ferromq_node_shard_up") == [0, 1]
+        status, listed = api(port, "GET", "/shards")
+        assert [(item["shard"], item["ready"]) for item in listed["items"]] == [
+            (0, False),
+            (1, True),
+        ]
+        assert listed["items"][0]["error"].startswith("shard 0 did not answer")
         assert value(samples, "ferromq_retained_messages") == 1
     finally:
         os.kill(shard_0, signal.SIGCONT)

@@ -70,6 +70,7 @@ from ferromq.admin.views import (
     PUBLISH,
     RETAINED,
     SESSION,
+    SHARD,
     SUBSCRIPTION,
     TRACE,
     USER,
@@ -514,6 +515,13 @@ async def show_stats(api: AdminApi, request: web.Request) -> object:
     return api.broker.stats()
 
 
+async def list_shards(api: AdminApi, request: web.Request) -> object:
+    """This broker as a shard: one item (a node's lists every shard's)."""
+    broker = api.broker
+    index = 0 if broker.shard is None else broker.shard.index
+    return {"items": [{"shard": index, "ready": broker.ready(), "stats": broker.stats()}]}
+
+
 async def reload(api: AdminApi, request: web.Request) -> object:
     reloader = api.broker.reloader
     if reloader is None:
@@ -767,6 +775,13 @@ ROUTES: tuple[Route, ...] = (
         "The broker's counters ($SYS's and more)",
         show_stats,
         answer=obj({}, extra=integer()),
+    ),
+    Route(
+        "GET",
+        "/shards",
+        "Each shard of the node (one without `[server] workers`): ready, and its counters",
+        list_shards,
+        answer=list_of(SHARD),
     ),
     Route(
         "POST",

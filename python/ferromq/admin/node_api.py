@@ -22,6 +22,8 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
 - **every**: clearing a retained message, reloading the ACL and the configuration go to
   every shard (the first refusal is the answer; a retained message is cleared if any
   shard held it).
+- **each**: ``/shards`` lists every shard's own item (ready, counters), a shard that
+  does not answer as not ready with the error.
 - **sum**: ``/stats`` adds the shards' counters (retained messages, which every shard
   holds: the largest; :func:`~ferromq.sys_topics.node_stats`), ``/listeners`` their connections,
   ``/trace`` joins their lists.
@@ -203,6 +205,17 @@ async def traced(shards: Shards, request: web.Request) -> web.StreamResponse:
     return web.json_response({"items": items})
 
 
+async def shard_list(shards: Shards, request: web.Request) -> web.StreamResponse:
+    items: list[Any] = []
+    for answer in await shards.each("GET", request.raw_path):
+        if isinstance(answer, ShardAnswer) and answer.ok:
+            items += answer.json()["items"]
+        else:
+            error = str(answer) if isinstance(answer, ShardUnreachable) else answer.body.decode()
+            items.append({"shard": answer.shard, "ready": False, "error": error, "stats": None})
+    return web.json_response({"items": items})
+
+
 async def openapi(shards: Shards, request: web.Request) -> web.StreamResponse:
     return web.json_response(openapi_document(ROUTES, PREFIX, __version__))
 
@@ -236,6 +249,7 @@ HOW: Final[dict[str, NodeHandler]] = {
     "show_stats": stats,
     "list_listeners": listeners,
     "list_traced": traced,
+    "list_shards": shard_list,
 }
 """How the node answers each route of :data:`~ferromq.admin.api.ROUTES`, by its
 operation id."""
