@@ -34,7 +34,6 @@ never per message.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -118,7 +117,7 @@ def _then_apply(path: str) -> NodeHandler:
         answer = await _first(shards, request)
         if answer.ok:
             others = [shard for shard in range(shards.count) if shard != answer.shard]
-            for applied in await asyncio.gather(*(shards.answer(k, "POST", path) for k in others)):
+            for applied in await shards.each("POST", path, only=others):
                 if isinstance(applied, ShardAnswer) and not applied.ok:
                     return _relay(applied)
         return _relay(answer)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -107,27 +107,19 @@ class Shards:
         path: str,
         query: Mapping[str, str] | None = None,
         body: bytes | None = None,
+        only: Iterable[int] | None = None,
     ) -> list[ShardAnswer | ShardUnreachable]:
-        """``method path`` on every shard at once, the answers by shard."""
-        return list(
-            await asyncio.gather(
-                *(self.answer(shard, method, path, query, body) for shard in range(self.count))
-            )
-        )
+        """``method path`` on every shard (or those in ``only``) at once, the answers in
+        that order, a shard that does not answer as its :class:`ShardUnreachable`."""
 
-    async def answer(
-        self,
-        shard: int,
-        method: str,
-        path: str,
-        query: Mapping[str, str] | None = None,
-        body: bytes | None = None,
-    ) -> ShardAnswer | ShardUnreachable:
-        """:meth:`call`, a shard that does not answer as its :class:`ShardUnreachable`."""
-        try:
-            return await self.call(shard, method, path, query, body)
-        except ShardUnreachable as exc:
-            return exc
+        async def answer(shard: int) -> ShardAnswer | ShardUnreachable:
+            try:
+                return await self.call(shard, method, path, query, body)
+            except ShardUnreachable as exc:
+                return exc
+
+        shards = range(self.count) if only is None else only
+        return list(await asyncio.gather(*(answer(shard) for shard in shards)))
 
     async def every(
         self,
