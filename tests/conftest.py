@@ -23,6 +23,13 @@ import pytest
 from tests import services
 from tests.services import free_port
 
+# The brokers the suite starts run the number of workers the test command names
+# (FERROMQ_SERVER__WORKERS=2 for the suite at two shards); unset, one, whatever the
+# machine's cores ("auto", the default, would follow them). A broker whose test
+# configures [server] itself (start_broker) runs what the test says.
+_WORKERS = "FERROMQ_SERVER__WORKERS"
+os.environ.setdefault(_WORKERS, "1")
+
 
 @dataclass
 class RunningBroker:
@@ -63,11 +70,13 @@ def start_broker(
     (RLIMIT_NOFILE, soft and hard); ``ready`` says when it serves (default: its output
     has the "listening" line), for a broker that logs elsewhere or not at info."""
     port = free_port()
+    own = "[server]" in config_text  # a test's own number of workers, not the suite's
     config = tmp_path / f"ferromq-{port}.toml"
     config.write_text(config_text)
     log_path = tmp_path / f"broker-{port}.log"
+    suite = {key: value for key, value in os.environ.items() if key != _WORKERS or not own}
     environ = {
-        **os.environ,
+        **suite,
         "FERROMQ_LISTEN": f"127.0.0.1:{port}",
         # Each broker its own embedded store, unless the test names one to restart on.
         "FERROMQ_STORAGE__PATH": str(tmp_path / f"store-{port}"),

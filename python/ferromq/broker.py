@@ -37,6 +37,15 @@ metrics, and the routes other modules register) is bound with the MQTT listeners
 served once they accept and closed first at shutdown; a shard of a node serves it on
 its private socket instead, for the supervisor's listener (:mod:`ferromq.node.admin`).
 
+As one shard of a node (:mod:`ferromq.node.supervisor` started it, ``shard`` is its
+:class:`~ferromq.node.identity.ShardIdentity`): ``Engine.set_shards`` before the
+restore, listeners bound with ``SO_REUSEPORT`` beside the other shards, its own
+embedded journal (:mod:`ferromq.storage.layout`), no admin listener (the supervisor's),
+and the bus pump (:mod:`ferromq.node.bus_pump`) from the restore to the shutdown; it
+accepts only once ``restored`` (the supervisor's ``serve``) returns. A restore first
+takes over the journals of the store's previous layout when the number of workers
+changed, then compacts its own.
+
 SIGHUP (``ferromq serve``) reloads what can change while running
 (:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
 DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what

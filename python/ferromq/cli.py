@@ -20,6 +20,10 @@ leaves nothing on disk.
 
 - ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown); SIGHUP
   reloads the configuration (:mod:`ferromq.reload`); ``--pid-file`` (:mod:`ferromq.pidfile`).
+  With ``[server] workers`` (``--workers``) above 1 it is a node's supervisor
+  (:mod:`ferromq.node.supervisor`), which runs this same command once per shard with
+  ``FERROMQ_SHARD`` set: a shard reports its start-up failure to the supervisor, which
+  prints the one line (exit 1 besides: a shard that keeps dying).
 - ``check-config``: the same checks as ``serve`` before it listens; print the effective
   configuration (TOML, or JSON with ``--json``).
 - ``version`` (and ``-V``/``--version``): the package's and the compiled modules'
@@ -96,8 +100,8 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:
-    """``-p/--port``, ``-b/--bind`` and ``-v/--verbose``, applied over the file and the
-    environment by :func:`usable_config`."""
+    """``-p/--port``, ``-b/--bind``, ``--workers`` and ``-v/--verbose``, applied over the
+    file and the environment by :func:`usable_config`."""
     parser.add_argument(
         "-p",
         "--port",
@@ -346,8 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  ferromq serve -p 1884\n"
         "  ferromq serve -b 0.0.0.0 -v\n"
         "  ferromq serve -c /etc/ferromq/ferromq.toml --pid-file /run/ferromq.pid\n\n"
-        "exit status: 0 stopped, 2 configuration or command line, 3 store "
-        "unavailable, 4 cannot listen",
+        "exit status: 0 stopped, 1 a shard kept dying, 2 configuration or command "
+        "line, 3 store unavailable, 4 cannot listen",
     )
     add_config_argument(serve_parser)
     add_override_arguments(serve_parser)

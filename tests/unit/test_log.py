@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from ferromq import log
 from ferromq.config import LogConfig
-from ferromq.log import configure_logging, log_event
+from ferromq.log import configure_logging, log_event, tag_process
 
 TIMESTAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
@@ -106,6 +107,20 @@ def test_json_line(stream: io.StringIO) -> None:
         "obj": "loud",
         "msg_": "a field named like a fixed key",
     }
+
+
+def test_a_shard_tags_every_line(stream: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log, "_PROCESS_FIELDS", {})  # this process's tags, restored after
+    tag_process(shard=1)
+    configure_logging(LogConfig(format="text"), stream)
+    log_event(logging.getLogger("ferromq.broker"), logging.INFO, "listening", port=1883)
+    logging.getLogger("ferromq.x").warning("plain")
+    configure_logging(LogConfig(format="json"), stream)
+    log_event(logging.getLogger("ferromq.broker"), logging.INFO, "listening", port=1883)
+    text, plain, line = lines(stream)
+    assert text.endswith(" INFO ferromq.broker listening shard=1 port=1883")
+    assert plain.endswith(" WARNING ferromq.x plain shard=1")
+    assert json.loads(line)["shard"] == 1
 
 
 def test_json_exception(stream: io.StringIO) -> None:

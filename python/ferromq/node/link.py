@@ -65,14 +65,20 @@ class ShardLink:
         self.send(failed_line(status, str(error)))
 
     async def restored(self, stop: asyncio.Event) -> None:
-        """Say ``restored`` and wait for ``serve``; from then on (or at once, if the
-        supervisor is gone) set ``stop`` when the supervisor is gone."""
+        """Say ``restored`` and wait for ``serve`` (or for ``stop``: a node stopped while
+        starting); from then on set ``stop`` when the supervisor is gone."""
         self.send(RESTORED)
         self._stream = await asyncio.open_connection(sock=socket.socket(fileno=os.dup(self._fd)))
-        if await self._stream[0].readline():
+        serve = asyncio.ensure_future(self._stream[0].readline())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((serve, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not serve.done():
+            serve.cancel()
+        elif serve.result():
             self._watch = asyncio.create_task(self._until_gone(stop))
         else:
-            stop.set()
+            stop.set()  # the supervisor is gone
 
     def serving(self) -> None:
         self.send(SERVING)

@@ -52,9 +52,11 @@ from typing import Final
 
 from ferromq import sd_notify
 from ferromq._core import Bus
-from ferromq.config import Config, listener_path
+from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
+from ferromq.config import Config, ConfigError, listener_path
 from ferromq.listener import ListenError, bind_sockets
 from ferromq.log import log_event
+from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
 from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
 from ferromq.pidfile import PidFile
@@ -65,8 +67,6 @@ __all__ = ["BACKOFF_FIRST", "DEATHS_ALLOWED", "DEATHS_WINDOW", "supervise"]
 
 logger = logging.getLogger("ferromq.node")
 
-RING_CAPACITY: Final = 1 << 20
-"""Bytes of one ring (one direction between two shards); the bus holds N·(N-1)."""
 BACKOFF_FIRST: Final = 0.1
 BACKOFF_MAX: Final = 5.0
 DEATHS_ALLOWED: Final = 5
@@ -82,8 +82,8 @@ def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | N
         _check_listeners(config)
         lock = _lock_store(config)
     except (ListenError, StoreUnavailable) as exc:
-        print(f"ferromq: error: {exc}", file=sys.stderr)
-        return 4 if isinstance(exc, ListenError) else 3
+        fail(exc)
+        return EXIT_CANNOT_LISTEN if isinstance(exc, ListenError) else EXIT_STORE_UNAVAILABLE
     try:
         return asyncio.run(Supervisor(config, argv, count, pid_file).run())
     finally:
@@ -130,7 +130,7 @@ class Supervisor:
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(count)]
         self._keep = [sock for pair in pairs for sock in pair]  # open for restarts
         send = tuple(pair[1].fileno() for pair in pairs)
-        bus_fd = Bus.create(count, RING_CAPACITY)
+        bus_fd = Bus.create(count, ring_capacity(count))
         self.shards = [
             _Shard(ShardIdentity(k, count, bus_fd, wake_fds, pairs[k][0].fileno(), send))
             for k in range(count)
@@ -163,7 +163,7 @@ class Supervisor:
         if self._failure is not None:
             status, message = self._failure
             if message is not None:
-                print(f"ferromq: error: {message}", file=sys.stderr)
+                print(f"ferromq: error: {message}", file=sys.stderr)  # the line the shard reported
             return status
         if self._status == 0:
             log_event(logger, logging.INFO, "node stopped", workers=self.count)
@@ -191,7 +191,11 @@ class Supervisor:
         if self._failure is not None or self._stop.is_set():
             return False
         if self.pid_file is not None:
-            self.pid_file.write()
+            try:
+                self.pid_file.write()
+            except ConfigError as exc:
+                self._failure = (EXIT_CONFIG_ERROR, str(exc))
+                return False
         sd_notify.notify(sd_notify.READY)
         log_event(logger, logging.INFO, "node serving", workers=self.count)
         return True
@@ -214,7 +218,7 @@ class Supervisor:
         """Run ``shard``, and again after each unexpected death."""
         while True:
             returncode, failed = await self._run_once(shard)
-            if self._stopping:
+            if self._stopping or self._stop.is_set():  # stopped with the node
                 return
             index, pid = shard.identity.index, shard.process.pid if shard.process else None
             if not self._serving:  # the node's start: the node fails with it
