@@ -44,14 +44,9 @@ def node(tmp_path: Path) -> Iterator[NodeStarter]:
     def start(loop: str, extra: str) -> tuple[RunningBroker, int]:
         port = free_port()
         serving = f"admin listening address=127.0.0.1:{port}"
+        config = f"[server]\nworkers = {WORKERS}\n" + token_config(port, extra)
         nodes.append(
-            start_broker(
-                tmp_path,
-                loop,
-                token_config(port, extra),
-                env={"FERROMQ_SERVER__WORKERS": str(WORKERS)},
-                ready=lambda running: serving in running.log(),
-            )
+            start_broker(tmp_path, loop, config, ready=lambda running: serving in running.log())
         )
         return nodes[-1], port
 
