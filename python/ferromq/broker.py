@@ -334,7 +334,8 @@ class Broker:
             self._bus.start()
         if restored is not None:
             await restored()
-        self._listeners.serve(loop, hub)
+        # In a node of several shards: route each connection to its client id's owner.
+        self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
         self.serving = True
         if self._admin is not None:
             await self._admin.start()

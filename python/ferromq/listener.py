@@ -64,9 +64,16 @@ The preamble, per connection and in this order (each step its own module; a plai
    no Python runs per message. Refusals are counted
    (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
 
+4. **Client-id affinity** in a node of several shards (:meth:`Listeners.serve` given a
+   :class:`~ferromq.node.identity.ShardIdentity`, :mod:`ferromq.node.handover`): the
+   protocol after the preamble is a router that reads the CONNECT's client id and keeps
+   the connection here, hands its socket to the owner shard (``tcp``), or relays it to
+   the owner (``tls``, ``ws``, ``wss``). The owner admits a handed-over connection as
+   at accept and reports the client's address for it as for a PROXY header.
+
 The connection's admission slots are given back once (:meth:`Listeners._release`), by
-whichever ends it: the MQTT protocol, the upgrade protocol, or a preamble or handshake
-that failed.
+whichever ends it: the MQTT protocol, the upgrade protocol, the router, or a preamble
+or handshake that failed.
 
 TLS (``protocol = "tls"`` or ``"wss"``, :mod:`ferromq.tls`): :meth:`Listeners._hand_over` passes the
 listener's ``SSLContext`` to ``connect_accepted_socket``, so the loop's own SSL
@@ -95,6 +102,7 @@ import asyncio
 import errno
 import ipaddress
 import logging
+import os
 import resource
 import socket
 import ssl
@@ -117,6 +125,16 @@ from ferromq.config import (
     listener_path,
 )
 from ferromq.log import RateLimitedLog, log_event, peer_text
+from ferromq.node.handover import (
+    MESSAGE_MAX,
+    Framing,
+    Handed,
+    HandoverReceiver,
+    HandoverSender,
+    Router,
+    relay,
+)
+from ferromq.node.identity import ShardIdentity
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
 from ferromq.tls import certificate_identity, server_context
 from ferromq.websocket_upgrade import UpgradeProtocol
@@ -133,7 +151,6 @@ BACKLOG: Final = 4096
 
 _Address: TypeAlias = tuple[Any, ...]
 """What ``accept`` gives for a TCP peer: (host, port) or (host, port, flow, scope)."""
-_Framing: TypeAlias = Literal["mqtt", "websocket"]
 _Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # accept() failures that mean "no descriptor or memory for one more socket now".
@@ -184,23 +201,35 @@ class _Accepted:
     """The client: the socket's peer, or the address its PROXY header named."""
     admitted: bool
     """Holding admission slots (from accept; on a proxy listener, from its header)."""
+    handed: bool = False
+    """Handed over by the shard that accepted it (:mod:`ferromq.node.handover`)."""
+
+    @property
+    def named_peer(self) -> tuple[str, int] | None:
+        """The client's address when the socket's own peer is not the client (a PROXY
+        header's, or a relayed hand-over's), for ``IOHub.peer``; else None."""
+        if self.listener.config.proxy_protocol or self.handed:
+            return (str(self.peer[0]), int(self.peer[1]))
+        return None
 
 
 class _CountedProtocol(MqttProtocol):
     """An ``MqttProtocol`` that gives its slots back once, when its connection ends, and
     tells admission the connection is gone. While open, its connection id names its
     listener in ``names`` (for the connect log line); the engine is told the name too,
-    for the stream's records."""
+    for the stream's records. ``preread`` (bytes a protocol before it read: the
+    WebSocket upgrade's, the router's) goes to the engine first."""
 
     def __init__(
         self,
         hub: IOHub,
         release: Callable[[], None],
         closed: Callable[[int], None],
-        framing: _Framing,
+        framing: Framing,
         peer: tuple[str, int] | None,
         listener: str,
         names: dict[int, str],
+        preread: bytes,
     ) -> None:
         super().__init__(hub, framing, peer)
         self._engine = hub.engine
@@ -208,11 +237,20 @@ class _CountedProtocol(MqttProtocol):
         self._closed = closed
         self._listener = listener
         self._names = names
+        self._preread = preread
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._names[self.conn] = self._listener
         self._engine.set_listener(self.conn, self._listener)
+        preread = memoryview(self._preread)
+        self._preread = b""
+        while preread:
+            buffer = self.get_buffer(len(preread))
+            size = min(len(buffer), len(preread))
+            buffer[:size] = preread[:size]
+            self.buffer_updated(size)
+            preread = preread[size:]
 
     def release(self) -> None:
         if self._release is not None:
@@ -228,31 +266,43 @@ class _CountedProtocol(MqttProtocol):
             self.release()
 
 
+def _identity(config: ListenerConfig, transport: asyncio.BaseTransport) -> str | None:
+    """The identity of the verified client certificate of a TLS transport."""
+    certificate = transport.get_extra_info("ssl_object").getpeercert()
+    return certificate_identity(certificate, config.identity_source)
+
+
 class _CertifiedProtocol(_CountedProtocol):
     """A ``_CountedProtocol`` of a listener with ``require_certificate``: it files the
-    verified client certificate's identity under its connection id while it lives."""
+    verified client certificate's identity under its connection id while it lives.
+    ``identity`` reads it from the transport (the TLS one, or a relayed hand-over's
+    header)."""
 
     def __init__(
         self,
         hub: IOHub,
         release: Callable[[], None],
         closed: Callable[[int], None],
-        framing: _Framing,
+        framing: Framing,
         peer: tuple[str, int] | None,
         names: dict[int, str],
+        preread: bytes,
         config: ListenerConfig,
         certificates: dict[int, PeerCertificate],
+        identity: Callable[[asyncio.BaseTransport], str | None],
     ) -> None:
-        super().__init__(hub, release, closed, framing, peer, config.name, names)
+        super().__init__(hub, release, closed, framing, peer, config.name, names, preread)
         self._config = config
         self._certificates = certificates
+        self._identity = identity
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # The gate reads it at the CONNECT's event, which IOHub.flush hands out on a
+        # later turn of the loop, also for a preread CONNECT.
         super().connection_made(transport)
-        ssl_object = transport.get_extra_info("ssl_object")
-        config = self._config
-        identity = certificate_identity(ssl_object.getpeercert(), config.identity_source)
-        self._certificates[self.conn] = PeerCertificate(identity, config.use_identity_as_username)
+        self._certificates[self.conn] = PeerCertificate(
+            self._identity(transport), self._config.use_identity_as_username
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._certificates.pop(self.conn, None)
@@ -314,6 +364,10 @@ class Listeners:
         self._names: dict[int, str] = {}  # open connections' listeners
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
+        self._shard: ShardIdentity | None = None  # set in a node of several shards
+        self._max_packet_size = 0
+        self._senders: dict[int, HandoverSender] = {}  # by owner shard
+        self._receiver: HandoverReceiver | None = None
         self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at accept")
         self._log_exhausted = RateLimitedLog(
             logger, logging.ERROR, "accept paused: out of file descriptors"
@@ -323,6 +377,7 @@ class Listeners:
             logger, logging.WARNING, "connection refused: no valid PROXY header"
         )
         self._log_upgrade = RateLimitedLog(logger, logging.WARNING, "WebSocket upgrade refused")
+        self._log_handover = RateLimitedLog(logger, logging.WARNING, "connection hand-over lost")
 
     @classmethod
     def bind(
@@ -399,9 +454,27 @@ class Listeners:
                 logger, logging.INFO, "TLS certificates reloaded", listener=listener.config.name
             )
 
-    def serve(self, loop: asyncio.AbstractEventLoop, hub: IOHub) -> None:
-        """Start accepting on every listener."""
+    def serve(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        hub: IOHub,
+        shard: ShardIdentity | None,
+        max_packet_size: int,
+    ) -> None:
+        """Start accepting on every listener; as ``shard`` of a node of several, route
+        each connection to the shard owning its client id (``max_packet_size`` bounds
+        what the router holds) and take the connections other shards hand over."""
         self._loop, self._hub = loop, hub
+        if shard is not None and shard.count > 1:
+            self._shard, self._max_packet_size = shard, max_packet_size
+            self._senders = {
+                owner: HandoverSender(loop, fd, self._handover_lost)
+                for owner, fd in enumerate(shard.handover_send)
+                if owner != shard.index
+            }
+            self._receiver = HandoverReceiver(
+                loop, shard.handover_receive, self._received, self._handover_lost
+            )
         for listener in self._listeners:
             self._resume(listener)
             for sock in listener.sockets:
@@ -423,6 +496,12 @@ class Listeners:
                 if self._loop is not None:
                     self._loop.remove_reader(sock.fileno())
                 sock.close()
+        if self._receiver is not None:
+            self._receiver.close()
+            self._receiver = None
+        for sender in self._senders.values():
+            sender.close()
+        self._senders = {}
         for task in self._counts.pending:
             task.cancel()
 
@@ -492,16 +571,26 @@ class Listeners:
     ) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
-        assert self._loop is not None
         accepted = _Accepted(listener, conn, peer, admitted)
         release = partial(self._release, accepted)
         if listener.config.proxy_protocol:
             started = self._proxied(accepted, release)
         else:
             started = self._connect(listener, conn, self._protocol(accepted, release))
+        self._start(started, partial(self._handed_over, accepted, release))
+
+    def _start(
+        self,
+        started: Coroutine[Any, Any, object],
+        done: Callable[[asyncio.Task[object]], None],
+    ) -> None:
+        """Run ``started`` (a transport being made) as a task the listeners cancel when
+        they close; ``done`` is given the task when it ends."""
+        assert self._loop is not None
         task: asyncio.Task[object] = self._loop.create_task(started)
         self._counts.pending.add(task)
-        task.add_done_callback(partial(self._handed_over, accepted, release))
+        task.add_done_callback(self._counts.pending.discard)
+        task.add_done_callback(done)
 
     def _connect(
         self, listener: _Listener, conn: socket.socket, protocol: asyncio.BaseProtocol
@@ -548,28 +637,53 @@ class Listeners:
 
     def _protocol(self, accepted: _Accepted, release: Callable[[], None]) -> asyncio.BaseProtocol:
         """The connection's first protocol: the WebSocket upgrade on a ws/wss listener
-        (which makes the MQTT protocol once it upgrades), else the MQTT protocol."""
+        (which makes the next one once it upgrades), else the one after the preamble."""
         config = accepted.listener.config
         if config.protocol not in WEBSOCKET_PROTOCOLS:
-            return self._mqtt_protocol(accepted, release, "mqtt")
+            return self._after_preamble(accepted, release, "mqtt", b"")
         return UpgradeProtocol(
             config.path,
             config.origins,
             self._handshake_timeout,
-            partial(self._mqtt_protocol, accepted, release, "websocket"),
+            partial(self._after_preamble, accepted, release, "websocket"),
             partial(self._upgrade_refused, accepted),
             release,
         )
 
+    def _after_preamble(
+        self, accepted: _Accepted, release: Callable[[], None], framing: Framing, preread: bytes
+    ) -> asyncio.BufferedProtocol:
+        """The protocol that follows the preamble: the router to the client id's owner in
+        a node of several shards, else MQTT. ``preread``: bytes the preamble read."""
+        if self._shard is None:
+            return self._mqtt_protocol(accepted, release, framing, preread)
+        return Router(
+            framing,
+            self._shard,
+            self._handshake_timeout,
+            self._max_packet_size,
+            preread,
+            partial(self._route, accepted, release, framing),
+            release,
+        )
+
     def _mqtt_protocol(
-        self, accepted: _Accepted, release: Callable[[], None], framing: _Framing
+        self,
+        accepted: _Accepted,
+        release: Callable[[], None],
+        framing: Framing,
+        preread: bytes,
+        certificate: str | None = None,
     ) -> _CountedProtocol:
+        """The MQTT protocol; ``certificate`` is a relayed hand-over's client identity."""
         assert self._hub is not None
-        listener = accepted.listener
-        # The PROXY header's client, for IOHub.peer (else the hub asks the transport).
-        peer = accepted.peer if listener.config.proxy_protocol else None
+        config = accepted.listener.config
         closed = self._admission.closed
-        if listener.config.require_certificate:
+        peer = accepted.named_peer  # for IOHub.peer (else the hub asks the transport)
+        if config.require_certificate:
+            identity: Callable[[asyncio.BaseTransport], str | None] = (
+                (lambda _: certificate) if accepted.handed else partial(_identity, config)
+            )
             return _CertifiedProtocol(
                 self._hub,
                 release,
@@ -577,17 +691,79 @@ class Listeners:
                 framing,
                 peer,
                 self._names,
-                listener.config,
+                preread,
+                config,
                 self._certificates,
+                identity,
             )
         return _CountedProtocol(
-            self._hub, release, closed, framing, peer, listener.config.name, self._names
+            self._hub, release, closed, framing, peer, config.name, self._names, preread
         )
+
+    def _route(
+        self,
+        accepted: _Accepted,
+        release: Callable[[], None],
+        framing: Framing,
+        transport: asyncio.Transport,
+        data: bytes,
+        owner: int,
+    ) -> None:
+        """The router's decision (:mod:`ferromq.node.handover`): serve the connection
+        here, hand its socket to ``owner``, or relay it to ``owner``."""
+        assert self._shard is not None and self._loop is not None
+        if owner == self._shard.index:
+            protocol = self._mqtt_protocol(accepted, release, framing, data)
+            transport.set_protocol(protocol)
+            protocol.connection_made(transport)
+            return
+        listener = accepted.listener
+        peer = (str(accepted.peer[0]), int(accepted.peer[1]))
+        message = Handed(listener.index, framing, peer, None, data).encode()
+        sender = self._senders[owner]
+        if listener.tls is None and framing == "mqtt" and len(message) <= MESSAGE_MAX:
+            fd = os.dup(transport.get_extra_info("socket").fileno())
+            transport.abort()
+            release()
+            sender.send(message, fd)
+            return
+        near, far = socket.socketpair()
+        config = listener.config
+        certificate = _identity(config, transport) if config.require_certificate else None
+        relayed = Handed(listener.index, framing, peer, certificate, b"")
+        sender.send(relayed.encode(), far.detach())
+        release()  # the owner counts it from here
+        self._start(relay(self._loop, transport, near, data), _relay_ended)
+
+    def _received(self, handed: Handed, sock: socket.socket) -> None:
+        """A connection another shard handed over: admitted here as at accept, then the
+        listener's MQTT protocol around it, fed the bytes that came with it."""
+        if handed.listener >= len(self._listeners):
+            sock.close()
+            self._handover_lost(f"hand-over names listener {handed.listener}, not configured")
+            return
+        listener = self._listeners[handed.listener]
+        refusal = self._admission.admit(listener.config.name, handed.peer[0])
+        if refusal is not None:
+            sock.close()
+            self._refused(listener, refusal, handed.peer)
+            return
+        assert self._loop is not None
+        accepted = _Accepted(listener, sock, handed.peer, admitted=True, handed=True)
+        release = partial(self._release, accepted)
+        protocol = self._mqtt_protocol(
+            accepted, release, handed.framing, handed.data, handed.certificate
+        )
+        started = self._loop.connect_accepted_socket(lambda: protocol, sock)
+        self._start(started, partial(self._handed_over, accepted, release))
+
+    def _handover_lost(self, why: str) -> None:
+        assert self._loop is not None
+        self._log_handover(self._loop.time(), why=why)
 
     def _handed_over(
         self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]
     ) -> None:
-        self._counts.pending.discard(task)
         if task.cancelled():
             release()  # the broker stops
             accepted.sock.close()
@@ -603,7 +779,7 @@ class Listeners:
             self._closed_before_mqtt(accepted, "refused_proxy_header", self._log_proxy, str(error))
         elif isinstance(error, _NotAdmitted):
             pass  # logged and counted by admission's refusal
-        elif accepted.listener.tls is not None:
+        elif accepted.listener.tls is not None and not accepted.handed:
             why = str(error) or type(error).__name__
             self._closed_before_mqtt(accepted, "tls_handshake_failed", self._log_handshake, why)
 
@@ -632,3 +808,9 @@ class Listeners:
         if accepted.admitted:
             accepted.admitted = False
             self._admission.released(accepted.listener.config.name, accepted.peer[0])
+
+
+def _relay_ended(task: asyncio.Task[object]) -> None:
+    """A relay that could not start has closed both its sides already."""
+    if not task.cancelled():
+        task.exception()

@@ -4,9 +4,10 @@ Per connection, before MQTT: :class:`UpgradeProtocol` is the transport's first p
 (over TCP, or over TLS once its handshake is done). It collects the HTTP request, at
 most :data:`MAX_REQUEST` bytes and within ``limits.connect_timeout`` (a request held
 open is a slowloris), and :func:`answer` decides it. On ``101 Switching Protocols`` the
-transport is handed to the MQTT protocol made for it (``framing = "websocket"``: the
-engine deframes in Rust from then on, :mod:`ferromq._protocol` feeds it one C call per
-read as for TCP) and bytes that came after the request go to it; on anything else the
+transport is handed to the protocol made for it, given the bytes that came after the
+request: the MQTT protocol with ``framing = "websocket"`` (the engine deframes in Rust
+from then on, :mod:`ferromq._protocol` feeds it one C call per read as for TCP), in a
+node of several shards the router first (:mod:`ferromq.node.handover`); on anything else the
 HTTP error is written and the connection closed. Python runs here once per connection,
 never per message.
 
@@ -138,8 +139,9 @@ def _tokens(value: str | None) -> set[str]:
 class UpgradeProtocol(asyncio.Protocol):
     """A connection's protocol until its upgrade is answered; see the module header.
 
-    ``upgraded(transport)`` makes the MQTT protocol (which takes over the connection's
-    slot); ``refused(why)`` reports a refusal for the log and the counts; ``release``
+    ``upgraded(rest)`` makes the next protocol (which takes over the connection's slot
+    and is given ``rest``, the bytes read past the request, at ``connection_made``);
+    ``refused(why)`` reports a refusal for the log and the counts; ``release``
     gives the connection's slot back when it ends before the upgrade.
     """
 
@@ -148,7 +150,7 @@ class UpgradeProtocol(asyncio.Protocol):
         path: str,
         origins: tuple[str, ...],
         timeout: float,
-        upgraded: Callable[[], asyncio.BufferedProtocol],
+        upgraded: Callable[[bytes], asyncio.BufferedProtocol],
         refused: Callable[[str], None],
         release: Callable[[], None],
     ) -> None:
@@ -217,14 +219,9 @@ class UpgradeProtocol(asyncio.Protocol):
             self._refused(outcome.refusal)
             transport.close()
             return
-        # The MQTT protocol owns the slot from here; this one is done.
+        # The next protocol owns the slot from here; this one is done.
         self._release = None
         self._transport = None
-        mqtt = self._upgraded()
-        transport.set_protocol(mqtt)
-        mqtt.connection_made(transport)
-        rest = self._request[end:]
-        if rest:
-            buffer = memoryview(mqtt.get_buffer(len(rest)))
-            buffer[: len(rest)] = rest
-            mqtt.buffer_updated(len(rest))
+        upgraded = self._upgraded(self._request[end:])
+        transport.set_protocol(upgraded)
+        upgraded.connection_made(transport)
