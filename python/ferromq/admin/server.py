@@ -8,7 +8,7 @@ leaves nothing on disk); :meth:`AdminServer.start` serves once the MQTT listener
 accept; :meth:`AdminServer.close` stops it first thing at shutdown. A shard of a node
 binds its private unix socket instead (``private``: plain HTTP, the same token;
 :mod:`ferromq.node.private`), and a node's supervisor builds one over its shards
-(:func:`ferromq.node.admin.serve_node_admin`). The application is aiohttp's, its
+(:func:`ferromq.node.admin.bind_node_admin`). The application is aiohttp's, its
 routes those of a module table (:data:`ferromq.admin.routes.MODULES`,
 :data:`~ferromq.admin.routes.NODE_MODULES`) behind the bearer-token middleware
 (:mod:`ferromq.admin.auth`). No access log: one line per scrape would drown the

@@ -44,7 +44,7 @@ from ferromq.node.private import private_address
 if TYPE_CHECKING:
     from ferromq.broker import Broker
 
-__all__ = ["bind_node_admin", "bind_shard_admin", "serve_node_admin"]
+__all__ = ["bind_node_admin", "bind_shard_admin"]
 
 
 def bind_shard_admin(broker: Broker, index: int, node: int | None = None) -> AdminServer:
@@ -90,13 +90,3 @@ def bind_node_admin(
     sockets = bind_sockets("admin listener", admin.host, admin.port)
     shards = Shards([private_address(node, "admin", k) for k in range(shard_count)], token)
     return AdminServer(partial(_node_routes, shards, admin), sockets, tls, token)
-
-
-async def serve_node_admin(
-    config: Config, shard_count: int, node: int | None = None
-) -> AdminServer | None:
-    """:func:`bind_node_admin`, serving. Raises as it does."""
-    server = bind_node_admin(config, shard_count, node)
-    if server is not None:
-        await server.start()
-    return server
