@@ -82,8 +82,9 @@ def test_packets_span_frames_and_frames_hold_several_packets(started: Starter, l
     ]
     # SUBSCRIBE and three PUBLISHes in one frame...
     client.send(subscribe, *publishes)
-    # The SUBACK may follow the matching PUBLISHes [MQTT-3.8.4]: in a node of several
-    # shards it waits until every shard holds the subscription.
+    # The SUBACK may follow the matching PUBLISHes (MQTT 3.1.1 and 5.0, 3.8.4: "The Server
+    # is permitted to start sending PUBLISH packets matching the Subscription before the
+    # Server sends the SUBACK"): in a node of several shards it waits for every shard.
     packets = [client.recv() for _ in range(4)]
     assert [p["type"] for p in packets].count("suback") == 1, packets
     assert [bytes(p["payload"]) for p in packets if p["type"] == "publish"] == [b"p0", big, b"p2"]
