@@ -308,8 +308,13 @@ class Broker:
         )
         hub = self._hub
         self._client_log = ClientLog(hub.peer, self._listeners.listener_of)
-        # Wall clock for stored expiry times and stream record times.
-        self.engine.set_wall_clock(int(time.time() * 1000), hub.now())
+        # Wall clock for stored expiry times, stream record times and the expiry of a
+        # message crossing the bus: the system's offset between the wall clock and the
+        # monotonic clock the loop reads, to the millisecond, not two readings of a
+        # moment (the loop's time is the iteration's): every shard of a node maps engine
+        # time to the same wall time, so a forwarded remaining expiry does not grow.
+        now = hub.now()
+        self.engine.set_wall_clock(now + round((time.time_ns() - time.monotonic_ns()) / 1e6), now)
         store = store_from_config(self.config, self.shard)
         if store is not None:
             await self._restore(store)
