@@ -22,6 +22,10 @@ coroutine that serves until cancelled). A shard that cannot start reports why; t
 supervisor prints that one line, stops the others and exits with the shard's status
 (2 configuration, 3 store, 4 listen).
 
+Log: the supervisor owns the node's log destination (``[log]``: the one file it
+rotates, syslog, or its stderr). A shard's stderr is a pipe the supervisor reads,
+writing each line through its own handler (:func:`ferromq.log.relay_line`).
+
 Running: SIGTERM and SIGINT stop the node (forwarded to every shard, each stops
 gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads). A shard
 that dies otherwise (``kill -9``, a crash) is logged in one line with its pid and
@@ -55,7 +59,7 @@ from ferromq._core import Bus
 from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.config import Config, ConfigError, listener_path
 from ferromq.listener import ListenError, bind_sockets
-from ferromq.log import log_event
+from ferromq.log import log_event, relay_line
 from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
 from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
@@ -74,6 +78,8 @@ DEATHS_WINDOW: Final = 60.0
 STOP_TIMEOUT: Final = 60.0
 """Seconds a shard has to stop gracefully before it is killed."""
 EXIT_SHARDS_FAILING: Final = 1
+LOG_LINE_LIMIT: Final = 1024 * 1024
+"""Bytes of one line a shard writes to its stderr (a record with its traceback)."""
 
 
 def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | None) -> int:
@@ -102,6 +108,19 @@ def _lock_store(config: Config) -> int | None:
     if config.storage.backend != "embedded":
         return None
     return lock_directory(Path(config.storage.path).resolve())
+
+
+async def _relay_log(stderr: asyncio.StreamReader) -> None:
+    """Write a shard's stderr lines through the node's log handler until it closes."""
+    while True:
+        try:
+            line = await stderr.readline()
+        except ValueError:  # a line past LOG_LINE_LIMIT: dropped, said
+            log_event(logger, logging.WARNING, "shard log line too long, dropped")
+            continue
+        if not line:
+            return
+        relay_line(line.decode(errors="replace").rstrip("\n"))
 
 
 def _status_text(returncode: int) -> str:
@@ -278,9 +297,13 @@ class Supervisor:
                 *self.argv,
                 env=environ,
                 pass_fds=identity.inherited_fds(),
+                stderr=asyncio.subprocess.PIPE,
+                limit=LOG_LINE_LIMIT,
             )
         finally:
             theirs.close()
+        assert shard.process.stderr is not None
+        relay = asyncio.create_task(_relay_log(shard.process.stderr))
         shard.link = ours
         log_event(
             logger,
@@ -291,6 +314,7 @@ class Supervisor:
         )
         failed = await self._follow(shard, ours)
         returncode = await shard.process.wait()
+        await relay  # its last lines, up to the end of the pipe
         shard.link = None
         ours.close()
         return returncode, failed

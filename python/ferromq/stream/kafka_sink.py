@@ -65,6 +65,7 @@ from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
 from ferromq.stream.sink import SinkHealth
+from ferromq.node.identity import ShardIdentity
 from ferromq.stream.spill import Frame, Spill
 
 __all__ = ["KafkaStreamSink", "record_count"]
@@ -91,9 +92,11 @@ PRODUCER_STOP: Final = 1.0
 _COUNT_AT: Final = slice(57, 61)  # a v2 record batch's record count (kafka.rs)
 
 
-def spill_directory(config: Config) -> Path:
-    """``[stream.kafka] spill_directory``, by default ``<storage.path>/stream-spill``."""
-    return Path(config.stream.kafka.spill_directory or Path(config.storage.path) / "stream-spill")
+def spill_directory(config: Config, shard: ShardIdentity | None = None) -> Path:
+    """``[stream.kafka] spill_directory``, by default ``<storage.path>/stream-spill``;
+    a shard of a node of several spills to its own ``shard-K`` in it."""
+    base = Path(config.stream.kafka.spill_directory or Path(config.storage.path) / "stream-spill")
+    return base if shard is None or shard.count == 1 else base / f"shard-{shard.index}"
 
 
 def _failure(future: asyncio.Future[object]) -> BaseException | None:
@@ -165,7 +168,13 @@ class KafkaStreamSink:
 
     name = "kafka"
 
-    def __init__(self, config: Config, node: str, done: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        node: str,
+        done: Callable[[int], None],
+        shard: ShardIdentity | None = None,
+    ) -> None:
         del node  # in every record already
         kafka = config.stream.kafka
         self.bootstrap = kafka.bootstrap_servers or config.kafka.bootstrap_servers
@@ -176,7 +185,7 @@ class KafkaStreamSink:
         self._timeout = float(config.kafka.request_timeout)
         self._done = done
         self._spill = (
-            Spill(spill_directory(config), kafka.spill_max_bytes)
+            Spill(spill_directory(config, shard), kafka.spill_max_bytes)
             if self.delivery == "async"
             else None
         )
