@@ -188,7 +188,7 @@ def serve(args: argparse.Namespace) -> int:
         if workers > 1:
             from ferromq.node.supervisor import supervise
 
-            return supervise(config, args.argv, workers, pid_file)
+            return supervise(config, args.argv, workers, pid_file, partial(usable_config, args))
         serving = pid_file.write if pid_file is not None else None
         return _run_broker(args, config, lambda status, exc: fail(exc), serving)
     finally:

@@ -38,6 +38,7 @@ socket cannot be opened, so a reload can build it before replacing anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import logging.handlers
@@ -56,9 +57,9 @@ __all__ = [
     "TextFormatter",
     "configure_logging",
     "install_handler",
+    "log_as_shard",
     "log_error",
     "log_event",
-    "log_as_shard",
     "log_handler",
     "peer_text",
     "relay_line",
@@ -154,10 +155,8 @@ def relay_line(line: str) -> None:
     level, text = logging.ERROR, line
     if line.startswith(_RELAY_MARK):
         number, _, body = line[1:].partition(" ")
-        try:
+        with contextlib.suppress(ValueError):  # not framed after all: as it is
             level, text = int(number), str(json.loads(body))
-        except ValueError:
-            pass
     record = logging.LogRecord("ferromq.shard", level, "", 0, text, None, None)
     setattr(record, _RELAYED_ATTR, True)
     for handler in logging.getLogger().handlers:

@@ -24,13 +24,16 @@ supervisor prints that one line, stops the others and exits with the shard's sta
 
 Log: the supervisor owns the node's log destination (``[log]``: the one file it
 rotates, syslog, or its stderr). A shard's stderr is a pipe the supervisor reads,
-writing each line through its own handler (:func:`ferromq.log.relay_line`).
+writing each line through its own handler (:func:`ferromq.log.relay_line`). On SIGHUP
+it opens the destination the configuration names now (the shards report a
+configuration they refuse; the supervisor then keeps its own).
 
 Running: SIGTERM and SIGINT stop the node (forwarded to every shard, each stops
-gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads). A shard
-that dies otherwise (``kill -9``, a crash) is logged in one line with its pid and
-status and started again with the same identity after a backoff that doubles from
-:data:`BACKOFF_FIRST`; its clients reconnect to the shards still listening (or to it).
+gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads) once the
+log's destination is reopened. A shard that dies otherwise (``kill -9``, a crash) is
+logged in one line with its pid and status and started again with the same identity
+after a backoff that doubles from :data:`BACKOFF_FIRST`; its clients reconnect to the
+shards still listening (or to it).
 The :data:`DEATHS_ALLOWED`-th death within :data:`DEATHS_WINDOW` seconds stops the
 node with exit status 1: a shard that cannot stay up needs a person. If the
 supervisor itself dies, every shard sees its link close and stops.
@@ -50,6 +53,7 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
@@ -59,7 +63,7 @@ from ferromq._core import Bus
 from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.config import Config, ConfigError, listener_path
 from ferromq.listener import ListenError, bind_sockets
-from ferromq.log import log_event, relay_line
+from ferromq.log import install_handler, log_event, log_handler, relay_line
 from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
 from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
@@ -82,8 +86,15 @@ LOG_LINE_LIMIT: Final = 1024 * 1024
 """Bytes of one line a shard writes to its stderr (a record with its traceback)."""
 
 
-def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | None) -> int:
-    """Run a node of ``count`` shards until SIGTERM/SIGINT; its exit status."""
+def supervise(
+    config: Config,
+    argv: list[str],
+    count: int,
+    pid_file: PidFile | None,
+    load: Callable[[], Config] | None = None,
+) -> int:
+    """Run a node of ``count`` shards until SIGTERM/SIGINT; its exit status. ``load``
+    reads the configuration again (SIGHUP: the log's destination)."""
     try:
         _check_listeners(config)
         lock = _lock_store(config)
@@ -91,7 +102,7 @@ def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | N
         fail(exc)
         return EXIT_CANNOT_LISTEN if isinstance(exc, ListenError) else EXIT_STORE_UNAVAILABLE
     try:
-        return asyncio.run(Supervisor(config, argv, count, pid_file).run())
+        return asyncio.run(Supervisor(config, argv, count, pid_file, load).run())
     finally:
         if lock is not None:
             os.close(lock)
@@ -140,8 +151,16 @@ class _Shard:
 
 
 class Supervisor:
-    def __init__(self, config: Config, argv: list[str], count: int, pid_file: PidFile | None):
+    def __init__(
+        self,
+        config: Config,
+        argv: list[str],
+        count: int,
+        pid_file: PidFile | None,
+        load: Callable[[], Config] | None = None,
+    ):
         self.config = config
+        self._load = load
         self.argv = argv
         self.count = count
         self.pid_file = pid_file
@@ -166,7 +185,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop.set)
-        loop.add_signal_handler(signal.SIGHUP, self._forward, signal.SIGHUP)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
         log_event(logger, logging.INFO, "node starting", workers=self.count, pid=os.getpid())
         self._tasks = [asyncio.create_task(self._keep_running(shard)) for shard in self.shards]
         admin: asyncio.Task[None] | None = None
@@ -350,6 +369,14 @@ class Supervisor:
         if shard.link is not None:
             with contextlib.suppress(OSError):
                 shard.link.send(f"{line}\n".encode())
+
+    def _reload(self) -> None:
+        """SIGHUP: the log's destination as configured now, then every shard reloads."""
+        if self._load is not None:
+            with contextlib.suppress(ConfigError):  # the shards say why, once each
+                log = self._load().log
+                install_handler(log_handler(log), log.level)
+        self._forward(signal.SIGHUP)
 
     def _forward(self, signum: int) -> None:
         for shard in self.shards:

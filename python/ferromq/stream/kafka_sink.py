@@ -62,10 +62,10 @@ from aiokafka.errors import BrokerResponseError, KafkaError
 from ferromq._core import StreamBatch, kafka_record_batches
 from ferromq.config import Config
 from ferromq.log import log_event
+from ferromq.node.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
 from ferromq.stream.sink import SinkHealth
-from ferromq.node.identity import ShardIdentity
 from ferromq.stream.spill import Frame, Spill
 
 __all__ = ["KafkaStreamSink", "record_count"]
