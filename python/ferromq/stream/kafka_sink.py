@@ -25,15 +25,15 @@ Delivery (``delivery``):
   in-flight window because its acks are held; for QoS 0 the bound is
   ``session.memory_budget``, which counts the batches an acked sink has not confirmed
   (engine/export.rs) and holds publishers past it (none with the default budget 0).
-- ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory up
-  to :data:`MEMORY_BYTES`; past that the queue is written to the spill
-  (:mod:`ferromq.stream.spill`, ``spill_directory``, at most ``spill_max_bytes``), and
-  the sender sends what the spill holds (oldest first) before the memory queue, so order
-  holds. What the spill cannot take is dropped and counted (``spill_full``,
-  ``spill_error``) with one warning per episode. A restart sends what a previous run
-  spilled first; at shutdown the sender gets :data:`STOP_GRACE` seconds, then the unsent
-  rest goes to the spill (the unit that was in flight after what the spill held: the one
-  place where a restart may reorder).
+- ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory
+  up to :data:`MEMORY_BYTES`; past that the queue is written to the spill
+  (:mod:`ferromq.stream.spill`, ``spill_directory``, a ``shard-K`` in it per shard of a
+  node of several, at most ``spill_max_bytes``), and the sender sends what the spill
+  holds (oldest first) before the memory queue, so order holds. What the spill cannot
+  take is dropped and counted (``spill_full``, ``spill_error``) with one warning per
+  episode. A restart sends what a previous run spilled first; at shutdown the sender
+  gets :data:`STOP_GRACE` seconds, then the unsent rest goes to the spill (the unit that
+  was in flight after what the spill held: the one place where a restart may reorder).
 
 Errors: Kafka unreachable at start-up is :class:`~ferromq.storage.StoreUnavailable`
 naming the bootstrap servers in ``after_kafka`` (the broker exits 3, as with the Kafka
