@@ -49,6 +49,12 @@ def owner_tag(client_id: str) -> str:
     return "" if count == 1 else f" shard={shard_of(client_id, count)}"
 
 
+def serving(log: str) -> bool:
+    """Whether a broker's log says it serves: its "listening" line, or for a node of
+    several shards (its supervisor logged "node starting") "node serving"."""
+    return "node serving" in log or ("listening" in log and "node starting" not in log)
+
+
 def untagged(line: str) -> str:
     """A log line without the ``shard=K`` a shard of a node puts last, so a test checks
     the same line at one worker and at several."""
@@ -138,7 +144,7 @@ def start_broker(
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
         running = RunningBroker("127.0.0.1", port, process, log_path, config)
-        if ready(running) if ready else "listening" in running.log():
+        if ready(running) if ready else serving(running.log()):
             return running
         time.sleep(0.05)
     process.kill()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import tempfile
 import time
@@ -18,7 +19,15 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-from tests.conftest import RunningBroker, Starter, owner_tag, start_broker, untagged
+from tests.conftest import (
+    RunningBroker,
+    Starter,
+    owner_tag,
+    serving,
+    start_broker,
+    suite_shards,
+    untagged,
+)
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_proxy_protocol import v1
@@ -161,7 +170,7 @@ def test_a_rotating_log_file(tmp_path: Path, loop: str) -> None:
     config = (
         MEMORY + f'[log]\ndestination = "file"\nfile = "{path}"\nmax_bytes = "2KiB"\nbackups = 2\n'
     )
-    broker = start_broker(tmp_path, loop, config, ready=lambda _: "listening" in _read(path))
+    broker = start_broker(tmp_path, loop, config, ready=lambda _: serving(_read(path)))
     try:
         for i in range(40):
             client = RawClient(broker.host, broker.port, version=4)
@@ -180,6 +189,30 @@ def test_a_rotating_log_file(tmp_path: Path, loop: str) -> None:
     ]
     assert "INFO ferromq.client client connected client_id=rotating-39" in line_with_file
     assert "rotating" not in broker.log()  # nothing of it on stderr
+
+
+def test_a_reload_moves_the_log_to_the_file_named_now(tmp_path: Path, loop: str) -> None:
+    """SIGHUP reopens the destination: the node's lines (every shard's) go to the new
+    file from then on, none to the old one."""
+    before, after = tmp_path / "before.log", tmp_path / "after.log"
+    config = MEMORY + '[log]\ndestination = "file"\nfile = "{}"\n'
+    broker = start_broker(
+        tmp_path, loop, config.format(before), ready=lambda _: serving(_read(before))
+    )
+    try:
+        broker.config_path.write_text(config.format(after))
+        broker.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while _read(after).count("configuration reloaded") < suite_shards():
+            assert time.monotonic() < deadline, _read(before) + _read(after)
+            time.sleep(0.05)
+        for n in range(4):  # owned by either shard of a node of two
+            RawClient(broker.host, broker.port, version=4).connect(f"moved-{n}")
+            _wait_in(tmp_path, f"client connected client_id=moved-{n}")
+    finally:
+        broker.stop()
+    assert "moved-" not in _read(before)
+    assert lines_with(_read(after), "client connected client_id=moved-3")
 
 
 def _read(path: Path) -> str:
@@ -227,7 +260,7 @@ def test_syslog_to_a_unix_datagram_socket(
                 return "\n".join(received)
 
     config = MEMORY + f'[log]\ndestination = "syslog"\nsyslog_address = "{path}"\n'
-    broker = start_broker(tmp_path, loop, config, ready=lambda _: "listening" in datagrams())
+    broker = start_broker(tmp_path, loop, config, ready=lambda _: serving(datagrams()))
     try:
         client = RawClient(broker.host, broker.port, version=5)
         client.connect("sys-1")
