@@ -164,6 +164,7 @@ class _Shard:
     restored: bool = False
     serving: bool = False
     deaths: deque[float] = field(default_factory=deque)
+    relay: asyncio.Task[None] | None = None  # its stderr into the node's log
 
 
 class Supervisor:
@@ -326,7 +327,7 @@ class Supervisor:
         finally:
             theirs.close()
         assert shard.process.stderr is not None
-        relay = asyncio.create_task(_relay_log(shard.process.stderr))
+        shard.relay = asyncio.create_task(_relay_log(shard.process.stderr))
         shard.link = ours
         log_event(
             logger,
@@ -337,7 +338,8 @@ class Supervisor:
         )
         failed = await self._follow(shard, ours)
         returncode = await shard.process.wait()
-        await relay  # its last lines, up to the end of the pipe
+        # Its last lines, up to the end of the pipe (a stop waits for them too).
+        await asyncio.shield(shard.relay)
         shard.link = None
         ours.close()
         return returncode, failed
@@ -404,6 +406,7 @@ class Supervisor:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(shard.relay for shard in self.shards if shard.relay is not None))
         unclean = [
             process.returncode
             for process in running
