@@ -183,6 +183,8 @@ _PreambleFailure: TypeAlias = Literal[
 @dataclass
 class _Counts:
     accept_paused: int = 0
+    connect_timeouts: int = 0
+    """Connections the router closed at the connect timeout (in a node of shards)."""
     failures: Counter[_PreambleFailure] = field(default_factory=Counter)
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
@@ -408,11 +410,18 @@ class Listeners:
         return cls(listeners, admission, handshake_timeout)
 
     def stats(self) -> dict[str, int]:
+        """The accept path's counters; in a node of shards also ``connect_timeouts``, the
+        engine's with the router's (a connection without CONNECT is closed by whichever
+        holds it), which the broker's stats take over the engine's."""
         counts = self._counts
-        return {
+        stats = {
             "accept_paused_fd_exhausted": counts.accept_paused,
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
+        if self._shard is not None and self._hub is not None:
+            engine = self._hub.engine.stats()["connect_timeouts"]
+            stats["connect_timeouts"] = engine + counts.connect_timeouts
+        return stats
 
     def listener_of(self, conn: int) -> str | None:
         """The name of the listener open connection ``conn`` came in on."""
@@ -665,7 +674,11 @@ class Listeners:
             preread,
             partial(self._route, accepted, release, framing),
             release,
+            self._router_timed_out,
         )
+
+    def _router_timed_out(self) -> None:
+        self._counts.connect_timeouts += 1
 
     def _mqtt_protocol(
         self,

@@ -74,6 +74,7 @@ class _Routed:
     def __init__(self) -> None:
         self.routes: list[tuple[bytes, int]] = []
         self.released = 0
+        self.timeouts = 0
         self.decided = asyncio.get_running_loop().create_future()
         self.lost = asyncio.get_running_loop().create_future()
 
@@ -85,6 +86,9 @@ class _Routed:
     def release(self) -> None:
         self.released += 1
         self.lost.set_result(None)
+
+    def timed_out(self) -> None:
+        self.timeouts += 1
 
 
 async def _route(
@@ -109,6 +113,7 @@ async def _route(
         preread,
         routed.route,
         routed.release,
+        routed.timed_out,
     )
     await loop.connect_accepted_socket(lambda: router, ours)
     theirs.setblocking(False)
@@ -177,7 +182,7 @@ def test_an_oversized_first_packet_goes_to_the_local_engine_at_its_header(
 def test_a_silent_connection_is_closed_at_the_connect_timeout(run: asyncio.Runner) -> None:
     routed = run.run(_route([_connect(_owned_by(1))[:4]], timeout=0.2))
     assert routed.routes == []
-    assert routed.released == 1
+    assert (routed.released, routed.timeouts) == (1, 1)
 
 
 async def _hand_over(count: int, most: int = 1024) -> tuple[list[bytes], list[str]]:

@@ -34,7 +34,7 @@ wires them):
 Bounds, as the engine bounds a connection that has not sent CONNECT: the router holds
 the bytes of the first packet, at most ``limits.max_packet_size`` (plus one read), for at
 most ``limits.connect_timeout`` from the end of the preamble, then closes the
-connection (it is not counted in the engine's ``connect_timeouts``). A first packet
+connection (counted with the engine's ``connect_timeouts``). A first packet
 whose fixed header announces more than ``max_packet_size``, or WebSocket bytes past it
 with no client id yet, go to the local engine at once, which refuses them as on one
 shard (a CONNECT too large to read is closed at its header).
@@ -157,7 +157,8 @@ class Router(asyncio.BufferedProtocol):
     """A connection's protocol from the end of its preamble to its first packet; see
     the module header. ``preread`` are bytes the preamble read past its end;
     ``route`` takes the transport once the owner is known (this shard's index for
-    "here"); ``release`` gives the admission slot back if the connection ends first."""
+    "here"); ``release`` gives the admission slot back if the connection ends first;
+    ``timed_out`` is told when the connect timeout closes it."""
 
     def __init__(
         self,
@@ -168,6 +169,7 @@ class Router(asyncio.BufferedProtocol):
         preread: bytes,
         route: Route,
         release: Callable[[], None],
+        timed_out: Callable[[], None],
     ) -> None:
         self._framing = framing
         self._shard = shard
@@ -176,6 +178,7 @@ class Router(asyncio.BufferedProtocol):
         self._data = bytearray(preread)
         self._route = route
         self._release = release
+        self._timed_out = timed_out
         self._read = bytearray(READ_SIZE)
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -243,6 +246,7 @@ class Router(asyncio.BufferedProtocol):
     def _expired(self) -> None:
         self._timer = None
         if self._transport is not None:
+            self._timed_out()
             self._transport.close()  # connection_lost releases
 
 
