@@ -119,14 +119,15 @@ _PROCESS_FIELDS: dict[str, object] = {}
 
 
 def tag_process(**fields: object) -> None:
-    """Put ``fields`` on every line this process logs from now on, first after the
-    message: a shard of a node tags its lines ``shard=K`` (:mod:`ferromq.node`)."""
+    """Put ``fields`` on every line this process logs from now on, last on the line
+    (so a line reads as on one process up to them): a shard of a node tags its lines
+    ``shard=K`` (:mod:`ferromq.node`)."""
     _PROCESS_FIELDS.update(fields)
 
 
 def _fields(record: logging.LogRecord) -> dict[str, object]:
     fields: dict[str, object] = getattr(record, _FIELDS_ATTR, {})
-    return {**_PROCESS_FIELDS, **fields} if _PROCESS_FIELDS else fields
+    return {**fields, **_PROCESS_FIELDS} if _PROCESS_FIELDS else fields
 
 
 def _text_value(value: object) -> str:

@@ -118,7 +118,7 @@ def test_a_shard_tags_every_line(stream: io.StringIO, monkeypatch: pytest.Monkey
     configure_logging(LogConfig(format="json"), stream)
     log_event(logging.getLogger("ferromq.broker"), logging.INFO, "listening", port=1883)
     text, plain, line = lines(stream)
-    assert text.endswith(" INFO ferromq.broker listening shard=1 port=1883")
+    assert text.endswith(" INFO ferromq.broker listening port=1883 shard=1")
     assert plain.endswith(" WARNING ferromq.x plain shard=1")
     assert json.loads(line)["shard"] == 1
 
