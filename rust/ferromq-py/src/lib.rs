@@ -19,6 +19,7 @@ mod engine;
 mod errors;
 mod events;
 mod journal;
+mod node_counters;
 mod proxy;
 mod raw_feed;
 mod redis;
@@ -39,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     settings::register(m)?;
     engine::register(m)?;
     bus::register(m)?;
+    node_counters::register(m)?;
     shard_owner::register(m)?;
     acl::register(m)?;
     admin::register(m)?;
