@@ -32,7 +32,6 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -55,9 +54,11 @@ fn region_len(slots: usize, shards: usize) -> usize {
     HEADER + slots * SLOT + shards * slots * 4
 }
 
+/// The last OS error as the `OSError` subclass of its kind, naming the call
+/// (`errors::os_error` names the bus).
 fn os_error(what: &str) -> PyErr {
     let error = std::io::Error::last_os_error();
-    PyOSError::new_err(format!("node counters: {what}: {error}"))
+    std::io::Error::new(error.kind(), format!("node counters: {what}: {error}")).into()
 }
 
 /// FNV-1a 64 of the key, never 0 (the empty slot).
@@ -127,21 +128,25 @@ pub(crate) struct NodeCounters {
 }
 
 impl NodeCounters {
+    /// The atomic at byte `offset` of the region.
+    fn atomic<T>(&self, offset: usize) -> &T {
+        // SAFETY: the callers below pass offsets inside the mapping, aligned for `T`
+        // (the header, a slot and a column entry are multiples of their size); the
+        // region is only ever accessed atomically.
+        unsafe { &*self.mapping.base.as_ptr().add(offset).cast() }
+    }
+
     fn key_word(&self, slot: usize) -> &AtomicU64 {
-        // SAFETY: slot < self.slots, inside the mapping, 8-byte aligned; shared
-        // memory is only ever accessed atomically.
-        unsafe { &*self.mapping.base.as_ptr().add(HEADER + slot * SLOT).cast() }
+        self.atomic(HEADER + slot * SLOT)
     }
 
     fn value(&self, slot: usize) -> &AtomicU64 {
-        // SAFETY: as in `key_word`, the second word of the slot.
-        unsafe { &*self.mapping.base.as_ptr().add(HEADER + slot * SLOT + 8).cast() }
+        self.atomic(HEADER + slot * SLOT + 8)
     }
 
+    /// What this shard holds of `slot`'s count (only this shard writes it).
     fn held(&self, slot: usize) -> &AtomicU32 {
-        let at = HEADER + self.slots * SLOT + (self.shard * self.slots + slot) * 4;
-        // SAFETY: inside this shard's column, 4-byte aligned; only this shard writes it.
-        unsafe { &*self.mapping.base.as_ptr().add(at).cast() }
+        self.atomic(HEADER + self.slots * SLOT + (self.shard * self.slots + slot) * 4)
     }
 
     /// The slot of `key`, claiming an empty one when `claim`; `None` when it has none.
@@ -305,7 +310,10 @@ impl NodeCounters {
                 full
             } else {
                 let (at, tokens) = unpack(v);
-                let refill = now.saturating_sub(at).saturating_mul(rate.saturating_mul(TOKEN)) / 1000;
+                let refill = now
+                    .saturating_sub(at)
+                    .saturating_mul(rate.saturating_mul(TOKEN))
+                    / 1000;
                 tokens.saturating_add(refill).min(full)
             };
             (tokens >= TOKEN).then(|| pack(now, tokens - TOKEN))
