@@ -251,7 +251,7 @@ class _Client:
     """Holding a slot of the node's count of its user (a node of several shards)."""
 
 
-_Limit: TypeAlias = tuple[str, int, "Refusal"]
+_Limit: TypeAlias = tuple[str, int, Refusal]
 """A count's key in the node's table, its limit (0: none) and the refusal at it."""
 
 _BANNED_NOW: Final = 2
