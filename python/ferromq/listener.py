@@ -185,6 +185,8 @@ _PreambleFailure: TypeAlias = Literal[
 @dataclass
 class _Counts:
     accept_paused: int = 0
+    connect_timeouts: int = 0
+    """Connections the router closed at the connect timeout (the engine counts its own)."""
     failures: Counter[_PreambleFailure] = field(default_factory=Counter)
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
@@ -413,6 +415,7 @@ class Listeners:
         counts = self._counts
         return {
             "accept_paused_fd_exhausted": counts.accept_paused,
+            "connect_timeouts": counts.connect_timeouts,
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
 
@@ -667,6 +670,7 @@ class Listeners:
             preread,
             partial(self._route, accepted, release, framing),
             release,
+            self._router_expired,
         )
 
     def _mqtt_protocol(
@@ -755,6 +759,9 @@ class Listeners:
         )
         started = self._loop.connect_accepted_socket(lambda: protocol, sock)
         self._start(started, partial(self._handed_over, accepted, release))
+
+    def _router_expired(self) -> None:
+        self._counts.connect_timeouts += 1
 
     def _handover_lost(self, why: str) -> None:
         assert self._loop is not None

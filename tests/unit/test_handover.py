@@ -74,6 +74,7 @@ class _Routed:
     def __init__(self) -> None:
         self.routes: list[tuple[bytes, int]] = []
         self.released = 0
+        self.expired = 0
         self.decided = asyncio.get_running_loop().create_future()
         self.lost = asyncio.get_running_loop().create_future()
 
@@ -81,6 +82,9 @@ class _Routed:
         self.routes.append((data, owner))
         transport.close()
         self.decided.set_result(None)
+
+    def expire(self) -> None:
+        self.expired += 1
 
     def release(self) -> None:
         self.released += 1
@@ -109,6 +113,7 @@ async def _route(
         preread,
         routed.route,
         routed.release,
+        routed.expire,
     )
     await loop.connect_accepted_socket(lambda: router, ours)
     theirs.setblocking(False)
@@ -178,6 +183,7 @@ def test_a_silent_connection_is_closed_at_the_connect_timeout(run: asyncio.Runne
     routed = run.run(_route([_connect(_owned_by(1))[:4]], timeout=0.2))
     assert routed.routes == []
     assert routed.released == 1
+    assert routed.expired == 1  # counted with the engine's connect_timeouts
 
 
 async def _hand_over(count: int, most: int = 1024) -> tuple[list[bytes], list[str]]:

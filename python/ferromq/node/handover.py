@@ -35,7 +35,8 @@ wires them):
 Bounds, as the engine bounds a connection that has not sent CONNECT: the router holds
 the bytes of the first packet, at most ``limits.max_packet_size`` (plus one read), for at
 most ``limits.connect_timeout`` from the end of the preamble, then closes the
-connection (it is not counted in the engine's ``connect_timeouts``). A first packet
+connection (counted with the engine's ``connect_timeouts``: a slowloris held by the
+router is one held by the engine on one shard). A first packet
 whose fixed header announces more than ``max_packet_size``, or WebSocket bytes past it
 with no client id yet, go to the local engine at once, which refuses them as on one
 shard (a CONNECT too large to read is closed at its header).
@@ -158,7 +159,8 @@ class Router(asyncio.BufferedProtocol):
     """A connection's protocol from the end of its preamble to its first packet; see
     the module header. ``preread`` are bytes the preamble read past its end;
     ``route`` takes the transport once the owner is known (this shard's index for
-    "here"); ``release`` gives the admission slot back if the connection ends first."""
+    "here"); ``release`` gives the admission slot back if the connection ends first;
+    ``expired`` is told when the connect timeout closes it."""
 
     def __init__(
         self,
@@ -169,6 +171,7 @@ class Router(asyncio.BufferedProtocol):
         preread: bytes,
         route: Route,
         release: Callable[[], None],
+        expired: Callable[[], None],
     ) -> None:
         self._framing = framing
         self._shard = shard
@@ -177,6 +180,7 @@ class Router(asyncio.BufferedProtocol):
         self._data = bytearray(preread)
         self._route = route
         self._release = release
+        self._on_expiry = expired
         self._read = bytearray(READ_SIZE)
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -244,6 +248,7 @@ class Router(asyncio.BufferedProtocol):
     def _expired(self) -> None:
         self._timer = None
         if self._transport is not None:
+            self._on_expiry()
             self._transport.close()  # connection_lost releases
 
 
