@@ -272,13 +272,9 @@ class Broker:
         return self._hub
 
     def stats(self) -> dict[str, int]:
-        """The engine's counters, the accept path's and admission's (a key both the
-        engine and the accept path count, ``connect_timeouts``, is their sum)."""
-        stats = {**self.engine.stats(), **self.admission.stats()}
-        if self._listeners is not None:
-            for key, value in self._listeners.stats().items():
-                stats[key] = stats.get(key, 0) + value
-        return stats
+        """The engine's counters, the accept path's and admission's."""
+        accepted = {} if self._listeners is None else self._listeners.stats()
+        return {**self.engine.stats(), **accepted, **self.admission.stats()}
 
     def figures(self) -> Figures:
         """What the $SYS tree says now."""
@@ -333,7 +329,9 @@ class Broker:
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if config.stream.enabled:
-            self._stream_sink = make_sink(config, stream_node(config), self._stream_done)
+            self._stream_sink = make_sink(
+                config, stream_node(config), self._stream_done, self.shard
+            )
             await self._stream_sink.start()
         if self._provider is not None:
             self.auth = AuthGate(

@@ -436,3 +436,20 @@ fn the_brokers_own_retained_sys_topics_reach_every_shard() {
     let (_sub, got) = subscribed_with(&mut node, 0, "sub", "$SYS/#", QoS::AtMostOnce);
     assert_eq!(payloads(&got), vec![b"7".to_vec()]);
 }
+
+#[test]
+fn nothing_a_client_subscribed_to_overtakes_its_held_suback() {
+    let mut node = Node::new();
+    let mut client = connected(&mut node.shards[0], "sub");
+    node.shards[0].send(&client, subscribe(1, "news", QoS::AtLeastOnce));
+    // Its own message, pipelined behind the SUBSCRIBE, matches at once here.
+    node.shards[0].send(&client, publish("news", b"x", QoS::AtMostOnce, 0, false));
+    assert!(node.shards[0].recv(&mut client).is_empty());
+    node.exchange();
+    node.exchange();
+    let got = node.shards[0].recv(&mut client);
+    assert!(
+        matches!(got[..], [Packet::SubAck(_), Packet::Publish(_)]),
+        "{got:?}"
+    );
+}

@@ -312,7 +312,11 @@ impl Engine {
         for (to, needs) in shards.needs_round.iter_mut().enumerate() {
             *needs |= to != me;
         }
+        let conn = granted.conn;
         shards.subacks.push_back((shards.next_round, granted));
+        if let Some(conn) = self.conn_mut(conn) {
+            conn.subacks_held += 1;
+        }
         None
     }
 
@@ -333,12 +337,11 @@ impl Engine {
                 .and_then(|s| s.subacks.pop_front())
                 .expect("front checked");
             // The connection may have ended, or its session moved to another, meanwhile.
-            let session = self
-                .conns
-                .get(granted.conn as usize)
-                .and_then(Option::as_ref)
-                .and_then(|conn| conn.session());
-            if session == Some(granted.session) {
+            let Some(conn) = self.conn_mut(granted.conn) else {
+                continue;
+            };
+            if conn.session() == Some(granted.session) {
+                conn.subacks_held = conn.subacks_held.saturating_sub(1);
                 self.send_suback(granted, now);
             }
         }
