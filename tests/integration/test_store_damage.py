@@ -18,13 +18,14 @@ from tests.integration.test_embedded_store import (
     queued_payloads,
 )
 from tests.integration.test_store_lock import EXIT_STORE_UNAVAILABLE, serve_once
+from tests.store_layout import segment_of
 
 MESSAGES = 20
 
 
 def stored_store(store: Path, tmp_path: Path, loop: str) -> Path:
     """A store holding MESSAGES queued QoS 1 messages for the offline session
-    ``keeper``; returns its one segment."""
+    ``keeper``; returns the one segment of the journal holding them."""
     broker = broker_on(store, tmp_path, loop)
     persistent_subscriber(broker, "keeper", "plant/#").close()
     publisher = RawClient(broker.host, broker.port, version=4)
@@ -36,8 +37,7 @@ def stored_store(store: Path, tmp_path: Path, loop: str) -> Path:
         )  # fmt: skip
     assert {publisher.recv()["packet_id"] for _ in range(MESSAGES)} == set(range(1, MESSAGES + 1))
     assert broker.stop() == 0
-    (segment,) = store.glob("journal-*.log")
-    return segment
+    return segment_of(store, "keeper")
 
 
 def test_damaged_records_are_skipped_logged_and_the_rest_kept(tmp_path: Path, loop: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_embedded_store import persistent_subscriber, queued_payloads
+from tests.store_layout import store_pid
 
 PAYLOAD = b"x" * 200
 
@@ -85,7 +86,7 @@ def test_compaction_failing_for_lack_of_descriptors_is_logged_and_survived(
 ) -> None:
     store = tmp_path / "data"
     broker = broker_on(store, tmp_path, loop)
-    pid = broker.process.pid
+    pid = store_pid(broker, "keeper")  # whose journal compacts
     soft, _ = resource.prlimit(pid, resource.RLIMIT_NOFILE)
     try:
         persistent_subscriber(broker, "keeper", "plant/#").close()
