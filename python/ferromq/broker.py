@@ -34,7 +34,8 @@ hand it new ones, which apply to connected sessions at once.
 
 With ``[admin] enabled`` the admin listener (:mod:`ferromq.admin`: probes, Prometheus
 metrics, and the routes other modules register) is bound with the MQTT listeners,
-served once they accept and closed first at shutdown.
+served once they accept and closed first at shutdown; a shard of a node serves it on
+its private socket instead, for the supervisor's listener (:mod:`ferromq.node.admin`).
 
 As one shard of a node (:mod:`ferromq.node.supervisor` started it, ``shard`` is its
 :class:`~ferromq.node.identity.ShardIdentity`): ``Engine.set_shards`` before the
@@ -99,12 +100,13 @@ from ferromq.storage import Store, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
-from ferromq.sys_topics import store_messages, sys_messages
+from ferromq.sys_topics import Figures, sys_messages
 
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
     from ferromq.admin import AdminServer
     from ferromq.node.bus_pump import BusPump
+    from ferromq.node.sys_figures import ShardSys
     from ferromq.storage.kafka_shared import StreamedGroups
 
 logger = logging.getLogger("ferromq.broker")
@@ -193,6 +195,7 @@ class Broker:
         if shard is not None:
             # Before the store restores: restore keeps the sessions this shard owns.
             self.engine.set_shards(shard.index, shard.count)
+        self._shard_sys: ShardSys | None = None
         self._bus: BusPump | None = None
         self._listeners: Listeners | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -265,6 +268,10 @@ class Broker:
         accepted = {} if self._listeners is None else self._listeners.stats()
         return {**self.engine.stats(), **accepted, **self.admission.stats()}
 
+    def figures(self) -> Figures:
+        """What the $SYS tree says now."""
+        return Figures(self.stats(), self.uptime(), self.store_health)
+
     async def start(self, restored: Callable[[], Awaitable[None]] | None = None) -> None:
         """Bind, restore, serve; ``restored`` is awaited between restoring and accepting
         (a shard waits there for its supervisor). Raises
@@ -278,11 +285,16 @@ class Broker:
             config.limits.connect_timeout,
             reuse_port=self.shard is not None,
         )
-        if config.admin.enabled and self.shard is None:  # a node's is the supervisor's
+        if config.admin.enabled:
             from ferromq.admin import AdminServer  # the optional ``admin`` extra
+            from ferromq.node.admin import bind_shard_admin
 
             try:
-                self._admin = AdminServer.bind(self, config.admin)
+                self._admin = (
+                    AdminServer.bind(self, config.admin)
+                    if self.shard is None
+                    else bind_shard_admin(self, self.shard.index)
+                )
             except (ListenError, ConfigError):
                 self._listeners.close()
                 raise
@@ -329,6 +341,11 @@ class Broker:
             await self._admin.start()
         self._tasks.append(asyncio.create_task(self._tick_forever()))
         if self.config.sys.interval > 0:
+            if self.shard is not None:
+                from ferromq.node.sys_figures import ShardSys  # a node's $SYS
+
+                self._shard_sys = ShardSys(self.shard, self.figures)
+                await self._shard_sys.start()
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
         watch = AclFileWatch(lambda: self.config.acl, self.reload_acl)
         self._tasks.append(asyncio.create_task(watch.run()))
@@ -395,6 +412,8 @@ class Broker:
             self._listeners.close()
         for task in self._tasks:
             task.cancel()
+        if self._shard_sys is not None:
+            await self._shard_sys.close()
         hub = self.hub
         self.engine.shutdown(hub.now())
         hub.flush()
@@ -579,10 +598,11 @@ class Broker:
 
     async def _publish_sys_forever(self) -> None:
         while True:
+            shard_sys = self._shard_sys
+            messages = (
+                sys_messages(self.figures()) if shard_sys is None else await shard_sys.messages()
+            )
             now = self.hub.now()
-            messages = sys_messages(self.stats(), self.uptime())
-            if self.store_health is not None:
-                messages += store_messages(self.store_health)
             for topic, payload in messages:
                 self.engine.publish(topic, payload, 0, True, now)
             self.hub.flush()

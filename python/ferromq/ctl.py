@@ -8,7 +8,8 @@
 - ``retained list [FILTER] | show TOPIC | delete TOPIC``;
 - ``publish TOPIC MESSAGE [--qos N] [--retain] [v5 properties]``;
 - ``bans list | add | remove`` (``--client-id`` / ``--username`` / ``--address``);
-- ``reload``: what SIGHUP does; ``trace CLIENT on|off``: log every packet of one client.
+- ``reload``: what SIGHUP does; ``trace CLIENT on|off``: log every packet of one client;
+- ``shards``: each shard of the node (``[server] workers``), ready or not, its clients.
 
 The URL is ``--url``, else ``FERROMQ_ADMIN_URL``, else the ``[admin]`` address of
 ``--config FILE`` (the broker's configuration, ``https`` with its ``certfile``), else
@@ -257,6 +258,22 @@ def _trace(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     return answer, f"trace {args.state} for {args.id}"
 
 
+_SHARD_STATS = ("clients_connected", "clients_disconnected", "subscriptions", "publish_received")
+
+
+def _shards(client: Client, args: argparse.Namespace) -> tuple[object, str]:
+    items = client.call("GET", "/shards")["items"]
+    rows = [
+        {
+            "shard": item["shard"],
+            "ready": item["ready"],
+            **{k: (item["stats"] or {}).get(k) for k in _SHARD_STATS},
+        }
+        for item in items
+    ]
+    return items, table(rows, ("shard", "ready", *_SHARD_STATS))
+
+
 def _reload(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     client.call("POST", "/reload")
     return None, "reload requested (the broker's log says what it applied)"
@@ -449,6 +466,7 @@ def register(commands: Any) -> None:
     _ban_options(action(bans, "add", "Ban; matching clients are closed.", _bans_add))
     _ban_options(action(bans, "remove", "Lift a ban.", _bans_remove))
 
+    _runs(groups.add_parser("shards", help="each shard of the node: ready, clients"), _shards)
     _runs(groups.add_parser("reload", help="reload the configuration (as SIGHUP)"), _reload)
     trace = groups.add_parser("trace", help="log every packet of one client (on) or stop (off)")
     _runs(trace, _trace)

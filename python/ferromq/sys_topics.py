@@ -15,18 +15,26 @@ addresses banned for flapping, the accept path's pauses for want of file descrip
 failing, ``store/errors``, ``store/last_error``). ``#`` never
 matches ``$SYS`` [MQTT-4.7.2-1]; the engine's index enforces that. One publish per
 topic per interval: an event, not a per-message cost.
+
+In a node of several shards (workers > 1) each shard publishes this tree for its own
+engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's under
+``$SYS/broker/``, made from every shard's :class:`Figures` (gathered by
+:mod:`ferromq.node.sys_figures`; :func:`node_figures`): counters and levels summed
+(``clients/maximum``: the sum of the shards' maxima, an upper bound of the node's;
+``retained messages/count``, which every shard holds, the largest),
+``uptime`` the longest, ``store/state`` failing when a shard's is, ``store/errors``
+summed, ``store/last_error`` the first shard's that has one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 from ferromq import __version__
 from ferromq.admission import REFUSAL_REASONS
-
-if TYPE_CHECKING:
-    from ferromq.storage.persister import StoreHealth
+from ferromq.storage.persister import StoreHealth
 
 PREFIX = "$SYS/broker/"
 
@@ -81,20 +89,75 @@ COUNTERS: Mapping[str, str] = {
 }
 
 
-def sys_messages(stats: Mapping[str, int], uptime_seconds: int) -> list[tuple[str, bytes]]:
-    """Every $SYS topic with its payload for one interval."""
-    messages = [(PREFIX + suffix, str(stats[key]).encode()) for suffix, key in COUNTERS.items()]
+@dataclass(frozen=True)
+class Figures:
+    """What one broker's $SYS tree says: its counters, uptime and store writer health
+    (None without a store)."""
+
+    stats: Mapping[str, int]
+    uptime_seconds: int
+    store: StoreHealth | None = None
+
+    def to_json(self) -> dict[str, object]:
+        store = self.store
+        return {
+            "stats": dict(self.stats),
+            "uptime_seconds": self.uptime_seconds,
+            "store": None if store is None else [store.ok, store.errors, store.last_error],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Figures:
+        store = data["store"]
+        health = None if store is None else StoreHealth(*store)
+        return cls(data["stats"], data["uptime_seconds"], health)
+
+
+def sys_messages(figures: Figures, prefix: str = PREFIX) -> list[tuple[str, bytes]]:
+    """Every $SYS topic with its payload for one interval, under ``prefix``."""
+    stats = figures.stats
+    messages = [(prefix + suffix, str(stats[key]).encode()) for suffix, key in COUNTERS.items()]
     total = stats["clients_connected"] + stats["clients_disconnected"]
-    messages.append((PREFIX + "clients/total", str(total).encode()))
-    messages.append((PREFIX + "uptime", f"{uptime_seconds} seconds".encode()))
-    messages.append((PREFIX + "version", f"ferromq {__version__}".encode()))
+    messages.append((prefix + "clients/total", str(total).encode()))
+    messages.append((prefix + "uptime", f"{figures.uptime_seconds} seconds".encode()))
+    messages.append((prefix + "version", f"ferromq {__version__}".encode()))
+    if figures.store is not None:
+        messages += [
+            (prefix + "store/state", figures.store.state.encode()),
+            (prefix + "store/errors", str(figures.store.errors).encode()),
+            (prefix + "store/last_error", figures.store.last_error.encode()),
+        ]
     return messages
 
 
-def store_messages(health: StoreHealth) -> list[tuple[str, bytes]]:
-    """The store writer's $SYS topics."""
-    return [
-        (PREFIX + "store/state", health.state.encode()),
-        (PREFIX + "store/errors", str(health.errors).encode()),
-        (PREFIX + "store/last_error", health.last_error.encode()),
-    ]
+def shard_prefix(index: int) -> str:
+    """Where shard ``index`` of a node publishes its own tree."""
+    return f"{PREFIX}shard/{index}/"
+
+
+REPLICATED: Final = frozenset({"retained_messages", "retained_bytes"})
+"""Stats keys of what the engines replicate to every shard (retained messages): each
+shard holds the node's figure, so the node's is the largest, not the sum."""
+
+
+def node_stats(shards: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """The node's counters from every shard's: summed, :data:`REPLICATED` the largest."""
+    keys = dict.fromkeys(key for stats in shards for key in stats)
+    return {
+        key: (max if key in REPLICATED else sum)(stats.get(key, 0) for stats in shards)
+        for key in keys
+    }
+
+
+def node_figures(shards: Sequence[Figures]) -> Figures:
+    """The node's figures from every shard's."""
+    stats = node_stats([figures.stats for figures in shards])
+    uptime = max((figures.uptime_seconds for figures in shards), default=0)
+    stores = [figures.store for figures in shards if figures.store is not None]
+    if not stores:
+        return Figures(stats, uptime)
+    last_error = next((store.last_error for store in stores if store.last_error), "")
+    store = StoreHealth(
+        all(store.ok for store in stores), sum(store.errors for store in stores), last_error
+    )
+    return Figures(stats, uptime, store)

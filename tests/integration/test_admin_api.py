@@ -116,18 +116,23 @@ def test_clients_are_listed_shown_and_kicked(started: Starter, loop: str) -> Non
         stop(client)
 
 
+def paged_client_ids(port: int, limit: int) -> list[str]:
+    """The client ids of ``/clients``, ``limit`` a page, following ``next``."""
+    seen: list[str] = []
+    cursor: int | None = 0
+    while cursor is not None:
+        status, page = api(port, "GET", f"/clients?limit={limit}&cursor={cursor}")
+        assert status == 200 and len(page["items"]) <= limit
+        seen += [item["client_id"] for item in page["items"]]
+        cursor = page["next"]
+    return seen
+
+
 def test_client_pages_follow_next(started: Starter, loop: str) -> None:
     port = free_port()
     broker = started(loop, token_config(port))
     clients = [paho_client(broker, f"page-{n}", 4)[0] for n in range(5)]
-    seen: list[str] = []
-    cursor: int | None = 0
-    while cursor is not None:
-        status, page = api(port, "GET", f"/clients?limit=2&cursor={cursor}")
-        assert status == 200 and len(page["items"]) <= 2
-        seen += [item["client_id"] for item in page["items"]]
-        cursor = page["next"]
-    assert sorted(seen) == [f"page-{n}" for n in range(5)]
+    assert sorted(paged_client_ids(port, 2)) == [f"page-{n}" for n in range(5)]
     status, error = api(port, "GET", "/clients?limit=1001")
     assert status == 400 and error == {"error": "limit: expected 1 to 1000, got 1001"}
     for client in clients:
@@ -373,6 +378,11 @@ def test_listeners_stats_and_errors(started: Starter, loop: str) -> None:
     status, stats = api(port, "GET", "/stats")
     assert status == 200 and stats["clients_connected"] == 1
     assert api(port, "GET", "/stats", token=None)[0] == 401
+    status, shards = api(port, "GET", "/shards")
+    shard_count = len(shards["items"])  # [server] workers: one, or the test command's
+    assert [item["shard"] for item in shards["items"]] == list(range(shard_count))
+    assert all(item["ready"] for item in shards["items"])
+    assert sum(item["stats"]["clients_connected"] for item in shards["items"]) == 1
     status, error = api(port, "POST", "/bans", {"kind": "client_id", "value": "x"})
     assert status == 409 and error == {"error": "no bans file: set [bans] file"}
     status, error = api(port, "POST", "/publish", {"payload": "x"})

@@ -70,6 +70,7 @@ from ferromq.admin.views import (
     PUBLISH,
     RETAINED,
     SESSION,
+    SHARD,
     SUBSCRIPTION,
     TRACE,
     USER,
@@ -90,7 +91,16 @@ from ferromq.config import ConfigError, load_ban_file
 if TYPE_CHECKING:
     from ferromq.admin.routes import AdminRoutes, RequestHandler
 
-__all__ = ["PREFIX", "ROUTES", "register"]
+__all__ = [
+    "APPLY_BANS",
+    "APPLY_USERS",
+    "PREFIX",
+    "ROUTES",
+    "ApiError",
+    "error_response",
+    "page_args",
+    "register",
+]
 
 PREFIX = "/api/v1"
 
@@ -182,7 +192,7 @@ _SESSION_FILTERS = (
 )
 
 
-def _page_args(request: web.Request) -> tuple[int, int]:
+def page_args(request: web.Request) -> tuple[int, int]:
     """``cursor`` and ``limit`` (:data:`_CURSOR`, :data:`_LIMIT`)."""
     return (
         _query_int(request, "cursor", 0, 0, _MAX_CURSOR),
@@ -191,7 +201,7 @@ def _page_args(request: web.Request) -> tuple[int, int]:
 
 
 def _session_page(api: AdminApi, request: web.Request) -> tuple[list[SessionInfo], int | None]:
-    cursor, limit = _page_args(request)
+    cursor, limit = page_args(request)
     page = api.broker.engine.sessions(
         cursor,
         limit,
@@ -311,7 +321,7 @@ async def list_all_subscriptions(api: AdminApi, request: web.Request) -> object:
 
 
 async def list_retained(api: AdminApi, request: web.Request) -> object:
-    cursor, limit = _page_args(request)
+    cursor, limit = page_args(request)
     topic_filter = _query_text(request, "filter") or "#"
     page = api.broker.engine.retained_messages(topic_filter, api.now, cursor, limit)
     return {"items": [retained_json(m) for m in page.items], "next": page.next}
@@ -503,6 +513,13 @@ async def list_listeners(api: AdminApi, request: web.Request) -> object:
 
 async def show_stats(api: AdminApi, request: web.Request) -> object:
     return api.broker.stats()
+
+
+async def list_shards(api: AdminApi, request: web.Request) -> object:
+    """This broker as a shard: one item (a node's lists every shard's)."""
+    broker = api.broker
+    index = 0 if broker.shard is None else broker.shard.index
+    return {"items": [{"shard": index, "ready": broker.ready(), "stats": broker.stats()}]}
 
 
 async def reload(api: AdminApi, request: web.Request) -> object:
@@ -760,6 +777,13 @@ ROUTES: tuple[Route, ...] = (
         answer=obj({}, extra=integer()),
     ),
     Route(
+        "GET",
+        "/shards",
+        "Each shard of the node (one without `[server] workers`): ready, and its counters",
+        list_shards,
+        answer=list_of(SHARD),
+    ),
+    Route(
         "POST",
         "/reload",
         "Reload the configuration, as SIGHUP does",
@@ -780,7 +804,8 @@ _STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
 )
 
 
-def _error(status: int, message: str) -> web.Response:
+def error_response(status: int, message: str) -> web.Response:
+    """An error answer: ``{"error": message}``."""
     return web.json_response({"error": message}, status=status)
 
 
@@ -792,7 +817,7 @@ def _endpoint(api: AdminApi, route: Route) -> RequestHandler:
             for kind, status in _STATUS_OF:
                 if isinstance(exc, kind):
                     code = exc.status if isinstance(exc, ApiError) else status
-                    return _error(code, str(exc))
+                    return error_response(code, str(exc))
             raise
         if answer is None:
             return web.Response(status=204)
@@ -802,8 +827,29 @@ def _endpoint(api: AdminApi, route: Route) -> RequestHandler:
     return handle
 
 
+APPLY_BANS = "/shard/apply/bans"
+APPLY_USERS = "/shard/apply/users"
+"""A shard's own routes (its private socket only, not in the document): apply the bans
+or users file another shard changed for the node (:mod:`ferromq.admin.node_api`)."""
+
+
 def register(routes: AdminRoutes) -> None:
-    """Mount :data:`ROUTES` under :data:`PREFIX` (:data:`ferromq.admin.routes.MODULES`)."""
+    """Mount :data:`ROUTES` under :data:`PREFIX` (:data:`ferromq.admin.routes.MODULES`),
+    and on a shard's socket :data:`APPLY_BANS` and :data:`APPLY_USERS`."""
     api = AdminApi(routes.broker)
     for route in ROUTES:
         routes.add(route.method, PREFIX + route.aiohttp_path, _endpoint(api, route))
+    if not routes.shard:
+        return
+
+    async def apply_bans(request: web.Request) -> web.Response:
+        api.broker.apply_bans()
+        api.flush()
+        return web.Response(status=204)
+
+    async def apply_users(request: web.Request) -> web.Response:
+        _use_users(api)
+        return web.Response(status=204)
+
+    routes.add("POST", APPLY_BANS, apply_bans)
+    routes.add("POST", APPLY_USERS, apply_users)

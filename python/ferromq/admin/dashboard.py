@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from ferromq.admin.routes import AdminRoutes, RequestHandler
+    from ferromq.admin.routes import RequestHandler, Routes
 
 __all__ = ["STATIC", "register"]
 
@@ -50,8 +50,8 @@ def _asset(body: bytes, content_type: str) -> RequestHandler:
     return serve
 
 
-def register(routes: AdminRoutes) -> None:
-    admin = routes.broker.config.admin
+def register(routes: Routes) -> None:
+    admin = routes.admin
     token_required = admin.token is not None or admin.token_file is not None
 
     async def settings(request: web.Request) -> web.Response:

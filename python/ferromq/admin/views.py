@@ -172,6 +172,19 @@ ACL = obj(
 )
 
 
+SHARD = obj(
+    {
+        "shard": integer(0),
+        "ready": BOOLEAN,
+        "error": STRING,
+        "stats": nullable(obj({}, extra=integer())),
+    },
+    required=("shard", "ready", "stats"),
+)
+"""A shard: ready or not, its counters (``/stats``'s); ``error`` and null counters: it
+did not answer."""
+
+
 def page_of(items: Schema) -> Schema:
     return obj({"items": array(items), "next": nullable(integer(0))}, required=("items", "next"))
 

@@ -17,10 +17,10 @@ layout (:func:`ferromq.storage.layout.commit`, which deletes a previous layout t
 shards took over) and only then tells them to ``serve``, so no client is served from a
 layout a crash could still discard. Once every shard serves, it writes the pid file
 (its own pid), says READY=1 to systemd and, with ``[admin] enabled``, serves the
-node's admin listener (``ferromq.node.admin.serve_node_admin(config, shard_count)``, a
-coroutine that serves until cancelled). A shard that cannot start reports why; the
-supervisor prints that one line, stops the others and exits with the shard's status
-(2 configuration, 3 store, 4 listen).
+node's admin listener (:func:`ferromq.node.admin.bind_node_admin`, bound before the
+shards start, so an address in use is exit 4 and nothing started). A shard that
+cannot start reports why; the supervisor prints that one line, stops the others and
+exits with the shard's status (2 configuration, 3 store, 4 listen).
 
 Running: SIGTERM and SIGINT stop the node (forwarded to every shard, each stops
 gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads). A shard
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -48,7 +47,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ferromq import sd_notify
 from ferromq._core import Bus
@@ -62,6 +61,9 @@ from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
 from ferromq.pidfile import PidFile
 from ferromq.storage import StoreUnavailable, layout
 from ferromq.storage.embedded import lock_directory
+
+if TYPE_CHECKING:
+    from ferromq.admin import AdminServer
 
 __all__ = ["BACKOFF_FIRST", "DEATHS_ALLOWED", "DEATHS_WINDOW", "supervise"]
 
@@ -80,12 +82,17 @@ def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | N
     """Run a node of ``count`` shards until SIGTERM/SIGINT; its exit status."""
     try:
         _check_listeners(config)
+        admin = _bind_admin(config, count)
         lock = _lock_store(config)
-    except (ListenError, StoreUnavailable) as exc:
+    except (ListenError, StoreUnavailable, ConfigError) as exc:
         fail(exc)
-        return EXIT_CANNOT_LISTEN if isinstance(exc, ListenError) else EXIT_STORE_UNAVAILABLE
+        return {
+            ListenError: EXIT_CANNOT_LISTEN,
+            StoreUnavailable: EXIT_STORE_UNAVAILABLE,
+            ConfigError: EXIT_CONFIG_ERROR,
+        }[type(exc)]
     try:
-        return asyncio.run(Supervisor(config, argv, count, pid_file).run())
+        return asyncio.run(Supervisor(config, argv, count, pid_file, admin).run())
     finally:
         if lock is not None:
             os.close(lock)
@@ -96,6 +103,15 @@ def _check_listeners(config: Config) -> None:
     for index, listener in enumerate(config.listeners):
         for sock in bind_sockets(listener_path(index, listener), listener.host, listener.port):
             sock.close()
+
+
+def _bind_admin(config: Config, count: int) -> AdminServer | None:
+    """The node's admin listener, bound before the shards start (``[admin] enabled``)."""
+    if not config.admin.enabled:
+        return None
+    from ferromq.node.admin import bind_node_admin  # the optional ``admin`` extra
+
+    return bind_node_admin(config, count)
 
 
 def _lock_store(config: Config) -> int | None:
@@ -121,7 +137,15 @@ class _Shard:
 
 
 class Supervisor:
-    def __init__(self, config: Config, argv: list[str], count: int, pid_file: PidFile | None):
+    def __init__(
+        self,
+        config: Config,
+        argv: list[str],
+        count: int,
+        pid_file: PidFile | None,
+        admin: AdminServer | None = None,
+    ):
+        self.admin = admin
         self.config = config
         self.argv = argv
         self.count = count
@@ -150,15 +174,15 @@ class Supervisor:
         loop.add_signal_handler(signal.SIGHUP, self._forward, signal.SIGHUP)
         log_event(logger, logging.INFO, "node starting", workers=self.count, pid=os.getpid())
         self._tasks = [asyncio.create_task(self._keep_running(shard)) for shard in self.shards]
-        admin: asyncio.Task[None] | None = None
         try:
             if await self._started():
-                admin = self._serve_admin()
+                if self.admin is not None:
+                    await self.admin.start()
                 await self._stop.wait()
         finally:
             sd_notify.notify(sd_notify.STOPPING)
-            if admin is not None:
-                admin.cancel()
+            if self.admin is not None:
+                await self.admin.close()
             await self._stop_shards()
         if self._failure is not None:
             status, message = self._failure
@@ -199,20 +223,6 @@ class Supervisor:
         sd_notify.notify(sd_notify.READY)
         log_event(logger, logging.INFO, "node serving", workers=self.count)
         return True
-
-    def _serve_admin(self) -> asyncio.Task[None] | None:
-        """The node's admin listener, once ``ferromq.node.admin`` provides it."""
-        if not self.config.admin.enabled:
-            return None
-        try:
-            admin = importlib.import_module("ferromq.node.admin")
-        except ModuleNotFoundError:
-            log_event(logger, logging.WARNING, "admin listener not served by a node yet")
-            return None
-        serving: asyncio.Task[None] = asyncio.create_task(
-            admin.serve_node_admin(self.config, self.count)
-        )
-        return serving
 
     async def _keep_running(self, shard: _Shard) -> None:
         """Run ``shard``, and again after each unexpected death."""
