@@ -1,7 +1,7 @@
 """The embedded store of a test's broker as the suite runs it (tests/conftest.py: the
 number of workers in FERROMQ_SERVER__WORKERS, one unless the command names more): the
-journal directory and process of the shard that owns a client id (``shard_of``;
-python/ferromq/storage/layout.py), and the restore report of a node, which logs one
+journal directory, process and ``$SYS`` tree of the shard that owns a client id
+(``shard_of``; python/ferromq/storage/layout.py), and the restore report of a node, which logs one
 "store restored" line per journal each shard reads. Tests that look into a journal
 or read the restore counts assert the same through these at one shard and at several.
 """
@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from ferromq._core import shard_of
 from ferromq.storage.layout import shard_path
+from ferromq.sys_topics import PREFIX, shard_prefix
 from tests.conftest import RunningBroker
 from tests.integration.test_workers import shard_pids
 
@@ -51,6 +52,15 @@ def store_pid(broker: RunningBroker, client_id: str) -> int:
     if workers == 1:
         return broker.process.pid
     return shard_pids(broker)[shard_of(client_id, workers)]
+
+
+def sys_tree_of(client_id: str) -> str:
+    """The ``$SYS`` prefix under which the store holding ``client_id``'s session reports
+    its health: the broker's tree, or the tree of the shard that owns the client id
+    (the node's, published by shard 0, needs that shard to answer on a new
+    connection, which a shard out of descriptors cannot accept)."""
+    workers = suite_workers()
+    return PREFIX if workers == 1 else shard_prefix(shard_of(client_id, workers))
 
 
 class Restored(NamedTuple):
