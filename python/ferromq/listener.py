@@ -183,6 +183,8 @@ _PreambleFailure: TypeAlias = Literal[
 @dataclass
 class _Counts:
     accept_paused: int = 0
+    connect_timeouts: int = 0
+    """Connections the router closed at the connect timeout (in a node of shards)."""
     failures: Counter[_PreambleFailure] = field(default_factory=Counter)
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
@@ -408,11 +410,18 @@ class Listeners:
         return cls(listeners, admission, handshake_timeout)
 
     def stats(self) -> dict[str, int]:
+        """The accept path's counters; in a node of shards also ``connect_timeouts``, the
+        engine's with the router's (a connection without CONNECT is closed by whichever
+        holds it), which the broker's stats take over the engine's."""
         counts = self._counts
-        return {
+        stats = {
             "accept_paused_fd_exhausted": counts.accept_paused,
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
+        if self._shard is not None and self._hub is not None:
+            engine = self._hub.engine.stats()["connect_timeouts"]
+            stats["connect_timeouts"] = engine + counts.connect_timeouts
+        return stats
 
     def listener_of(self, conn: int) -> str | None:
         """The name of the listener open connection ``conn`` came in on."""
@@ -473,7 +482,7 @@ class Listeners:
                 if owner != shard.index
             }
             self._receiver = HandoverReceiver(
-                loop, shard.handover_receive, self._received, self._handover_lost
+                loop, shard.handover_receive, self._received, self._handover_lost, ACCEPT_PAUSE
             )
         for listener in self._listeners:
             self._resume(listener)
@@ -665,7 +674,11 @@ class Listeners:
             preread,
             partial(self._route, accepted, release, framing),
             release,
+            self._router_timed_out,
         )
+
+    def _router_timed_out(self) -> None:
+        self._counts.connect_timeouts += 1
 
     def _mqtt_protocol(
         self,
@@ -710,13 +723,39 @@ class Listeners:
         owner: int,
     ) -> None:
         """The router's decision (:mod:`ferromq.node.handover`): serve the connection
-        here, hand its socket to ``owner``, or relay it to ``owner``."""
+        here, or hand it to ``owner``. Out of descriptors for the hand-over, the
+        connection is not read and tried again after :data:`ACCEPT_PAUSE`, as accepting
+        waits then."""
         assert self._shard is not None and self._loop is not None
         if owner == self._shard.index:
             protocol = self._mqtt_protocol(accepted, release, framing, data)
             transport.set_protocol(protocol)
             protocol.connection_made(transport)
             return
+        if transport.is_closing():  # the client left while its hand-over waited
+            release()
+            return
+        try:
+            self._hand_to(owner, accepted, release, framing, transport, data)
+        except OSError as exc:
+            if exc.errno not in _EXHAUSTED:
+                raise
+            transport.pause_reading()
+            retry = (accepted, release, framing, transport, data, owner)
+            self._loop.call_later(ACCEPT_PAUSE, self._route, *retry)
+
+    def _hand_to(
+        self,
+        owner: int,
+        accepted: _Accepted,
+        release: Callable[[], None],
+        framing: Framing,
+        transport: asyncio.Transport,
+        data: bytes,
+    ) -> None:
+        """Hand the socket to ``owner``, or relay it there; raises OSError, having
+        changed nothing, when a descriptor cannot be had."""
+        assert self._loop is not None
         listener = accepted.listener
         peer = (str(accepted.peer[0]), int(accepted.peer[1]))
         message = Handed(listener.index, framing, peer, None, data).encode()

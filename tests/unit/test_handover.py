@@ -6,7 +6,10 @@ learn its owner, and the sender and receiver on a SOCK_SEQPACKET pair."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
+import resource
 import socket
 from collections.abc import Iterator
 
@@ -74,6 +77,7 @@ class _Routed:
     def __init__(self) -> None:
         self.routes: list[tuple[bytes, int]] = []
         self.released = 0
+        self.timeouts = 0
         self.decided = asyncio.get_running_loop().create_future()
         self.lost = asyncio.get_running_loop().create_future()
 
@@ -85,6 +89,9 @@ class _Routed:
     def release(self) -> None:
         self.released += 1
         self.lost.set_result(None)
+
+    def timed_out(self) -> None:
+        self.timeouts += 1
 
 
 async def _route(
@@ -109,6 +116,7 @@ async def _route(
         preread,
         routed.route,
         routed.release,
+        routed.timed_out,
     )
     await loop.connect_accepted_socket(lambda: router, ours)
     theirs.setblocking(False)
@@ -177,7 +185,7 @@ def test_an_oversized_first_packet_goes_to_the_local_engine_at_its_header(
 def test_a_silent_connection_is_closed_at_the_connect_timeout(run: asyncio.Runner) -> None:
     routed = run.run(_route([_connect(_owned_by(1))[:4]], timeout=0.2))
     assert routed.routes == []
-    assert routed.released == 1
+    assert (routed.released, routed.timeouts) == (1, 1)
 
 
 async def _hand_over(count: int, most: int = 1024) -> tuple[list[bytes], list[str]]:
@@ -206,7 +214,7 @@ async def _hand_over(count: int, most: int = 1024) -> tuple[list[bytes], list[st
         if len(got) == count - len(lost):
             done.set_result(None)
 
-    receiver = HandoverReceiver(loop, receive.detach(), received, lost.append)
+    receiver = HandoverReceiver(loop, receive.detach(), received, lost.append, 0.05)
     await asyncio.wait_for(done, 10)
     receiver.close()
     sender.close()
@@ -228,6 +236,60 @@ def test_an_owner_that_stops_taking_hand_overs_holds_a_bounded_number(
     got, lost = run.run(_hand_over(40, most=5))
     assert 5 < len(got) < 40 and got == [b"%d" % n for n in range(len(got))]
     assert lost == ["the owner shard is not taking hand-overs: 5 waiting"] * (40 - len(got))
+
+
+async def _hand_over_out_of_descriptors(count: int) -> list[str]:
+    """Hand ``count`` connections to an owner that has no descriptor free when they
+    arrive, then free some: what reaches it (each connection still answering)."""
+    loop = asyncio.get_running_loop()
+    receive, send = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    lost: list[str] = []
+    sender = HandoverSender(loop, send.detach(), lost.append)
+    clients = []
+    for n in range(count):
+        client, server = socket.socketpair()
+        clients.append(client)
+        sender.send(Handed(0, "mqtt", ("127.0.0.1", n), None, b"").encode(), server.detach())
+    got: list[int] = []
+    done = loop.create_future()
+
+    def received(handed: Handed, sock: socket.socket) -> None:
+        sock.sendall(b"%d" % handed.peer[1])
+        sock.close()
+        got.append(handed.peer[1])
+        if len(got) == count:
+            done.set_result(None)
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held = []
+    lowest = os.dup(0)
+    os.close(lowest)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest + 16, hard))
+    try:
+        with contextlib.suppress(OSError):  # take every descriptor left
+            while True:
+                held.append(os.dup(0))
+        receiver = HandoverReceiver(loop, receive.detach(), received, lost.append, 0.05)
+        await asyncio.sleep(0.3)  # the receiver is ready meanwhile, and pauses
+        assert got == []
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    await asyncio.wait_for(done, 10)
+    receiver.close()
+    sender.close()
+    assert [client.recv(8) for client in clients] == [b"%d" % n for n in range(count)]
+    for client in clients:
+        client.close()
+    return lost
+
+
+def test_an_owner_out_of_descriptors_takes_its_hand_overs_once_some_are_free(
+    run: asyncio.Runner,
+) -> None:
+    # Received then, each would come without its descriptor (MSG_CTRUNC) and be lost.
+    assert run.run(_hand_over_out_of_descriptors(5)) == []
 
 
 def test_a_hand_over_message_larger_than_a_message_may_be_is_refused() -> None:

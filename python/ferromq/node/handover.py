@@ -34,7 +34,7 @@ wires them):
 Bounds, as the engine bounds a connection that has not sent CONNECT: the router holds
 the bytes of the first packet, at most ``limits.max_packet_size`` (plus one read), for at
 most ``limits.connect_timeout`` from the end of the preamble, then closes the
-connection (it is not counted in the engine's ``connect_timeouts``). A first packet
+connection (counted with the engine's ``connect_timeouts``). A first packet
 whose fixed header announces more than ``max_packet_size``, or WebSocket bytes past it
 with no client id yet, go to the local engine at once, which refuses them as on one
 shard (a CONNECT too large to read is closed at its header).
@@ -48,7 +48,9 @@ keep up (its unread messages count against the sending socket's buffer) makes a 
 wait in the sender's FIFO until the socket is writable, at most :data:`QUEUE_MAX` of them (each
 holds a descriptor no admission slot counts any more: an owner that stopped reading
 must not exhaust the sender's). A hand-over beyond that, or whose send fails otherwise,
-is lost: the connection is closed, logged, and its client reconnects.
+is lost: the connection is closed, logged, and its client reconnects. Out of
+descriptors, the receiver stops reading for a while (:class:`HandoverReceiver`) and the
+listener retries a hand-over it could not make (:meth:`ferromq.listener.Listeners._route`).
 
 Cost: the router runs once per connection, per read until the first packet is whole
 (with ``mqtt`` framing the client id is parsed once, when the fixed header's length is
@@ -64,6 +66,7 @@ hand-over: the owner serves it as a socket it accepted.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import socket
@@ -157,7 +160,8 @@ class Router(asyncio.BufferedProtocol):
     """A connection's protocol from the end of its preamble to its first packet; see
     the module header. ``preread`` are bytes the preamble read past its end;
     ``route`` takes the transport once the owner is known (this shard's index for
-    "here"); ``release`` gives the admission slot back if the connection ends first."""
+    "here"); ``release`` gives the admission slot back if the connection ends first;
+    ``timed_out`` is told when the connect timeout closes it."""
 
     def __init__(
         self,
@@ -168,6 +172,7 @@ class Router(asyncio.BufferedProtocol):
         preread: bytes,
         route: Route,
         release: Callable[[], None],
+        timed_out: Callable[[], None],
     ) -> None:
         self._framing = framing
         self._shard = shard
@@ -176,6 +181,7 @@ class Router(asyncio.BufferedProtocol):
         self._data = bytearray(preread)
         self._route = route
         self._release = release
+        self._timed_out = timed_out
         self._read = bytearray(READ_SIZE)
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -243,6 +249,7 @@ class Router(asyncio.BufferedProtocol):
     def _expired(self) -> None:
         self._timer = None
         if self._transport is not None:
+            self._timed_out()
             self._transport.close()  # connection_lost releases
 
 
@@ -381,20 +388,43 @@ Received: TypeAlias = Callable[[Handed, socket.socket], None]
 
 class HandoverReceiver:
     """Takes the connections other shards hand to this one from its ``SOCK_SEQPACKET``
-    socket (``handover_receive``), up to :data:`RECEIVE_BATCH` per readiness."""
+    socket (``handover_receive``), up to :data:`RECEIVE_BATCH` per readiness. With no
+    descriptor free for the next one (the kernel would drop it), it stops reading for
+    ``pause`` seconds: the hand-overs wait in the socket and the senders' FIFOs, as
+    connections wait in the backlog while accepting pauses."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, fd: int, received: Received, failed: Failed
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        received: Received,
+        failed: Failed,
+        pause: float,
     ) -> None:
         self._loop = loop
         self._sock = socket.socket(fileno=fd)
         self._sock.setblocking(False)
         self._received = received
         self._failed = failed
-        loop.add_reader(self._sock.fileno(), self._ready)
+        self._pause = pause
+        self._resume()
+
+    def _resume(self) -> None:
+        if self._sock.fileno() >= 0:  # not closed during a pause
+            self._loop.add_reader(self._sock.fileno(), self._ready)
 
     def _ready(self) -> None:
         for _ in range(RECEIVE_BATCH):
+            try:
+                # One descriptor free for the one a message brings (nothing else runs
+                # between this probe and the receive).
+                os.close(os.dup(self._sock.fileno()))
+            except OSError as exc:
+                if exc.errno != errno.EMFILE:  # dup(2)'s one error on an open descriptor
+                    raise
+                self._loop.remove_reader(self._sock.fileno())
+                self._loop.call_later(self._pause, self._resume)
+                return
             try:
                 message, fds, flags, _ = socket.recv_fds(self._sock, MESSAGE_MAX, 1)
             except (BlockingIOError, InterruptedError):

@@ -411,3 +411,45 @@ fn a_puback_waits_until_the_receiving_shard_has_stored_the_message() {
         [Packet::PubAck(_)]
     ));
 }
+
+#[test]
+fn an_admin_publish_counts_the_subscribers_on_every_shard() {
+    let mut node = Node::new();
+    let _a = subscribed(&mut node, 0, "a", "cmd/#", QoS::AtMostOnce);
+    let _b = subscribed(&mut node, 0, "b", "cmd/light", QoS::AtMostOnce);
+    let _c = subscribed(&mut node, 1, "c", "cmd/+", QoS::AtMostOnce);
+    let now = node.shards[1].now;
+    let delivered = node.shards[1]
+        .engine
+        .publish("cmd/light", b"on", QoS::AtMostOnce, false, now);
+    assert_eq!(delivered, 3, "one here, two on shard 0");
+}
+
+#[test]
+fn the_brokers_own_retained_sys_topics_reach_every_shard() {
+    let mut node = Node::new();
+    let now = node.shards[1].now;
+    node.shards[1]
+        .engine
+        .publish("$SYS/broker/uptime", b"7", QoS::AtMostOnce, true, now);
+    node.exchange();
+    let (_sub, got) = subscribed_with(&mut node, 0, "sub", "$SYS/#", QoS::AtMostOnce);
+    assert_eq!(payloads(&got), vec![b"7".to_vec()]);
+}
+
+#[test]
+fn nothing_a_client_subscribed_to_overtakes_its_held_suback() {
+    let mut node = Node::new();
+    let mut client = connected(&mut node.shards[0], "sub");
+    node.shards[0].send(&client, subscribe(1, "news", QoS::AtLeastOnce));
+    // Its own message, pipelined behind the SUBSCRIBE, matches at once here.
+    node.shards[0].send(&client, publish("news", b"x", QoS::AtMostOnce, 0, false));
+    assert!(node.shards[0].recv(&mut client).is_empty());
+    node.exchange();
+    node.exchange();
+    let got = node.shards[0].recv(&mut client);
+    assert!(
+        matches!(got[..], [Packet::SubAck(_), Packet::Publish(_)]),
+        "{got:?}"
+    );
+}

@@ -54,6 +54,9 @@ pub struct Connection {
     pub last_received: u64,
     /// The transport accepted more output (false between pause and resume).
     pub writable: bool,
+    /// SUBACKs held for the other shards (`shards::hold_suback`): live deliveries
+    /// queue behind them, so the client sees a SUBACK before what it subscribed to.
+    pub subacks_held: u32,
     /// Outbound QoS 1/2 window: the client's Receive Maximum capped by config.
     pub send_window: u16,
     /// Largest packet the client accepts [MQTT-3.1.2-24 (v5 Maximum Packet Size)].
@@ -116,6 +119,7 @@ impl Connection {
             connected_at: 0,
             last_received: now,
             writable: true,
+            subacks_held: 0,
             refill_queued: false,
             send_window: 0,
             client_max_packet: u32::MAX,

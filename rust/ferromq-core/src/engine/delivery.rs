@@ -143,7 +143,12 @@ impl Engine {
             else {
                 return;
             };
-            if !self.has_room(conn) {
+            // Nothing overtakes a SUBACK held for the other shards (`shards`).
+            if !self.has_room(conn)
+                || self.conns[conn as usize]
+                    .as_ref()
+                    .is_some_and(|c| c.subacks_held > 0)
+            {
                 return;
             }
             match self.send_retained(session, conn, now) {
@@ -230,12 +235,12 @@ impl Engine {
         }
     }
 
-    /// No retained message is pending on the connection: live deliveries may go
-    /// straight out without overtaking one.
+    /// No retained message (nor a SUBACK held for the other shards) is pending on
+    /// the connection: live deliveries may go straight out without overtaking one.
     pub(super) fn retained_sent(&self, conn: ConnId) -> bool {
         self.conns[conn as usize]
             .as_ref()
-            .is_none_or(|c| c.retained.is_empty())
+            .is_none_or(|c| c.retained.is_empty() && c.subacks_held == 0)
     }
 
     /// The connection takes more output now. One held back only by the engine's

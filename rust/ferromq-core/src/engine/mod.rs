@@ -538,7 +538,8 @@ impl Engine {
             // The broker's own retained messages ($SYS) are outside the limits.
             self.store_retained(&message, Origin::Broker, now);
         }
-        self.fan_out(message, now)
+        let topic = message.topic.clone();
+        self.fan_out(message, now) + self.remote_matches_beyond_routes(&topic)
     }
 
     /// Each dirty connection's pending output, once, as one buffer. A connection

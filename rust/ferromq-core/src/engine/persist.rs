@@ -326,13 +326,15 @@ impl Engine {
         }
     }
 
-    /// A retained message set or cleared. The broker's own `$SYS/` statistics are
-    /// republished on every interval and are not worth a disk write.
+    /// A retained message set or cleared, journaled and sent to the other shards. The
+    /// broker's own `$SYS/` statistics are republished on every interval and are not
+    /// worth a disk write; the other shards still get them, so a SUBSCRIBE anywhere
+    /// finds the node's `$SYS` tree at once.
     pub(super) fn journal_retained(&mut self, topic: &str, message: Option<&Message>) {
         if !topic.starts_with("$SYS/") {
             self.journal.retain(topic, message, self.wall_offset);
-            self.shards_retained(topic, message);
         }
+        self.shards_retained(topic, message);
     }
 
     /// Every durable thing the engine holds, as journal records: persistent

@@ -218,6 +218,22 @@ impl Engine {
         self.release_subacks();
     }
 
+    /// For the admin API's count (`Engine::publish`): each other shard's
+    /// subscriptions matching `topic`, less the one that shard's route counted in
+    /// `fan_out`. A scan of the replicated filters: for a rare publish, not routing.
+    pub(super) fn remote_matches_beyond_routes(&self, topic: &str) -> usize {
+        let Some(shards) = &self.shards else {
+            return 0;
+        };
+        let mut per_shard: HashMap<u16, usize> = HashMap::new();
+        for ((shard, filter), count) in &shards.remote {
+            if !filter.starts_with("$share/") && filter_matches(filter, topic) {
+                *per_shard.entry(*shard).or_default() += *count as usize;
+            }
+        }
+        per_shard.values().map(|n| n - 1).sum()
+    }
+
     /// Forget every subscription shard `from` reported.
     fn remote_reset(&mut self, from: u16) {
         let Some(shards) = self.shards.as_mut() else {
@@ -296,7 +312,11 @@ impl Engine {
         for (to, needs) in shards.needs_round.iter_mut().enumerate() {
             *needs |= to != me;
         }
+        let conn = granted.conn;
         shards.subacks.push_back((shards.next_round, granted));
+        if let Some(conn) = self.conn_mut(conn) {
+            conn.subacks_held += 1;
+        }
         None
     }
 
@@ -317,12 +337,11 @@ impl Engine {
                 .and_then(|s| s.subacks.pop_front())
                 .expect("front checked");
             // The connection may have ended, or its session moved to another, meanwhile.
-            let session = self
-                .conns
-                .get(granted.conn as usize)
-                .and_then(Option::as_ref)
-                .and_then(|conn| conn.session());
-            if session == Some(granted.session) {
+            let Some(conn) = self.conn_mut(granted.conn) else {
+                continue;
+            };
+            if conn.session() == Some(granted.session) {
+                conn.subacks_held = conn.subacks_held.saturating_sub(1);
                 self.send_suback(granted, now);
             }
         }
@@ -531,7 +550,7 @@ impl Engine {
                     topic,
                     message_id: 0,
                 } => {
-                    if self.forget_retained(&topic) {
+                    if self.forget_retained(&topic) && !topic.starts_with("$SYS/") {
                         self.journal.retain(&topic, None, self.wall_offset);
                     }
                 }
@@ -539,8 +558,10 @@ impl Engine {
                     // Journaled here too, so each shard's store holds the node's
                     // retained messages; not sent on (journal_retained would).
                     let message = referenced(&last, message_id)?;
-                    self.journal
-                        .retain(&message.topic, Some(&message), self.wall_offset);
+                    if !message.topic.starts_with("$SYS/") {
+                        self.journal
+                            .retain(&message.topic, Some(&message), self.wall_offset);
+                    }
                     self.restore_retained(message);
                 }
                 _ => return Err(JournalError("not a bus record")),
@@ -582,6 +603,24 @@ impl Engine {
             shards.remote.remove(&key);
             self.index
                 .unsubscribe(REMOTE_BASE + u32::from(from), filter);
+        }
+    }
+}
+
+/// Whether `filter` matches `topic` [MQTT-4.7.1, 4.7.2-1]: for counting, not routing
+/// (the index routes).
+fn filter_matches(filter: &str, topic: &str) -> bool {
+    if topic.starts_with('$') && (filter.starts_with('+') || filter.starts_with('#')) {
+        return false;
+    }
+    let (mut levels, mut wanted) = (topic.split('/'), filter.split('/'));
+    loop {
+        match (wanted.next(), levels.next()) {
+            (Some("#"), _) => return true,
+            (None, None) => return true,
+            (Some("+"), Some(_)) => {}
+            (Some(want), Some(level)) if want == level => {}
+            _ => return false,
         }
     }
 }
@@ -641,6 +680,17 @@ mod split_tests {
         r.extend_from_slice(&(len as u32).to_le_bytes());
         r.extend(std::iter::repeat_n(kind, len));
         r
+    }
+
+    #[test]
+    fn filters_match_as_the_spec_says() {
+        assert!(filter_matches("cmd/#", "cmd/light"));
+        assert!(filter_matches("cmd/#", "cmd"));
+        assert!(filter_matches("+/light", "cmd/light"));
+        assert!(!filter_matches("+", "cmd/light"));
+        assert!(!filter_matches("#", "$SYS/broker"));
+        assert!(filter_matches("$SYS/#", "$SYS/broker"));
+        assert!(!filter_matches("cmd/dark", "cmd/light"));
     }
 
     #[test]
