@@ -7,9 +7,12 @@ session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from ferromq._core import shard_of
+from ferromq.node.workers import worker_count
 from tests import services
 from tests.services import free_port
 
@@ -29,6 +34,38 @@ from tests.services import free_port
 # configures [server] itself (start_broker) runs what the test says.
 _WORKERS = "FERROMQ_SERVER__WORKERS"
 os.environ.setdefault(_WORKERS, "1")
+_SHARD_TAG = re.compile(r" shard=\d+$")
+
+
+def suite_shards() -> int:
+    """The number of shards of the suite's brokers (their node's processes)."""
+    return worker_count(os.environ[_WORKERS])
+
+
+def owner_tag(client_id: str) -> str:
+    """What ends a log line about ``client_id`` (its owner shard's tag,
+    :func:`ferromq.log.tag_process`) at the suite's workers: nothing at one."""
+    count = suite_shards()
+    return "" if count == 1 else f" shard={shard_of(client_id, count)}"
+
+
+def serving(log: str) -> bool:
+    """Whether a broker's log says it serves: its "listening" line, or for a node of
+    several shards (its supervisor logged "node starting") "node serving"."""
+    return "node serving" in log or ("listening" in log and "node starting" not in log)
+
+
+def untagged(line: str) -> str:
+    """A log line without the ``shard=K`` a shard of a node puts last, so a test checks
+    the same line at one worker and at several."""
+    return _SHARD_TAG.sub("", line)
+
+
+def shard_directory(base: Path, client_id: str) -> Path:
+    """Where a per-shard directory under ``base`` (the stream spill) keeps what
+    ``client_id`` sent at the suite's workers: ``base`` itself at one."""
+    count = suite_shards()
+    return base if count == 1 else base / f"shard-{shard_of(client_id, count)}"
 
 
 @dataclass
@@ -41,6 +78,16 @@ class RunningBroker:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL every process of the broker (a node's shards first, so none is
+        restarted, then its supervisor) and wait for it."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        for pid in children.read_text().split() if children.exists() else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        self.process.kill()
+        self.process.wait(10)
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.process.poll() is None:
@@ -97,7 +144,7 @@ def start_broker(
         if process.poll() is not None:
             raise RuntimeError(f"broker exited early:\n{log_path.read_text()}")
         running = RunningBroker("127.0.0.1", port, process, log_path, config)
-        if ready(running) if ready else "listening" in running.log():
+        if ready(running) if ready else serving(running.log()):
             return running
         time.sleep(0.05)
     process.kill()

@@ -321,7 +321,9 @@ class Broker:
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if config.stream.enabled:
-            self._stream_sink = make_sink(config, stream_node(config), self._stream_done)
+            self._stream_sink = make_sink(
+                config, stream_node(config), self._stream_done, self.shard
+            )
             await self._stream_sink.start()
         if self._provider is not None:
             self.auth = AuthGate(

@@ -67,7 +67,7 @@ from ferromq.config import (
     override_workers,
     render_toml,
 )
-from ferromq.log import configure_logging, tag_process
+from ferromq.log import configure_logging, log_as_shard
 from ferromq.node.identity import ShardIdentity
 from ferromq.node.link import ShardLink
 from ferromq.node.workers import pin_shard, worker_count
@@ -188,7 +188,7 @@ def serve(args: argparse.Namespace) -> int:
         if workers > 1:
             from ferromq.node.supervisor import supervise
 
-            return supervise(config, args.argv, workers, pid_file)
+            return supervise(config, args.argv, workers, pid_file, partial(usable_config, args))
         serving = pid_file.write if pid_file is not None else None
         return _run_broker(args, config, lambda status, exc: fail(exc), serving)
     finally:
@@ -198,10 +198,10 @@ def serve(args: argparse.Namespace) -> int:
 
 def _serve_shard(args: argparse.Namespace, shard: ShardIdentity) -> int:
     """One shard of a node (:mod:`ferromq.node.supervisor` started it): on its CPU, its
-    lines tagged ``shard=K``, its start-up failures told to the supervisor, which
-    prints the node's one line."""
+    lines tagged ``shard=K`` and written by the supervisor (:func:`log_as_shard`), its
+    start-up failures told to the supervisor, which prints the node's one line."""
     link = ShardLink(shard.supervisor_fd)
-    tag_process(shard=shard.index)
+    log_as_shard(shard.index)
     pin_shard(shard.index, shard.count)
     try:
         config = usable_config(args)

@@ -9,6 +9,12 @@ at warning makes no event and pays one branch per connect or subscribe. Traces
 :meth:`ferromq.broker.Broker.trace`; each traced packet is an event, a price only that
 client's connection pays. Nothing here runs per message of any other client.
 
+In a node of several shards (:mod:`ferromq.node`) a client's connection lives on the
+shard that owns its client id, so that shard logs its events and its trace (lines
+ending ``shard=K``, written by the supervisor: :mod:`ferromq.log`); a SIGHUP reaches
+every shard, and ``ferromq ctl trace`` goes to the owner, so a trace starts wherever
+the client is.
+
 What the engine does not know is added here: the peer's address (``IOHub.peer``, the
 PROXY header's client where there is one) and the listener's name. Lines, as text::
 

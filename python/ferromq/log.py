@@ -14,6 +14,15 @@ Formats (UTC, millisecond precision)::
 A shard of a node puts ``shard=K`` on every line (:func:`tag_process`), so the lines of
 a node's processes, which share its stderr or log file, say which shard wrote them.
 
+A node writes one log: its supervisor owns the destination (opens the file and rotates
+it, holds the syslog socket). A shard (:func:`log_as_shard`) formats each record for
+that destination and writes it to its stderr, a pipe the supervisor reads, framed as
+one line ``\x1f<level number> <the formatted text as a JSON string>`` (a traceback
+stays one record); the supervisor hands it to its own handler as it is
+(:func:`relay_line`), so two processes never rotate one file and syslog sees the
+node's pid. Other text a shard writes on stderr (Python's last words) is relayed line
+by line at ERROR.
+
 Text values are bare when they are a single token and JSON-quoted otherwise (logfmt), so
 a line splits unambiguously on spaces. In JSON, fields sit beside the fixed keys; a field
 named like a fixed key is written with a trailing ``_`` rather than overwrite it.
@@ -29,6 +38,7 @@ socket cannot be opened, so a reload can build it before replacing anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import logging.handlers
@@ -47,10 +57,12 @@ __all__ = [
     "TextFormatter",
     "configure_logging",
     "install_handler",
+    "log_as_shard",
     "log_error",
     "log_event",
     "log_handler",
     "peer_text",
+    "relay_line",
     "tag_process",
 ]
 
@@ -58,6 +70,8 @@ _FIELDS_ATTR: Final = "ferromq_fields"  # the LogRecord attribute that carries t
 _HANDLER_NAME: Final = "ferromq"  # marks the handler configure_logging installs, to replace it
 _JSON_KEYS: Final = frozenset({"ts", "level", "logger", "msg", "exc"})
 _BARE: Final = re.compile(r'[^\s="\\]+')
+_RELAYED_ATTR: Final = "ferromq_relayed"  # a record holding a line a shard formatted
+_RELAY_MARK: Final = "\x1f"
 
 
 def log_event(logger: logging.Logger, level: int, message: str, **fields: object) -> None:
@@ -125,6 +139,48 @@ def tag_process(**fields: object) -> None:
     _PROCESS_FIELDS.update(fields)
 
 
+_RELAYING: list[bool] = [False]  # this process is a shard: its lines go to the supervisor
+
+
+def log_as_shard(index: int) -> None:
+    """This process is shard ``index`` of a node: tag its lines ``shard=K`` and send
+    them to the supervisor through stderr from now on, whatever the destination."""
+    tag_process(shard=index)
+    _RELAYING[0] = True
+
+
+def relay_line(line: str) -> None:
+    """Write ``line``, read from a shard's stderr, through this process's handler: a
+    framed record as the shard formatted it at its level, any other text at ERROR."""
+    level, text = logging.ERROR, line
+    if line.startswith(_RELAY_MARK):
+        number, _, body = line[1:].partition(" ")
+        with contextlib.suppress(ValueError):  # not framed after all: as it is
+            level, text = int(number), str(json.loads(body))
+    record = logging.LogRecord("ferromq.shard", level, "", 0, text, None, None)
+    setattr(record, _RELAYED_ATTR, True)
+    for handler in logging.getLogger().handlers:
+        if handler.get_name() == _HANDLER_NAME:
+            handler.handle(record)
+
+
+class _RelayFormatter(logging.Formatter):
+    """A shard's: the destination's formatting, framed as one line for the pipe."""
+
+    def __init__(self, formatter: logging.Formatter) -> None:
+        super().__init__()
+        self._formatter = formatter
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = json.dumps(self._formatter.format(record), ensure_ascii=False)
+        return f"{_RELAY_MARK}{record.levelno} {text}"
+
+
+def _relayed(record: logging.LogRecord) -> str | None:
+    """The text of a line a shard formatted (:func:`relay_line`), else None."""
+    return record.getMessage() if getattr(record, _RELAYED_ATTR, False) else None
+
+
 def _fields(record: logging.LogRecord) -> dict[str, object]:
     fields: dict[str, object] = getattr(record, _FIELDS_ATTR, {})
     return {**fields, **_PROCESS_FIELDS} if _PROCESS_FIELDS else fields
@@ -149,6 +205,8 @@ class TextFormatter(logging.Formatter):
         self._timestamp = timestamp
 
     def format(self, record: logging.LogRecord) -> str:
+        if (relayed := _relayed(record)) is not None:
+            return relayed
         parts = [record.levelname, record.name, record.getMessage()]
         if self._timestamp:
             parts.insert(0, _timestamp(record))
@@ -163,6 +221,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line; values JSON cannot hold are written as ``str(value)``."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if (relayed := _relayed(record)) is not None:
+            return relayed
         event: dict[str, object] = {
             "ts": _timestamp(record),
             "level": record.levelname.lower(),
@@ -186,11 +246,14 @@ def _syslog_address(text: str) -> str | tuple[str, int]:
 
 def log_handler(config: LogConfig, stream: TextIO | None = None) -> logging.Handler:
     """The handler ``config`` describes (``stream`` stands for stderr), formatting in
-    ``config.format``. Raises :class:`ConfigError` when its file or socket cannot be
+    ``config.format``; a shard's writes to stderr for the supervisor whatever the
+    destination. Raises :class:`ConfigError` when its file or socket cannot be
     opened."""
     handler: logging.Handler
     try:
-        if config.destination == "file":
+        if _RELAYING[0]:
+            handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+        elif config.destination == "file":
             assert config.file is not None, "the schema requires it"
             handler = logging.handlers.RotatingFileHandler(
                 config.file, maxBytes=config.max_bytes, backupCount=config.backups, encoding="utf-8"
@@ -208,10 +271,12 @@ def log_handler(config: LogConfig, stream: TextIO | None = None) -> logging.Hand
         target = config.file if config.destination == "file" else config.syslog_address
         raise ConfigError(f"{key}: cannot open {target}: {exc.strerror or exc}") from None
     handler.set_name(_HANDLER_NAME)
+    formatter: logging.Formatter
     if config.format == "json":
-        handler.setFormatter(JsonFormatter())
+        formatter = JsonFormatter()
     else:
-        handler.setFormatter(TextFormatter(timestamp=config.destination != "syslog"))
+        formatter = TextFormatter(timestamp=config.destination != "syslog")
+    handler.setFormatter(_RelayFormatter(formatter) if _RELAYING[0] else formatter)
     return handler
 
 

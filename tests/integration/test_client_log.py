@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import tempfile
 import time
@@ -18,7 +19,15 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-from tests.conftest import RunningBroker, Starter, start_broker
+from tests.conftest import (
+    RunningBroker,
+    Starter,
+    owner_tag,
+    serving,
+    start_broker,
+    suite_shards,
+    untagged,
+)
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_proxy_protocol import v1
@@ -32,12 +41,13 @@ def lines_with(log: str, *parts: str) -> list[str]:
 
 
 def line_with(broker: RunningBroker, *parts: str) -> str:
-    """The first log line holding every one of ``parts``, waiting for it."""
+    """The first log line holding every one of ``parts``, waiting for it (without its
+    shard's tag: :func:`~tests.conftest.untagged`)."""
     deadline = time.monotonic() + 10
     while not (found := lines_with(broker.log(), *parts)):
         assert time.monotonic() < deadline, f"no line with {parts}:\n{broker.log()}"
         time.sleep(0.05)
-    return found[0]
+    return untagged(found[0])
 
 
 def accepts(broker: RunningBroker) -> bool:
@@ -160,7 +170,7 @@ def test_a_rotating_log_file(tmp_path: Path, loop: str) -> None:
     config = (
         MEMORY + f'[log]\ndestination = "file"\nfile = "{path}"\nmax_bytes = "2KiB"\nbackups = 2\n'
     )
-    broker = start_broker(tmp_path, loop, config, ready=lambda _: "listening" in _read(path))
+    broker = start_broker(tmp_path, loop, config, ready=lambda _: serving(_read(path)))
     try:
         for i in range(40):
             client = RawClient(broker.host, broker.port, version=4)
@@ -168,6 +178,8 @@ def test_a_rotating_log_file(tmp_path: Path, loop: str) -> None:
             client.send({"type": "disconnect"})
             client.expect_closed()
         line_with_file = _wait_in(path.parent, "client connected client_id=rotating-39")
+        # Rotated at the size (before the long "stopped" lines, each a file of its own).
+        assert all((path.parent / f"ferromq.log.{n}").stat().st_size <= 2048 for n in (1, 2))
     finally:
         broker.stop()
     assert sorted(p.name for p in path.parent.iterdir()) == [
@@ -175,10 +187,32 @@ def test_a_rotating_log_file(tmp_path: Path, loop: str) -> None:
         "ferromq.log.1",
         "ferromq.log.2",
     ]
-    # Rotated at the size (the live file may end with the one long "stopped" line).
-    assert all((path.parent / f"ferromq.log.{n}").stat().st_size <= 2048 for n in (1, 2))
     assert "INFO ferromq.client client connected client_id=rotating-39" in line_with_file
     assert "rotating" not in broker.log()  # nothing of it on stderr
+
+
+def test_a_reload_moves_the_log_to_the_file_named_now(tmp_path: Path, loop: str) -> None:
+    """SIGHUP reopens the destination: the node's lines (every shard's) go to the new
+    file from then on, none to the old one."""
+    before, after = tmp_path / "before.log", tmp_path / "after.log"
+    config = MEMORY + '[log]\ndestination = "file"\nfile = "{}"\n'
+    broker = start_broker(
+        tmp_path, loop, config.format(before), ready=lambda _: serving(_read(before))
+    )
+    try:
+        broker.config_path.write_text(config.format(after))
+        broker.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while _read(after).count("configuration reloaded") < suite_shards():
+            assert time.monotonic() < deadline, _read(before) + _read(after)
+            time.sleep(0.05)
+        for n in range(4):  # owned by either shard of a node of two
+            RawClient(broker.host, broker.port, version=4).connect(f"moved-{n}")
+            _wait_in(tmp_path, f"client connected client_id=moved-{n}")
+    finally:
+        broker.stop()
+    assert "moved-" not in _read(before)
+    assert lines_with(_read(after), "client connected client_id=moved-3")
 
 
 def _read(path: Path) -> str:
@@ -195,7 +229,7 @@ def _wait_in(directory: Path, text: str) -> str:
     while text not in every_file():
         assert time.monotonic() < deadline, f"no {text!r} in {directory}:\n{every_file()}"
         time.sleep(0.05)
-    return next(line for line in every_file().splitlines() if text in line)
+    return untagged(next(line for line in every_file().splitlines() if text in line))
 
 
 @pytest.fixture
@@ -226,7 +260,7 @@ def test_syslog_to_a_unix_datagram_socket(
                 return "\n".join(received)
 
     config = MEMORY + f'[log]\ndestination = "syslog"\nsyslog_address = "{path}"\n'
-    broker = start_broker(tmp_path, loop, config, ready=lambda _: "listening" in datagrams())
+    broker = start_broker(tmp_path, loop, config, ready=lambda _: serving(datagrams()))
     try:
         client = RawClient(broker.host, broker.port, version=5)
         client.connect("sys-1")
@@ -253,6 +287,7 @@ def test_a_client_trace_switched_on_and_off_by_sighup(started: Starter, loop: st
     other.publish("t/y", b"other", qos=1).wait_for_publish(5)
     line = line_with(broker, "INFO ferromq.trace packet in client_id=traced-1 type=publish")
     assert line.endswith("packet_id=2 topic=t/x qos=1 payload_bytes=5 payload=hello")
+    assert lines_with(broker.log(), "payload=hello" + owner_tag("traced-1")), "its owner's"
     assert line_with(broker, "packet out client_id=traced-1 type=puback").endswith(
         "packet_id=2 reason_codes=0x10"  # No matching subscribers
     )

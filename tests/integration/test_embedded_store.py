@@ -4,7 +4,6 @@ messages; ``kill -9`` at any moment loses no message the publisher saw acknowled
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -102,8 +101,7 @@ def publish_until_killed(broker: RunningBroker, topic: Callable[[int], str], goa
                      "packet_id": sent % 65535 + 1, "payload": sent.to_bytes(4, "big")}
                 )  # fmt: skip
             time.sleep(0.001)
-        broker.process.send_signal(signal.SIGKILL)
-        broker.process.wait(10)
+        broker.kill()
     finally:
         stop.set()
         reader.join(10)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningBroker, start_broker
+from tests.conftest import RunningBroker, start_broker, suite_shards
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_auth_clients import users_add
 
@@ -46,11 +46,12 @@ def connack_code(broker: RunningBroker, client_id: str, user: str, password: str
 
 
 def hang_up(broker: RunningBroker, line: str) -> None:
-    """SIGHUP, then wait until the broker logs ``line`` once more than before."""
-    before = broker.log().count(line)
+    """SIGHUP, then wait until the broker logs ``line`` once more than before (each
+    shard of a node once: every one has reloaded)."""
+    expected = broker.log().count(line) + suite_shards()
     broker.process.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 15
-    while broker.log().count(line) == before:
+    while broker.log().count(line) < expected:
         assert broker.process.poll() is None, f"SIGHUP ended the broker:\n{broker.log()}"
         assert time.monotonic() < deadline, f"no {line!r} after SIGHUP:\n{broker.log()}"
         time.sleep(0.05)

@@ -167,7 +167,7 @@ def test_kill_9_loses_no_acknowledged_message_from_the_files(tmp_path: Path, loo
 
     broker = stream_broker(tmp_path, loop, directory)
     try:
-        assert "stream file recovered after a crash" in broker.log()
+        wait_until(lambda: "stream file recovered after a crash" in broker.log(), "recovered")
     finally:
         assert broker.stop() == 0
     stored = {int.from_bytes(m["payload"], "big") for m in records(directory, "messages")}

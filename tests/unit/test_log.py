@@ -12,7 +12,7 @@ import pytest
 
 from ferromq import log
 from ferromq.config import LogConfig
-from ferromq.log import configure_logging, log_event, tag_process
+from ferromq.log import configure_logging, log_as_shard, log_event, relay_line, tag_process
 
 TIMESTAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
@@ -204,3 +204,37 @@ def test_caller_is_the_record_location(stream: io.StringIO) -> None:
     logging.getLogger().addHandler(Keep())
     log_event(logging.getLogger("ferromq"), logging.INFO, "here")
     assert records[0].funcName == "test_caller_is_the_record_location"
+
+
+def test_a_shards_records_reach_the_supervisors_handler_as_the_shard_formatted_them(
+    stream: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shard writes each record framed on one line of its stderr, whatever the
+    destination; the supervisor writes it through its own handler unchanged, at its
+    level, a traceback and all; other text on the pipe goes out as it is."""
+    monkeypatch.setattr(log, "_PROCESS_FIELDS", {})
+    monkeypatch.setattr(log, "_RELAYING", [False])
+    pipe = io.StringIO()
+    log_as_shard(1)
+    configure_logging(LogConfig(destination="syslog", syslog_address="/nonexistent"), pipe)
+    log_event(logging.getLogger("ferromq.broker"), logging.WARNING, "slow", port=1883)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        log.log_error(logging.getLogger("ferromq.store"), "failed", exc)
+    framed = lines(pipe)
+    assert len(framed) == 2, "a traceback stays in its record's line"
+
+    monkeypatch.setattr(log, "_RELAYING", [False])  # the supervisor
+    configure_logging(LogConfig(format="text"), stream)
+    (supervisor,) = (h for h in logging.getLogger().handlers if h.get_name() == "ferromq")
+    levels: list[int] = []
+    supervisor.addFilter(lambda record: levels.append(record.levelno) or True)
+    for line in [*framed, "Fatal Python error: Aborted"]:
+        relay_line(line)
+    warning, error, *traceback, raw = lines(stream)
+    assert warning == "WARNING ferromq.broker slow port=1883 shard=1", "syslog's, no time"
+    assert error == "ERROR ferromq.store failed shard=1"
+    assert traceback[-1] == "RuntimeError: boom"
+    assert raw == "Fatal Python error: Aborted"
+    assert levels == [logging.WARNING, logging.ERROR, logging.ERROR]

@@ -102,3 +102,23 @@ def test_a_half_written_file_is_cut_after_its_last_whole_block(tmp_path: Path) -
     ]
     assert [path.name for path in tmp_path.iterdir()] == ["f.avro"]
     assert (tmp_path / "f.avro").read_bytes() == whole
+
+
+def test_a_shard_recovers_its_own_part_files_and_shard_0_the_orphans(tmp_path: Path) -> None:
+    """Two shards write into one directory: each cuts only its own half-written files
+    (the other's may be open), shard 0 also those of a shard the node no longer has
+    and those named before shards were."""
+    header = avro_container_header(b"S" * 16)
+    names = {
+        0: ".0000000000000001-n1-s0-000001.avro.part",
+        1: ".0000000000000002-n1-s1-000001.avro.part",
+        2: ".0000000000000003-n1-s2-000001.avro.part",  # a node of 3 before
+        -1: ".0000000000000004-n1-000001.avro.part",  # before shards
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(header)  # no whole block: removed when recovered
+    assert [path.name for path, _, _ in recover_directory(tmp_path, 1, 2)] == [names[1]]
+    assert sorted(path.name for path, _, _ in recover_directory(tmp_path, 0, 2)) == sorted(
+        [names[0], names[2], names[-1]]
+    )
+    assert not list(tmp_path.iterdir())

@@ -22,11 +22,18 @@ shards start, so an address in use is exit 4 and nothing started). A shard that
 cannot start reports why; the supervisor prints that one line, stops the others and
 exits with the shard's status (2 configuration, 3 store, 4 listen).
 
+Log: the supervisor owns the node's log destination (``[log]``: the one file it
+rotates, syslog, or its stderr). A shard's stderr is a pipe the supervisor reads,
+writing each line through its own handler (:func:`ferromq.log.relay_line`). On SIGHUP
+it opens the destination the configuration names now (the shards report a
+configuration they refuse; the supervisor then keeps its own).
+
 Running: SIGTERM and SIGINT stop the node (forwarded to every shard, each stops
-gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads). A shard
-that dies otherwise (``kill -9``, a crash) is logged in one line with its pid and
-status and started again with the same identity after a backoff that doubles from
-:data:`BACKOFF_FIRST`; its clients reconnect to the shards still listening (or to it).
+gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads) once the
+log's destination is reopened. A shard that dies otherwise (``kill -9``, a crash) is
+logged in one line with its pid and status and started again with the same identity
+after a backoff that doubles from :data:`BACKOFF_FIRST`; its clients reconnect to the
+shards still listening (or to it).
 The :data:`DEATHS_ALLOWED`-th death within :data:`DEATHS_WINDOW` seconds stops the
 node with exit status 1: a shard that cannot stay up needs a person. If the
 supervisor itself dies, every shard sees its link close and stops.
@@ -45,6 +52,7 @@ import socket
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -54,7 +62,7 @@ from ferromq._core import Bus
 from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.config import Config, ConfigError, listener_path
 from ferromq.listener import ListenError, bind_sockets
-from ferromq.log import log_event
+from ferromq.log import install_handler, log_event, log_handler, relay_line
 from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
 from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
@@ -76,10 +84,19 @@ DEATHS_WINDOW: Final = 60.0
 STOP_TIMEOUT: Final = 60.0
 """Seconds a shard has to stop gracefully before it is killed."""
 EXIT_SHARDS_FAILING: Final = 1
+LOG_LINE_LIMIT: Final = 1024 * 1024
+"""Bytes of one line a shard writes to its stderr (a record with its traceback)."""
 
 
-def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | None) -> int:
-    """Run a node of ``count`` shards until SIGTERM/SIGINT; its exit status."""
+def supervise(
+    config: Config,
+    argv: list[str],
+    count: int,
+    pid_file: PidFile | None,
+    load: Callable[[], Config] | None = None,
+) -> int:
+    """Run a node of ``count`` shards until SIGTERM/SIGINT; its exit status. ``load``
+    reads the configuration again (SIGHUP: the log's destination)."""
     try:
         _check_listeners(config)
         admin = _bind_admin(config, count)
@@ -92,7 +109,7 @@ def supervise(config: Config, argv: list[str], count: int, pid_file: PidFile | N
             ConfigError: EXIT_CONFIG_ERROR,
         }[type(exc)]
     try:
-        return asyncio.run(Supervisor(config, argv, count, pid_file, admin).run())
+        return asyncio.run(Supervisor(config, argv, count, pid_file, admin, load).run())
     finally:
         if lock is not None:
             os.close(lock)
@@ -120,6 +137,19 @@ def _lock_store(config: Config) -> int | None:
     return lock_directory(Path(config.storage.path).resolve())
 
 
+async def _relay_log(stderr: asyncio.StreamReader) -> None:
+    """Write a shard's stderr lines through the node's log handler until it closes."""
+    while True:
+        try:
+            line = await stderr.readline()
+        except ValueError:  # a line past LOG_LINE_LIMIT: dropped, said
+            log_event(logger, logging.WARNING, "shard log line too long, dropped")
+            continue
+        if not line:
+            return
+        relay_line(line.decode(errors="replace").rstrip("\n"))
+
+
 def _status_text(returncode: int) -> str:
     if returncode < 0:
         return f"killed by {signal.Signals(-returncode).name}"
@@ -134,6 +164,7 @@ class _Shard:
     restored: bool = False
     serving: bool = False
     deaths: deque[float] = field(default_factory=deque)
+    relay: asyncio.Task[None] | None = None  # its stderr into the node's log
 
 
 class Supervisor:
@@ -144,9 +175,11 @@ class Supervisor:
         count: int,
         pid_file: PidFile | None,
         admin: AdminServer | None = None,
+        load: Callable[[], Config] | None = None,
     ):
         self.admin = admin
         self.config = config
+        self._load = load
         self.argv = argv
         self.count = count
         self.pid_file = pid_file
@@ -171,7 +204,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop.set)
-        loop.add_signal_handler(signal.SIGHUP, self._forward, signal.SIGHUP)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
         log_event(logger, logging.INFO, "node starting", workers=self.count, pid=os.getpid())
         self._tasks = [asyncio.create_task(self._keep_running(shard)) for shard in self.shards]
         try:
@@ -288,9 +321,13 @@ class Supervisor:
                 *self.argv,
                 env=environ,
                 pass_fds=identity.inherited_fds(),
+                stderr=asyncio.subprocess.PIPE,
+                limit=LOG_LINE_LIMIT,
             )
         finally:
             theirs.close()
+        assert shard.process.stderr is not None
+        shard.relay = asyncio.create_task(_relay_log(shard.process.stderr))
         shard.link = ours
         log_event(
             logger,
@@ -301,6 +338,8 @@ class Supervisor:
         )
         failed = await self._follow(shard, ours)
         returncode = await shard.process.wait()
+        # Its last lines, up to the end of the pipe (a stop waits for them too).
+        await asyncio.shield(shard.relay)
         shard.link = None
         ours.close()
         return returncode, failed
@@ -337,6 +376,14 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 shard.link.send(f"{line}\n".encode())
 
+    def _reload(self) -> None:
+        """SIGHUP: the log's destination as configured now, then every shard reloads."""
+        if self._load is not None:
+            with contextlib.suppress(ConfigError):  # the shards say why, once each
+                log = self._load().log
+                install_handler(log_handler(log), log.level)
+        self._forward(signal.SIGHUP)
+
     def _forward(self, signum: int) -> None:
         for shard in self.shards:
             if shard.process is not None and shard.process.returncode is None:
@@ -359,6 +406,7 @@ class Supervisor:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(shard.relay for shard in self.shards if shard.relay is not None))
         unclean = [
             process.returncode
             for process in running

@@ -2,16 +2,19 @@
 
 Layout under ``[stream.files] directory`` (default ``<storage.path>/stream``)::
 
-    messages/<opened>-<node>-<seq>.avro     kind "message" records
-    events/<opened>-<node>-<seq>.avro       every other kind
-    messages/.<opened>-<node>-<seq>.avro.part   the file being written
+    messages/<opened>-<node>-s<shard>-<seq>.avro     kind "message" records
+    events/<opened>-<node>-s<shard>-<seq>.avro       every other kind
+    messages/.<opened>-<node>-s<shard>-<seq>.avro.part   the file being written
 
 ``<opened>`` is the wall clock (microseconds, 16 digits) when the file was begun, so
-names sort by time; ``<node>`` (``[stream] node``) and the per-process sequence make
-them unique per node. The file being written is a dotfile, which Spark's file source
-(and ``spark.read.format("avro")``) skips; it is closed, fsynced and renamed into
-place when it rolls (``roll_bytes`` or ``roll_seconds``, whichever first) or at
-shutdown, and the directory is fsynced after the rename.
+names sort by time; ``<node>`` (``[stream] node``), ``<shard>`` (the writing shard of
+the node, 0 for a node of one: :mod:`ferromq.node`) and the per-process sequence make
+them unique per node, so every shard of a node writes its own files into the same two
+directories and a reader of a directory (Spark) reads all shards' files as one. The
+file being written is a dotfile, which Spark's file source (and
+``spark.read.format("avro")``) skips; it is closed, fsynced and renamed into place
+when it rolls (``roll_bytes`` or ``roll_seconds``, whichever first) or at shutdown,
+and the directory is fsynced after the rename.
 
 Each file is an Avro object container file (codec null, the schema
 ``record-v1.avsc`` in its header, ``_core.avro_container_header``); each engine batch
@@ -29,11 +32,17 @@ store only rolling fsyncs.
 Recovery: at start a ``.part`` file left by a crash is cut after its last whole data
 block (a block is whole when its byte count is there and the file's sync marker
 follows it) and renamed into place, so every batch written before the crash is kept;
-a file with no whole block is removed.
+a file with no whole block is removed. A shard recovers only its own ``.part`` files
+(the other shards' may be open for writing); shard 0 also takes those of shards the
+node no longer has and those named before shards were (no ``s<shard>``).
 
 Retention, after each roll and once a minute: files in place for longer than
 ``retention_seconds`` (their mtime is set when they are closed) are deleted, then the
-oldest while a kind's files hold more than ``retention_bytes`` (0: no bound).
+oldest while a kind's files hold more than ``retention_bytes`` (0: no bound). It is
+node-wide: each shard applies it to every file in place in the directory (all shards
+see the same files in the same order and delete the same oldest ones; a file another
+shard deleted first is skipped), so ``retention_bytes`` bounds the node's files, not
+each shard's. Files being written are never touched.
 
 File work runs in a worker thread (as the embedded store's does): batches submitted
 while a write is running are written together next (group commit).
@@ -55,12 +64,20 @@ from typing import Final, Literal
 from ferromq._core import StreamBatch, avro_container_header
 from ferromq.config import Config
 from ferromq.log import log_error, log_event
+from ferromq.node.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.embedded import fsync_directory, write_all
 from ferromq.storage.persister import IO_ERRORS, RETRY_FIRST, RETRY_MAX
 from ferromq.stream.sink import SinkHealth, stream_directory
 
-__all__ = ["KINDS", "FileSink", "last_whole_block", "read_long", "recover_directory"]
+__all__ = [
+    "KINDS",
+    "FileSink",
+    "last_whole_block",
+    "owned_part",
+    "read_long",
+    "recover_directory",
+]
 
 logger = logging.getLogger("ferromq.stream")
 
@@ -72,6 +89,7 @@ PART: Final = ".part"
 CHECK_SECONDS: Final = 1.0
 RETENTION_CHECK_SECONDS: Final = 60.0
 _NAME: Final = re.compile(r"\d{16}-.+-\d{6}\.avro")
+_SHARD: Final = re.compile(r"\.\d{16}-.+-s(\d+)-\d{6}\.avro\.part")
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -136,11 +154,24 @@ def _placed_name(part: Path) -> Path:
     return part.with_name(part.name[1 : -len(PART)])
 
 
-def recover_directory(directory: Path) -> list[tuple[Path, int, int]]:
-    """Cut every ``.part`` file in ``directory`` after its last whole block and put it
-    in place (or remove one with no whole block); (file, kept, dropped bytes) each."""
+def owned_part(name: str, shard: int, count: int) -> bool:
+    """Whether the ``.part`` file ``name`` is shard ``shard``'s (of ``count``) to
+    recover: its own, or for shard 0 one of no shard the node has."""
+    match = _SHARD.fullmatch(name)
+    writer = int(match[1]) if match is not None else -1
+    return writer == shard or (shard == 0 and not 0 <= writer < count)
+
+
+def recover_directory(
+    directory: Path, shard: int = 0, count: int = 1
+) -> list[tuple[Path, int, int]]:
+    """Cut every ``.part`` file of shard ``shard`` (:func:`owned_part`) in
+    ``directory`` after its last whole block and put it in place (or remove one with
+    no whole block); (file, kept, dropped bytes) each."""
     recovered = []
     for part in sorted(directory.glob(f".*{PART}")):
+        if not owned_part(part.name, shard, count):
+            continue
         data = part.read_bytes()
         kept = last_whole_block(data)
         header = _header_end(data)
@@ -181,10 +212,17 @@ class _KindWriter:
 class FileSink:
     """The ``files`` sink (see the module header)."""
 
-    def __init__(self, config: Config, node: str, done: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        node: str,
+        done: Callable[[int], None],
+        shard: ShardIdentity | None = None,
+    ) -> None:
         files = config.stream.files
         self.directory = stream_directory(config)
         self._node = _UNSAFE.sub("_", node).lstrip("._") or "node"
+        self._shard, self._shards = (0, 1) if shard is None else (shard.index, shard.count)
         self._done = done
         self._roll_bytes = files.roll_bytes
         self._roll_seconds = files.roll_seconds
@@ -234,7 +272,7 @@ class FileSink:
         recovered = []
         for writer in self._writers.values():
             writer.directory.mkdir(parents=True, exist_ok=True)
-            recovered += recover_directory(writer.directory)
+            recovered += recover_directory(writer.directory, self._shard, self._shards)
         return recovered
 
     def submit(self, batch: StreamBatch) -> None:
@@ -310,7 +348,8 @@ class FileSink:
     def _open(self, writer: _KindWriter) -> _OpenFile:
         opened_us = time.time_ns() // 1000
         self._sequence += 1
-        name = f"{opened_us:016d}-{self._node}-{self._sequence % 1_000_000:06d}.avro"
+        sequence = self._sequence % 1_000_000
+        name = f"{opened_us:016d}-{self._node}-s{self._shard}-{sequence:06d}.avro"
         part = writer.directory / f".{name}{PART}"
         sync = os.urandom(SYNC_LEN)
         header = avro_container_header(sync)
@@ -351,18 +390,24 @@ class FileSink:
         self._counters["files"] += 1
 
     def _expire(self, writer: _KindWriter) -> None:
-        files = sorted(_closed_files(writer.directory))
-        stats = {path: path.stat() for path in files}
+        """Node-wide retention (see the module header): another shard may delete a
+        file between the listing and here, which is then skipped."""
+        stats = {}
+        for path in sorted(_closed_files(writer.directory)):
+            with contextlib.suppress(FileNotFoundError):
+                stats[path] = path.stat()
         cutoff = time.time() - self._retention_seconds
         total = sum(stat.st_size for stat in stats.values())
-        for path in files:
-            stat = stats[path]
+        for path, stat in stats.items():
             too_old = self._retention_seconds > 0 and stat.st_mtime < cutoff
             too_big = self._retention_bytes > 0 and total > self._retention_bytes
             if not (too_old or too_big):
                 break
-            path.unlink()
             total -= stat.st_size
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue  # another shard's retention was first
             log_event(logger, logging.INFO, "stream file expired", file=str(path))
 
     def _failed(self, exc: Exception, retry_in: float) -> None:

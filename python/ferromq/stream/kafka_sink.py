@@ -25,15 +25,15 @@ Delivery (``delivery``):
   in-flight window because its acks are held; for QoS 0 the bound is
   ``session.memory_budget``, which counts the batches an acked sink has not confirmed
   (engine/export.rs) and holds publishers past it (none with the default budget 0).
-- ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory up
-  to :data:`MEMORY_BYTES`; past that the queue is written to the spill
-  (:mod:`ferromq.stream.spill`, ``spill_directory``, at most ``spill_max_bytes``), and
-  the sender sends what the spill holds (oldest first) before the memory queue, so order
-  holds. What the spill cannot take is dropped and counted (``spill_full``,
-  ``spill_error``) with one warning per episode. A restart sends what a previous run
-  spilled first; at shutdown the sender gets :data:`STOP_GRACE` seconds, then the unsent
-  rest goes to the spill (the unit that was in flight after what the spill held: the one
-  place where a restart may reorder).
+- ``async``: ``done(number)`` at once, publishers never wait. Batches queue in memory
+  up to :data:`MEMORY_BYTES`; past that the queue is written to the spill
+  (:mod:`ferromq.stream.spill`, ``spill_directory``, a ``shard-K`` in it per shard of a
+  node of several, at most ``spill_max_bytes``), and the sender sends what the spill
+  holds (oldest first) before the memory queue, so order holds. What the spill cannot
+  take is dropped and counted (``spill_full``, ``spill_error``) with one warning per
+  episode. A restart sends what a previous run spilled first; at shutdown the sender
+  gets :data:`STOP_GRACE` seconds, then the unsent rest goes to the spill (the unit that
+  was in flight after what the spill held: the one place where a restart may reorder).
 
 Errors: Kafka unreachable at start-up is :class:`~ferromq.storage.StoreUnavailable`
 naming the bootstrap servers in ``after_kafka`` (the broker exits 3, as with the Kafka
@@ -62,6 +62,7 @@ from aiokafka.errors import BrokerResponseError, KafkaError
 from ferromq._core import StreamBatch, kafka_record_batches
 from ferromq.config import Config
 from ferromq.log import log_event
+from ferromq.node.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
 from ferromq.stream.sink import SinkHealth
@@ -91,9 +92,11 @@ PRODUCER_STOP: Final = 1.0
 _COUNT_AT: Final = slice(57, 61)  # a v2 record batch's record count (kafka.rs)
 
 
-def spill_directory(config: Config) -> Path:
-    """``[stream.kafka] spill_directory``, by default ``<storage.path>/stream-spill``."""
-    return Path(config.stream.kafka.spill_directory or Path(config.storage.path) / "stream-spill")
+def spill_directory(config: Config, shard: ShardIdentity | None = None) -> Path:
+    """``[stream.kafka] spill_directory``, by default ``<storage.path>/stream-spill``;
+    a shard of a node of several spills to its own ``shard-K`` in it."""
+    base = Path(config.stream.kafka.spill_directory or Path(config.storage.path) / "stream-spill")
+    return base if shard is None or shard.count == 1 else base / f"shard-{shard.index}"
 
 
 def _failure(future: asyncio.Future[object]) -> BaseException | None:
@@ -165,7 +168,13 @@ class KafkaStreamSink:
 
     name = "kafka"
 
-    def __init__(self, config: Config, node: str, done: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        node: str,
+        done: Callable[[int], None],
+        shard: ShardIdentity | None = None,
+    ) -> None:
         del node  # in every record already
         kafka = config.stream.kafka
         self.bootstrap = kafka.bootstrap_servers or config.kafka.bootstrap_servers
@@ -176,7 +185,7 @@ class KafkaStreamSink:
         self._timeout = float(config.kafka.request_timeout)
         self._done = done
         self._spill = (
-            Spill(spill_directory(config), kafka.spill_max_bytes)
+            Spill(spill_directory(config, shard), kafka.spill_max_bytes)
             if self.delivery == "async"
             else None
         )

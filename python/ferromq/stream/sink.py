@@ -25,6 +25,7 @@ from typing import Protocol
 
 from ferromq._core import StreamBatch
 from ferromq.config import Config, ConfigError, StreamConfig
+from ferromq.node.identity import ShardIdentity
 from ferromq.storage.persister import StoreHealth
 
 __all__ = ["SinkHealth", "StreamSink", "holds_acks", "make_sink", "stream_directory"]
@@ -79,18 +80,21 @@ def stream_directory(config: Config) -> Path:
     return Path(config.stream.files.directory or Path(config.storage.path) / "stream")
 
 
-def make_sink(config: Config, node: str, done: Callable[[int], None]) -> StreamSink:
-    """The sink ``[stream] sink`` names, reporting stored batches to ``done``. Raises
+def make_sink(
+    config: Config, node: str, done: Callable[[int], None], shard: ShardIdentity | None = None
+) -> StreamSink:
+    """The sink ``[stream] sink`` names, reporting stored batches to ``done``; ``shard``
+    (a shard of a node) keeps its files and spill apart from the other shards'. Raises
     :class:`~ferromq.config.ConfigError` (one line) for a sink this build lacks."""
     if config.stream.sink == "files":
         from ferromq.stream.files import FileSink
 
-        return FileSink(config, node, done)
+        return FileSink(config, node, done, shard)
     try:
         module = importlib.import_module("ferromq.stream.kafka_sink")
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f'stream.sink: "kafka" is not available in this build ({exc}); use "files"'
         ) from None
-    sink: StreamSink = module.KafkaStreamSink(config, node, done)
+    sink: StreamSink = module.KafkaStreamSink(config, node, done, shard)
     return sink

@@ -1,12 +1,14 @@
 """The Kafka sink's spill: a bounded first-in first-out buffer of Kafka record batches on
 local disk, for the ``async`` delivery mode while Kafka is slow or away.
 
-Layout: ``<directory>/spill-<n>.seg`` segments, ``n`` increasing (eight digits). A
-segment starts with the magic ``FMQS`` and a format version byte
-(:data:`FORMAT_VERSION`); then frames, each ``length u32 | crc u32 | body`` (big-endian,
-CRC-32 of the body) with the body ``partition u32 | topic length u16 | topic (UTF-8) |
-one Kafka record batch`` as ``ferromq._core.kafka_record_batches`` built it. A write is
-one unit (every frame of one send) in one ``write`` call.
+Layout: ``<directory>/spill-<n>.seg`` segments, ``n`` increasing (eight digits); the
+directory is a shard's own in a node of several
+(:func:`ferromq.stream.kafka_sink.spill_directory`). A segment starts with the magic
+``FMQS`` and a format version byte (:data:`FORMAT_VERSION`); then frames, each
+``length u32 | crc u32 | body`` (big-endian, CRC-32 of the body) with the body
+``partition u32 | topic length u16 | topic (UTF-8) | one Kafka record batch`` as
+``ferromq._core.kafka_record_batches`` built it. A write is one unit (every frame of one
+send) in one ``write`` call.
 
 Order: frames are read back in the order written. The sink sends what it read and calls
 :meth:`Spill.sent` once Kafka acknowledged all of it; a segment is deleted when
