@@ -8,7 +8,6 @@ or read the restore counts assert the same through these at one shard and at sev
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -16,7 +15,7 @@ from typing import NamedTuple
 from ferromq._core import shard_of
 from ferromq.storage.layout import shard_path
 from ferromq.sys_topics import PREFIX, shard_prefix
-from tests.conftest import RunningBroker
+from tests.conftest import RunningBroker, suite_shards
 from tests.integration.test_workers import shard_pids
 
 _RESTORED = re.compile(
@@ -27,14 +26,9 @@ _RESTORED = re.compile(
 )
 
 
-def suite_workers() -> int:
-    """The number of shards of the brokers the suite starts."""
-    return int(os.environ["FERROMQ_SERVER__WORKERS"])
-
-
 def journal_of(store: Path, client_id: str) -> Path:
     """The journal directory of the shard that owns ``client_id`` in ``store``."""
-    workers = suite_workers()
+    workers = suite_shards()
     return shard_path(store, shard_of(client_id, workers), workers)
 
 
@@ -48,7 +42,7 @@ def segment_of(store: Path, client_id: str) -> Path:
 def store_pid(broker: RunningBroker, client_id: str) -> int:
     """The process that journals ``client_id``'s session: the broker itself, or the
     shard of the node that owns the client id."""
-    workers = suite_workers()
+    workers = suite_shards()
     if workers == 1:
         return broker.process.pid
     return shard_pids(broker)[shard_of(client_id, workers)]
@@ -59,7 +53,7 @@ def sys_tree_of(client_id: str) -> str:
     its health: the broker's tree, or the tree of the shard that owns the client id
     (the node's, published by shard 0, needs that shard to answer on a new
     connection, which a shard out of descriptors cannot accept)."""
-    workers = suite_workers()
+    workers = suite_shards()
     return PREFIX if workers == 1 else shard_prefix(shard_of(client_id, workers))
 
 
