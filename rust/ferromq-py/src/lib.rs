@@ -26,6 +26,7 @@ mod redis;
 mod restore_report;
 mod settings;
 mod shard_owner;
+mod shared_memory;
 mod split;
 mod stream;
 mod stream_kafka;

@@ -29,15 +29,14 @@
 //!   connects (24 bits, saturating) under one key; the end of a ban in milliseconds
 //!   under another.
 
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pyo3::prelude::*;
 
 use crate::errors;
+use crate::shared_memory::{Header, Region, HEADER};
 
 const MAGIC: [u8; 4] = *b"FMQC";
-const HEADER: usize = 64;
 const SLOT: usize = 16;
 /// Slots a key may look at before it is not tracked.
 const PROBES: usize = 32;
@@ -52,13 +51,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 fn region_len(slots: usize, shards: usize) -> usize {
     HEADER + slots * SLOT + shards * slots * 4
-}
-
-/// The last OS error as the `OSError` subclass of its kind, naming the call
-/// (`errors::os_error` names the bus).
-fn os_error(what: &str) -> PyErr {
-    let error = std::io::Error::last_os_error();
-    std::io::Error::new(error.kind(), format!("node counters: {what}: {error}")).into()
 }
 
 /// FNV-1a 64 of the key, never 0 (the empty slot).
@@ -83,48 +75,12 @@ fn unpack(value: u64) -> (u64, u64) {
     (value >> LOW_BITS, value & LOW_MASK)
 }
 
-/// A shared mapping, unmapped when dropped.
-struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
-}
-
-impl Mapping {
-    fn map(fd: i32, len: usize) -> PyResult<Mapping> {
-        // SAFETY: a fresh shared mapping of `len` bytes of `fd`; checked below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(os_error("mmap"));
-        }
-        Ok(Mapping {
-            base: NonNull::new(base.cast()).expect("mmap returned null"),
-            len,
-        })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-    }
-}
-
 /// The node's admission counters as one shard sees them; see the module header.
 #[pyclass(module = "ferromq._core", unsendable)]
 pub(crate) struct NodeCounters {
     slots: usize,
     shard: usize,
-    mapping: Mapping,
+    region: Region,
 }
 
 impl NodeCounters {
@@ -133,7 +89,7 @@ impl NodeCounters {
         // SAFETY: the callers below pass offsets inside the mapping, aligned for `T`
         // (the header, a slot and a column entry are multiples of their size); the
         // region is only ever accessed atomically.
-        unsafe { &*self.mapping.base.as_ptr().add(offset).cast() }
+        unsafe { &*self.region.base().as_ptr().add(offset).cast() }
     }
 
     fn key_word(&self, slot: usize) -> &AtomicU64 {
@@ -204,28 +160,15 @@ impl NodeCounters {
         if shards == 0 {
             return Err(errors::bad_argument("shards must be at least 1"));
         }
-        let len = region_len(slots, usize::from(shards));
-        // SAFETY: plain system calls on a descriptor this function owns until it returns.
-        let fd = unsafe { libc::memfd_create(c"ferromq-counters".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(os_error("memfd_create"));
-        }
-        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-            let error = os_error("ftruncate");
-            unsafe { libc::close(fd) };
-            return Err(error);
-        }
-        let mapping = Mapping::map(fd, HEADER).inspect_err(|_| unsafe {
-            libc::close(fd);
-        })?;
-        // SAFETY: the header lies within the fresh mapping.
-        unsafe {
-            let header = std::slice::from_raw_parts_mut(mapping.base.as_ptr(), HEADER);
-            header[..4].copy_from_slice(&MAGIC);
-            header[4..6].copy_from_slice(&shards.to_le_bytes());
-            header[8..16].copy_from_slice(&(slots as u64).to_le_bytes());
-        }
-        Ok(fd)
+        Region::create(
+            c"ferromq-counters",
+            region_len(slots, usize::from(shards)),
+            Header {
+                magic: MAGIC,
+                count: shards,
+                size: slots as u64,
+            },
+        )
     }
 
     /// Map the region of `fd` as shard `shard`; with `reset`, first give back every
@@ -233,24 +176,12 @@ impl NodeCounters {
     #[new]
     #[pyo3(signature = (fd, shard, reset=false))]
     fn new(fd: i32, shard: u16, reset: bool) -> PyResult<NodeCounters> {
-        // SAFETY: fstat into a zeroed struct.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut stat) } != 0 {
-            return Err(os_error("fstat"));
-        }
-        let len = stat.st_size as usize;
-        if len < HEADER {
-            return Err(errors::bad_argument("node counters region too small"));
-        }
-        let mapping = Mapping::map(fd, len)?;
-        // SAFETY: the header lies within the mapping (len >= HEADER).
-        let header = unsafe { std::slice::from_raw_parts(mapping.base.as_ptr(), HEADER) };
-        let shards = u16::from_le_bytes([header[4], header[5]]);
-        let slots = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")) as usize;
-        if header[..4] != MAGIC
+        let (region, header) = Region::attach(fd)?;
+        let (shards, slots) = (header.count, header.size as usize);
+        if header.magic != MAGIC
             || shard >= shards
             || !slots.is_power_of_two()
-            || len != region_len(slots, usize::from(shards))
+            || region.len() != region_len(slots, usize::from(shards))
         {
             return Err(errors::bad_argument(format!(
                 "node counters region is not one for shard {shard}"
@@ -259,7 +190,7 @@ impl NodeCounters {
         let counters = NodeCounters {
             slots,
             shard: usize::from(shard),
-            mapping,
+            region,
         };
         if reset {
             for slot in 0..slots {
