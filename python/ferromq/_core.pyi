@@ -34,6 +34,7 @@ __all__ = [
     "JournalSplitter",
     "MalformedPacket",
     "MessageProperties",
+    "NodeCounters",
     "NotAuthorized",
     "PacketTooLarge",
     "PacketTrace",
@@ -435,6 +436,25 @@ class Bus:
     def receive(self, engine: Engine, now: int) -> int: ...
     def park(self) -> bool: ...
     def backlog(self) -> int: ...
+
+@final
+class NodeCounters:
+    @staticmethod
+    def create(slots: int, shards: int) -> int: ...
+    def __new__(cls, fd: int, shard: int, reset: bool = False) -> NodeCounters: ...
+    def take(self, key: str, limit: int) -> bool | None: ...
+    def give(self, key: str) -> None: ...
+    def count(self, key: str) -> int: ...
+    def rate(self, key: str, rate: int, now: float) -> bool | None: ...
+    def flapping(
+        self,
+        window_key: str,
+        ban_key: str,
+        now: float,
+        max_connects: int,
+        window: float,
+        ban: float,
+    ) -> int | None: ...
 
 @final
 class Engine:

@@ -32,6 +32,22 @@ questions, each once per connection (never per message):
   :meth:`Admission.closed`. The engine hands CONNECTs to Python only when something
   decides them there (:func:`checks_connect`, ``ferromq.engine``).
 
+**A node of several shards** (:mod:`ferromq.node`; each shard runs its own
+:class:`Admission`): the limits are the node's. The counts they rest on — open
+connections broker-wide, per listener, per address and per user, each listener's
+connect-rate bucket, each address's flapping window and its ban — live in the node's
+shared table (``ferromq._core.NodeCounters``, a memfd the supervisor makes and every
+shard maps; lock-free, see rust/ferromq-py/src/node_counters.rs), so a limit counts
+every shard's connections at once. A connection is counted once, by the shard that holds
+it: a shard that hands a connection to its client id's owner gives its slots back as it
+hands it, and the owner takes them over without deciding again
+(:meth:`Admission.adopted`; in between, for the duration of the hand-over, a limit may
+let one more in). A shard started again after dying gives back what its predecessor held.
+A key the table has no room for is not tracked: its limit is not applied (logged once per
+shard). Refusals, ``connections_open`` and the flapping bans are counted by the shard that
+refused, holds or banned (``$SYS`` is per shard; the node's admin sums them). With one
+shard none of this exists: the counts are this process's.
+
 Run-time changes (:meth:`Admission.use`, on SIGHUP and for a later admin API): new
 limits and bans apply to the next connection; the connected clients a new ban matches
 are returned, for the gate to close with DISCONNECT 0x98 Administrative action (0x8A
@@ -41,12 +57,14 @@ Costs: a ban lookup is one set lookup per distinct prefix length in the ban list
 address is masked to each length and looked up), so it does not grow with the number of
 bans. Memory: a count per address with an open connection, a flapping window per
 address seen within ``flapping_window`` (swept once per window) and an entry per
-temporary ban. IPv6 addresses are counted one by one, like IPv4 ones (a client holding
+temporary ban (in a node, a slot per key in the shared table, kept for its life).
+IPv6 addresses are counted one by one, like IPv4 ones (a client holding
 a /64 can spread over it; ban the network).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -55,6 +73,7 @@ from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, get_args
 
+from ferromq._core import NodeCounters
 from ferromq.config import (
     BanList,
     BansConfig,
@@ -64,6 +83,7 @@ from ferromq.config import (
     listener_path,
     load_ban_file,
 )
+from ferromq.log import log_event
 
 __all__ = [
     "ADMINISTRATIVE_ACTION",
@@ -78,6 +98,8 @@ __all__ = [
     "load_bans",
     "parse_address",
 ]
+
+logger = logging.getLogger("ferromq.admission")
 
 # MQTT 5 reason codes (§2.4).
 BANNED: Final = 0x8A
@@ -206,6 +228,7 @@ class _Bucket:
 class _Listener:
     """One listener's limits, each with the rule the log names when it refuses."""
 
+    name: str
     max_connections: tuple[int, str]
     max_connections_per_address: tuple[int, str]
     bucket: tuple[_Bucket, str] | None
@@ -224,6 +247,76 @@ class _Client:
     client_id: str
     username: str | None
     address: Address | None
+    counted: bool
+    """Holding a slot of the node's count of its user (a node of several shards)."""
+
+
+_Limit: TypeAlias = tuple[str, int, Refusal]
+"""A count's key in the node's table, its limit (0: none) and the refusal at it."""
+
+_BANNED_NOW: Final = 2
+"""``NodeCounters.flapping``: this connect banned the address."""
+
+
+class _NodeCounts:
+    """The node's counts in its shared table (a node of several shards; see the module
+    header). A key the table has no room for counts as below its limit."""
+
+    def __init__(self, counters: NodeCounters) -> None:
+        self._counters = counters
+        self._logged = False
+
+    def take(self, key: str, limit: int) -> bool:
+        """Count one more of ``key`` unless it is at ``limit``."""
+        taken = self._counters.take(key, limit)
+        return self._untracked(key) if taken is None else taken
+
+    def take_all(self, limits: list[_Limit]) -> Refusal | None:
+        """Count one more of every key, or none of them and the first refusal."""
+        taken: list[str] = []
+        for key, limit, refusal in limits:
+            if not self.take(key, limit):
+                self.give_all(taken)
+                return refusal
+            taken.append(key)
+        return None
+
+    def give_all(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._counters.give(key)
+
+    def rate(self, listener: str, rate: int, now: float) -> bool:
+        """A token from the listener's connect-rate bucket."""
+        key = f"rate:{listener}"
+        taken = self._counters.rate(key, rate, now)
+        return self._untracked(key) if taken is None else taken
+
+    def flapping(self, address: Address, now: float, limits: LimitsConfig) -> int:
+        """0 not flapping, 1 serving a ban, :data:`_BANNED_NOW` banned by this connect."""
+        key = f"flapping:{address}"
+        state = self._counters.flapping(
+            key,
+            f"banned:{address}",
+            now,
+            limits.flapping_max_connects,
+            limits.flapping_window,
+            limits.flapping_ban,
+        )
+        if state is None:
+            self._untracked(key)
+            return 0
+        return state
+
+    def _untracked(self, key: str) -> bool:
+        if not self._logged:
+            self._logged = True
+            log_event(
+                logger,
+                logging.WARNING,
+                "node counters full: a key is not tracked, its limit not applied",
+                key=key,
+            )
+        return True
 
 
 @dataclass
@@ -244,9 +337,16 @@ class Admission:
     """The broker's admission decisions and the counts they rest on."""
 
     def __init__(
-        self, config: Config, bans: Bans, clock: Callable[[], float] = time.monotonic
+        self,
+        config: Config,
+        bans: Bans,
+        clock: Callable[[], float] = time.monotonic,
+        counters: NodeCounters | None = None,
     ) -> None:
+        """``counters``: the node's shared table, in a node of several shards (then
+        ``clock`` must be the system's monotonic clock, which every shard reads)."""
         self._clock = clock
+        self._node = None if counters is None else _NodeCounts(counters)
         self._state = _State()
         self._listeners: dict[str, _Listener] = {}
         self._limits = config.limits
@@ -284,6 +384,7 @@ class Admission:
 
         rate, rate_rule = limit("max_connect_rate", config.max_connect_rate)
         return _Listener(
+            config.name,
             limit("max_connections", config.max_connections),
             limit("max_connections_per_address", config.max_connections_per_address),
             (_Bucket(rate, float(rate)), rate_rule) if rate else None,
@@ -309,27 +410,79 @@ class Admission:
                 f"limits.flapping_max_connects = {limits.flapping_max_connects} per "
                 f"{limits.flapping_window}s, banned for {limits.flapping_ban}s",
             )
-        if listener.bucket is not None and not listener.bucket[0].take(now):
+        if listener.bucket is not None and not self._rate(listener, listener.bucket[0], now):
             return Refusal("connect_rate", listener.bucket[1])
+        if self._node is not None:
+            refusal = self._node.take_all(self._limits_of(listener, address))
+            if refusal is not None:
+                return refusal
+        else:
+            most, rule = listener.max_connections
+            if most and listener.open >= most:
+                return Refusal("listener_max_connections", rule)
+            if limits.max_connections and state.open >= limits.max_connections:
+                return Refusal(
+                    "max_connections", f"limits.max_connections = {limits.max_connections}"
+                )
+            most, rule = listener.max_connections_per_address
+            if address is not None and most and state.per_address[address] >= most:
+                return Refusal("max_connections_per_address", rule)
+        self._opened(listener, address)
+        return None
+
+    def _rate(self, listener: _Listener, bucket: _Bucket, now: float) -> bool:
+        if self._node is None:
+            return bucket.take(now)
+        return self._node.rate(listener.name, bucket.rate, now)
+
+    def _limits_of(self, listener: _Listener, address: Address | None) -> list[_Limit]:
+        """The node's counts a connection on ``listener`` from ``address`` takes."""
         most, rule = listener.max_connections
-        if most and listener.open >= most:
-            return Refusal("listener_max_connections", rule)
-        if limits.max_connections and state.open >= limits.max_connections:
-            return Refusal("max_connections", f"limits.max_connections = {limits.max_connections}")
-        most, rule = listener.max_connections_per_address
-        if address is not None and most and state.per_address[address] >= most:
-            return Refusal("max_connections_per_address", rule)
+        broker_most = self._limits.max_connections
+        limits: list[_Limit] = [
+            (f"listener:{listener.name}", most, Refusal("listener_max_connections", rule)),
+            (
+                "broker",
+                broker_most,
+                Refusal("max_connections", f"limits.max_connections = {broker_most}"),
+            ),
+        ]
+        if address is not None:
+            most, rule = listener.max_connections_per_address
+            limits.append(
+                (f"address:{address}", most, Refusal("max_connections_per_address", rule))
+            )
+        return limits
+
+    def _opened(self, listener: _Listener, address: Address | None) -> None:
+        """This shard holds one more connection (its own counts)."""
+        state = self._state
         listener.open += 1
         state.open += 1
         if address is not None:
             state.per_address[address] += 1
-        return None
+
+    def adopted(self, listener: str, host: str) -> None:
+        """A connection another shard of the node admitted and handed to this one (its
+        client id's owner) takes its slots here without being decided again; it holds
+        them until :meth:`released`."""
+        entry, address = self._listeners[listener], parse_address(host)
+        if self._node is not None:
+            self._node.take_all(
+                [(key, 0, refusal) for key, _, refusal in self._limits_of(entry, address)]
+            )
+        self._opened(entry, address)
 
     def _flapping(self, address: Address, now: float) -> bool:
         """Whether ``address`` is banned for flapping, counting this connection."""
         state, limits = self._state, self._limits
         if now >= state.next_sweep:
             self._sweep(now)
+        if self._node is not None:
+            flapping = self._node.flapping(address, now, limits)
+            if flapping == _BANNED_NOW:
+                state.banned_until[address] = now + limits.flapping_ban  # for stats()
+            return flapping != 0
         until = state.banned_until.get(address)
         if until is not None:
             if now < until:
@@ -353,10 +506,12 @@ class Admission:
 
     def released(self, listener: str, host: str) -> None:
         """A connection :meth:`admit` let in has ended; called once for it."""
-        state = self._state
-        self._listeners[listener].open -= 1
+        state, entry = self._state, self._listeners[listener]
+        entry.open -= 1
         state.open -= 1
         address = parse_address(host)
+        if self._node is not None:
+            self._node.give_all(key for key, _, _ in self._limits_of(entry, address))
         if address is not None:
             state.per_address[address] -= 1
             if not state.per_address[address]:
@@ -370,13 +525,20 @@ class Admission:
         address = parse_address(host)
         banned = self._bans.connection(client_id, username, address)
         refusal: Refusal | None = None
+        counted = False
         if banned is not None:
             refusal = Refusal("banned", f"bans: {banned}")
         elif username is not None and self._limits.max_connections_per_user:
             limit = self._limits.max_connections_per_user
             others = self._state.users.get(username, {})
+            # The session's owner shard holds the connection it takes over.
             taken_over = client_id in others.values()
-            if len(others) - taken_over >= limit:
+            if self._node is not None:
+                counted = self._node.take(f"user:{username}", limit + taken_over)
+                over = not counted
+            else:
+                over = len(others) - taken_over >= limit
+            if over:
                 refusal = Refusal(
                     "max_connections_per_user", f"limits.max_connections_per_user = {limit}"
                 )
@@ -384,7 +546,7 @@ class Admission:
             self._state.refused[refusal.reason] += 1
             return refusal
         self.closed(conn)  # a connection id reused before its close was seen
-        self._state.clients[conn] = _Client(token, client_id, username, address)
+        self._state.clients[conn] = _Client(token, client_id, username, address, counted)
         if username is not None:
             self._state.users.setdefault(username, {})[conn] = client_id
         return None
@@ -395,6 +557,8 @@ class Admission:
         client = state.clients.pop(conn, None)
         if client is None or client.username is None:
             return
+        if client.counted and self._node is not None:
+            self._node.give_all((f"user:{client.username}",))
         conns = state.users[client.username]
         del conns[conn]
         if not conns:

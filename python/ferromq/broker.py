@@ -72,6 +72,7 @@ from ferromq._core import (
     Close,
     Engine,
     EngineEvent,
+    NodeCounters,
     PacketTrace,
     Persist,
     Rejected,
@@ -205,7 +206,14 @@ class Broker:
         self._stream_sink: StreamSink | None = None
         self._stream_take_scheduled = False
         self._admin: AdminServer | None = None
-        self.admission = Admission(config, load_bans(config.bans))
+        self.admission = Admission(
+            config,
+            load_bans(config.bans),
+            counters=None
+            if shard is None or shard.counters_fd < 0
+            # reset: a shard started again gives back what its predecessor held.
+            else NodeCounters(shard.counters_fd, shard.index, reset=True),
+        )
         self._provider = provider_from_config(config.auth)
         if self._provider is None and decides_connect_in_python(config):
             # Certificates (as user names, or for ACL rules) or admission decide; every

@@ -68,8 +68,10 @@ The preamble, per connection and in this order (each step its own module; a plai
    :class:`~ferromq.node.identity.ShardIdentity`, :mod:`ferromq.node.handover`): the
    protocol after the preamble is a router that reads the CONNECT's client id and keeps
    the connection here, hands its socket to the owner shard (``tcp``), or relays it to
-   the owner (``tls``, ``ws``, ``wss``). The owner admits a handed-over connection as
-   at accept and reports the client's address for it as for a PROXY header.
+   the owner (``tls``, ``ws``, ``wss``). The owner takes over a handed-over
+   connection's admission slots without deciding again
+   (:meth:`~ferromq.admission.Admission.adopted`) and reports the client's address for
+   it as for a PROXY header.
 
 The connection's admission slots are given back once (:meth:`Listeners._release`), by
 whichever ends it: the MQTT protocol, the upgrade protocol, the router, or a preamble
@@ -775,18 +777,15 @@ class Listeners:
         self._start(relay(self._loop, transport, near, data), _relay_ended)
 
     def _received(self, handed: Handed, sock: socket.socket) -> None:
-        """A connection another shard handed over: admitted here as at accept, then the
-        listener's MQTT protocol around it, fed the bytes that came with it."""
+        """A connection another shard admitted and handed over: its slots taken over
+        here, then the listener's MQTT protocol around it, fed the bytes that came with
+        it."""
         if handed.listener >= len(self._listeners):
             sock.close()
             self._handover_lost(f"hand-over names listener {handed.listener}, not configured")
             return
         listener = self._listeners[handed.listener]
-        refusal = self._admission.admit(listener.config.name, handed.peer[0])
-        if refusal is not None:
-            sock.close()
-            self._refused(listener, refusal, handed.peer)
-            return
+        self._admission.adopted(listener.config.name, handed.peer[0])
         assert self._loop is not None
         accepted = _Accepted(listener, sock, handed.peer, admitted=True, handed=True)
         release = partial(self._release, accepted)

@@ -16,10 +16,11 @@ from ferromq._core import JOURNAL_FORMAT_VERSION
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_embedded_store import drain
+from tests.store_layout import Restored, restored
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 VERSIONS = sorted(p.name for p in GOLDEN.glob("journal-v*"))
-RESTORED = "store restored store=embedded sessions=4 messages=10 retained=3"
+RESTORED = Restored(sessions=4, messages=10, retained=3)
 
 
 def resumed(broker: RunningBroker, client_id: str, version: int = 4, **fields: Any) -> RawClient:
@@ -38,7 +39,7 @@ def test_a_golden_store_restores_to_the_same_state(tmp_path: Path, loop: str, go
     shutil.copytree(GOLDEN / golden, store)
     broker = start_broker(tmp_path, loop, env={"FERROMQ_STORAGE__PATH": str(store)})
     try:
-        assert RESTORED in broker.log()
+        assert restored(broker.log(), "embedded") == RESTORED
         assert "damaged" not in broker.log() and "unreadable" not in broker.log()
 
         sub = resumed(broker, "golden-sub")

@@ -18,26 +18,34 @@ from tests.integration.test_embedded_store import (
     queued_payloads,
 )
 from tests.integration.test_store_lock import EXIT_STORE_UNAVAILABLE, serve_once
+from tests.store_layout import segment_of
 
 MESSAGES = 20
+# The offline session ``neighbour`` lives on another shard than ``keeper`` at two
+# workers (``shard_of``), in the same journal at one: its records are intact either way.
+NEIGHBOUR = [b"yard-%d" % n for n in range(3)]
 
 
 def stored_store(store: Path, tmp_path: Path, loop: str) -> Path:
     """A store holding MESSAGES queued QoS 1 messages for the offline session
-    ``keeper``; returns its one segment."""
+    ``keeper`` and NEIGHBOUR for ``neighbour``; returns the one segment of the journal
+    holding keeper's."""
     broker = broker_on(store, tmp_path, loop)
     persistent_subscriber(broker, "keeper", "plant/#").close()
+    persistent_subscriber(broker, "neighbour", "yard/#").close()
     publisher = RawClient(broker.host, broker.port, version=4)
     publisher.connect("publisher")
-    for n in range(MESSAGES):
+    published = [("plant/a", b"payload-%02d" % n) for n in range(MESSAGES)]
+    published += [("yard/a", payload) for payload in NEIGHBOUR]
+    for packet_id, (topic, payload) in enumerate(published, 1):
         publisher.send(
-            {"type": "publish", "topic": "plant/a", "qos": 1, "packet_id": n + 1,
-             "payload": b"payload-%02d" % n}
+            {"type": "publish", "topic": topic, "qos": 1, "packet_id": packet_id,
+             "payload": payload}
         )  # fmt: skip
-    assert {publisher.recv()["packet_id"] for _ in range(MESSAGES)} == set(range(1, MESSAGES + 1))
+    acked = {publisher.recv()["packet_id"] for _ in published}
+    assert acked == set(range(1, len(published) + 1))
     assert broker.stop() == 0
-    (segment,) = store.glob("journal-*.log")
-    return segment
+    return segment_of(store, "keeper")
 
 
 def test_damaged_records_are_skipped_logged_and_the_rest_kept(tmp_path: Path, loop: str) -> None:
@@ -59,9 +67,11 @@ def test_damaged_records_are_skipped_logged_and_the_rest_kept(tmp_path: Path, lo
         assert second <= zeroed < second + second_len
         assert segment.read_bytes()[: len(data)] == data, "nothing after the damage is cut"
         payloads = queued_payloads(broker, "keeper")
+        neighbours = queued_payloads(broker, "neighbour")
     finally:
         assert broker.stop() == 0
     assert payloads == [b"payload-%02d" % n for n in range(MESSAGES) if n not in (5, 12)]
+    assert neighbours == NEIGHBOUR
 
 
 def test_a_newer_journal_format_is_refused_naming_the_file_and_both_versions(

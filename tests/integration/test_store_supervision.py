@@ -17,6 +17,7 @@ from pathlib import Path
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_embedded_store import persistent_subscriber, queued_payloads
+from tests.store_layout import store_pid, sys_tree_of
 
 PAYLOAD = b"x" * 200
 
@@ -70,14 +71,17 @@ class Publisher:
         raise AssertionError(f"no {pattern!r} in the log:\n{broker.log()}")
 
 
-def wait_for_store_state(watcher: RawClient, wanted: bytes, timeout: float = 10.0) -> None:
-    """Until ``$SYS/broker/store/state`` says ``wanted`` (published every second)."""
+def wait_for_store_state(
+    watcher: RawClient, topic: str, wanted: bytes, timeout: float = 10.0
+) -> None:
+    """Until ``topic`` (a ``store/state`` in ``$SYS``) says ``wanted`` (published
+    every second)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         packet = watcher.recv(timeout=deadline - time.monotonic())
-        if packet.get("topic") == "$SYS/broker/store/state" and packet["payload"] == wanted:
+        if packet.get("topic") == topic and packet["payload"] == wanted:
             return
-    raise AssertionError(f"$SYS/broker/store/state never became {wanted!r}")
+    raise AssertionError(f"{topic} never became {wanted!r}")
 
 
 def test_compaction_failing_for_lack_of_descriptors_is_logged_and_survived(
@@ -85,14 +89,15 @@ def test_compaction_failing_for_lack_of_descriptors_is_logged_and_survived(
 ) -> None:
     store = tmp_path / "data"
     broker = broker_on(store, tmp_path, loop)
-    pid = broker.process.pid
+    pid = store_pid(broker, "keeper")  # whose journal compacts
+    state = sys_tree_of("keeper") + "store/state"
     soft, _ = resource.prlimit(pid, resource.RLIMIT_NOFILE)
     try:
         persistent_subscriber(broker, "keeper", "plant/#").close()
         watcher = RawClient(broker.host, broker.port, version=4)
         watcher.connect("watcher")
         watcher.send({"type": "subscribe", "packet_id": 1,
-                      "filters": [{"filter": "$SYS/broker/store/state", "qos": 0}]})  # fmt: skip
+                      "filters": [{"filter": state, "qos": 0}]})  # fmt: skip
         assert watcher.recv()["type"] == "suback"
         publisher = Publisher(broker)
         publisher.publish_until(broker, "store compacted")
@@ -101,13 +106,13 @@ def test_compaction_failing_for_lack_of_descriptors_is_logged_and_survived(
         publisher.publish_until(broker, "store compaction failed")
         failure = next(line for line in broker.log().splitlines() if "compaction failed" in line)
         assert "Too many open files" in failure, failure
-        wait_for_store_state(watcher, b"failing")
+        wait_for_store_state(watcher, state, b"failing")
         for _ in range(50):
             publisher.publish()  # acknowledged while compaction fails
 
         set_open_files_limit(pid, soft)
         publisher.publish_until(broker, "store recovered")
-        wait_for_store_state(watcher, b"ok")
+        wait_for_store_state(watcher, state, b"ok")
         publisher.client.close()
         watcher.close()
     finally:

@@ -129,7 +129,7 @@ def test_check_config_shows_workers(tmp_path: Path) -> None:
 
 
 def test_the_identity_travels_through_the_environment() -> None:
-    identity = ShardIdentity(1, 3, 10, (11, 12, 13), 14, (15, 16, 17), 18)
+    identity = ShardIdentity(1, 3, 10, (11, 12, 13), 14, (15, 16, 17), 18, 19)
     assert ShardIdentity.from_env({"FERROMQ_SHARD": identity.to_env()}) == identity
-    assert identity.inherited_fds() == (10, 11, 12, 13, 14, 15, 16, 17, 18)
+    assert identity.inherited_fds() == (10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
     assert ShardIdentity.from_env({}) is None

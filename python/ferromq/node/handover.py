@@ -19,8 +19,9 @@ wires them):
   :class:`Handed` header: the listener, the framing, the client's address (the PROXY
   header's on a proxy listener, which is why those need no relay) and the bytes read so
   far. The local transport is aborted and its admission slot given back. The owner
-  (:class:`HandoverReceiver`) admits the connection as at accept and makes the
-  listener's MQTT protocol around the socket, fed those bytes first.
+  (:class:`HandoverReceiver`) takes the slot over without deciding again (the limits
+  are the node's, :mod:`ferromq.admission`) and makes the listener's MQTT protocol
+  around the socket, fed those bytes first.
 - **Relay** (``tls``, ``ws`` and ``wss``, whose TLS or WebSocket state cannot move, and a
   first read too large for one message): one end of a socketpair is handed over as
   above, its header also carrying, on a listener with ``require_certificate``, the

@@ -2,6 +2,8 @@
 the descriptors it inherits from the supervisor.
 
 - ``bus_fd``: the memfd holding every pair's ring (``ferromq._core.Bus``).
+- ``counters_fd``: the memfd holding the node's admission counters
+  (``ferromq._core.NodeCounters``, :mod:`ferromq.admission`); -1 when there are none.
 - ``wake_fds[k]``: shard *k*'s eventfd; a producer writes it when *k* parked.
 - ``handover_receive``: this shard's end of its ``SOCK_SEQPACKET`` pair, on which the
   other shards send the connections whose client id it owns (``handover_send[k]`` is
@@ -37,6 +39,7 @@ class ShardIdentity:
     handover_receive: int
     handover_send: tuple[int, ...]
     supervisor_fd: int = -1
+    counters_fd: int = -1
 
     def to_env(self) -> str:
         return ";".join(
@@ -47,6 +50,7 @@ class ShardIdentity:
                 str(self.handover_receive),
                 ",".join(map(str, self.handover_send)),
                 str(self.supervisor_fd),
+                str(self.counters_fd),
             )
         )
 
@@ -57,11 +61,20 @@ class ShardIdentity:
         text = environ.get(ENV)
         if not text:
             return None
-        where, bus, wake, receive, send, supervisor = text.split(";")
+        where, bus, wake, receive, send, supervisor, counters = text.split(";")
         index, count = (int(part) for part in where.split("/"))
-        return cls(index, count, int(bus), _fds(wake), int(receive), _fds(send), int(supervisor))
+        return cls(
+            index,
+            count,
+            int(bus),
+            _fds(wake),
+            int(receive),
+            _fds(send),
+            int(supervisor),
+            int(counters),
+        )
 
     def inherited_fds(self) -> tuple[int, ...]:
         """Every descriptor the shard must inherit (for ``pass_fds``)."""
-        own = (self.supervisor_fd,) if self.supervisor_fd >= 0 else ()
+        own = tuple(fd for fd in (self.supervisor_fd, self.counters_fd) if fd >= 0)
         return (self.bus_fd, *self.wake_fds, self.handover_receive, *self.handover_send, *own)

@@ -5,7 +5,8 @@ so a problem is one line and today's exit status, not one per shard: the listene
 addresses are free (bound without ``SO_REUSEPORT`` and closed again: exit 4, before
 anything is created on disk) and the embedded store is not another node's (it holds
 ``storage.path``'s lock for its life: exit 3). Then it makes what the shards share —
-the bus (``Bus.create``: one memfd for every pair's ring), one eventfd per shard for
+the bus (``Bus.create``: one memfd for every pair's ring), the admission counters
+(``NodeCounters.create``: one memfd, :mod:`ferromq.admission`), one eventfd per shard for
 wake-ups, one ``SOCK_SEQPACKET`` pair per shard for connection hand-overs — and starts
 each shard as ``python -m ferromq serve <the same arguments>`` with its
 :class:`~ferromq.node.identity.ShardIdentity` in ``FERROMQ_SHARD`` and those
@@ -58,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ferromq import sd_notify
-from ferromq._core import Bus
+from ferromq._core import Bus, NodeCounters
 from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.config import Config, ConfigError, listener_path
 from ferromq.listener import ListenError, bind_sockets
@@ -84,6 +85,9 @@ DEATHS_WINDOW: Final = 60.0
 STOP_TIMEOUT: Final = 60.0
 """Seconds a shard has to stop gracefully before it is killed."""
 EXIT_SHARDS_FAILING: Final = 1
+COUNTER_SLOTS: Final = 1 << 20
+"""Keys the node's admission counters hold (16 bytes each, plus 4 per shard; the memfd's
+pages are allocated as keys touch them): listeners, addresses and user names seen."""
 LOG_LINE_LIMIT: Final = 1024 * 1024
 """Bytes of one line a shard writes to its stderr (a record with its traceback)."""
 
@@ -188,8 +192,19 @@ class Supervisor:
         self._keep = [sock for pair in pairs for sock in pair]  # open for restarts
         send = tuple(pair[1].fileno() for pair in pairs)
         bus_fd = Bus.create(count, ring_capacity(count))
+        counters_fd = NodeCounters.create(COUNTER_SLOTS, count)
         self.shards = [
-            _Shard(ShardIdentity(k, count, bus_fd, wake_fds, pairs[k][0].fileno(), send))
+            _Shard(
+                ShardIdentity(
+                    k,
+                    count,
+                    bus_fd,
+                    wake_fds,
+                    pairs[k][0].fileno(),
+                    send,
+                    counters_fd=counters_fd,
+                )
+            )
             for k in range(count)
         ]
         self._stop = asyncio.Event()

@@ -14,12 +14,16 @@ anywhere receives both trees at each interval. Retained ``$SYS`` messages stay o
 shard that published them (the engine neither journals nor replicates ``$SYS/``): a
 client that subscribes on another shard than shard 0 gets the node's tree at its next
 publication, within one interval, and its own shard's at once. One connection per
-shard per interval: never per message.
+shard per interval: never per message. A shard out of file descriptors cannot accept
+shard 0's connection: it tries again after :data:`TIMEOUT` (no traceback: the line
+of whatever ran out says so), shard 0 counts it with the last figures it gave, and
+the shard's own tree still says how its store is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -46,7 +50,7 @@ class ShardSys:
         self._figures = figures
         self._node = os.getppid() if node is None else node
         self._last: dict[int, Figures] = {}
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Task[None] | None = None
 
     def _address(self, index: int) -> str:
         return private_address(self._node, "sys", index)
@@ -54,16 +58,28 @@ class ShardSys:
     async def start(self) -> None:
         """Serve this shard's figures. Raises :class:`~ferromq.listener.ListenError`."""
         sock = bind_private("shard $SYS socket", self._address(self._shard.index))
-        self._server = await asyncio.start_unix_server(self._answer, sock=sock)
+        self._server = asyncio.create_task(self._serve(sock))
 
     async def close(self) -> None:
         if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+            self._server.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._server
 
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(json.dumps(self._figures().to_json()).encode())
-        writer.close()
+    async def _serve(self, sock: socket.socket) -> None:
+        """Answer each connection with this shard's figures, one at a time."""
+        loop = asyncio.get_running_loop()
+        with sock:
+            while True:
+                try:
+                    connection, _ = await loop.sock_accept(sock)
+                except OSError:  # out of descriptors: shard 0 counts the last figures
+                    await asyncio.sleep(TIMEOUT)
+                    continue
+                with connection, contextlib.suppress(OSError):  # shard 0 gave up waiting
+                    connection.setblocking(False)
+                    document = json.dumps(self._figures().to_json()).encode()
+                    await loop.sock_sendall(connection, document)
 
     async def messages(self) -> list[tuple[str, bytes]]:
         """This interval's publications: this shard's tree, on shard 0 the node's too."""

@@ -23,9 +23,9 @@ use pyo3::prelude::*;
 
 use crate::engine::Engine;
 use crate::errors;
+use crate::shared_memory::{Header, Region, HEADER};
 
 const MAGIC: [u8; 4] = *b"FMQB";
-const HEADER: usize = 64;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Bus>()?;
@@ -34,42 +34,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 fn region_len(count: usize, capacity: usize) -> usize {
     HEADER + count * count * Ring::region_size(capacity)
-}
-
-/// A shared mapping, unmapped when dropped.
-struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
-}
-
-impl Mapping {
-    fn map(fd: i32, len: usize) -> PyResult<Mapping> {
-        // SAFETY: a fresh shared mapping of `len` bytes of `fd`; checked below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(errors::os_error("mmap"));
-        }
-        Ok(Mapping {
-            base: NonNull::new(base.cast()).expect("mmap returned null"),
-            len,
-        })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
-    }
 }
 
 #[pyclass(module = "ferromq._core", unsendable)]
@@ -81,7 +45,7 @@ pub(crate) struct Bus {
     backlog: Vec<VecDeque<Bytes>>,
     max_record: usize,
     // Last: the rings point into it.
-    _mapping: Mapping,
+    _region: Region,
 }
 
 #[pymethods]
@@ -98,51 +62,26 @@ impl Bus {
                 "ring_capacity must be a power of two of at least 4096",
             ));
         }
-        let len = region_len(usize::from(count), ring_capacity);
-        // SAFETY: plain system calls on a descriptor this function owns until it returns.
-        let fd = unsafe { libc::memfd_create(c"ferromq-bus".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(errors::os_error("memfd_create"));
-        }
-        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-            let error = errors::os_error("ftruncate");
-            unsafe { libc::close(fd) };
-            return Err(error);
-        }
-        let mapping = Mapping::map(fd, len).inspect_err(|_| unsafe {
-            libc::close(fd);
-        })?;
-        // SAFETY: the header lies within the fresh mapping.
-        unsafe {
-            let header = std::slice::from_raw_parts_mut(mapping.base.as_ptr(), HEADER);
-            header[..4].copy_from_slice(&MAGIC);
-            header[4..6].copy_from_slice(&count.to_le_bytes());
-            header[8..16].copy_from_slice(&(ring_capacity as u64).to_le_bytes());
-        }
-        Ok(fd)
+        Region::create(
+            c"ferromq-bus",
+            region_len(usize::from(count), ring_capacity),
+            Header {
+                magic: MAGIC,
+                count,
+                size: ring_capacity as u64,
+            },
+        )
     }
 
     /// Map the region of `fd` as shard `index` of `count`.
     #[new]
     fn new(fd: i32, index: u16, count: u16) -> PyResult<Bus> {
-        // SAFETY: fstat into a zeroed struct.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut stat) } != 0 {
-            return Err(errors::os_error("fstat"));
-        }
-        let len = stat.st_size as usize;
-        if len < HEADER {
-            return Err(errors::bad_argument("bus region too small"));
-        }
-        let mapping = Mapping::map(fd, len)?;
-        // SAFETY: the header lies within the mapping (len >= HEADER).
-        let header = unsafe { std::slice::from_raw_parts(mapping.base.as_ptr(), HEADER) };
-        let stored_count = u16::from_le_bytes([header[4], header[5]]);
-        let capacity = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")) as usize;
-        if header[..4] != MAGIC
-            || stored_count != count
+        let (region, header) = Region::attach(fd)?;
+        let capacity = header.size as usize;
+        if header.magic != MAGIC
+            || header.count != count
             || index >= count
-            || len != region_len(usize::from(count), capacity)
+            || region.len() != region_len(usize::from(count), capacity)
         {
             return Err(errors::bad_argument(format!(
                 "bus region is not one for shard {index} of {count}"
@@ -155,7 +94,7 @@ impl Bus {
             // (from, to) is shard `from`, its one reader shard `to`.
             unsafe {
                 Ring::from_raw(
-                    NonNull::new(mapping.base.as_ptr().add(at)).expect("inside mapping"),
+                    NonNull::new(region.base().as_ptr().add(at)).expect("inside mapping"),
                     Ring::region_size(capacity),
                 )
             }
@@ -177,7 +116,7 @@ impl Bus {
                 .collect(),
             backlog: (0..count).map(|_| VecDeque::new()).collect(),
             max_record: max_record(capacity),
-            _mapping: mapping,
+            _region: region,
         })
     }
 

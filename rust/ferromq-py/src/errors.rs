@@ -24,8 +24,7 @@ use ferromq_core::topic::IndexError;
 use ferromq_core::transport::proxy::ProxyError;
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyIndexError, PyLookupError, PyMemoryError, PyOSError, PyPermissionError, PyRuntimeError,
-    PyValueError,
+    PyIndexError, PyLookupError, PyMemoryError, PyPermissionError, PyRuntimeError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -208,8 +207,9 @@ pub(crate) fn admin_error(py: Python<'_>, err: AdminError) -> PyErr {
     }
 }
 
-/// A system call the bus's shared memory needs failed (`what` names it).
+/// A system call a node's shared memory needs failed (`what` names it): the `OSError`
+/// subclass of its kind.
 pub(crate) fn os_error(what: &str) -> PyErr {
     let error = std::io::Error::last_os_error();
-    PyOSError::new_err(format!("bus: {what}: {error}"))
+    std::io::Error::new(error.kind(), format!("shared memory: {what}: {error}")).into()
 }

@@ -392,12 +392,16 @@ impl Engine {
         }
         report.valid_len = reader.valid_len();
         report.damaged = reader.damaged().to_vec();
-        report.messages = restoring.values().map(|r| r.deliveries.len()).sum();
         // A shard keeps the sessions (and group queues) it owns: on a node restarted
         // with another number of shards it reads the journals of the old layout.
-        let (group_queues, sessions): (Vec<_>, Vec<_>) = restoring
+        // It reports what it kept, so the shards' reports add up to the node's.
+        let owned: Vec<_> = restoring
             .into_iter()
             .filter(|(client, _)| self.owns(client))
+            .collect();
+        report.messages = owned.iter().map(|(_, r)| r.deliveries.len()).sum();
+        let (group_queues, sessions): (Vec<_>, Vec<_>) = owned
+            .into_iter()
             .partition(|(client, _)| group_of_journal_name(client).is_some());
         report.sessions = sessions.len();
         for (client, restored) in sessions {
