@@ -100,10 +100,13 @@ impl Engine {
             self.journal
                 .session(name, u32::MAX, ClientType::Application);
         }
+        // Members here only: another shard's pseudo-member reports its own.
         let online: Vec<u32> = self
             .index
             .members(group)
-            .filter(|&member| self.index.is_client_online(member))
+            .filter(|&member| {
+                super::shards::remote_shard(member).is_none() && self.index.is_client_online(member)
+            })
             .collect();
         for member in online {
             self.stream_member_event(member, share_filter, true);
@@ -140,7 +143,7 @@ impl Engine {
     }
 
     fn stream_member_event(&mut self, session: u32, share_filter: &str, online: bool) {
-        if let Some(state) = self.sessions[session as usize].as_ref() {
+        if let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) {
             self.events.push(Event::StreamMember {
                 client: state.client_id.to_string(),
                 share_filter: share_filter.to_owned(),
