@@ -417,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a node's shards run
+    if args.command == "serve":
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what a node's shards run
     status: int = args.handler(args)
     return status
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ferromq import bench
-from ferromq.cli import build_parser
+from ferromq.cli import build_parser, main
 
 
 def test_the_command_line_becomes_a_generator_config() -> None:
@@ -21,3 +23,12 @@ def test_the_command_line_becomes_a_generator_config() -> None:
         "sub_qos": 1,
         "progress": False,
     }
+
+
+def test_the_typed_command_reaches_the_generator(capsys: pytest.CaptureFixture[str]) -> None:
+    # Through `main`, as a user types it: nothing `serve` needs leaks into the config
+    # (the generator refuses unknown fields). No broker listens on port 1.
+    status = main(["bench", "p2p", "--port", "1", "--pairs", "1", "--duration", "0.2"])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert "could not connect" in err and "invalid config" not in err
