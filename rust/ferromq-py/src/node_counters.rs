@@ -55,12 +55,7 @@ fn region_len(slots: usize, shards: usize) -> usize {
 
 /// FNV-1a 64 of the key, never 0 (the empty slot).
 fn hash(key: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in key.bytes() {
-        h ^= u64::from(byte);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h.max(1)
+    ferromq_core::bus::fnv1a(key.as_bytes()).max(1)
 }
 
 fn millis(seconds: f64) -> u64 {

@@ -5,16 +5,20 @@
 //!   byte ring in shared memory, written in batches once per loop tick.
 pub mod ring;
 
-/// The shard of `count` that owns `client_id`: FNV-1a (64-bit) of its UTF-8 bytes,
-/// modulo `count`. Stable across processes, builds and restarts, since every shard,
-/// the accept path and a restart with another number of shards must agree on it.
+/// FNV-1a (64-bit) of `data`: the same in every process, build and restart, unlike
+/// SipHash keys. Shard owners, shared-group topic hashes and the node's admission
+/// counters all hash with it.
+pub fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The shard of `count` that owns `client_id`: [`fnv1a`] of its UTF-8 bytes, modulo
+/// `count`. Stable across processes, builds and restarts, since every shard, the
+/// accept path and a restart with another number of shards must agree on it.
 pub fn shard_of(client_id: &str, count: u16) -> u16 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in client_id.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash % u64::from(count.max(1))) as u16
+    (fnv1a(client_id.as_bytes()) % u64::from(count.max(1))) as u16
 }
 
 #[cfg(test)]

@@ -119,9 +119,7 @@ fn mix(mut x: u64) -> u64 {
 /// FNV-1a over the topic: deterministic across processes, unlike SipHash keys, so a
 /// cluster of nodes hashes a topic to the same member position.
 pub(crate) fn topic_hash(topic: &str) -> u64 {
-    topic.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    crate::bus::fnv1a(topic.as_bytes())
 }
 
 impl Picker {
