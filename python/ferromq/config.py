@@ -714,6 +714,27 @@ class KafkaConfig:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """``[cluster]``: this node as one of many on Kafka and Redis, with no links between
+    nodes (docs/cluster.md). Set ``node_id`` to join; the sessions then live in Redis at
+    ``redis`` (``storage.backend`` becomes ``"redis"``, ``[redis]`` still tunes it) and the
+    nodes route to each other through Kafka at ``kafka``."""
+
+    node_id: str = _setting("", _Text(allow_empty=True))
+    """This node's name in the cluster, unique and stable across its restarts (letters,
+    digits, ``_`` and ``-``); empty (the default): not clustered."""
+    kafka: str = _setting("", _Text(allow_empty=True))
+    """The Kafka bootstrap servers, a comma-separated ``host:port`` list."""
+    redis: str = _setting("", _Text(allow_empty=True))
+    """The Redis holding sessions, ownership and membership:
+    ``redis://[user:password@]host:port/db``; any one node of a Redis Cluster with
+    ``redis.cluster = true``."""
+    topic_prefix: str = _setting("ferromq.cluster.", _Text())
+    """Put before the cluster's Kafka topics (``<prefix>subscriptions``,
+    ``<prefix>node.<node id>``); clusters sharing a Kafka need different ones."""
+
+
+@dataclass(frozen=True)
 class Mqtt5Config:
     """``[mqtt5]``: the optional MQTT features the broker offers, announced to v5 clients
     in CONNACK (only where they differ from the protocol's default) and enforced for every
@@ -1049,6 +1070,7 @@ class Config:
     bans: BansConfig = field(default_factory=BansConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
     stream: StreamConfig = field(default_factory=StreamConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
 _SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
@@ -1290,6 +1312,7 @@ def _check(config: Config) -> Config:
     _check_log(config.log)
     _check_admin(config.admin)
     _check_stream(config.stream)
+    config = _join_cluster(config)
     session = config.session
     if session.queue_limit + config.limits.max_inflight >= 0xFFFF:
         raise ConfigError(
@@ -1314,6 +1337,48 @@ def _check(config: Config) -> Config:
             "the characters Kafka allows in topic names: a-z A-Z 0-9 . _ -"
         )
     return config
+
+
+_NODE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _join_cluster(config: Config) -> Config:
+    """A clustered node's settings: its sessions in Redis at ``cluster.redis``, one shard
+    (docs/cluster.md, "Limits"); unchanged when not clustered."""
+    cluster = config.cluster
+    if not cluster.node_id:
+        for key in ("kafka", "redis"):
+            if getattr(cluster, key):
+                raise ConfigError(f"cluster.{key}: set, but cluster.node_id is empty")
+        return config
+    if _NODE_ID.fullmatch(cluster.node_id) is None:
+        raise ConfigError(
+            f"cluster.node_id: {_quote(cluster.node_id)} must be 1 to 64 letters, digits, _ or -"
+        )
+    for key, what in (("kafka", "Kafka bootstrap servers"), ("redis", "a Redis URL")):
+        if not getattr(cluster, key):
+            raise ConfigError(f"cluster.{key}: a clustered node needs {what}")
+    if _KAFKA_TOPIC_CHARS.fullmatch(cluster.topic_prefix) is None:
+        raise ConfigError(
+            f"cluster.topic_prefix: {_quote(cluster.topic_prefix)} must be at most 100 of "
+            "the characters Kafka allows in topic names: a-z A-Z 0-9 . _ -"
+        )
+    if config.storage.backend == "memory":
+        raise ConfigError(
+            'storage.backend: "memory" cannot hold a cluster\'s sessions; a clustered '
+            "node keeps them in Redis (cluster.redis)"
+        )
+    if config.server.workers not in ("auto", 1):
+        raise ConfigError(
+            f"server.workers: {config.server.workers} with cluster.node_id; a clustered "
+            'node runs one shard for now (docs/cluster.md, "Limits")'
+        )
+    return replace(
+        config,
+        server=replace(config.server, workers=1),
+        storage=replace(config.storage, backend="redis"),
+        redis=replace(config.redis, url=cluster.redis),
+    )
 
 
 def _check_log(log: LogConfig) -> None:
