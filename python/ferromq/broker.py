@@ -101,11 +101,12 @@ from ferromq.storage import Store, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
-from ferromq.sys_topics import Figures, sys_messages
+from ferromq.sys_topics import PREFIX, Figures, sys_messages
 
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
     from ferromq.admin import AdminServer
+    from ferromq.cluster.report import ClusterView
     from ferromq.node.bus_pump import BusPump
     from ferromq.node.sys_figures import ShardSys
     from ferromq.storage.kafka_shared import StreamedGroups
@@ -206,6 +207,8 @@ class Broker:
         self._stream_sink: StreamSink | None = None
         self._stream_take_scheduled = False
         self._admin: AdminServer | None = None
+        self.cluster: ClusterView | None = None
+        """This node in its cluster (``[cluster]``); None when not clustered."""
         self.admission = Admission(
             config,
             load_bans(config.bans),
@@ -617,6 +620,10 @@ class Broker:
             messages = (
                 sys_messages(self.figures()) if shard_sys is None else await shard_sys.messages()
             )
+            if self.cluster is not None:
+                from ferromq.cluster import report  # a clustered node has redis
+
+                messages += report.sys_messages(await report.cluster_report(self.cluster), PREFIX)
             now = self.hub.now()
             for topic, payload in messages:
                 self.engine.publish(topic, payload, 0, True, now)
