@@ -101,7 +101,7 @@ from ferromq.storage import Store, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
-from ferromq.sys_topics import Figures, sys_messages
+from ferromq.sys_topics import PREFIX, Figures, sys_messages
 
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
@@ -642,6 +642,10 @@ class Broker:
             messages = (
                 sys_messages(self.figures()) if shard_sys is None else await shard_sys.messages()
             )
+            if self.cluster is not None:
+                from ferromq.cluster import report  # a clustered node has redis
+
+                messages += report.sys_messages(await report.cluster_report(self.cluster), PREFIX)
             now = self.hub.now()
             for topic, payload in messages:
                 self.engine.publish(topic, payload, 0, True, now)

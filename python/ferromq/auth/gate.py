@@ -188,7 +188,9 @@ class AuthGate:
             self._engine.complete_auth(conn, token, outcome.reason, now)
         self._hub.flush()
 
-    async def _claimed(self, conn: int, token: int, outcome: Outcome) -> Outcome:
+    async def _claimed(
+        self, conn: int, token: int, outcome: Accept | Reject | Challenge
+    ) -> Accept | Reject | Challenge:
         """A first CONNECT accepted on a clustered node: its client id claimed (an empty
         one is assigned by this node, unique to it)."""
         state = self._connections.get(conn)

@@ -59,5 +59,5 @@ def redis_client(config: Config) -> Redis | RedisCluster:
         "socket_timeout": redis.command_timeout,
     }
     if redis.cluster:
-        return RedisCluster.from_url(config.cluster.redis, **options)  # type: ignore[arg-type]
+        return RedisCluster.from_url(config.cluster.redis, **options)
     return Redis.from_url(config.cluster.redis, **options)  # type: ignore[arg-type]

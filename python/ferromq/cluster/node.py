@@ -89,7 +89,7 @@ class ClusterNode:
         """Before the store restores. Raises :class:`StoreUnavailable` naming Kafka or
         Redis."""
         try:
-            await self._redis.ping()  # type: ignore[misc]
+            await self._redis.ping()
         except (RedisError, OSError) as exc:
             raise StoreUnavailable(
                 f"cluster: Redis at {self._store.where} unreachable: {exc}"

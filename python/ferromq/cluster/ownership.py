@@ -75,6 +75,10 @@ return 0
 LoadClients = Callable[[list[str]], Awaitable[bytes]]
 
 
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 class ClaimFailed(Exception):
     """The client id could not be made this node's (Redis unreachable, say)."""
 
@@ -135,8 +139,8 @@ class Ownership:
 
     async def owned_clients(self) -> list[str]:
         """The client ids this node owns (what it restores at start)."""
-        owned = await self._redis.smembers(self._owned(self.node_id))  # type: ignore[misc]
-        return sorted(owned)
+        owned = await self._redis.smembers(self._owned(self.node_id))
+        return sorted(map(_text, owned))
 
     async def start(self) -> None:
         await self._pubsub.subscribe(self._channel(self.node_id))
@@ -150,7 +154,7 @@ class Ownership:
         for task in self._adopting.values():
             task.cancel()
         with contextlib.suppress(Exception):
-            await self._pubsub.aclose()
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
 
     # -- claims ---------------------------------------------------------------------
 
@@ -164,16 +168,17 @@ class Ownership:
 
     async def _claim(self, client_id: str) -> None:
         key = owner_key(self._key_prefix, client_id)
-        owner = await self._redis.get(key)
-        if owner not in (None, self.node_id) and not await self._is_alive(owner):
+        owner = _text(await self._redis.get(key) or "")
+        if owner not in ("", self.node_id) and not await self._is_alive(owner):
             await self._adopt_or_wait(owner, key)
-        previous = await self._redis.eval(_CLAIM, 1, key, self.node_id)  # type: ignore[misc]
+        claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
+        previous = None if claimed is None else _text(claimed)
         if previous == self.node_id:
             return
-        await self._redis.sadd(self._owned(self.node_id), client_id)  # type: ignore[misc]
+        await self._redis.sadd(self._owned(self.node_id), client_id)
         if previous is None:
             return
-        await self._redis.srem(self._owned(previous), client_id)  # type: ignore[misc]
+        await self._redis.srem(self._owned(previous), client_id)
         if await self._is_alive(previous):
             await self._request_release(previous, client_id)
         # else: it died between the two reads; what it had stored is in Redis.
@@ -250,7 +255,7 @@ class Ownership:
         if await self.try_adopt(dead):
             return
         deadline = time.monotonic() + ADOPTION_WAIT
-        while await self._redis.get(key) == dead and time.monotonic() < deadline:
+        while _text(await self._redis.get(key) or "") == dead and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
     async def try_adopt(self, dead: str) -> bool:
@@ -264,15 +269,15 @@ class Ownership:
 
     async def adopt(self, dead: str) -> None:
         """Take over every session of the dead node ``dead`` and read its topic."""
-        clients = sorted(await self._redis.smembers(self._owned(dead)))  # type: ignore[misc]
+        clients = sorted(map(_text, await self._redis.smembers(self._owned(dead))))
         moved = []
         for client_id in clients:
             key = owner_key(self._key_prefix, client_id)
-            if await self._redis.eval(_ADOPT, 1, key, dead, self.node_id):  # type: ignore[misc]
+            if await self._redis.eval(_ADOPT, 1, key, dead, self.node_id):
                 moved.append(client_id)
         if moved:
-            await self._redis.sadd(self._owned(self.node_id), *moved)  # type: ignore[misc]
-            await self._redis.srem(self._owned(dead), *moved)  # type: ignore[misc]
+            await self._redis.sadd(self._owned(self.node_id), *moved)
+            await self._redis.srem(self._owned(dead), *moved)
             data = await self._load_clients(moved)
             if data:
                 self._engine.restore(data, self._hub.now())
