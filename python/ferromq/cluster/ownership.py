@@ -7,8 +7,10 @@
   moves between the nodes' ``owned:<node>`` sets (what a node restores at start).
 - **Takeover across nodes.** When the previous owner is alive it is asked, on its
   Redis control channel, to release the client: it closes the client's connection
-  with 0x8E (``Engine.evict``), drops the session from memory without ending it in the
-  store, waits until its store has everything journaled for it and answers. This node
+  with 0x8E (``Engine.evict``), leaves the session's queue and window to the store,
+  waits until its store has everything journaled for it and answers; for
+  ``MOVE_GRACE`` seconds it keeps a forwarding stub that sends the new owner what
+  still reaches it for the session (engine/cluster.rs). This node
   then loads the session from Redis (``RedisStore.load_clients``) into its engine,
   and the CONNECT goes on as a resumption [MQTT-3.1.2-5] or a clean start.
 - **A dead owner is adopted.** When the previous owner is dead (no heartbeat), the
@@ -55,6 +57,9 @@ ADOPTION_WAIT: Final = 30.0
 #: An adopted node's topic is read until it has been quiet this long after the
 #: adopter tombstoned the node's subscriptions.
 ADOPTION_QUIET: Final = 10.0
+#: A moved session's forwarding stub lives this long on its old owner: longer than
+#: other nodes take to read the new owner's subscription keys.
+MOVE_GRACE: Final = 5.0
 POLL: Final = 0.005
 
 # KEYS[1] the owner key; ARGV[1] the claiming node. Returns the previous owner.
@@ -237,7 +242,9 @@ class Ownership:
 
     async def _release(self, client_id: str, to: str, request: str) -> None:
         """Another node claimed ``client_id``: hand the session over through the store."""
-        batch = self._engine.evict(client_id, self._hub.now())
+        batch = self._engine.evict(
+            client_id, self._bus.slot_of(to), round(MOVE_GRACE * 1000), self._hub.now()
+        )
         self._hub.flush()
         if batch:
             while not self._engine.journal_confirmed(batch):

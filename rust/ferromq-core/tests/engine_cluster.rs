@@ -229,7 +229,7 @@ fn an_evicted_session_is_taken_over_and_stays_in_the_store() {
     let stored_before = node.store.as_ref().unwrap().len();
     let batch = node
         .engine
-        .evict("mover", node.now)
+        .evict("mover", 1, 5_000, node.now)
         .expect("the session is here");
     node.pump();
     assert!(node.engine.journal_confirmed(batch));
@@ -244,9 +244,12 @@ fn an_evicted_session_is_taken_over_and_stays_in_the_store() {
         stored_before,
         "the session's end is not journaled: the new owner reads it from the store"
     );
-    assert_eq!(node.engine.evict("mover", node.now), None);
     cluster.tick();
-    assert_eq!(cluster.nodes[1].engine.peer_filters(cluster.slot[1]), 0);
+    assert_eq!(
+        cluster.nodes[1].engine.peer_filters(cluster.slot[1]),
+        1,
+        "the forwarding stub keeps the filter routed here"
+    );
 }
 
 #[test]
@@ -281,4 +284,47 @@ fn assigned_client_ids_carry_the_node() {
     };
     let assigned = format!("{:?}", connack.properties);
     assert!(assigned.contains("ferromq-a-"), "{assigned}");
+}
+
+#[test]
+fn what_reaches_the_old_owner_during_a_move_is_forwarded_to_the_new_one() {
+    let mut cluster = Cluster::new();
+    let (mut old, _) = cluster.nodes[0].connect(with_expiry(connect("mover", V5, false), 600));
+    cluster.nodes[0].send(&old, subscribe(1, "m/#", QoS::AtLeastOnce));
+    cluster.nodes[0].pump();
+    cluster.nodes[0].recv(&mut old);
+    // Node 1 claims the client; node 0 evicts it towards node 1's slot.
+    let to = cluster.slot[0];
+    let now = cluster.nodes[0].now;
+    cluster.nodes[0].engine.evict("mover", to, 5_000, now);
+    cluster.nodes[0].pump();
+    let (mut new, _) = cluster.nodes[1].connect(with_expiry(connect("mover", V5, false), 600));
+    cluster.nodes[1].send(&new, subscribe(1, "m/#", QoS::AtLeastOnce));
+    cluster.nodes[1].pump();
+    cluster.nodes[1].recv(&mut new);
+    // Published on node 0 before node 0 has read node 1's key.
+    let publisher = connected(&mut cluster.nodes[0], "pub", V5);
+    cluster.nodes[0].send(
+        &publisher,
+        publish("m/2", b"during", QoS::AtLeastOnce, 1, false),
+    );
+    cluster.nodes[0].pump();
+    cluster.tick();
+    cluster.deliver();
+    assert!(
+        payloads(&cluster.nodes[1].recv(&mut new)).is_empty(),
+        "held by the stub until its grace period ends"
+    );
+    cluster.nodes[0].advance(5_000);
+    cluster.tick();
+    cluster.deliver();
+    assert_eq!(
+        payloads(&cluster.nodes[1].recv(&mut new)),
+        vec![b"during".to_vec()]
+    );
+    assert_eq!(
+        cluster.nodes[0].engine.evict("mover", to, 5_000, now),
+        None,
+        "the stub ended"
+    );
 }

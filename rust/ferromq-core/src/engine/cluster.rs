@@ -21,9 +21,17 @@
 //!   subscription topic's round the same way.
 //! - **Sessions move between nodes** (`cluster/ownership.py`): the node a client
 //!   reaches claims its client id in Redis; the previous owner [`Engine::evict`]s the
-//!   session (0x8E to its connection, the session dropped from memory without
-//!   journaling its end), waits until the store has everything journaled for it, and
-//!   the new owner restores it from Redis (`Engine::restore`).
+//!   session (0x8E to its connection; what it had queued and in flight is in the store,
+//!   which the new owner restores it from, `Engine::restore`), waits until the store
+//!   has everything journaled for it, and answers.
+//! - **A moved session leaves a forwarding stub** for a grace period: the old owner
+//!   keeps its subscriptions (so its key in the subscription topic stays, and other
+//!   nodes keep routing its filters here until they have read the new owner's key)
+//!   and queues what matches, unjournaled; when the grace period ends the queue goes
+//!   to the new owner as `ENQUEUE` records for that client, delivered there to the
+//!   session alone, and the stub ends. So nothing published while the move spreads
+//!   through the subscription topic is lost; what reached both nodes meanwhile is
+//!   delivered twice (at least once, as a QoS 1 retry would be).
 
 use std::collections::HashMap;
 
@@ -44,6 +52,8 @@ pub(super) struct ClusterIndex {
     /// (filter, present) in the order they happened; a later change of a filter
     /// replaces nothing: the topic keeps the last.
     changes: Vec<(Box<str>, bool)>,
+    /// Forwarding stubs of moved sessions: (until, session, client id, new owner's slot).
+    stubs: Vec<(u64, u32, Box<str>, u16)>,
 }
 
 impl ClusterIndex {
@@ -81,6 +91,7 @@ impl Engine {
             slot,
             filters: HashMap::new(),
             changes: Vec::new(),
+            stubs: Vec::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
             if state.is_some() {
@@ -195,13 +206,14 @@ impl Engine {
         })
     }
 
-    /// Another node claimed `client_id`: its connection here (if any) is closed with
-    /// 0x8E Session taken over [MQTT-3.1.4-3], and its session leaves this node
-    /// without its end being journaled, so the store keeps it for the new owner
-    /// (a session that ends with its connection ends as usual). Returns the journal
-    /// batch the store must confirm before the new owner reads the session (0: none
-    /// is pending), or None when there is no such session here.
-    pub fn evict(&mut self, client_id: &str, now: u64) -> Option<u64> {
+    /// Another node (slot `to`) claimed `client_id`: its connection here (if any) is
+    /// closed with 0x8E Session taken over [MQTT-3.1.4-3]. A session that ends with its
+    /// connection ends as usual; a persistent one becomes a forwarding stub for
+    /// `grace_ms` (module header), its queue and in-flight window left to the store
+    /// for the new owner. Returns the journal batch the store must confirm before the
+    /// new owner reads the session (0: none is pending), or None when there is no such
+    /// session here.
+    pub fn evict(&mut self, client_id: &str, to: u16, grace_ms: u64, now: u64) -> Option<u64> {
         let session = self.by_client_id.get(client_id).copied()?;
         if let Some(conn) = self.sessions[session as usize]
             .as_ref()
@@ -210,18 +222,103 @@ impl Engine {
             self.disconnect_with(conn, ReasonCode::SessionTakenOver);
             self.close_connection(conn, DisconnectReason::TakenOver, now);
         }
-        if let Some(state) = self
+        let mark = self.journal.unconfirmed_batch().unwrap_or(0);
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
+            return Some(mark);
+        };
+        // The new owner reads these from the store; the stub starts empty.
+        drop(state.queue.take_where(|_| true));
+        state.inflight.clear();
+        state.inbound_qos2.clear();
+        state.pending_will = None;
+        state.journaled = false;
+        state.expires_at = None;
+        let client = state.client_id.clone();
+        if let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) {
+            cluster.stubs.push((now + grace_ms, session, client, to));
+        }
+        Some(mark)
+    }
+
+    /// Stubs whose grace period ended: their queues go to the new owners, they end.
+    pub(super) fn forward_moved(&mut self, now: u64) {
+        let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) else {
+            return;
+        };
+        if cluster.stubs.iter().all(|(until, ..)| *until > now) {
+            return;
+        }
+        let (due, kept) = std::mem::take(&mut cluster.stubs)
+            .into_iter()
+            .partition::<Vec<_>, _>(|(until, ..)| *until <= now);
+        cluster.stubs = kept;
+        for (_, session, client, to) in due {
+            let is_stub = self.sessions[session as usize]
+                .as_ref()
+                .is_some_and(|s| s.client_id == client && s.conn.is_none() && !s.journaled);
+            if is_stub {
+                self.forward_stub(session, to);
+            }
+        }
+    }
+
+    fn forward_stub(&mut self, session: u32, to: u16) {
+        let wall_offset = self.wall_offset;
+        let Some(mut state) = self
             .sessions
             .get_mut(session as usize)
             .and_then(Option::take)
+        else {
+            return;
+        };
+        let queued = state.queue.take_where(|_| true);
+        if let Some(outbox) = self
+            .shards
+            .as_mut()
+            .and_then(|shards| shards.outboxes.get_mut(usize::from(to)))
         {
-            self.free_sessions.push(session);
-            self.by_client_id.remove(&state.client_id);
-            self.shards_session_ended(session, &state.client_id);
-            self.index.remove_client(session);
-            self.forget_removed_groups();
+            for out in &queued {
+                outbox.enqueue(
+                    &state.client_id,
+                    0,
+                    0,
+                    &out.message,
+                    out.qos,
+                    out.retain,
+                    &out.subscription_ids,
+                    wall_offset,
+                );
+            }
         }
-        Some(self.journal.unconfirmed_batch().unwrap_or(0))
+        self.free_sessions.push(session);
+        self.by_client_id.remove(&state.client_id);
+        self.shards_session_ended(session, &state.client_id);
+        self.index.remove_client(session);
+        self.forget_removed_groups();
+    }
+
+    /// The session `client_id` here was restored or reconnected: it is no stub.
+    pub(super) fn cancel_stub(&mut self, session: u32) {
+        if let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) {
+            cluster.stubs.retain(|(_, stub, ..)| *stub != session);
+        }
+    }
+
+    /// Another node forwarded a moved session's delivery (`forward_stub`): it goes to
+    /// that session alone, if it is here.
+    pub(super) fn receive_forwarded(&mut self, out: super::Outgoing, client: &str, now: u64) {
+        match self.by_client_id.get(client).copied() {
+            Some(session) => {
+                self.deliver(session, out, now);
+            }
+            None => self
+                .stats
+                .count_drop(super::stats::DropReason::SessionMoved, 1),
+        }
     }
 
     /// The journal batch that holds everything journaled so far (0: the store has it

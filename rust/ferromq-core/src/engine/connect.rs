@@ -140,6 +140,9 @@ impl Engine {
                 self.close_connection(old, DisconnectReason::TakenOver, now);
             }
         }
+        if let Some(session) = existing {
+            self.cancel_stub(session);
+        }
         let (session, session_present) = match existing {
             Some(session) if !connect.clean_start => (session, true),
             Some(session) => {

@@ -603,6 +603,7 @@ impl Engine {
             Some(existing) => existing,
             None => self.create_session(&client, restored.expiry_interval),
         };
+        self.cancel_stub(session);
         let expiry = restored.expiry_interval;
         for (filter, (options, subscription_id)) in &restored.subscriptions {
             let Ok(options) = crate::codec::SubscriptionOptions::from_byte(*options) else {

@@ -636,6 +636,18 @@ impl Engine {
                     }
                     self.restore_retained(message);
                 }
+                Record::Enqueue {
+                    client,
+                    message_id,
+                    qos,
+                    retain,
+                    subscription_ids,
+                    ..
+                } => {
+                    let message = referenced(&last, message_id)?;
+                    let out = super::Outgoing::new(message, qos, retain, subscription_ids);
+                    self.receive_forwarded(out, &client, now);
+                }
                 _ => return Err(JournalError("not a bus record")),
             }
         }
