@@ -106,10 +106,11 @@ from ferromq.sys_topics import PREFIX, Figures, sys_messages
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
     from ferromq.admin import AdminServer
-    from ferromq.cluster.report import ClusterView
+    from ferromq.cluster.node import ClusterNode
     from ferromq.node.bus_pump import BusPump
     from ferromq.node.sys_figures import ShardSys
     from ferromq.storage.kafka_shared import StreamedGroups
+    from ferromq.storage.redis import RedisStore
 
 logger = logging.getLogger("ferromq.broker")
 
@@ -150,6 +151,16 @@ def store_from_config(config: Config, shard: ShardIdentity | None = None) -> Sto
         )
     if storage.application_store == "kafka":
         return application_split(primary, config)
+    return primary
+
+
+def redis_store(store: Store | None) -> RedisStore:
+    """The Redis store of a clustered node (alone, or under the application split)."""
+    from ferromq.storage.redis import RedisStore
+    from ferromq.storage.split import SplitStore
+
+    primary = store.primary if isinstance(store, SplitStore) else store
+    assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
     return primary
 
 
@@ -207,8 +218,6 @@ class Broker:
         self._stream_sink: StreamSink | None = None
         self._stream_take_scheduled = False
         self._admin: AdminServer | None = None
-        self.cluster: ClusterView | None = None
-        """This node in its cluster (``[cluster]``); None when not clustered."""
         self.admission = Admission(
             config,
             load_bans(config.bans),
@@ -224,6 +233,8 @@ class Broker:
             self._provider = ProviderChain([OpenProvider()], allow_anonymous=True)
         self._retiring: set[asyncio.Task[None]] = set()  # providers replaced by a reload
         self.auth: AuthGate | None = None
+        self.cluster: ClusterNode | None = None
+        """This node in its cluster (``[cluster]``); None when not clustered."""
         self._started_at = time.monotonic()
         self.serving = False
         self.reload_hooks: list[ReloadHook] = [self._reload_log]
@@ -327,6 +338,11 @@ class Broker:
         now = hub.now()
         self.engine.set_wall_clock(now + round((time.time_ns() - time.monotonic_ns()) / 1e6), now)
         store = store_from_config(self.config, self.shard)
+        if config.cluster.node_id:
+            from ferromq.cluster.node import ClusterNode  # a clustered node has the extras
+
+            self.cluster = ClusterNode(config, self.engine, hub, redis_store(store))
+            await self.cluster.prepare()
         if store is not None:
             await self._restore(store)
             flush_interval_ms = self.config.storage.flush_interval_ms
@@ -345,6 +361,10 @@ class Broker:
             self.auth = AuthGate(
                 self.engine, hub, self._provider, self.admission, self._listeners.certificate
             )
+        if self.cluster is not None:
+            assert self.auth is not None, "a clustered node decides CONNECTs in Python"
+            await self.cluster.start()
+            self.auth.claim = self.cluster.claim
         if self.shard is not None:
             from ferromq.node.bus_pump import BusPump  # the shard's side of the bus
 
@@ -445,6 +465,8 @@ class Broker:
             await self._stream_sink.stop()
         if self._persister is not None:
             await self._persister.stop()
+        if self.cluster is not None:
+            await self.cluster.close()
         await asyncio.gather(*self._retiring)
         if self._provider is not None:
             await self._provider.aclose()
