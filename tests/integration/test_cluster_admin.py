@@ -2,19 +2,24 @@
 real Kafka and a real Redis (a topic prefix and a Redis key prefix of the test's own).
 
 What a user would notice: `GET /api/v1/cluster` and `ferromq ctl cluster` on either
-node list both nodes alive with their MQTT and admin addresses; once one node is killed
-with SIGKILL (no clean leave) the other lists it dead, in the API, in `ctl cluster` and
-in `ferromq_cluster_nodes{state="dead"}`.
+node list both nodes alive with their MQTT and admin addresses, and so does the
+dashboard's Cluster panel (in Debian's headless chromium, as tests/integration/
+test_dashboard.py drives it); once one node is killed with SIGKILL (no clean leave) the
+other lists it dead, in the API, in `ctl cluster`, in the panel and in
+`ferromq_cluster_nodes{state="dead"}`.
 """
 
 from __future__ import annotations
 
 import uuid
 
+from selenium.webdriver.remote.webdriver import WebDriver
+
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_admin_api import api, token_config
 from tests.integration.test_admin_metrics import TOKEN, get
 from tests.integration.test_ctl import ok
+from tests.integration.test_dashboard import Dashboard, browser  # noqa: F401 (a fixture)
 from tests.integration.test_redis_store import wait_for
 from tests.services import free_ports
 
@@ -34,8 +39,17 @@ def states(admin_port: int) -> dict[str, str]:
     return {node["node_id"]: node["state"] for node in answer["nodes"]}
 
 
-def test_ctl_and_api_list_the_nodes_then_a_killed_one_dead(
-    started: Starter, loop: str, redis_url: str, kafka_bootstrap: str
+def panel(page: Dashboard) -> dict[str, str]:
+    """The Cluster panel's nodes and states."""
+    return {row[0]: row[1] for row in page.rows("cluster-nodes")}
+
+
+def test_ctl_api_and_dashboard_list_the_nodes_then_a_killed_one_dead(
+    started: Starter,
+    loop: str,
+    redis_url: str,
+    kafka_bootstrap: str,
+    browser: WebDriver,  # noqa: F811 (the fixture)
 ) -> None:
     unique = uuid.uuid4().hex[:10]
     admin_a, admin_b = free_ports(2)
@@ -58,6 +72,10 @@ def test_ctl_and_api_list_the_nodes_then_a_killed_one_dead(
     assert lines[0].split() == ["NODE", "STATE", "STARTED", "MQTT", "ADMIN", "ADOPTED_BY"]
     assert [line.split()[:2] for line in lines[1:3]] == [["a", "alive"], ["b", "alive"]]
     assert "this node: a" in lines
+    page = Dashboard(browser, admin_a)
+    page.open()
+    page.find("cluster")
+    page.until(lambda: panel(page) == {"a (this node)": "alive", "b": "alive"}, "both in the panel")
 
     nodes["b"].kill()
     wait_for(lambda: states(admin_a) == {"a": "alive", "b": "dead"}, "b dead on a")
@@ -66,3 +84,7 @@ def test_ctl_and_api_list_the_nodes_then_a_killed_one_dead(
     metrics = get(admin_a, "/metrics", TOKEN)[1].decode().splitlines()
     assert 'ferromq_cluster_nodes{state="dead"} 1.0' in metrics
     assert 'ferromq_cluster_nodes{state="alive"} 1.0' in metrics
+    page.until(
+        lambda: panel(page) == {"a (this node)": "alive", "b": "dead"}, "b dead in the panel"
+    )
+    assert page.console_errors() == []
