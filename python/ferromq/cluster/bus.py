@@ -122,6 +122,7 @@ class KafkaBus:
         self._readers: dict[str, _Reader] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._flush_scheduled = False
+        self._rounds_in_flight = 0  # produced records whose round Kafka has not confirmed
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
@@ -236,7 +237,7 @@ class KafkaBus:
             remote_filters=sum(len(f) for f in self._node_filters.values()),
             subscriptions_sent=c.subscriptions_sent,
             kafka_healthy=self._healthy,
-            held_acks=sum(1 for s in self._queue if s.round),
+            held_acks=self._rounds_in_flight + sum(1 for s in self._queue if s.round),
         )
 
     # -- sending --------------------------------------------------------------------
@@ -292,10 +293,14 @@ class KafkaBus:
                     delay = min(delay * 2, RETRY_MAX)
                     continue
                 self._queue.popleft()
+                if item.round:
+                    self._rounds_in_flight += 1
                 future.add_done_callback(lambda f, item=item: self._produced(f, item))
             delay = RETRY_FIRST
 
     def _produced(self, future: asyncio.Future[object], item: _Send) -> None:
+        if item.round:
+            self._rounds_in_flight -= 1
         error = future.exception() if not future.cancelled() else None
         if future.cancelled() or error is not None:
             # Sent again, at the front: its acknowledgements are still held.

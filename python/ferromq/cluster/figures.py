@@ -23,4 +23,4 @@ class ClusterFigures:
     kafka_healthy: bool
     """False while producing or consuming fails."""
     held_acks: int
-    """Batches with PUBACK/PUBREC waiting for Kafka right now."""
+    """Kafka records whose PUBACK/PUBREC (or SUBACK) wait for Kafka right now."""

@@ -259,8 +259,12 @@ class Ownership:
             await asyncio.sleep(0.05)
 
     async def try_adopt(self, dead: str) -> bool:
-        """Adopt the dead node ``dead`` unless another node does (or it is back)."""
+        """Adopt the dead node ``dead`` unless another node does, it is back, or it
+        left nothing to adopt (no session, no filter: adopted before, say)."""
         if await self._is_alive(dead):
+            return False
+        owned = await self._redis.scard(self._owned(dead))
+        if not owned and not self._bus.node_filters(dead):
             return False
         if not await self._redis.set(self._adopted(dead), self.node_id, nx=True):
             return False

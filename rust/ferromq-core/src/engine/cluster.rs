@@ -203,7 +203,10 @@ impl Engine {
     /// is pending), or None when there is no such session here.
     pub fn evict(&mut self, client_id: &str, now: u64) -> Option<u64> {
         let session = self.by_client_id.get(client_id).copied()?;
-        if let Some(conn) = self.sessions[session as usize].as_ref().and_then(|s| s.conn) {
+        if let Some(conn) = self.sessions[session as usize]
+            .as_ref()
+            .and_then(|s| s.conn)
+        {
             self.disconnect_with(conn, ReasonCode::SessionTakenOver);
             self.close_connection(conn, DisconnectReason::TakenOver, now);
         }

@@ -145,7 +145,11 @@ impl Engine {
     /// only happens when the front waits for a bus round alone (another node's
     /// Kafka topic, say), and then releases the connections not waiting for one.
     pub(super) fn release_held_acks(&mut self) {
-        while self.held_acks.front().is_some_and(|held| self.ack_ready(held)) {
+        while self
+            .held_acks
+            .front()
+            .is_some_and(|held| self.ack_ready(held))
+        {
             let held = self.held_acks.pop_front().expect("front checked");
             self.write(held.conn, &held.packet);
         }

@@ -335,9 +335,8 @@ impl Engine {
         let Some(shards) = self.shards.as_ref().filter(|_| round != 0) else {
             return true;
         };
-        (0..shards.outboxes.len()).all(|to| {
-            slots & (1 << to.min(63)) == 0 || shards.acked_round[to] >= round
-        })
+        (0..shards.outboxes.len())
+            .all(|to| slots & (1 << to.min(63)) == 0 || shards.acked_round[to] >= round)
     }
 
     /// Every shard that was sent a QoS 1/2 message in a round up to `round` has
