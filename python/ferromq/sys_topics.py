@@ -25,6 +25,10 @@ engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's u
 ``retained messages/count``, which every shard holds, the largest),
 ``uptime`` the longest, ``store/state`` failing when a shard's is, ``store/errors``
 summed, ``store/last_error`` the first shard's that has one.
+
+A clustered node (``[cluster]``) also publishes ``$SYS/broker/cluster/node_id`` and
+``$SYS/broker/cluster/nodes/alive``, ``.../dead``, ``.../adopted`` (members in each
+state, read from Redis each interval; :func:`ferromq.cluster.report.sys_messages`).
 """
 
 from __future__ import annotations

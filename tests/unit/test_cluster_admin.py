@@ -37,7 +37,7 @@ from ferromq.broker import Broker
 from ferromq.cli import main as cli_main
 from ferromq.cluster.figures import ClusterFigures
 from ferromq.cluster.membership import MemberInfo, Membership
-from ferromq.config import AdminConfig, Config, ListenerConfig
+from ferromq.config import AdminConfig, Config, ListenerConfig, SysConfig
 
 TOKEN = "cluster-admin-token"
 FIGURES = ClusterFigures(
@@ -91,15 +91,18 @@ async def three_nodes(redis_url: str) -> AsyncIterator[tuple[Redis, Membership, 
 @contextlib.asynccontextmanager
 async def admin_of(cluster: StandInNode | None) -> AsyncIterator[int]:
     """A real broker in this loop (MQTT and admin listeners on free ports, ``$SYS``
-    published at start), its ``cluster`` the given one; yields the admin port."""
+    every second), its ``cluster`` the given one once started (the stand-in is not
+    started as a ClusterNode is); yields the admin port."""
     mqtt, port = free_ports(2)
     admin = AdminConfig(enabled=True, port=port, token=TOKEN)
-    broker = Broker(Config(listeners=(ListenerConfig(port=mqtt),), admin=admin))
-    broker.cluster = cluster
+    config = Config(listeners=(ListenerConfig(port=mqtt),), admin=admin, sys=SysConfig(1))
+    broker = Broker(config)
     await broker.start()
+    broker.cluster = cluster  # type: ignore[assignment]
     try:
         yield port
     finally:
+        broker.cluster = None  # the test's memberships leave by themselves
         await broker.stop()
 
 
@@ -262,7 +265,7 @@ def test_sys_topics_count_the_nodes_by_state(redis_url: str) -> None:
             async with admin_of(StandInNode("a", a)) as port:
                 query = urllib.parse.urlencode({"filter": "$SYS/broker/cluster/#"})
                 deadline = time.monotonic() + 15
-                while True:  # the first $SYS publication follows the start
+                while True:  # the next $SYS publication
                     _, body = await blocking(get, port, f"/api/v1/retained?{query}")
                     published = {i["topic"]: i["payload"] for i in json.loads(body)["items"]}
                     if published or time.monotonic() > deadline:

@@ -32,6 +32,7 @@ from typing import Literal
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
+from ferromq.cluster.names import adopted_key, alive_key, members_key
 from ferromq.log import log_event
 
 __all__ = ["MemberInfo", "MemberState", "Membership", "State"]
@@ -124,9 +125,6 @@ class Membership:
         """Call ``callback(node_id, "alive" | "dead")`` when another member changes."""
         self._callbacks.append(callback)
 
-    def _key(self, name: str) -> str:
-        return self._prefix + name
-
     async def join(self) -> None:
         """Register, write the first heartbeat and start the heartbeat task. Raises
         :class:`redis.exceptions.RedisError` when Redis does not take them."""
@@ -142,22 +140,22 @@ class Membership:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         try:
-            await asyncio.wait_for(self._redis.delete(self._key(f"alive:{self._me.node_id}")), 5)
+            await asyncio.wait_for(self._redis.delete(alive_key(self._prefix, self._me.node_id)), 5)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             log_event(logger, logging.WARNING, "cluster leave not written", error=repr(exc))
 
     async def members(self) -> list[MemberState]:
         """Every registered node (this one included) with its state, by node id."""
-        registered = await self._redis.hgetall(self._key("members"))
+        registered = await self._redis.hgetall(members_key(self._prefix))
         infos = sorted(
             (MemberInfo.from_json(value) for value in registered.values()),
             key=lambda info: info.node_id,
         )
         alive = await asyncio.gather(
-            *(self._redis.get(self._key(f"alive:{info.node_id}")) for info in infos)
+            *(self._redis.get(alive_key(self._prefix, info.node_id)) for info in infos)
         )
         adopted = await asyncio.gather(
-            *(self._redis.get(self._key(f"adopted:{info.node_id}")) for info in infos)
+            *(self._redis.get(adopted_key(self._prefix, info.node_id)) for info in infos)
         )
         states = []
         for info, beat, adopter in zip(infos, alive, adopted, strict=True):
@@ -170,10 +168,10 @@ class Membership:
         return states
 
     async def _register(self) -> None:
-        await self._redis.hset(self._key("members"), self._me.node_id, self._me.to_json())
+        await self._redis.hset(members_key(self._prefix), self._me.node_id, self._me.to_json())
 
     async def _beat(self) -> None:
-        key = self._key(f"alive:{self._me.node_id}")
+        key = alive_key(self._prefix, self._me.node_id)
         await self._redis.set(key, repr(self._me.started), px=self._ttl_ms)
 
     async def _run(self) -> None:
