@@ -44,7 +44,7 @@ from redis.exceptions import RedisError
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
-from ferromq.cluster.names import cluster_key_prefix, owner_key
+from ferromq.cluster.names import adopted_key, alive_key, cluster_key_prefix, owner_key
 from ferromq.log import log_event
 
 __all__ = ["ClaimFailed", "Ownership"]
@@ -117,10 +117,10 @@ class Ownership:
         return f"{self._kp}owned:{node}"
 
     def _adopted(self, node: str) -> str:
-        return f"{self._kp}adopted:{node}"
+        return adopted_key(self._kp, node)
 
     def _alive(self, node: str) -> str:
-        return f"{self._kp}alive:{node}"
+        return alive_key(self._kp, node)
 
     def _channel(self, node: str) -> str:
         return f"{self._kp}control:{node}"
