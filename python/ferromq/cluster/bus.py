@@ -57,6 +57,8 @@ logger = logging.getLogger("ferromq.cluster")
 RECORD_BYTES: Final = 1024 * 1024
 #: The largest record the topics take: one MQTT message of up to this size crosses whole.
 MAX_RECORD: Final = 64 * 1024 * 1024
+#: Copies of each cluster topic: three, or every Kafka broker when there are fewer.
+MAX_REPLICAS: Final = 3
 RETRY_FIRST: Final = 0.1
 RETRY_MAX: Final = 5.0
 _TOPIC_ALREADY_EXISTS: Final = 36
@@ -114,6 +116,7 @@ class KafkaBus:
         self._timeout_ms = int(request_timeout * 1000)
         self._subscriptions = subscriptions_topic(topic_prefix)
         self._slots: dict[str, int] = {}
+        self._nodes_at: dict[int, str] = {}  # the reverse of _slots
         self._own_keys: set[str] = set()  # filters this node's keys say it has
         self._seen = 0  # the subscription topic's records applied (the next offset)
         self._node_filters: dict[str, set[str]] = {}  # other nodes' filters, by node
@@ -202,7 +205,11 @@ class KafkaBus:
         configs = {"max.message.bytes": str(MAX_RECORD)}
         if compacted:
             configs["cleanup.policy"] = "compact"
-        response = await self._admin.create_topics([NewTopic(name, 1, 1, topic_configs=configs)])
+        cluster = await self._admin.describe_cluster()
+        replicas = min(MAX_REPLICAS, len(cluster["brokers"]))
+        response = await self._admin.create_topics(
+            [NewTopic(name, 1, replicas, topic_configs=configs)]
+        )
         for _topic, code, *rest in response.topic_errors:
             if code not in (0, _TOPIC_ALREADY_EXISTS):
                 raise ConnectionError(f"creating topic {name}: error {code} {rest}")
@@ -214,6 +221,7 @@ class KafkaBus:
         slot = self._slots.get(node_id)
         if slot is None:
             slot = self._slots[node_id] = self._port.add_node(self._engine)
+            self._nodes_at[slot] = node_id
         return slot
 
     def node_filters(self, node_id: str) -> set[str]:
@@ -248,9 +256,7 @@ class KafkaBus:
         """Queue what this tick produced for other nodes (``IOHub.after_flush``)."""
         port, engine = self._port, self._engine
         for slot, records, round_ in port.take(engine, RECORD_BYTES):
-            node = self._node_at(slot)
-            if node is None:
-                continue
+            node = self._nodes_at[slot]
             topic = node_topic(self._prefix, node)
             self._queue.append(
                 _Send(topic, self.node_id.encode(), records, slot, round_, self._seen)
@@ -276,12 +282,6 @@ class KafkaBus:
         else:
             self._own_keys.discard(filter_)
         self._counters.subscriptions_sent += 1
-
-    def _node_at(self, slot: int) -> str | None:
-        for node, at in self._slots.items():
-            if at == slot:
-                return node
-        return None
 
     async def _send_forever(self) -> None:
         delay = RETRY_FIRST

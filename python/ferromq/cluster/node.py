@@ -111,8 +111,8 @@ class ClusterNode:
         await self.membership.join()
         log_event(logger, logging.INFO, "cluster: joined", node=self.node_id)
 
-    async def claim(self, client_id: str) -> None:
-        await self.ownership.claim(client_id)
+    async def claim(self, client_id: str, may_persist: bool) -> None:
+        await self.ownership.claim(client_id, may_persist)
 
     def figures(self) -> ClusterFigures:
         return self.bus.figures()
