@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from ferromq._core import ClusterPort, Engine
@@ -48,6 +48,7 @@ from ferromq.cluster.names import (
 )
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
+from ferromq.storage.kafka import create_topic
 
 __all__ = ["KafkaBus"]
 
@@ -61,7 +62,6 @@ MAX_RECORD: Final = 64 * 1024 * 1024
 MAX_REPLICAS: Final = 3
 RETRY_FIRST: Final = 0.1
 RETRY_MAX: Final = 5.0
-_TOPIC_ALREADY_EXISTS: Final = 36
 
 
 @dataclass
@@ -207,12 +207,7 @@ class KafkaBus:
             configs["cleanup.policy"] = "compact"
         cluster = await self._admin.describe_cluster()
         replicas = min(MAX_REPLICAS, len(cluster["brokers"]))
-        response = await self._admin.create_topics(
-            [NewTopic(name, 1, replicas, topic_configs=configs)]
-        )
-        for _topic, code, *rest in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        await create_topic(self._admin, name, 1, replicas, configs)
 
     # -- nodes --------------------------------------------------------------------------
 

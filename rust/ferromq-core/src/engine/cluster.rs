@@ -149,16 +149,7 @@ impl Engine {
         let shards = self.shards.as_mut()?;
         let at = usize::from(slot);
         let (_, records) = shards.outboxes.get_mut(at)?.take()?;
-        let round = if shards.needs_round[at] {
-            let round = shards.next_round;
-            shards.next_round += 1;
-            shards.needs_round[at] = false;
-            shards.sent_round[at] = round;
-            round
-        } else {
-            0
-        };
-        Some((records, round))
+        Some((records, shards.start_round(slot)))
     }
 
     /// Kafka has round `round` of slot `slot` (a node's topic, or the subscription
@@ -247,24 +238,15 @@ impl Engine {
     pub fn take_cluster_subscriptions(&mut self) -> Option<(Vec<(String, bool)>, u64)> {
         let shards = self.shards.as_mut()?;
         let cluster = shards.cluster.as_mut()?;
-        let at = usize::from(cluster.slot);
-        if cluster.changes.is_empty() && !shards.needs_round[at] {
+        let slot = cluster.slot;
+        if cluster.changes.is_empty() && !shards.needs_round[usize::from(slot)] {
             return None;
         }
         let changes = std::mem::take(&mut cluster.changes)
             .into_iter()
             .map(|(filter, present)| (filter.into_string(), present))
             .collect();
-        let round = if shards.needs_round[at] {
-            let round = shards.next_round;
-            shards.next_round += 1;
-            shards.needs_round[at] = false;
-            shards.sent_round[at] = round;
-            round
-        } else {
-            0
-        };
-        Some((changes, round))
+        Some((changes, shards.start_round(slot)))
     }
 
     /// The slot whose rounds are the subscription topic's (0 when not clustered).
