@@ -96,6 +96,7 @@ class ClusterNode:
         try:
             await self._redis.ping()
         except (RedisError, OSError) as exc:
+            await self.bus.close()
             raise StoreUnavailable(
                 f"cluster: Redis at {self._store.where} unreachable: {exc}"
             ) from None
