@@ -344,7 +344,12 @@ class Broker:
             self.cluster = ClusterNode(config, self.engine, hub, cluster_store(store))
             await self.cluster.prepare()
         if store is not None:
-            await self._restore(store)
+            try:
+                await self._restore(store)
+            except BaseException:
+                if self.cluster is not None:
+                    await self.cluster.close()
+                raise
             flush_interval_ms = self.config.storage.flush_interval_ms
             if self.config.storage.backend == "redis":
                 flush_interval_ms = self.config.redis.flush_interval_ms
