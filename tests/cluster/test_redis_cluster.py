@@ -12,12 +12,14 @@ import pytest
 from tests import services
 from tests.cluster.conftest import Cluster, start_cluster
 from tests.cluster.test_routing import (
+    test_paho_scenario_with_clients_on_different_nodes,
     test_publish_on_a_is_received_on_b_and_c,
     test_shared_subscription_delivers_each_message_once_across_nodes,
 )
 from tests.cluster.test_takeover import test_takeover_across_nodes_moves_the_session
 
 __all__ = [
+    "test_paho_scenario_with_clients_on_different_nodes",
     "test_publish_on_a_is_received_on_b_and_c",
     "test_shared_subscription_delivers_each_message_once_across_nodes",
     "test_takeover_across_nodes_moves_the_session",

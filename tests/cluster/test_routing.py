@@ -5,19 +5,23 @@ on the session's real Kafka and Redis.
 What a user would notice: a message published on node A reaches subscribers on B and C,
 every message in order at the QoS of the flow; a retained message set through A is
 given to a new subscriber on C; a shared subscription ``$share/g/...`` with members on
-B and C hands each message to exactly one member of the group.
+B and C hands each message to exactly one member of the group. The paho scenarios of
+tests/integration/test_broker_clients.py run with the publisher on A, the subscriber on
+B and a persistent subscriber's return on C.
 """
 
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
+from functools import partial
 
 import paho.mqtt.client as paho
 import pytest
 
 from tests.cluster.conftest import Cluster, wait_routed
 from tests.integration.test_auth_clients import stop
-from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.integration.test_broker_clients import SCENARIOS, Placement, paho_client, subscribe
 from tests.integration.test_redis_store import wait_for
 
 COUNT = 20
@@ -104,3 +108,11 @@ def test_shared_subscription_delivers_each_message_once_across_nodes(cluster: Cl
         stop(client)
     stop(publisher)
     assert sorted(received, key=int) == [b"%d" % n for n in range(count)]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.__name__)
+def test_paho_scenario_with_clients_on_different_nodes(
+    cluster: Cluster, scenario: Callable[[Placement], None]
+) -> None:
+    a, b, c = cluster.nodes
+    scenario(Placement(publisher=a, subscriber=b, returning=c, routed=partial(wait_routed, b, a)))
