@@ -23,6 +23,7 @@ the tests wait with.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -36,7 +37,7 @@ import pytest
 
 from tests.conftest import RunningBroker, ferromq_command, serving
 from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_admin_api import api
+from tests.integration.test_admin_metrics import get
 from tests.services import free_ports
 
 LOOPS = ("uvloop", "asyncio")
@@ -67,10 +68,11 @@ class ClusterNode(RunningBroker):
 
     def members(self) -> dict[str, Any]:
         """This node's ``GET /api/v1/cluster`` answer; fails on any other status."""
-        status, body = api(self.admin_port, "GET", "/cluster", token=None)
-        assert status == 200, f"GET /api/v1/cluster on {self.node_id}: {status} {body}"
-        assert isinstance(body, dict)
-        return body
+        status, body = get(self.admin_port, "/api/v1/cluster")
+        assert status == 200, f"GET /api/v1/cluster on {self.node_id}: {status} {body!r}"
+        answer = json.loads(body)
+        assert isinstance(answer, dict)
+        return answer
 
     def states(self) -> dict[str, str]:
         """Each member's state as this node reports it, by node id."""
@@ -81,9 +83,6 @@ class ClusterNode(RunningBroker):
 class Cluster:
     nodes: list[ClusterNode]
     prefix: str
-
-    def __getitem__(self, index: int) -> ClusterNode:
-        return self.nodes[index]
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -239,6 +238,7 @@ def wait_routed(subscriber_at: RunningBroker, publisher_at: RunningBroker) -> No
         pytest.fail(
             f"a subscription at {_name(subscriber_at)} was not routed from "
             f"{_name(publisher_at)} within {ROUTE_TIMEOUT:.0f} s"
+            + "".join(f"\n--- {_name(n)}:\n{_tail(n)}" for n in (subscriber_at, publisher_at))
         )
     finally:
         listener.close()
@@ -263,6 +263,10 @@ def wait_members(
                 f"after {MEMBERS_TIMEOUT:.0f} s"
             )
         time.sleep(0.1)
+
+
+def _tail(broker: RunningBroker, lines: int = 15) -> str:
+    return "\n".join(broker.log().splitlines()[-lines:])
 
 
 def _name(broker: RunningBroker) -> str:
