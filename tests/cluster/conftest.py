@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RunningBroker, ferromq_command, serving
+from tests.conftest import RunningBroker, serving, spawn_serve
 from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import get
 from tests.services import free_ports
@@ -95,14 +95,7 @@ def _spawn(
     log_path = config.with_name(f"{node_id}.{incarnation}.log")
     # A clustered node runs one shard whatever the suite's workers (tests/conftest.py).
     env = {**os.environ, "FERROMQ_SERVER__WORKERS": "1"}
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [*ferromq_command(), "serve", "--config", str(config), "--loop", loop],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    return process, log_path
+    return spawn_serve(config, loop, log_path, env), log_path
 
 
 def _wait_serving(node: ClusterNode) -> None:
