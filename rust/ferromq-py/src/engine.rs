@@ -67,6 +67,30 @@ impl Engine {
         Ok(())
     }
 
+    /// Another node (its `ClusterPort` slot `to`) claimed `client_id`: close its
+    /// connection here with 0x8E; a persistent session stays as a forwarding stub for
+    /// `grace_ms`, its state left to the store. Returns the journal batch the store
+    /// must confirm before the new owner reads it (0: none pending); None when there
+    /// is no such session here.
+    fn evict(&mut self, client_id: &str, to: u16, grace_ms: u64, now: u64) -> Option<u64> {
+        self.inner.evict(client_id, to, grace_ms, now)
+    }
+
+    /// The journal batch holding everything journaled so far (0: all stored).
+    fn journal_mark(&self) -> u64 {
+        self.inner.journal_mark()
+    }
+
+    /// Whether the store has confirmed journal batch `batch`.
+    fn journal_confirmed(&self, batch: u64) -> bool {
+        self.inner.journal_confirmed(batch)
+    }
+
+    /// Client ids the broker assigns start with `prefix` (default "ferromq-").
+    fn set_assigned_id_prefix(&mut self, prefix: &str) {
+        self.inner.set_assigned_id_prefix(prefix);
+    }
+
     /// Tell the other shards this one (re)started, once its store is restored.
     fn bus_hello(&mut self) {
         self.inner.bus_hello();
@@ -482,6 +506,7 @@ impl Engine {
             ("dropped_qos0_offline", s.dropped.qos0_offline),
             ("dropped_too_large", s.dropped.too_large),
             ("dropped_group_ended", s.dropped.group_ended),
+            ("dropped_session_moved", s.dropped.session_moved),
             ("dropped_memory_budget", s.dropped.memory_budget),
             ("publish_rate_exceeded", s.publish_rate_exceeded),
             ("publishers_paused", s.publishers_paused),
