@@ -86,7 +86,8 @@ def test_kill_9_of_a_subscribers_node_loses_no_acknowledged_message(
         with contextlib.suppress(ConnectionError):  # until B's connection breaks
             take(subscriber, received)
         subscriber.close()
-        subscriber, connack = connect(c, client_id, version, **fields)
+        # C holds the CONNECT until B is found dead and its sessions adopted.
+        subscriber, connack = connect(c, client_id, version, connack_timeout=60, **fields)
         assert (connack["reason_code"], connack["session_present"]) == (0, True)
         last_before = publisher.acked[-1]
         take(subscriber, received, until=len(received) + 1)
