@@ -142,8 +142,9 @@ def start_cluster(
     directory: Path, kafka: str, redis: str, count: int = 3, *, redis_cluster: bool = False,
     extra: str = "",
 ) -> Cluster:  # fmt: skip
-    """``count`` nodes (node-a, node-b, ...) of a new cluster, each serving; their event
-    loops alternate. ``extra`` is appended to every node's TOML."""
+    """``count`` nodes (node-a, node-b, ...) of a new cluster, each serving and listing
+    all of them alive; their event loops alternate. ``extra`` is appended to every
+    node's TOML."""
     prefix = f"ct{uuid.uuid4().hex[:10]}"
     directory.mkdir(parents=True, exist_ok=True)
     cluster = Cluster([], prefix)
@@ -166,6 +167,8 @@ def start_cluster(
             cluster.nodes.append(node)
         for node in cluster.nodes:
             _wait_serving(node)
+        for node in cluster.nodes:
+            wait_members(node, alive=count)
     except BaseException:
         cluster.stop()
         raise
