@@ -3,9 +3,11 @@ clients (MQTT 3.1.1 and 5.0) on different nodes of one cluster (tests/cluster/co
 on the session's real Kafka and Redis.
 
 What a user would notice: a message published on node A reaches subscribers on B and C,
-every message in order at the QoS of the flow; a retained message set through A is
-given to a new subscriber on C; a shared subscription ``$share/g/...`` with members on
-B and C hands each message to exactly one member of the group. The paho scenarios of
+every message in order at the QoS of the flow, and is not sent to a node with no
+subscriber of it (that node's ``GET /api/v1/cluster`` figures count no record); a
+retained message set through A is given to a new subscriber on C; a shared
+subscription ``$share/g/...`` with members on B and C hands each message to exactly one
+member of the group. The paho scenarios of
 tests/integration/test_broker_clients.py run with the publisher on A, the subscriber on
 B and a persistent subscriber's return on C.
 """
@@ -53,6 +55,34 @@ def test_publish_on_a_is_received_on_b_and_c(cluster: Cluster, version: int, qos
         assert {m.qos for m in got} == {qos}, node.node_id
         stop(client)
     stop(publisher)
+
+
+def test_a_publish_goes_only_to_nodes_with_a_matching_subscriber(cluster: Cluster) -> None:
+    a, b, c = cluster.nodes
+    only_b, inbox = paho_client(b, "only-b", 5)
+    subscribe(only_b, "only-b/#", 1)
+    watcher, fences = paho_client(c, "fence-c", 5)
+    subscribe(watcher, "fence/c", 0)
+    wait_routed(b, a)
+    wait_routed(c, a)
+    publisher, _ = paho_client(a, "only-b-pub", 5)
+
+    def fenced() -> int:
+        """C's records received once a fence from A reached C: node C's topic is read
+        in order, so everything A sent C before the fence has been counted."""
+        publisher.publish("fence/c", b"fence", qos=0)
+        while fences.get(timeout=10).payload != b"fence":
+            pass
+        return int(c.members()["figures"]["batches_received"])
+
+    before = fenced()
+    for n in range(COUNT):
+        publisher.publish(f"only-b/{n}", b"%d" % n, qos=1).wait_for_publish(10)
+    assert [m.payload for m in drain(inbox, COUNT)] == [b"%d" % n for n in range(COUNT)]
+    # Node C has no subscriber of only-b/#: it received the second fence and nothing else.
+    assert fenced() - before == 1
+    for client in (only_b, watcher, publisher):
+        stop(client)
 
 
 def test_retained_message_set_on_a_reaches_a_new_subscriber_on_c(cluster: Cluster) -> None:
