@@ -40,6 +40,7 @@ from ferromq.config import Config
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.redis import RedisStore
+from ferromq.storage.split import SplitStore
 
 __all__ = ["ClusterNode"]
 
@@ -51,13 +52,17 @@ ADOPT_AFTER: Final = 30.0
 
 
 class ClusterNode:
-    def __init__(self, config: Config, engine: Engine, hub: IOHub, store: RedisStore) -> None:
+    def __init__(
+        self, config: Config, engine: Engine, hub: IOHub, store: RedisStore | SplitStore
+    ) -> None:
         cluster = config.cluster
         self.node_id = cluster.node_id
         self._config = config
         self._engine = engine
         self._hub = hub
-        self._store = store
+        primary = store.primary if isinstance(store, SplitStore) else store
+        assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
+        self._store = primary
         self._redis = redis_client(config)
         self.bus = KafkaBus(engine, hub, cluster.node_id, cluster.kafka, cluster.topic_prefix)
         self.ownership = Ownership(
@@ -106,8 +111,8 @@ class ClusterNode:
         await self.membership.join()
         log_event(logger, logging.INFO, "cluster: joined", node=self.node_id)
 
-    async def claim(self, client_id: str) -> None:
-        await self.ownership.claim(client_id)
+    async def claim(self, client_id: str, may_persist: bool) -> None:
+        await self.ownership.claim(client_id, may_persist)
 
     def figures(self) -> ClusterFigures:
         return self.bus.figures()

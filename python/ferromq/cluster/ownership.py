@@ -163,25 +163,25 @@ class Ownership:
 
     # -- claims ---------------------------------------------------------------------
 
-    async def claim(self, client_id: str) -> None:
+    async def claim(self, client_id: str, may_persist: bool = True) -> None:
         """Make ``client_id`` this node's, moving its session here if another node
-        had it. Raises :class:`ClaimFailed`."""
+        had it; a session that cannot outlive its connection (``may_persist`` false)
+        is not listed among what this node restores. Raises :class:`ClaimFailed`."""
         try:
-            await self._claim(client_id)
+            await self._claim(client_id, may_persist)
         except (RedisError, OSError) as exc:
             raise ClaimFailed(f"cluster: Redis: {exc}") from None
 
-    async def _claim(self, client_id: str) -> None:
+    async def _claim(self, client_id: str, may_persist: bool) -> None:
         key = owner_key(self._key_prefix, client_id)
         owner = _text(await self._redis.get(key) or "")
         if owner not in ("", self.node_id) and not await self._is_alive(owner):
             await self._adopt_or_wait(owner, key)
         claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
         previous = None if claimed is None else _text(claimed)
-        if previous == self.node_id:
-            return
-        await self._redis.sadd(self._owned(self.node_id), client_id)
-        if previous is None:
+        if may_persist:
+            await self._redis.sadd(self._owned(self.node_id), client_id)
+        if previous is None or previous == self.node_id:
             return
         await self._redis.srem(self._owned(previous), client_id)
         if await self._is_alive(previous):

@@ -15,8 +15,11 @@ const V5: ProtocolVersion = ProtocolVersion::V5;
 struct Cluster {
     nodes: [Harness; 2],
     slot: [u16; 2],
-    /// Records produced and not yet acknowledged by "Kafka": (from, to, records, round).
-    in_kafka: Vec<(usize, usize, bytes::Bytes, u64)>,
+    /// Records produced and not yet acknowledged by "Kafka": (from, to, records,
+    /// round, how far the sender had read the subscription topic).
+    in_kafka: Vec<(usize, usize, bytes::Bytes, u64, u64)>,
+    /// Records in the subscription topic, which both nodes read at each tick.
+    topic: u64,
 }
 
 impl Cluster {
@@ -33,34 +36,39 @@ impl Cluster {
             nodes,
             slot,
             in_kafka: Vec::new(),
+            topic: 0,
         }
     }
 
-    /// One tick: each node's subscription changes applied by the other and confirmed,
-    /// its routed records produced (not yet acknowledged).
+    /// One tick: each node's subscription changes written to the topic and read by
+    /// both, its routed records produced (not yet acknowledged).
     fn tick(&mut self) {
         for from in 0..2 {
             let to = 1 - from;
             if let Some((changes, round)) = self.nodes[from].engine.take_cluster_subscriptions() {
                 for (filter, present) in changes {
-                    let slot = self.slot[to];
+                    let (slot, offset) = (self.slot[to], self.topic);
+                    self.topic += 1;
                     self.nodes[to]
                         .engine
-                        .peer_subscription(slot, &filter, present);
+                        .peer_subscription(slot, &filter, present, offset);
+                }
+                for node in &mut self.nodes {
+                    node.engine.set_subscriptions_seen(self.topic);
                 }
                 let topic = self.nodes[from].engine.cluster_slot();
                 self.nodes[from].engine.peer_confirmed(topic, round);
                 self.nodes[from].pump();
             }
             if let Some((records, round)) = self.nodes[from].engine.take_peer(self.slot[from]) {
-                self.in_kafka.push((from, to, records, round));
+                self.in_kafka.push((from, to, records, round, self.topic));
             }
         }
     }
 
     /// "Kafka" acknowledges every produced record, and the receivers apply them.
     fn deliver(&mut self) {
-        for (from, to, records, round) in std::mem::take(&mut self.in_kafka) {
+        for (from, to, records, round, seen) in std::mem::take(&mut self.in_kafka) {
             let slot = self.slot[from];
             self.nodes[from].engine.peer_confirmed(slot, round);
             self.nodes[from].pump();
@@ -68,11 +76,19 @@ impl Cluster {
             let into = self.slot[to];
             self.nodes[to]
                 .engine
-                .bus_receive(into, records, now)
+                .peer_receive(into, records, seen, now)
                 .unwrap();
             self.nodes[to].pump();
         }
     }
+}
+
+/// Node 1 reads `client`'s session from node 0's store (as it would from Redis).
+fn move_to_node_1(cluster: &mut Cluster, client: &str) {
+    let stored = cluster.nodes[0].store.clone().expect("a store").freeze();
+    let now = cluster.nodes[1].now;
+    let report = cluster.nodes[1].engine.restore(stored, now);
+    assert_eq!(report.sessions, 1, "{client} only");
 }
 
 fn connected(h: &mut Harness, id: &str, version: ProtocolVersion) -> Client {
@@ -298,10 +314,8 @@ fn what_reaches_the_old_owner_during_a_move_is_forwarded_to_the_new_one() {
     let now = cluster.nodes[0].now;
     cluster.nodes[0].engine.evict("mover", to, 5_000, now);
     cluster.nodes[0].pump();
+    move_to_node_1(&mut cluster, "mover");
     let (mut new, _) = cluster.nodes[1].connect(with_expiry(connect("mover", V5, false), 600));
-    cluster.nodes[1].send(&new, subscribe(1, "m/#", QoS::AtLeastOnce));
-    cluster.nodes[1].pump();
-    cluster.nodes[1].recv(&mut new);
     // Published on node 0 before node 0 has read node 1's key.
     let publisher = connected(&mut cluster.nodes[0], "pub", V5);
     cluster.nodes[0].send(
@@ -326,5 +340,49 @@ fn what_reaches_the_old_owner_during_a_move_is_forwarded_to_the_new_one() {
         cluster.nodes[0].engine.evict("mover", to, 5_000, now),
         None,
         "the stub ended"
+    );
+}
+
+#[test]
+fn the_stub_forwards_nothing_the_new_owner_got_directly() {
+    let mut cluster = Cluster::new();
+    // Another subscriber of the filter on node 1 already: node 0 routes m/# there.
+    let mut other = subscribed(&mut cluster, 1, "other", "m/#");
+    let (mut old, _) = cluster.nodes[0].connect(with_expiry(connect("mover", V5, false), 600));
+    cluster.nodes[0].send(&old, subscribe(1, "m/#", QoS::AtLeastOnce));
+    cluster.nodes[0].pump();
+    cluster.nodes[0].recv(&mut old);
+    cluster.tick();
+    let to = cluster.slot[0];
+    let now = cluster.nodes[0].now;
+    cluster.nodes[0].engine.evict("mover", to, 5_000, now);
+    cluster.nodes[0].pump();
+    // Node 1 restores the session from the store: it announces m/# again (though
+    // "other" holds it there already), and node 0 reads that.
+    move_to_node_1(&mut cluster, "mover");
+    let (mut new, _) = cluster.nodes[1].connect(with_expiry(connect("mover", V5, false), 600));
+    cluster.tick();
+    let publisher = connected(&mut cluster.nodes[0], "pub", V5);
+    cluster.nodes[0].send(
+        &publisher,
+        publish("m/2", b"after", QoS::AtLeastOnce, 1, false),
+    );
+    cluster.nodes[0].pump();
+    cluster.tick();
+    cluster.deliver();
+    assert_eq!(
+        payloads(&cluster.nodes[1].recv(&mut new)),
+        vec![b"after".to_vec()]
+    );
+    assert_eq!(
+        payloads(&cluster.nodes[1].recv(&mut other)),
+        vec![b"after".to_vec()]
+    );
+    cluster.nodes[0].advance(5_000);
+    cluster.tick();
+    cluster.deliver();
+    assert!(
+        payloads(&cluster.nodes[1].recv(&mut new)).is_empty(),
+        "routed to node 1 by a node that had read the announcement: not forwarded again"
     );
 }

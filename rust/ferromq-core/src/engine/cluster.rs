@@ -30,8 +30,12 @@
 //!   and queues what matches, unjournaled; when the grace period ends the queue goes
 //!   to the new owner as `ENQUEUE` records for that client, delivered there to the
 //!   session alone, and the stub ends. So nothing published while the move spreads
-//!   through the subscription topic is lost; what reached both nodes meanwhile is
-//!   delivered twice (at least once, as a QoS 1 retry would be).
+//!   through the subscription topic is lost. Nor is anything delivered twice: every
+//!   delivery carries how far into the subscription topic the node that matched it
+//!   had read (`Outgoing::seen`: the batch's sender's, or this node's own), the new
+//!   owner announces the session's filters again once it restored it, and the stub
+//!   forwards only what was matched before that announcement was read, which the
+//!   new owner cannot have had directly.
 
 use std::collections::HashMap;
 
@@ -52,8 +56,25 @@ pub(super) struct ClusterIndex {
     /// (filter, present) in the order they happened; a later change of a filter
     /// replaces nothing: the topic keeps the last.
     changes: Vec<(Box<str>, bool)>,
-    /// Forwarding stubs of moved sessions: (until, session, client id, new owner's slot).
-    stubs: Vec<(u64, u32, Box<str>, u16)>,
+    /// Forwarding stubs of moved sessions.
+    stubs: Vec<Stub>,
+    /// How far this node has read the subscription topic (Python tells it), and while
+    /// a node's batch is applied, how far its sender had.
+    seen: u64,
+    batch_seen: Option<u64>,
+    /// The offset of each other node's latest `present` key, by (slot, filter).
+    key_offsets: HashMap<(u16, Box<str>), u64>,
+}
+
+#[derive(Debug)]
+struct Stub {
+    until: u64,
+    session: u32,
+    client: Box<str>,
+    to: u16,
+    /// This node's read position when the session moved: the new owner's keys for it
+    /// are written after.
+    seen: u64,
 }
 
 impl ClusterIndex {
@@ -61,6 +82,15 @@ impl ClusterIndex {
         let count = self.filters.entry(filter.into()).or_default();
         *count += 1;
         if *count == 1 {
+            self.changes.push((filter.into(), true));
+        }
+    }
+
+    /// A session restored here holds `filter`: announced again even when other
+    /// sessions here hold it already, so other nodes' reading of it marks when they
+    /// route to the restored session (`Stub`).
+    fn restored(&mut self, filter: &str) {
+        if self.filters.get(filter).is_some_and(|&count| count > 1) {
             self.changes.push((filter.into(), true));
         }
     }
@@ -92,6 +122,9 @@ impl Engine {
             filters: HashMap::new(),
             changes: Vec::new(),
             stubs: Vec::new(),
+            seen: 0,
+            batch_seen: None,
+            key_offsets: HashMap::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
             if state.is_some() {
@@ -136,9 +169,16 @@ impl Engine {
         }
     }
 
-    /// Node `slot` holds `filter` (`present`) or no longer does, as its key in the
-    /// subscription topic says. Idempotent: the topic may be read again.
-    pub fn peer_subscription(&mut self, slot: u16, filter: &str, present: bool) {
+    /// Node `slot` holds `filter` (`present`) or no longer does, as its key at
+    /// `offset` in the subscription topic says. Idempotent: the topic may be read again.
+    pub fn peer_subscription(&mut self, slot: u16, filter: &str, present: bool, offset: u64) {
+        if let Some(cluster) = self.cluster_mut() {
+            if present {
+                cluster.key_offsets.insert((slot, filter.into()), offset);
+            } else {
+                cluster.key_offsets.remove(&(slot, filter.into()));
+            }
+        }
         let held = self
             .shards
             .as_ref()
@@ -148,6 +188,52 @@ impl Engine {
         } else if !present && held {
             self.remote_unsubscribe(slot, filter);
         }
+    }
+
+    /// This node has read the subscription topic up to `position` (the next offset).
+    pub fn set_subscriptions_seen(&mut self, position: u64) {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.seen = position;
+        }
+    }
+
+    /// Apply a batch node `slot` sent when it had read the subscription topic up to
+    /// `seen` (as `bus_receive`).
+    pub fn peer_receive(
+        &mut self,
+        slot: u16,
+        records: Bytes,
+        seen: u64,
+        now: u64,
+    ) -> Result<usize, super::journal::JournalError> {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.batch_seen = Some(seen);
+        }
+        let applied = self.bus_receive(slot, records, now);
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.batch_seen = None;
+        }
+        applied
+    }
+
+    /// How far into the subscription topic the node matching what is delivered now
+    /// had read (0 when not clustered).
+    pub(super) fn subscriptions_seen(&self) -> u64 {
+        self.shards
+            .as_ref()
+            .and_then(|shards| shards.cluster.as_ref())
+            .map_or(0, |cluster| cluster.batch_seen.unwrap_or(cluster.seen))
+    }
+
+    /// A restored session's filter (`persist::install`).
+    pub(super) fn cluster_restored(&mut self, filter: &str) {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.restored(filter);
+        }
+    }
+
+    fn cluster_mut(&mut self) -> Option<&mut ClusterIndex> {
+        self.shards.as_mut().and_then(|s| s.cluster.as_mut())
     }
 
     /// Forget every filter node `slot` held (it was adopted by another node, whose
@@ -238,35 +324,61 @@ impl Engine {
         state.journaled = false;
         state.expires_at = None;
         let client = state.client_id.clone();
-        if let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) {
-            cluster.stubs.push((now + grace_ms, session, client, to));
+        if let Some(cluster) = self.cluster_mut() {
+            let seen = cluster.seen;
+            cluster.stubs.push(Stub {
+                until: now + grace_ms,
+                session,
+                client,
+                to,
+                seen,
+            });
         }
         Some(mark)
     }
 
     /// Stubs whose grace period ended: their queues go to the new owners, they end.
     pub(super) fn forward_moved(&mut self, now: u64) {
-        let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) else {
+        let Some(cluster) = self.cluster_mut() else {
             return;
         };
-        if cluster.stubs.iter().all(|(until, ..)| *until > now) {
+        if cluster.stubs.iter().all(|stub| stub.until > now) {
             return;
         }
         let (due, kept) = std::mem::take(&mut cluster.stubs)
             .into_iter()
-            .partition::<Vec<_>, _>(|(until, ..)| *until <= now);
+            .partition::<Vec<_>, _>(|stub| stub.until <= now);
         cluster.stubs = kept;
-        for (_, session, client, to) in due {
-            let is_stub = self.sessions[session as usize]
+        for stub in due {
+            let is_stub = self.sessions[stub.session as usize]
                 .as_ref()
-                .is_some_and(|s| s.client_id == client && s.conn.is_none() && !s.journaled);
+                .is_some_and(|s| s.client_id == stub.client && s.conn.is_none() && !s.journaled);
             if is_stub {
-                self.forward_stub(session, to);
+                self.forward_stub(&stub);
             }
         }
     }
 
-    fn forward_stub(&mut self, session: u32, to: u16) {
+    /// Where the new owner's announcement of the stub's filters is in the
+    /// subscription topic: deliveries matched by a node that had read it reached the
+    /// new owner directly. `u64::MAX` when one is not known (all are forwarded).
+    fn announced_at(&self, stub: &Stub) -> u64 {
+        let Some(cluster) = self.shards.as_ref().and_then(|s| s.cluster.as_ref()) else {
+            return u64::MAX;
+        };
+        let mut latest = 0;
+        for filter in self.index.client_filters(stub.session) {
+            match cluster.key_offsets.get(&(stub.to, filter.as_str().into())) {
+                Some(&offset) if offset >= stub.seen => latest = latest.max(offset),
+                _ => return u64::MAX,
+            }
+        }
+        latest
+    }
+
+    fn forward_stub(&mut self, stub: &Stub) {
+        let announced = self.announced_at(stub);
+        let (session, to) = (stub.session, stub.to);
         let wall_offset = self.wall_offset;
         let Some(mut state) = self
             .sessions
@@ -281,7 +393,9 @@ impl Engine {
             .as_mut()
             .and_then(|shards| shards.outboxes.get_mut(usize::from(to)))
         {
-            for out in &queued {
+            // Matched by a node that had read the announcement (its position is past
+            // the announcement's offset): that node routed it to the new owner too.
+            for out in queued.iter().filter(|out| out.seen <= announced) {
                 outbox.enqueue(
                     &state.client_id,
                     0,
@@ -304,7 +418,7 @@ impl Engine {
     /// The session `client_id` here was restored or reconnected: it is no stub.
     pub(super) fn cancel_stub(&mut self, session: u32) {
         if let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) {
-            cluster.stubs.retain(|(_, stub, ..)| *stub != session);
+            cluster.stubs.retain(|stub| stub.session != session);
         }
     }
 

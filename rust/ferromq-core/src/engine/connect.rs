@@ -254,6 +254,9 @@ impl Engine {
             self.trace_packet(conn_id, true, summary);
         }
 
+        // Ends the authentication exchange, whatever the version: its deadline must
+        // not outlive the CONNECT.
+        let auth_properties = self.connack_auth_properties(conn_id);
         let mut properties = Vec::new();
         if v5 {
             if let Some(id) = assigned {
@@ -268,7 +271,7 @@ impl Engine {
                 properties.push(Property::ServerKeepAlive(keepalive));
             }
             self.announce(&connect.properties, &client_id, &mut properties);
-            properties.extend(self.connack_auth_properties(conn_id));
+            properties.extend(auth_properties);
         }
         let connack = Packet::ConnAck(ConnAck {
             session_present,

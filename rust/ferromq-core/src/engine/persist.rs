@@ -613,6 +613,7 @@ impl Engine {
             // A filter the index refuses now was accepted when it was journaled.
             if let Ok(true) = self.index.subscribe(session, filter, options, id) {
                 self.shards_subscribed(session, filter);
+                self.cluster_restored(filter);
             }
         }
         self.index.set_client_online(session, false);
