@@ -9,6 +9,10 @@ acknowledged are sent again on B with DUP set and their order kept [MQTT-4.4.0-1
 carry DUP too), and later messages reach it at B.
 Raw packets (tests/integration/mqtt_raw.py) over real sockets, so the test sees
 exactly what the client gets; the publisher is on node C.
+
+Wills follow the session: a will with a delay, left by a client of node A, reaches a
+watcher on node B when the delay runs out; the client's return on node C within the
+delay cancels it [MQTT-3.1.3-9].
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ from tests.conformance.support import (
     closed_with,
     connect,
     connected,
+    nothing_arrives,
+    ping,
     publish,
     recv_publish,
     subscribe,
 )
+from tests.conformance.test_07_will import expect_will, will
 from tests.conformance.test_08_session import persistent
+from tests.integration.mqtt_raw import RawClient
 
 # A v5 client takes two messages at a time (Receive Maximum): two are in flight at A
 # when it is taken over and the rest wait queued in its session.
@@ -93,4 +101,43 @@ def test_clean_start_on_another_node_discards_the_session(cluster: Cluster) -> N
     publish(publisher, "restart/fence", b"fence")
     assert recv_publish(new, timeout=10)["payload"] == b"fence"
     for client in (new, publisher):
+        client.close()
+
+
+# Longer than a claim across nodes takes, so a return comes within it.
+WILL_DELAY = 5
+
+
+def will_watcher(cluster: Cluster) -> RawClient:
+    """A watcher of ``wills/#`` on node B, routed from node A."""
+    a, b, _ = cluster.nodes
+    watch = connected(b, "will-watcher", V5)
+    assert subscribe(watch, ("wills/#", 1)) == [1]
+    wait_routed(b, a)
+    return watch
+
+
+def leave_a_will(cluster: Cluster, client_id: str, delay: int) -> None:
+    """``client_id`` connects to node A with a will of that delay and vanishes."""
+    dying = connected(
+        cluster.nodes[0], client_id, V5, **persistent(V5, seconds=60),
+        will=will(f"wills/{client_id}", will_delay_interval=delay),
+    )  # fmt: skip
+    dying.close()  # no DISCONNECT: the will stands
+
+
+def test_will_with_a_delay_reaches_a_watcher_on_another_node(cluster: Cluster) -> None:
+    watch = will_watcher(cluster)
+    leave_a_will(cluster, "delayed", delay=1)
+    expect_will(watch, "wills/delayed")
+    watch.close()
+
+
+def test_a_return_on_another_node_cancels_a_delayed_will(cluster: Cluster) -> None:
+    watch = will_watcher(cluster)
+    leave_a_will(cluster, "returning", delay=WILL_DELAY)
+    back = connected(cluster.nodes[2], "returning", V5, **persistent(V5, seconds=60))
+    ping(back)
+    nothing_arrives(watch, timeout=WILL_DELAY + 1)
+    for client in (back, watch):
         client.close()
