@@ -31,6 +31,7 @@ from tests.integration.test_broker_clients import paho_client
 BEFORE_KILL = 50  # messages the subscriber has at B when B is killed
 AFTER_RECONNECT = 50  # messages published after the reconnect that must reach it at C
 DELIVERY_TIMEOUT = 60.0
+QUEUE_ROOM = "[session]\nqueue_limit = 50000\n"
 # When the subscriber reconnects: at once, as a client does (C may still see B alive),
 # or once C lists B dead.
 AT_ONCE, ONCE_DEAD = "at once", "once B is dead"
@@ -80,7 +81,10 @@ def take(client: RawClient, received: list[int], until: int | None = None) -> No
 def test_kill_9_of_a_subscribers_node_loses_no_acknowledged_message(
     cluster_factory: ClusterFactory, version: int, reconnect: str
 ) -> None:
-    a, b, c = cluster_factory().nodes
+    # The publisher is not throttled and the session is offline for seconds: it queues
+    # more than the default session.queue_limit (1000), whose drop policy would lose
+    # the oldest by configuration, not by the cluster.
+    a, b, c = cluster_factory(extra=QUEUE_ROOM).nodes
     client_id = f"survivor-{version}"
     fields = persistent(version, seconds=600)
     subscriber = connected(b, client_id, version, **fields)

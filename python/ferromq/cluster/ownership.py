@@ -53,6 +53,7 @@ logger = logging.getLogger("ferromq.cluster")
 
 #: How long a claim waits for the previous owner's release, or for an adoption.
 RELEASE_TIMEOUT: Final = 10.0
+RELEASE_POLL: Final = 0.5  # how often a wait for a release checks the owner is alive
 ADOPTION_WAIT: Final = 30.0
 #: An adopted node's topic is read until it has been quiet this long after the
 #: adopter tombstoned the node's subscriptions.
@@ -174,9 +175,7 @@ class Ownership:
 
     async def _claim(self, client_id: str, may_persist: bool) -> None:
         key = owner_key(self._key_prefix, client_id)
-        owner = _text(await self._redis.get(key) or "")
-        if owner not in ("", self.node_id) and not await self._is_alive(owner):
-            await self._adopt_or_wait(owner, key)
+        await self._settle_previous_owner(client_id, key)
         claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
         previous = None if claimed is None else _text(claimed)
         if may_persist:
@@ -184,34 +183,55 @@ class Ownership:
         if previous is None or previous == self.node_id:
             return
         await self._redis.srem(self._owned(previous), client_id)
-        if await self._is_alive(previous):
-            await self._request_release(previous, client_id)
-        # else: it died between the two reads; what it had stored is in Redis.
         data = await self._load_clients([client_id])
         if data:
             self._engine.restore(data, self._hub.now())
 
+    async def _settle_previous_owner(self, client_id: str, key: str) -> None:
+        """Before claiming: a live owner releases the session (its store then has it
+        all); a dead one is adopted first (its topic holds what Kafka acknowledged for
+        the session), after which its adopter is asked. An owner that stays alive but
+        does not answer in ``RELEASE_TIMEOUT`` is passed over (logged)."""
+        for _ in range(3):
+            owner = _text(await self._redis.get(key) or "")
+            if owner in ("", self.node_id):
+                return
+            if not await self._is_alive(owner):
+                await self._adopt_or_wait(owner, key)
+                continue
+            if await self._request_release(owner, client_id) or await self._is_alive(owner):
+                return
+            # It died while asked: adopt it on the next round.
+
     async def _is_alive(self, node: str) -> bool:
         return bool(await self._redis.exists(self._alive(node)))
 
-    async def _request_release(self, node: str, client_id: str) -> None:
+    async def _request_release(self, node: str, client_id: str) -> bool:
+        """Ask ``node`` to release ``client_id``; True once it answered, False when it
+        died meanwhile or did not answer in ``RELEASE_TIMEOUT`` (logged)."""
         request = uuid.uuid4().hex
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting[request] = done
         message = {"op": "release", "client": client_id, "from": self.node_id, "id": request}
+        deadline = time.monotonic() + RELEASE_TIMEOUT
         try:
             await self._redis.publish(self._channel(node), json.dumps(message))
-            await asyncio.wait_for(done, RELEASE_TIMEOUT)
-        except TimeoutError:
-            log_event(
-                logger,
-                logging.WARNING,
-                "cluster: previous owner did not release the client in time; taking it",
-                client_id=client_id,
-                owner=node,
-            )
+            while time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(done), RELEASE_POLL)
+                    return True
+                if not await self._is_alive(node):
+                    return False
         finally:
             self._waiting.pop(request, None)
+        log_event(
+            logger,
+            logging.WARNING,
+            "cluster: previous owner did not release the client in time; taking it",
+            client_id=client_id,
+            owner=node,
+        )
+        return False
 
     # -- the control channel --------------------------------------------------------
 
@@ -279,7 +299,9 @@ class Ownership:
         return True
 
     async def adopt(self, dead: str) -> None:
-        """Take over every session of the dead node ``dead`` and read its topic."""
+        """Take over every session of the dead node ``dead``; its topic is read in the
+        background (what it holds is delivered to the restored sessions as it comes,
+        while the claim that led here goes on)."""
         clients = sorted(map(_text, await self._redis.smembers(self._owned(dead))))
         moved = []
         for client_id in clients:
@@ -296,12 +318,14 @@ class Ownership:
         log_event(
             logger, logging.WARNING, "cluster: adopted a dead node", node=dead, sessions=len(moved)
         )
+        self._adopting[dead] = asyncio.create_task(self._drain_adopted(dead))
+
+    async def _drain_adopted(self, dead: str) -> None:
+        """Read the dead node's topic to its end, then tombstone its subscription keys
+        (this node's own stand for its sessions now) and read on until the topic is
+        quiet; then the node may return."""
         await self._bus.drain(dead)
         self._bus.forget_node(dead)
-        self._adopting[dead] = asyncio.create_task(self._finish_adoption(dead))
-
-    async def _finish_adoption(self, dead: str) -> None:
-        """Read the dead node's topic until it is quiet, then let the node return."""
         quiet_since = time.monotonic()
         seen = self._bus.figures().bytes_received
         while time.monotonic() - quiet_since < ADOPTION_QUIET:
