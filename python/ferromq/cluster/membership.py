@@ -2,8 +2,9 @@
 
 Every node registers itself at join in the ``<key_prefix>members`` hash (node id ->
 the JSON of its :class:`MemberInfo`; the entry stays after the node stops, so a dead
-node is still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (the
-``started`` time of its incarnation), written with ``PX ttl`` and refreshed every
+node is still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (JSON:
+the ``started`` time of its incarnation and the node's figures of the moment, which
+the cluster's totals add up), written with ``PX ttl`` and refreshed every
 ``heartbeat`` seconds by one task; a clean stop deletes it. A member is **alive**
 while that key exists, **dead** once it expires (``ttl`` after the last heartbeat),
 **adopted** while ``<key_prefix>adopted:<node_id>`` names the survivor that took over
@@ -25,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from redis.asyncio import Redis, RedisCluster
@@ -86,7 +87,19 @@ class MemberState:
     info: MemberInfo
     state: State
     adopted_by: str | None
+    figures: Mapping[str, int] = field(default_factory=dict)
+    """What an alive node's last heartbeat said of its traffic (:data:`NODE_FIGURES`);
+    empty for a node that is not alive."""
     """The survivor holding a dead node's sessions (state ``adopted``), else None."""
+
+
+def _beat_figures(beat: str | bytes) -> dict[str, int]:
+    """The figures a heartbeat carries (none from a heartbeat that carries none)."""
+    try:
+        figures = json.loads(beat).get("figures", {})
+    except (ValueError, AttributeError):
+        return {}
+    return {str(k): int(v) for k, v in figures.items() if isinstance(v, int)}
 
 
 def _text(value: str | bytes) -> str:
@@ -105,12 +118,14 @@ class Membership:
         *,
         heartbeat: float = 1.0,
         ttl: float = 3.0,
+        figures: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._redis = redis
         self._prefix = key_prefix
         self._me = me
         self._heartbeat = heartbeat
         self._ttl_ms = round(ttl * 1000)
+        self._figures = figures
         self._callbacks: list[Callable[[str, str], None]] = []
         self._seen: dict[str, str] = {}  # other node id -> "alive" | "dead" last reported
         self._task: asyncio.Task[None] | None = None
@@ -160,7 +175,7 @@ class Membership:
         states = []
         for info, beat, adopter in zip(infos, alive, adopted, strict=True):
             if beat is not None:
-                states.append(MemberState(info, "alive", None))
+                states.append(MemberState(info, "alive", None, _beat_figures(beat)))
             elif adopter is not None:
                 states.append(MemberState(info, "adopted", _text(adopter)))
             else:
@@ -172,7 +187,9 @@ class Membership:
 
     async def _beat(self) -> None:
         key = alive_key(self._prefix, self._me.node_id)
-        await self._redis.set(key, repr(self._me.started), px=self._ttl_ms)
+        figures = dict(self._figures()) if self._figures is not None else {}
+        beat = json.dumps({"started": self._me.started, "figures": figures})
+        await self._redis.set(key, beat, px=self._ttl_ms)
 
     async def _run(self) -> None:
         while True:

@@ -32,7 +32,7 @@ from ferromq import __version__
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
-from ferromq.cluster.figures import ClusterFigures
+from ferromq.cluster.figures import NODE_FIGURES, ClusterFigures
 from ferromq.cluster.membership import MemberInfo, Membership
 from ferromq.cluster.names import cluster_key_prefix, redis_client
 from ferromq.cluster.ownership import Ownership
@@ -86,9 +86,14 @@ class ClusterNode:
                 admin=f"{admin.host}:{admin.port}" if admin.enabled else None,
                 version=__version__,
             ),
+            figures=self._node_figures,
         )
         self._watch: dict[str, asyncio.Task[None]] = {}
         engine.set_assigned_id_prefix(f"ferromq-{cluster.node_id}-")
+
+    def _node_figures(self) -> dict[str, int]:
+        stats = self._engine.stats()
+        return {name: stats[name] for name in NODE_FIGURES}
 
     async def prepare(self) -> None:
         """Before the store restores. Raises :class:`StoreUnavailable` naming Kafka or
