@@ -329,7 +329,7 @@ class KafkaBus:
             self._schedule_flush()
 
     async def _failed(self, exc: BaseException, delay: float) -> None:
-        self._unhealthy("cluster: Kafka unreachable; cross-node acknowledgements held", exc)
+        self._unhealthy("cluster: Kafka unreachable; cross-node acks held", exc)
         await asyncio.sleep(delay)
 
     def _unhealthy(self, what: str, error: BaseException | None) -> None:
