@@ -62,6 +62,10 @@ ADOPTION_QUIET: Final = 10.0
 #: other nodes take to read the new owner's subscription keys.
 MOVE_GRACE: Final = 5.0
 POLL: Final = 0.005
+#: Claims under way at once: each holds one Redis connection at a time, and the client's
+#: pool (100 connections) must keep room for membership and the control channel; a burst
+#: of CONNECTs waits its turn instead of meeting "Too many connections".
+CLAIMS_AT_ONCE: Final = 50
 #: Owner keys moved per pipelined round trip when a dead node is adopted.
 ADOPT_BATCH: Final = 1000
 
@@ -115,6 +119,7 @@ class Ownership:
         self._adopting: dict[str, asyncio.Task[None]] = {}
         self._releasing: set[asyncio.Task[None]] = set()
         self._pubsub = redis.pubsub()
+        self._claims = asyncio.Semaphore(CLAIMS_AT_ONCE)
 
     def _owned(self, node: str) -> str:
         return f"{self._kp}owned:{node}"
@@ -171,7 +176,8 @@ class Ownership:
         had it; a session that cannot outlive its connection (``may_persist`` false)
         is not listed among what this node restores. Raises :class:`ClaimFailed`."""
         try:
-            await self._claim(client_id, may_persist)
+            async with self._claims:
+                await self._claim(client_id, may_persist)
         except (RedisError, OSError) as exc:
             raise ClaimFailed(f"cluster: Redis: {exc}") from None
 
