@@ -16,12 +16,12 @@ Every call opens its own aiokafka consumer (no group, nothing committed).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,23 @@ def _record_bytes(record: Any) -> int:
     return key + value + headers
 
 
-async def _partitions(consumer: AIOKafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
-    return [
-        TopicPartition(topic, partition)
-        for topic in topics
-        for partition in sorted(consumer.partitions_for_topic(topic) or ())
-    ]
+async def _partitions(bootstrap: str, prefix: str) -> list[TopicPartition]:
+    """Every partition of every topic whose name starts with ``prefix``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        topics = [topic for topic in await admin.list_topics() if topic.startswith(prefix)]
+        described = await admin.describe_topics(topics) if topics else []
+    finally:
+        await admin.close()
+    return sorted(
+        (
+            TopicPartition(topic["topic"], partition["partition"])
+            for topic in described
+            for partition in topic["partitions"]
+        ),
+        key=lambda tp: (tp.topic, tp.partition),
+    )
 
 
 async def _read(
@@ -106,15 +117,15 @@ def _consumer(bootstrap: str) -> AIOKafkaConsumer:
 
 
 async def _mark(bootstrap: str, data_dir: Path, prefix: str) -> Mark:
+    partitions = await _partitions(bootstrap, f"{prefix}node.")
     consumer = _consumer(bootstrap)
     await consumer.start()
     try:
-        topics = sorted(t for t in await consumer.topics() if t.startswith(f"{prefix}node."))
-        partitions = await _partitions(consumer, topics)
         offsets = await consumer.end_offsets(partitions) if partitions else {}
     finally:
         await consumer.stop()
-    return Mark(dict(offsets), {topic: log_bytes(data_dir, topic) for topic in topics})
+    topics = {tp.topic for tp in partitions}
+    return Mark(dict(offsets), {topic: log_bytes(data_dir, topic) for topic in sorted(topics)})
 
 
 def mark(bootstrap: str, data_dir: Path, prefix: str) -> Mark:
@@ -141,13 +152,12 @@ def route_traffic(bootstrap: str, start: Mark, end: Mark) -> Traffic:
 
 async def _subscriptions(bootstrap: str, data_dir: Path, prefix: str) -> Subscriptions:
     topic = f"{prefix}subscriptions"
+    partitions = [tp for tp in await _partitions(bootstrap, topic) if tp.topic == topic]
+    if not partitions:
+        raise RuntimeError(f"no Kafka topic {topic}")
     consumer = _consumer(bootstrap)
     await consumer.start()
     try:
-        await consumer.topics()  # loads the metadata partitions_for_topic answers from
-        partitions = await _partitions(consumer, [topic])
-        if not partitions:
-            raise RuntimeError(f"no Kafka topic {topic}")
         starts = await consumer.beginning_offsets(partitions)
         ends = await consumer.end_offsets(partitions)
         records = await _read(consumer, {tp: (starts[tp], ends[tp]) for tp in partitions})
