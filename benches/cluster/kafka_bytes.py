@@ -85,47 +85,66 @@ async def _partitions(bootstrap: str, prefix: str) -> list[TopicPartition]:
     )
 
 
-async def _read(
-    consumer: AIOKafkaConsumer, ranges: dict[TopicPartition, tuple[int, int]]
-) -> list[Any]:
-    """The records of each partition from its first offset up to (not including) its
-    last, in offset order per partition."""
-    ranges = {tp: span for tp, span in ranges.items() if span[1] > span[0]}
-    if not ranges:
-        return []
-    consumer.assign(list(ranges))
-    for tp, (first, _) in ranges.items():
-        consumer.seek(tp, first)
-    records: list[Any] = []
-    pending = set(ranges)
-    while pending:
-        batches = await consumer.getmany(*pending, timeout_ms=2000)
-        if not batches:
-            raise RuntimeError(f"Kafka returned nothing more for {sorted(map(str, pending))}")
-        for tp, batch in batches.items():
-            last = ranges[tp][1]
-            records.extend(record for record in batch if record.offset < last)
-            if batch[-1].offset + 1 >= last:
-                pending.discard(tp)
-    return records
-
-
 def _consumer(bootstrap: str) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
     )
 
 
-async def _mark(bootstrap: str, data_dir: Path, prefix: str) -> Mark:
-    partitions = await _partitions(bootstrap, f"{prefix}node.")
+# Each helper starts a consumer only when it has work: aiokafka's stop() right after
+# start() raises CancelledError from the consumer's own committed-offsets task.
+
+
+async def _offsets(
+    bootstrap: str, partitions: list[TopicPartition]
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """Beginning and end offsets of ``partitions``."""
+    if not partitions:
+        return {}, {}
     consumer = _consumer(bootstrap)
     await consumer.start()
     try:
-        offsets = await consumer.end_offsets(partitions) if partitions else {}
+        return (
+            dict(await consumer.beginning_offsets(partitions)),
+            dict(await consumer.end_offsets(partitions)),
+        )
     finally:
         await consumer.stop()
-    topics = {tp.topic for tp in partitions}
-    return Mark(dict(offsets), {topic: log_bytes(data_dir, topic) for topic in sorted(topics)})
+
+
+async def _read(bootstrap: str, ranges: dict[TopicPartition, tuple[int, int]]) -> list[Any]:
+    """The records of each partition from its first offset up to (not including) its
+    last, in offset order per partition."""
+    ranges = {tp: span for tp, span in ranges.items() if span[1] > span[0]}
+    if not ranges:
+        return []
+    consumer = _consumer(bootstrap)
+    await consumer.start()
+    try:
+        consumer.assign(list(ranges))
+        for tp, (first, _) in ranges.items():
+            consumer.seek(tp, first)
+        records: list[Any] = []
+        pending = set(ranges)
+        while pending:
+            batches = await consumer.getmany(*pending, timeout_ms=2000)
+            if not batches:
+                raise RuntimeError(f"Kafka returned nothing more for {sorted(map(str, pending))}")
+            for tp, batch in batches.items():
+                last = ranges[tp][1]
+                records.extend(record for record in batch if record.offset < last)
+                if batch[-1].offset + 1 >= last:
+                    pending.discard(tp)
+        return records
+    finally:
+        await consumer.stop()
+
+
+async def _mark(bootstrap: str, data_dir: Path, prefix: str) -> Mark:
+    partitions = await _partitions(bootstrap, f"{prefix}node.")
+    _, offsets = await _offsets(bootstrap, partitions)
+    topics = sorted({tp.topic for tp in partitions})
+    return Mark(offsets, {topic: log_bytes(data_dir, topic) for topic in topics})
 
 
 def mark(bootstrap: str, data_dir: Path, prefix: str) -> Mark:
@@ -134,13 +153,8 @@ def mark(bootstrap: str, data_dir: Path, prefix: str) -> Mark:
 
 
 async def _route_traffic(bootstrap: str, start: Mark, end: Mark) -> Traffic:
-    consumer = _consumer(bootstrap)
-    await consumer.start()
-    try:
-        ranges = {tp: (start.offsets.get(tp, 0), last) for tp, last in end.offsets.items()}
-        records = await _read(consumer, ranges)
-    finally:
-        await consumer.stop()
+    ranges = {tp: (start.offsets.get(tp, 0), last) for tp, last in end.offsets.items()}
+    records = await _read(bootstrap, ranges)
     grown = sum(size - start.log_bytes.get(topic, 0) for topic, size in end.log_bytes.items())
     return Traffic(len(records), sum(map(_record_bytes, records)), grown)
 
@@ -155,14 +169,8 @@ async def _subscriptions(bootstrap: str, data_dir: Path, prefix: str) -> Subscri
     partitions = [tp for tp in await _partitions(bootstrap, topic) if tp.topic == topic]
     if not partitions:
         raise RuntimeError(f"no Kafka topic {topic}")
-    consumer = _consumer(bootstrap)
-    await consumer.start()
-    try:
-        starts = await consumer.beginning_offsets(partitions)
-        ends = await consumer.end_offsets(partitions)
-        records = await _read(consumer, {tp: (starts[tp], ends[tp]) for tp in partitions})
-    finally:
-        await consumer.stop()
+    starts, ends = await _offsets(bootstrap, partitions)
+    records = await _read(bootstrap, {tp: (starts[tp], ends[tp]) for tp in partitions})
     latest: dict[bytes, Any] = {}
     for record in records:
         latest[record.key] = record

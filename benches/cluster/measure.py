@@ -150,8 +150,8 @@ class Cluster:
                 return attempt
             time.sleep(1.0)
         raise RuntimeError(
-            f"{config['client_id_prefix']}: every priming run lost messages "
-            f"(last: {delivery['lost']} of {delivery['expected']})"
+            f"each of {PRIME_ATTEMPTS} priming runs lost messages "
+            f"(the last {delivery['lost']} of {delivery['expected']})"
         )
 
     def measure(self, name: str, kind: str, config: dict[str, Any], node_ids: Sequence[str]) -> Run:
@@ -242,6 +242,10 @@ def latency_table(runs: list[Run]) -> list[str]:
     return lines
 
 
+def _per(count: float, seconds: float) -> str:
+    return f"{count / seconds:,.0f}" if seconds > 0 else "-"
+
+
 def throughput_table(runs: list[Run]) -> list[str]:
     lines = [
         "| nodes | P2P | delivered msg/s | in+out msg/s | node CPU (cores) "
@@ -256,8 +260,8 @@ def throughput_table(runs: list[Run]) -> list[str]:
             f"| {run.nodes} | {_label(run)} | {r['received_per_s']:,.0f} "
             f"| {r['in_out_per_s']:,.0f} | {run.node_cpu_s / wall:.2f} "
             f"| {run.kafka_cpu_s / wall:.2f} / {run.redis_cpu_s / wall:.2f} / "
-            f"{run.generator_cpu_s / wall:.2f} | {run.delivered / run.node_cpu_s:,.0f} "
-            f"| {2 * run.delivered / service_cpu:,.0f} "
+            f"{run.generator_cpu_s / wall:.2f} | {_per(run.delivered, run.node_cpu_s)} "
+            f"| {_per(2 * run.delivered, service_cpu)} "
             f"| {r['latency_ms']['p50']:.2f} / {r['latency_ms']['p99']:.2f} | {_lost(run)} |"
         )
     return lines
@@ -267,7 +271,7 @@ def route_sizes(route: kafka_bytes.Traffic) -> tuple[int, int]:
     return route.record_bytes, route.log_bytes
 
 
-def kafka_table(runs: list[Run], subs: kafka_bytes.Subscriptions) -> list[str]:
+def kafka_table(runs: list[Run], subs: kafka_bytes.Subscriptions | None) -> list[str]:
     lines = [
         "| run | messages crossing | route records | record bytes | log bytes "
         "| record bytes per message | log bytes per message | messages per record |",
@@ -281,6 +285,8 @@ def kafka_table(runs: list[Run], subs: kafka_bytes.Subscriptions) -> list[str]:
             f"| {route.log_bytes:,} | {' | '.join(per_message)} "
             f"| {crossed / max(route.records, 1):,.1f} |"
         )
+    if subs is None:
+        return lines
     lines += [
         "",
         f"Subscriptions topic (`{TOPIC_PREFIX}subscriptions`) at the end: "
@@ -291,10 +297,20 @@ def kafka_table(runs: list[Run], subs: kafka_bytes.Subscriptions) -> list[str]:
     return lines
 
 
-def markdown(command: str, about: dict[str, str], runs: list[Run], subs: Any) -> str:
+@dataclass
+class Results:
+    runs: list[Run] = field(default_factory=list)
+    #: What could not be measured (run name or "subscriptions topic") -> the error.
+    failed: dict[str, str] = field(default_factory=dict)
+    subscriptions: kafka_bytes.Subscriptions | None = None
+
+
+def markdown(command: str, about: dict[str, str], results: Results) -> str:
+    runs = results.runs
     lat = [run for run in runs if run.kind == "latency"]
     thr = [run for run in runs if run.kind == "throughput"]
     head = ", ".join(f"{key} {value}" for key, value in about.items() if value)
+    failed = [f"- {name}: {error}" for name, error in results.failed.items()]
     return "\n".join(
         [
             "# Issue 17: the cluster on one machine",
@@ -314,8 +330,9 @@ def markdown(command: str, about: dict[str, str], runs: list[Run], subs: Any) ->
             "",
             "## Kafka bytes per message crossing",
             "",
-            *kafka_table(runs, subs),
+            *kafka_table(runs, results.subscriptions),
             "",
+            *(["## Not measured", "", *failed, ""] if failed else []),
         ]
     )
 
@@ -342,38 +359,52 @@ def main(argv: list[str] | None = None) -> int:
     latency = {**window, "duration": args.latency_duration, "rate": args.latency_rate}
     throughput = {**window, "duration": args.duration}
     sessions = [True] if args.no_clean else [True, False]
-    runs: list[Run] = []
+    results = Results()
     with tempfile.TemporaryDirectory(prefix="ferromq-cluster-bench-") as tmp:
         work = Path(tmp)
         cluster = Cluster(work, steer.build(work))
+
+        def measure(name: str, kind: str, config: dict[str, Any], where: list[str]) -> None:
+            try:
+                results.runs.append(cluster.measure(name, kind, config, where))
+            except RuntimeError as error:  # the generator failed, or priming never settled
+                results.failed[name] = str(error)
+                print(f"{name}: not measured: {error}", flush=True)
+
         try:
             cluster.start("a")
             for persistent in sessions:
                 config = p2p(1, persistent, args.pairs, **throughput)
                 name = f"tput-1node-qos1-{'persistent' if persistent else 'clean'}"
-                runs.append(cluster.measure(name, "throughput", config, ["a"]))
+                measure(name, "throughput", config, ["a"])
             cluster.start("b")
             cluster.start("c")
             for where in (["a"], list(NODE_IDS)):
                 for qos in (0, 1):
                     config = p2p(qos, True, args.latency_pairs, **latency)
-                    name = f"latency-{'cross' if len(where) > 1 else 'same'}-qos{qos}"
-                    runs.append(cluster.measure(name, "latency", config, where))
+                    measure(f"latency-{'cross' if len(where) > 1 else 'same'}-qos{qos}",
+                            "latency", config, where)  # fmt: skip
             for persistent in sessions:
                 config = p2p(1, persistent, args.pairs, **throughput)
                 name = f"tput-3node-qos1-{'persistent' if persistent else 'clean'}"
-                runs.append(cluster.measure(name, "throughput", config, list(NODE_IDS)))
-            subs = kafka_bytes.subscriptions(cluster.bootstrap, cluster.kafka_data, TOPIC_PREFIX)
+                measure(name, "throughput", config, list(NODE_IDS))
+            try:
+                results.subscriptions = kafka_bytes.subscriptions(
+                    cluster.bootstrap, cluster.kafka_data, TOPIC_PREFIX
+                )
+            except RuntimeError as error:
+                results.failed["subscriptions topic"] = str(error)
         finally:
             cluster.stop()
     args.out.mkdir(parents=True, exist_ok=True)
-    text = markdown(command, about, runs, subs)
+    text = markdown(command, about, results)
     (args.out / "results.md").write_text(text)
     body = {
         "command": command,
         "machine": about,
-        "runs": [{**asdict(run), "delivered": run.delivered} for run in runs],
-        "subscriptions": asdict(subs),
+        "runs": [{**asdict(run), "delivered": run.delivered} for run in results.runs],
+        "failed": results.failed,
+        "subscriptions": asdict(results.subscriptions) if results.subscriptions else None,
     }
     (args.out / "results.json").write_text(json.dumps(body, indent=1) + "\n")
     print(text)
