@@ -101,14 +101,16 @@ from ferromq.storage import Store, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
-from ferromq.sys_topics import Figures, sys_messages
+from ferromq.sys_topics import PREFIX, Figures, sys_messages
 
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
     from ferromq.admin import AdminServer
+    from ferromq.cluster.node import ClusterNode
     from ferromq.node.bus_pump import BusPump
     from ferromq.node.sys_figures import ShardSys
     from ferromq.storage.kafka_shared import StreamedGroups
+    from ferromq.storage.redis import RedisStore
 
 logger = logging.getLogger("ferromq.broker")
 
@@ -149,6 +151,16 @@ def store_from_config(config: Config, shard: ShardIdentity | None = None) -> Sto
         )
     if storage.application_store == "kafka":
         return application_split(primary, config)
+    return primary
+
+
+def redis_store(store: Store | None) -> RedisStore:
+    """The Redis store of a clustered node (alone, or under the application split)."""
+    from ferromq.storage.redis import RedisStore
+    from ferromq.storage.split import SplitStore
+
+    primary = store.primary if isinstance(store, SplitStore) else store
+    assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
     return primary
 
 
@@ -221,6 +233,8 @@ class Broker:
             self._provider = ProviderChain([OpenProvider()], allow_anonymous=True)
         self._retiring: set[asyncio.Task[None]] = set()  # providers replaced by a reload
         self.auth: AuthGate | None = None
+        self.cluster: ClusterNode | None = None
+        """This node in its cluster (``[cluster]``); None when not clustered."""
         self._started_at = time.monotonic()
         self.serving = False
         self.reload_hooks: list[ReloadHook] = [self._reload_log]
@@ -324,6 +338,11 @@ class Broker:
         now = hub.now()
         self.engine.set_wall_clock(now + round((time.time_ns() - time.monotonic_ns()) / 1e6), now)
         store = store_from_config(self.config, self.shard)
+        if config.cluster.node_id:
+            from ferromq.cluster.node import ClusterNode  # a clustered node has the extras
+
+            self.cluster = ClusterNode(config, self.engine, hub, redis_store(store))
+            await self.cluster.prepare()
         if store is not None:
             await self._restore(store)
             flush_interval_ms = self.config.storage.flush_interval_ms
@@ -342,6 +361,10 @@ class Broker:
             self.auth = AuthGate(
                 self.engine, hub, self._provider, self.admission, self._listeners.certificate
             )
+        if self.cluster is not None:
+            assert self.auth is not None, "a clustered node decides CONNECTs in Python"
+            await self.cluster.start()
+            self.auth.claim = self.cluster.claim
         if self.shard is not None:
             from ferromq.node.bus_pump import BusPump  # the shard's side of the bus
 
@@ -442,6 +465,8 @@ class Broker:
             await self._stream_sink.stop()
         if self._persister is not None:
             await self._persister.stop()
+        if self.cluster is not None:
+            await self.cluster.close()
         await asyncio.gather(*self._retiring)
         if self._provider is not None:
             await self._provider.aclose()
@@ -617,6 +642,10 @@ class Broker:
             messages = (
                 sys_messages(self.figures()) if shard_sys is None else await shard_sys.messages()
             )
+            if self.cluster is not None:
+                from ferromq.cluster import report  # a clustered node has redis
+
+                messages += report.sys_messages(await report.cluster_report(self.cluster), PREFIX)
             now = self.hub.now()
             for topic, payload in messages:
                 self.engine.publish(topic, payload, 0, True, now)

@@ -9,7 +9,9 @@
 - ``publish TOPIC MESSAGE [--qos N] [--retain] [v5 properties]``;
 - ``bans list | add | remove`` (``--client-id`` / ``--username`` / ``--address``);
 - ``reload``: what SIGHUP does; ``trace CLIENT on|off``: log every packet of one client;
-- ``shards``: each shard of the node (``[server] workers``), ready or not, its clients.
+- ``shards``: each shard of the node (``[server] workers``), ready or not, its clients;
+- ``cluster``: the nodes of the cluster (``[cluster]``) and their state, this node's
+  cluster traffic (exit status 1 when the node is not clustered).
 
 The URL is ``--url``, else ``FERROMQ_ADMIN_URL``, else the ``[admin]`` address of
 ``--config FILE`` (the broker's configuration, ``https`` with its ``certfile``), else
@@ -32,6 +34,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +277,25 @@ def _shards(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     return items, table(rows, ("shard", "ready", *_SHARD_STATS))
 
 
+def _cluster(client: Client, args: argparse.Namespace) -> tuple[object, str]:
+    answer = client.call("GET", "/cluster")
+    rows = [
+        {
+            "node": node["node_id"],
+            "state": node["state"],
+            "started": datetime.fromtimestamp(node["started"], timezone.utc).isoformat(
+                timespec="seconds"
+            ),
+            "mqtt": ",".join(node["mqtt"]),
+            "admin": node["admin"],
+            "adopted_by": node["adopted_by"],
+        }
+        for node in answer["nodes"]
+    ]
+    nodes = table(rows, ("node", "state", "started", "mqtt", "admin", "adopted_by"))
+    return answer, f"{nodes}\n\nthis node: {answer['node_id']}\n{_fields(answer['figures'])}"
+
+
 def _reload(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     client.call("POST", "/reload")
     return None, "reload requested (the broker's log says what it applied)"
@@ -467,6 +489,7 @@ def register(commands: Any) -> None:
     _ban_options(action(bans, "remove", "Lift a ban.", _bans_remove))
 
     _runs(groups.add_parser("shards", help="each shard of the node: ready, clients"), _shards)
+    _runs(groups.add_parser("cluster", help="the nodes of the cluster: state, addresses"), _cluster)
     _runs(groups.add_parser("reload", help="reload the configuration (as SIGHUP)"), _reload)
     trace = groups.add_parser("trace", help="log every packet of one client (on) or stop (off)")
     _runs(trace, _trace)

@@ -30,10 +30,14 @@ NEVER_EXPIRES = 0xFFFF_FFFF
 def decides_connect_in_python(config: Config) -> bool:
     """Whether the engine hands every CONNECT to Python (the ``AuthGate``): an
     authentication provider, certificates as user names or named by ACL rules, or
-    admission checks at CONNECT (bans, ``limits.max_connections_per_user``). Otherwise
+    admission checks at CONNECT (bans, ``limits.max_connections_per_user``), or a
+    cluster (each CONNECT claims its client id, :mod:`ferromq.cluster.ownership`). Otherwise
     the engine accepts CONNECTs itself, with no Python per CONNECT."""
     return (
-        bool(config.auth.chain()) or certificate_identities_needed(config) or checks_connect(config)
+        bool(config.auth.chain())
+        or certificate_identities_needed(config)
+        or checks_connect(config)
+        or bool(config.cluster.node_id)
     )
 
 

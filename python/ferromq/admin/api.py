@@ -65,6 +65,7 @@ from ferromq.admin.views import (
     BAN_KIND,
     CLIENT,
     CLIENT_SUBSCRIPTION,
+    CLUSTER,
     LISTED_BAN,
     NEW_USER,
     PUBLISH,
@@ -522,6 +523,19 @@ async def list_shards(api: AdminApi, request: web.Request) -> object:
     return {"items": [{"shard": index, "ready": broker.ready(), "stats": broker.stats()}]}
 
 
+async def show_cluster(api: AdminApi, request: web.Request) -> object:
+    """The nodes of this node's cluster (:mod:`ferromq.cluster.report`)."""
+    cluster = api.broker.cluster
+    if cluster is None:
+        raise ApiError(404, "not clustered")
+    from ferromq.cluster.report import cluster_report  # a clustered node has redis
+
+    report = await cluster_report(cluster)
+    if report.error is not None:
+        raise ApiError(503, report.error)
+    return report.to_json()
+
+
 async def reload(api: AdminApi, request: web.Request) -> object:
     reloader = api.broker.reloader
     if reloader is None:
@@ -782,6 +796,14 @@ ROUTES: tuple[Route, ...] = (
         "Each shard of the node (one without `[server] workers`): ready, and its counters",
         list_shards,
         answer=list_of(SHARD),
+    ),
+    Route(
+        "GET",
+        "/cluster",
+        "The nodes of the cluster (`[cluster]`) and their state, this node's cluster traffic",
+        show_cluster,
+        answer=CLUSTER,
+        errors=(404, 503),
     ),
     Route(
         "POST",

@@ -6,7 +6,10 @@ open and, with a store, its writer running and the last write or compaction
 succeeded (:class:`~ferromq.storage.persister.StoreHealth`), with ``[stream]`` on, its
 sink taking batches — and 503 otherwise, with
 what is wrong in the body; so a broker whose Redis went away is taken out of a load
-balancer once a write fails, and put back at the first success.
+balancer once a write fails, and put back at the first success. Its ``cluster`` says
+``off``, or this node's id and whether its cluster heartbeat reaches Redis (``ok`` or
+``failing``): shown, not counted in readiness (a node cut off from the cluster still
+serves its own clients).
 """
 
 from __future__ import annotations
@@ -58,10 +61,20 @@ def readiness(broker: Broker) -> tuple[bool, dict[str, object]]:
             "last_error": stream_health.last_error,
         }
     )
+    cluster = broker.cluster
+    cluster_state: dict[str, object] = (
+        {"state": "off"}
+        if cluster is None
+        else {
+            "state": "ok" if cluster.membership.healthy else "failing",
+            "node_id": cluster.node_id,
+        }
+    )
     ready = broker.ready()
     return ready, {
         "status": "ready" if ready else "not ready",
         "listeners": broker.listeners_open(),
         "store": store,
         "stream": stream,
+        "cluster": cluster_state,
     }

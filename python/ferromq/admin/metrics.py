@@ -11,8 +11,9 @@ Names are ``ferromq_<subsystem>_<name>[_<unit>]``, the unit a base unit (``bytes
 has a metric (``tests/unit/test_admin_metrics_names.py`` checks it), plus what
 ``$SYS`` has no room for: packets and bytes by packet type, connections by listener
 and by protocol version, retained bytes, authentication failures, store batch sizes
-and write latencies, store errors by operation, event-loop lag. The table of every
-metric is in docs/architecture.md ("Admin listener").
+and write latencies, store errors by operation, event-loop lag. A clustered node adds
+the cluster's families (:mod:`ferromq.admin.cluster`), read per scrape. The table of
+every metric is in docs/architecture.md ("Admin listener").
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ferromq.admin.routes import AdminRoutes
     from ferromq.broker import Broker
 
-__all__ = ["PACKET_TYPES", "BrokerCollector", "register", "stats_keys"]
+__all__ = ["PACKET_TYPES", "BrokerCollector", "Families", "register", "stats_keys"]
 
 PACKET_TYPES: Final = (
     "connect",
@@ -228,6 +229,16 @@ def _histogram(name: str, doc: str, histogram: Histogram) -> HistogramMetricFami
     return family
 
 
+class Families(Collector):
+    """A fixed list of families, for :func:`generate_latest`."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
 class BrokerCollector(Collector):
     """The broker's metrics, read at scrape time."""
 
@@ -363,7 +374,16 @@ def register(routes: AdminRoutes) -> None:
         await loop_lag.stop()
 
     async def metrics(request: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(registry))
+        body = generate_latest(registry)
+        cluster = routes.broker.cluster
+        if cluster is not None:
+            from ferromq.admin.cluster import cluster_families  # a clustered node has redis
+            from ferromq.cluster.report import cluster_report
+
+            report = await cluster_report(cluster)
+            families = cluster_families(report, cluster.membership.healthy)
+            body += generate_latest(Families(list(families)))
+        response = web.Response(body=body)
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 

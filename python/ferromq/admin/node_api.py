@@ -14,7 +14,8 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
   (``/subscriptions``, whose items are subscriptions: until ``limit`` subscribed
   sessions). Following ``next`` lists every session of the node once.
 - **any**: publish, retained messages (replicated on every shard), users, ACL and
-  bans (files every shard reads) go to shard 0, or the next shard while it restarts
+  bans (files every shard reads), and ``/cluster`` (a node of several shards is not
+  clustered: shard 0 says so) go to shard 0, or the next shard while it restarts
   (a publish's ``delivered`` is that shard's count, where each other shard with
   subscribers counts once). Changes to the users and bans files are made there, then
   every other shard applies the file
@@ -249,6 +250,7 @@ HOW: Final[dict[str, NodeHandler]] = {
     "list_listeners": listeners,
     "list_traced": traced,
     "list_shards": shard_list,
+    "show_cluster": any_shard,
 }
 """How the node answers each route of :data:`~ferromq.admin.api.ROUTES`, by its
 operation id."""

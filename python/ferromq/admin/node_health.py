@@ -4,8 +4,8 @@
 with the node's version, uptime and shard count. ``/readyz`` asks every shard's
 ``/readyz`` at once: the node is ready when every shard is, and its body has the
 broker's shape (an MQTT listener is open when every shard that answered has it open;
-the store and the stream are shown as the first shard whose state is not good shows
-them, else as shard 0's) plus ``shards``: each shard's own answer with its index, or
+the store, the stream and the cluster are shown as the first shard whose state is not
+good shows them, else as shard 0's) plus ``shards``: each shard's own answer with its index, or
 ``"status": "unreachable"`` and why.
 """
 
@@ -51,7 +51,7 @@ def register(routes: NodeRoutes) -> None:
 
 def _state(answered: list[dict[str, Any]], key: str) -> object:
     """The first shard's ``key`` whose state is not good, else the first's."""
-    states = [shard[key] for shard in answered]
+    states = [shard[key] for shard in answered if key in shard]
     troubled = [state for state in states if state.get("state") not in _GOOD]
     return (troubled or states or [{"state": "unknown"}])[0]
 
@@ -74,5 +74,6 @@ def node_readiness(answers: list[ShardAnswer | ShardUnreachable]) -> tuple[bool,
         },
         "store": _state(answered, "store"),
         "stream": _state(answered, "stream"),
+        "cluster": _state(answered, "cluster"),
         "shards": shards,
     }

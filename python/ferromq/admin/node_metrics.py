@@ -35,11 +35,11 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import CollectorRegistry
 from prometheus_client.samples import Sample
 
 from ferromq import __version__
-from ferromq.admin.metrics import GAUGES
+from ferromq.admin.metrics import GAUGES, Families
 from ferromq.admin.shards import ShardAnswer, ShardUnreachable
 from ferromq.sys_topics import REPLICATED
 
@@ -59,16 +59,6 @@ COMBINE: Final[dict[str, Callable[[Iterable[float]], float]]] = {
 """How the node combines the shards' samples of a family other than by adding them."""
 
 Labels = tuple[tuple[str, str], ...]
-
-
-class _Families(Collector):
-    """A fixed list of families, for :func:`generate_latest`."""
-
-    def __init__(self, families: list[Metric]) -> None:
-        self._families = families
-
-    def collect(self) -> Iterator[Metric]:
-        return iter(self._families)
 
 
 class _Merged:
@@ -160,7 +150,7 @@ def register(routes: NodeRoutes) -> None:
     async def metrics(request: web.Request) -> web.Response:
         answers = await shards.each("GET", "/metrics")
         families = node_metrics(answers, _own(registry, started))
-        response = web.Response(body=generate_latest(_Families(families)))
+        response = web.Response(body=generate_latest(Families(families)))
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 

@@ -111,7 +111,8 @@ def openapi_document(routes: Sequence[Route], prefix: str, version: str) -> dict
             "version": version,
             "description": "Clients, sessions, subscriptions, retained messages, "
             "publishing, users, ACL, bans, listeners and statistics of a running "
-            "ferromq broker. Lists are paginated: pass `next` back as `cursor`.",
+            "ferromq broker, and the nodes of its cluster. Lists are paginated: pass "
+            "`next` back as `cursor`.",
         },
         "servers": [{"url": prefix}],
         "security": [{"bearerAuth": []}],

@@ -21,6 +21,7 @@ __all__ = [
     "BASE64",
     "BOOLEAN",
     "MQTT_STRING",
+    "NUMBER",
     "STRING",
     "TOPIC_FILTER",
     "TOPIC_NAME",
@@ -38,6 +39,7 @@ Schema = dict[str, Any]
 
 STRING: Schema = {"type": "string"}
 BOOLEAN: Schema = {"type": "boolean"}
+NUMBER: Schema = {"type": "number"}
 
 
 # MQTT's rules as patterns (ECMA-262, as OpenAPI reads them): a topic name has no
@@ -118,6 +120,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "array": (list,),
     "string": (str,),
     "integer": (int,),
+    "number": (int, float),
     "boolean": (bool,),
     "null": (type(None),),
 }

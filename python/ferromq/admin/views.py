@@ -22,6 +22,7 @@ from ferromq.admin.schema import (
     BASE64,
     BOOLEAN,
     MQTT_STRING,
+    NUMBER,
     STRING,
     TOPIC_FILTER,
     TOPIC_NAME,
@@ -183,6 +184,43 @@ SHARD = obj(
 )
 """A shard: ready or not, its counters (``/stats``'s); ``error`` and null counters: it
 did not answer."""
+
+
+CLUSTER_NODE = obj(
+    {
+        "node_id": STRING,
+        "state": string("alive", "dead", "adopted"),
+        "adopted_by": nullable(STRING),
+        "started": NUMBER,
+        "pid": integer(0),
+        "mqtt": array(STRING),
+        "admin": nullable(STRING),
+        "version": STRING,
+    },
+    required=("node_id", "state", "adopted_by", "started", "pid", "mqtt", "admin", "version"),
+)
+"""A node of the cluster: its state (alive while its heartbeat key lives; adopted: dead,
+its sessions taken over by ``adopted_by``) and what it said of itself at join."""
+CLUSTER = obj(
+    {
+        "node_id": STRING,
+        "nodes": array(CLUSTER_NODE),
+        "figures": obj(
+            {
+                "batches_sent": integer(0),
+                "batches_received": integer(0),
+                "bytes_sent": integer(0),
+                "bytes_received": integer(0),
+                "remote_filters": integer(0),
+                "subscriptions_sent": integer(0),
+                "kafka_healthy": BOOLEAN,
+                "held_acks": integer(0),
+            }
+        ),
+    },
+    required=("node_id", "nodes", "figures"),
+)
+"""This node's id, every node of the cluster, this node's cluster traffic."""
 
 
 def page_of(items: Schema) -> Schema:

@@ -51,6 +51,7 @@ from ferromq.auth.certificate import PeerCertificate, certificate_outcome
 from ferromq.auth.provider import (
     MAXIMUM_CONNECT_TIME,
     NOT_AUTHORIZED,
+    SERVER_UNAVAILABLE,
     UNSPECIFIED_ERROR,
     Accept,
     AuthProvider,
@@ -96,6 +97,9 @@ class AuthGate:
         self._connections: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at CONNECT")
+        self.claim: Callable[[str], Awaitable[None]] | None = None
+        """Set on a clustered node: makes an accepted CONNECT's client id this node's
+        (:meth:`ferromq.cluster.ownership.Ownership.claim`) before the answer."""
 
     def use_provider(self, provider: AuthProvider) -> None:
         """Decide every later CONNECT and re-authentication with ``provider`` (a SIGHUP
@@ -170,6 +174,7 @@ class AuthGate:
             outcome = Reject(UNSPECIFIED_ERROR)
         if isinstance(outcome, Pass):  # a Challenge's answer is its provider's to give
             outcome = Reject(NOT_AUTHORIZED)
+        outcome = await self._claimed(conn, token, outcome)
         state = self._connections.get(conn)
         if state is None or state.token != token:
             return
@@ -182,6 +187,35 @@ class AuthGate:
         else:
             self._engine.complete_auth(conn, token, outcome.reason, now)
         self._hub.flush()
+
+    async def _claimed(
+        self, conn: int, token: int, outcome: Accept | Reject | Challenge
+    ) -> Accept | Reject | Challenge:
+        """A first CONNECT accepted on a clustered node: its client id claimed (an empty
+        one is assigned by this node, unique to it)."""
+        state = self._connections.get(conn)
+        if (
+            self.claim is None
+            or not isinstance(outcome, Accept)
+            or state is None
+            or state.token != token
+            or state.identity is not None
+            or not state.client_id
+        ):
+            return outcome
+        try:
+            await self.claim(state.client_id)
+        except Exception as exc:  # a Redis outage, or a bug: refuse this one CONNECT
+            log_event(
+                logger,
+                logging.WARNING,
+                "client id not claimed in the cluster; CONNECT refused",
+                conn=conn,
+                client_id=state.client_id,
+                error=str(exc),
+            )
+            return Reject(SERVER_UNAVAILABLE)
+        return outcome
 
     def _accept(self, conn: int, state: _Connection, outcome: Accept) -> None:
         previous = state.identity

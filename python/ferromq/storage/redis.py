@@ -103,24 +103,41 @@ class RedisStore:
                 f"redis store: redis.key_prefix {key_prefix!r} holds a brace, which would "
                 "change the hash tag that keeps a client's keys in one cluster slot"
             )
+        self._only: list[str] | None = None
         transport = Cluster if cluster else SingleServer
         self._nodes = transport(self.where, settings, self._codec, connect_timeout, command_timeout)
+
+    def only_clients(self, clients: list[str]) -> None:
+        """Load restores these clients' sessions only (a cluster node's own, not every
+        session in Redis), and every retained message."""
+        self._only = clients
 
     async def load(self) -> bytes:
         try:
             await self._nodes.start()
-            clients = await self._clients()
-            parts = []
-            for start in range(0, max(len(clients), 1), LOAD_CHUNK):
-                chunk = clients[start : start + LOAD_CHUNK]
-                last = start + LOAD_CHUNK >= len(clients)
-                buffers = self._codec.load_commands(chunk, last, False)
-                replies = await self._send(buffers, keep=True)
-                parts.append(self._codec.load_records(chunk, replies))
+            clients = self._only if self._only is not None else await self._clients()
+            return await self._read(clients, retained=True)
         except ConnectionError as exc:
             raise StoreUnavailable(str(exc)) from None
         except ValueError as exc:
             raise StoreUnavailable(f"redis store at {self.where}: unreadable: {exc}") from None
+
+    async def load_clients(self, clients: list[str]) -> bytes:
+        """These clients' sessions as journal records, while running (a session moving
+        to this node). Raises ``ConnectionError`` naming Redis."""
+        try:
+            return await self._read(clients, retained=False)
+        except ValueError as exc:
+            raise ConnectionError(f"redis store at {self.where}: unreadable: {exc}") from None
+
+    async def _read(self, clients: list[str], *, retained: bool) -> bytes:
+        parts = []
+        for start in range(0, max(len(clients), 1), LOAD_CHUNK):
+            chunk = clients[start : start + LOAD_CHUNK]
+            last = retained and start + LOAD_CHUNK >= len(clients)
+            buffers = self._codec.load_commands(chunk, last, False)
+            replies = await self._send(buffers, keep=True)
+            parts.append(self._codec.load_records(chunk, replies))
         return b"".join(parts)
 
     async def _clients(self) -> list[str]:

@@ -67,6 +67,29 @@ impl Engine {
         Ok(())
     }
 
+    /// Another node claimed `client_id`: close its connection here with 0x8E and drop
+    /// its session from memory, keeping it in the store. Returns the journal batch the
+    /// store must confirm before the new owner reads it (0: none pending); None when
+    /// there is no such session here.
+    fn evict(&mut self, client_id: &str, now: u64) -> Option<u64> {
+        self.inner.evict(client_id, now)
+    }
+
+    /// The journal batch holding everything journaled so far (0: all stored).
+    fn journal_mark(&self) -> u64 {
+        self.inner.journal_mark()
+    }
+
+    /// Whether the store has confirmed journal batch `batch`.
+    fn journal_confirmed(&self, batch: u64) -> bool {
+        self.inner.journal_confirmed(batch)
+    }
+
+    /// Client ids the broker assigns start with `prefix` (default "ferromq-").
+    fn set_assigned_id_prefix(&mut self, prefix: &str) {
+        self.inner.set_assigned_id_prefix(prefix);
+    }
+
     /// Tell the other shards this one (re)started, once its store is restored.
     fn bus_hello(&mut self) {
         self.inner.bus_hello();

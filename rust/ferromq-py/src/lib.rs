@@ -14,6 +14,7 @@ mod admin;
 mod bench;
 mod buffer;
 mod bus;
+mod cluster;
 mod codec;
 mod engine;
 mod errors;
@@ -41,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     settings::register(m)?;
     engine::register(m)?;
     bus::register(m)?;
+    cluster::register(m)?;
     node_counters::register(m)?;
     shard_owner::register(m)?;
     acl::register(m)?;

@@ -1,11 +1,13 @@
 // The dashboard's entry point: asks for the admin token when the listener needs one
 // (/dashboard/settings.json says so before any API call could fail), keeps it in
 // sessionStorage, and starts the panels: node health and rates (overview.js), the
-// clients, sessions and subscriptions tables (lists.js), the retained browser, the
+// cluster's nodes on a clustered node (cluster.js), the clients, sessions and
+// subscriptions tables (lists.js), the retained browser, the
 // publish form and, with a WebSocket listener, the MQTT panel. A 401 from any of them
 // stops the polling and asks for the token again.
 
 import { api, forgetToken, request, setToken, token, Unauthorized } from "./api.js";
+import { startCluster } from "./cluster.js";
 import { byId, showError } from "./dom.js";
 import { LISTS } from "./lists.js";
 import { startOverview } from "./overview.js";
@@ -15,11 +17,14 @@ import { PagedTable } from "./table.js";
 import { startWsPanel } from "./ws-panel.js";
 
 let stopOverview = null;
+let stopCluster = null;
 let panels = null; // the refresh of each panel, once built
 
 function askToken(message) {
   stopOverview?.();
   stopOverview = null;
+  stopCluster?.();
+  stopCluster = null;
   forgetToken();
   byId("main").hidden = true;
   byId("forget-token").hidden = true;
@@ -44,6 +49,7 @@ function show() {
   byId("main").hidden = false;
   byId("forget-token").hidden = token() === null;
   stopOverview = startOverview(onError);
+  stopCluster = startCluster(onError);
   panels ??= build();
   for (const refresh of panels) refresh();
 }

@@ -107,7 +107,7 @@ impl Engine {
             // One this shard owns, so a reconnect with it lands here (about `count`
             // tries on a node of `count` shards).
             let id = loop {
-                let id = format!("ferromq-{:016x}", self.next_assigned_id);
+                let id = format!("{}{:016x}", self.assigned_id_prefix, self.next_assigned_id);
                 self.next_assigned_id += 1;
                 if self.owns(&id) {
                     break id;

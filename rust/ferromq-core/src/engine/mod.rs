@@ -33,6 +33,7 @@ mod admin;
 mod alias_out;
 mod announce;
 mod auth;
+mod cluster;
 mod config;
 mod connect;
 mod connection;
@@ -259,6 +260,7 @@ pub struct Engine {
     events: Vec<Event>,
     stats: Stats,
     next_assigned_id: u64,
+    assigned_id_prefix: Box<str>,
     journal: Journal,
     /// Set when the engine is one of a node's shards (`shards.rs`).
     shards: Option<shards::Shards>,
@@ -322,6 +324,7 @@ impl Engine {
             events: Vec::new(),
             stats: Stats::default(),
             next_assigned_id: 1,
+            assigned_id_prefix: "ferromq-".into(),
             journal: Journal::new(config.journal),
             shards: None,
             held_acks: std::collections::VecDeque::new(),

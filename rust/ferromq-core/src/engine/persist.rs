@@ -47,8 +47,10 @@ pub(super) struct HeldAck {
     pub conn: ConnId,
     pub batch: u64,
     pub stream_batch: u64,
-    /// The bus round whose receivers must have stored it (0: none; `shards`).
+    /// The bus round whose receivers must have stored it (0: none; `shards`), and
+    /// the slots it went to (`Engine::take_bus_wait`).
     pub bus_round: u64,
+    pub bus_slots: u64,
     pub packet: Packet,
 }
 
@@ -137,17 +139,44 @@ impl Engine {
         }
     }
 
-    /// Write the held acknowledgements whose journal batch and stream batch are
-    /// both confirmed, from the front: an ack never overtakes an earlier one.
+    /// Write the held acknowledgements whose journal batch, stream batch and bus
+    /// round are confirmed; an ack never overtakes an earlier one of its connection
+    /// [MQTT-4.6.0-2]. Batches are confirmed in order, so the scan past the front
+    /// only happens when the front waits for a bus round alone (another node's
+    /// Kafka topic, say), and then releases the connections not waiting for one.
     pub(super) fn release_held_acks(&mut self) {
-        while self.held_acks.front().is_some_and(|held| {
-            !self.journal.has_unconfirmed_at(held.batch)
-                && !self.stream_has_unconfirmed_at(held.stream_batch)
-                && self.bus_round_confirmed(held.bus_round)
-        }) {
+        while self.held_acks.front().is_some_and(|held| self.ack_ready(held)) {
             let held = self.held_acks.pop_front().expect("front checked");
             self.write(held.conn, &held.packet);
         }
+        let front_waits_for_bus_only = self.held_acks.front().is_some_and(|held| {
+            !self.journal.has_unconfirmed_at(held.batch)
+                && !self.stream_has_unconfirmed_at(held.stream_batch)
+        });
+        if !front_waits_for_bus_only {
+            return;
+        }
+        let mut waiting: std::collections::HashSet<ConnId> = std::collections::HashSet::new();
+        let mut kept = std::collections::VecDeque::with_capacity(self.held_acks.len());
+        let mut ready = Vec::new();
+        for held in std::mem::take(&mut self.held_acks) {
+            if !waiting.contains(&held.conn) && self.ack_ready(&held) {
+                ready.push(held);
+            } else {
+                waiting.insert(held.conn);
+                kept.push_back(held);
+            }
+        }
+        self.held_acks = kept;
+        for held in ready {
+            self.write(held.conn, &held.packet);
+        }
+    }
+
+    fn ack_ready(&self, held: &HeldAck) -> bool {
+        !self.journal.has_unconfirmed_at(held.batch)
+            && !self.stream_has_unconfirmed_at(held.stream_batch)
+            && self.bus_slots_confirmed(held.bus_round, held.bus_slots)
     }
 
     /// Write a PUBACK/PUBREC now, or hold it until the store (and, when the stream
@@ -155,8 +184,14 @@ impl Engine {
     pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
         let batch = self.journal.unconfirmed_batch();
         let stream_batch = self.stream_unconfirmed_batch();
-        let bus_round = self.bus_round_pending();
-        if batch.is_none() && stream_batch.is_none() && bus_round == 0 {
+        let (bus_round, bus_slots) = self.take_bus_wait();
+        // Behind an earlier held one of its connection (waiting for a bus round while
+        // the store has everything), it waits too.
+        if batch.is_none()
+            && stream_batch.is_none()
+            && bus_round == 0
+            && !self.held_acks.iter().any(|held| held.conn == conn)
+        {
             self.write(conn, &packet);
             return;
         }
@@ -165,6 +200,7 @@ impl Engine {
             batch: batch.unwrap_or(0),
             stream_batch: stream_batch.unwrap_or(0),
             bus_round,
+            bus_slots,
             packet,
         });
     }
@@ -177,6 +213,7 @@ impl Engine {
             batch,
             stream_batch: 0,
             bus_round: 0,
+            bus_slots: 0,
             packet,
         });
     }

@@ -77,18 +77,27 @@ fn remote_options() -> SubscriptionOptions {
 
 #[derive(Debug)]
 pub(super) struct Shards {
-    me: u16,
-    /// One per shard of the node (this shard's own stays empty).
-    outboxes: Vec<Journal>,
+    pub(super) me: u16,
+    /// The node's shards: slots `0..local`, joined by rings. Slots from `local` up are
+    /// other nodes of a cluster, joined through Kafka (`engine/cluster.rs`), and the
+    /// cluster's subscription topic.
+    pub(super) local: u16,
+    /// One per slot (this shard's own stays empty).
+    pub(super) outboxes: Vec<Journal>,
     /// Subscribers per (shard, filter) as that shard reported them.
-    remote: HashMap<(u16, Box<str>), u32>,
-    /// Acknowledged rounds (see "Acknowledgements" in the module header), per shard:
+    pub(super) remote: HashMap<(u16, Box<str>), u32>,
+    /// Acknowledged rounds (see "Acknowledgements" in the module header), per slot:
     /// a QoS 1/2 message is in the outbox and no round was written after it yet,
-    needs_round: Vec<bool>,
+    pub(super) needs_round: Vec<bool>,
     /// the last round sent to it, and the last it confirmed.
-    sent_round: Vec<u64>,
-    acked_round: Vec<u64>,
-    next_round: u64,
+    pub(super) sent_round: Vec<u64>,
+    pub(super) acked_round: Vec<u64>,
+    pub(super) next_round: u64,
+    /// The slots a QoS 1/2 message was routed to since the last acknowledgement took
+    /// them (bit 63 stands for every slot from 63 up): what that PUBACK waits for.
+    pub(super) routed: u64,
+    /// The cluster's side of the index (`engine/cluster.rs`), when clustered.
+    pub(super) cluster: Option<super::cluster::ClusterIndex>,
     /// Rounds received, to confirm once this shard's store has what they brought:
     /// (from, round, the journal batch then unconfirmed).
     to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
@@ -100,17 +109,68 @@ pub(super) struct Shards {
 }
 
 impl Shards {
+    pub(super) fn new(me: u16, local: u16) -> Self {
+        Shards {
+            me,
+            local,
+            outboxes: (0..local).map(|_| Journal::for_bus()).collect(),
+            remote: HashMap::new(),
+            needs_round: vec![false; usize::from(local)],
+            sent_round: vec![0; usize::from(local)],
+            acked_round: vec![0; usize::from(local)],
+            next_round: 1,
+            routed: 0,
+            to_confirm: std::collections::VecDeque::new(),
+            subacks: std::collections::VecDeque::new(),
+            groups: HashMap::new(),
+            cluster: None,
+        }
+    }
+
+    /// A new slot past the others: another node, or the subscription topic.
+    pub(super) fn add_slot(&mut self) -> u16 {
+        self.outboxes.push(Journal::for_bus());
+        self.needs_round.push(false);
+        self.sent_round.push(0);
+        self.acked_round.push(0);
+        (self.outboxes.len() - 1) as u16
+    }
+
+    /// The node's other shards, which replicate subscriptions record by record.
     fn others(&mut self) -> impl Iterator<Item = &mut Journal> {
         let me = usize::from(self.me);
+        let local = usize::from(self.local);
         self.outboxes
             .iter_mut()
+            .take(local)
             .enumerate()
             .filter(move |(shard, _)| *shard != me)
             .map(|(_, outbox)| outbox)
     }
 
+    /// Every other shard, and every other node unless `nodes` is false: where
+    /// retained messages go (a node's `$SYS` tree is its own).
+    fn everyone_else(&mut self, nodes: bool) -> impl Iterator<Item = &mut Journal> {
+        let me = usize::from(self.me);
+        let local = usize::from(self.local);
+        let topic = self.cluster.as_ref().map(|c| usize::from(c.slot));
+        self.outboxes
+            .iter_mut()
+            .enumerate()
+            .filter(move |(slot, _)| {
+                *slot != me && Some(*slot) != topic && (nodes || *slot < local)
+            })
+            .map(|(_, outbox)| outbox)
+    }
+
     fn count(&self) -> u16 {
-        self.outboxes.len() as u16
+        self.local
+    }
+
+    /// Whether `slot` is another node (its rounds are confirmed by Kafka, not by a
+    /// `BUS_ACK`).
+    pub(super) fn is_node(&self, slot: u16) -> bool {
+        slot >= self.local
     }
 
     /// Filters other shards hold in this shard's index.
@@ -123,18 +183,7 @@ impl Engine {
     /// Make this engine shard `me` of `count`; one shard (the default) sends nothing.
     pub fn set_shards(&mut self, me: u16, count: u16) {
         assert!(me < count, "shard {me} of {count}");
-        self.shards = (count > 1).then(|| Shards {
-            me,
-            outboxes: (0..count).map(|_| Journal::for_bus()).collect(),
-            remote: HashMap::new(),
-            needs_round: vec![false; usize::from(count)],
-            sent_round: vec![0; usize::from(count)],
-            acked_round: vec![0; usize::from(count)],
-            next_round: 1,
-            to_confirm: std::collections::VecDeque::new(),
-            subacks: std::collections::VecDeque::new(),
-            groups: HashMap::new(),
-        });
+        self.shards = (count > 1).then(|| Shards::new(me, count));
     }
 
     /// This engine's shard and the node's number of shards; (0, 1) when alone.
@@ -198,7 +247,7 @@ impl Engine {
         }
     }
 
-    fn round_confirmed(&mut self, from: u16, round: u64) {
+    pub(super) fn round_confirmed(&mut self, from: u16, round: u64) {
         if let Some(shards) = self.shards.as_mut() {
             let acked = &mut shards.acked_round[usize::from(from)];
             *acked = (*acked).max(round);
@@ -235,7 +284,7 @@ impl Engine {
     }
 
     /// Forget every subscription shard `from` reported.
-    fn remote_reset(&mut self, from: u16) {
+    pub(super) fn remote_reset(&mut self, from: u16) {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
@@ -256,7 +305,7 @@ impl Engine {
     pub fn take_bus(&mut self, to: u16) -> Option<Bytes> {
         let shards = self.shards.as_mut()?;
         let at = usize::from(to);
-        if shards.needs_round.get(at).copied().unwrap_or(false) {
+        if !shards.is_node(to) && shards.needs_round.get(at).copied().unwrap_or(false) {
             let round = shards.next_round;
             shards.next_round += 1;
             shards.needs_round[at] = false;
@@ -267,13 +316,28 @@ impl Engine {
         outbox.take().map(|(_, records)| records)
     }
 
-    /// The round an acknowledgement given now must wait for: 0 when no QoS 1/2
-    /// message waits in an outbox.
-    pub(super) fn bus_round_pending(&self) -> u64 {
-        match &self.shards {
-            Some(shards) if shards.needs_round.contains(&true) => shards.next_round,
-            _ => 0,
+    /// What an acknowledgement given now must wait for: the round that will carry the
+    /// QoS 1/2 messages routed since the last one, and the slots they went to; (0, 0)
+    /// when none was. Messages routed elsewhere earlier are waited for through the
+    /// acknowledgements held before this one, on the same connection.
+    pub(super) fn take_bus_wait(&mut self) -> (u64, u64) {
+        match self.shards.as_mut() {
+            Some(shards) if shards.routed != 0 => {
+                (shards.next_round, std::mem::take(&mut shards.routed))
+            }
+            _ => (0, 0),
         }
+    }
+
+    /// Every slot of `slots` (as `take_bus_wait` gave them) has confirmed round
+    /// `round` or a later one.
+    pub(super) fn bus_slots_confirmed(&self, round: u64, slots: u64) -> bool {
+        let Some(shards) = self.shards.as_ref().filter(|_| round != 0) else {
+            return true;
+        };
+        (0..shards.outboxes.len()).all(|to| {
+            slots & (1 << to.min(63)) == 0 || shards.acked_round[to] >= round
+        })
     }
 
     /// Every shard that was sent a QoS 1/2 message in a round up to `round` has
@@ -309,8 +373,10 @@ impl Engine {
             return Some(granted);
         };
         let me = usize::from(shards.me);
+        let local = usize::from(shards.local);
+        let topic = shards.cluster.as_ref().map(|c| usize::from(c.slot));
         for (to, needs) in shards.needs_round.iter_mut().enumerate() {
-            *needs |= to != me;
+            *needs |= (to != me && to < local) || Some(to) == topic;
         }
         let conn = granted.conn;
         shards.subacks.push_back((shards.next_round, granted));
@@ -353,6 +419,7 @@ impl Engine {
         if message.qos != QoS::AtMostOnce {
             if let Some(shards) = self.shards.as_mut() {
                 shards.needs_round[usize::from(to)] = true;
+                shards.routed |= 1 << to.min(63);
             }
         }
     }
@@ -368,6 +435,9 @@ impl Engine {
         let options = remote_options().to_byte(ProtocolVersion::V5);
         for outbox in shards.others() {
             outbox.subscribe(client, filter, options, 0);
+        }
+        if let Some(cluster) = shards.cluster.as_mut() {
+            cluster.gained(filter);
         }
     }
 
@@ -399,13 +469,16 @@ impl Engine {
         for outbox in shards.others() {
             outbox.unsubscribe(client, filter);
         }
+        if let Some(cluster) = shards.cluster.as_mut() {
+            cluster.lost(filter);
+        }
     }
 
     /// A client's retained message was stored (`Some`) or its topic cleared (`None`).
     pub(super) fn shards_retained(&mut self, topic: &str, message: Option<&Message>) {
         let wall_offset = self.wall_offset;
         if let Some(shards) = self.shards.as_mut() {
-            for outbox in shards.others() {
+            for outbox in shards.everyone_else(!topic.starts_with("$SYS/")) {
                 outbox.retain(topic, message, wall_offset);
             }
         }
@@ -570,7 +643,7 @@ impl Engine {
         Ok(count)
     }
 
-    fn remote_subscribe(&mut self, from: u16, filter: String) {
+    pub(super) fn remote_subscribe(&mut self, from: u16, filter: String) {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
@@ -590,7 +663,7 @@ impl Engine {
         }
     }
 
-    fn remote_unsubscribe(&mut self, from: u16, filter: &str) {
+    pub(super) fn remote_unsubscribe(&mut self, from: u16, filter: &str) {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };

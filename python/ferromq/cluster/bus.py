@@ -1,0 +1,454 @@
+"""Kafka as the bus between the nodes of a cluster (docs/cluster.md, "The bus"): what the
+shards' rings carry inside a node, carried between nodes, with no link between them.
+
+- **Sending**, once per loop tick (``IOHub.after_flush``): the engine's records for each
+  other node (``ClusterPort.take``, compiled: one Kafka record value per node per tick,
+  cut at ``RECORD_BYTES``) and this node's subscription changes go on a queue that one
+  task produces in order (one partition per topic, the idempotent producer: order
+  holds). When Kafka has a node's record (acks=all) its round is confirmed
+  (``ClusterPort.confirmed``): the PUBACK/PUBREC of the QoS 1/2 messages it carries go
+  out. A failed produce is sent again; its acknowledgements stay held meanwhile, so
+  while Kafka is away cross-node acknowledgements wait and local traffic goes on.
+- **Receiving**: this node's topic (``<prefix>node.<id>``, consumer group of the same
+  name) is applied to the engine record by record (``ClusterPort.receive``: one Kafka
+  record is a batch). Its offset is committed only past records whose effects the
+  store has confirmed (``Engine.journal_mark``), so a node killed with ``kill -9``
+  reads again, from the topic, what it had not stored. A dead node's topic is read the
+  same way by the survivor that adopted it (:meth:`KafkaBus.drain`).
+- **The subscription topic** (compacted, key ``<node>\\0<filter>``, value ``1`` or a
+  tombstone) is read from the beginning by every node: the keys of other nodes are
+  applied to the index as their pseudo-sessions (``ClusterPort.apply_subscriptions``),
+  this node's own are remembered so that joining tombstones the ones its restored
+  sessions no longer have. Joining waits until the topic is read to its end.
+
+Python runs per tick, per Kafka record and per subscription key, never per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Final
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+
+from ferromq._core import ClusterPort, Engine
+from ferromq._protocol import IOHub
+from ferromq.cluster.figures import ClusterFigures
+from ferromq.cluster.names import (
+    NODE_KEY_SEPARATOR,
+    node_topic,
+    subscription_key,
+    subscriptions_topic,
+)
+from ferromq.log import log_event
+from ferromq.storage import StoreUnavailable
+
+__all__ = ["KafkaBus"]
+
+logger = logging.getLogger("ferromq.cluster")
+
+#: Bytes of one Kafka record value a tick's records for one node are cut into.
+RECORD_BYTES: Final = 1024 * 1024
+#: The largest record the topics take: one MQTT message of up to this size crosses whole.
+MAX_RECORD: Final = 64 * 1024 * 1024
+RETRY_FIRST: Final = 0.1
+RETRY_MAX: Final = 5.0
+_TOPIC_ALREADY_EXISTS: Final = 36
+
+
+@dataclass
+class _Send:
+    topic: str
+    key: bytes
+    value: bytes | None
+    slot: int
+    round: int  # confirmed once Kafka has this record (0: nothing waits)
+
+
+@dataclass
+class _Counters:
+    batches_sent: int = 0
+    batches_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    subscriptions_sent: int = 0
+
+
+@dataclass
+class _Reader:
+    """One node topic being applied: this node's own, or an adopted node's."""
+
+    node_id: str
+    slot: int
+    consumer: AIOKafkaConsumer
+    task: asyncio.Task[None] | None = None
+    # (offset after the record, journal batch holding its effects), oldest first
+    pending: deque[tuple[int, int]] = field(default_factory=deque)
+    at_end: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class KafkaBus:
+    def __init__(
+        self,
+        engine: Engine,
+        hub: IOHub,
+        node_id: str,
+        bootstrap: str,
+        topic_prefix: str,
+        *,
+        request_timeout: float = 10.0,
+    ) -> None:
+        self._engine = engine
+        self._hub = hub
+        self._port = ClusterPort(engine)
+        self.node_id = node_id
+        self._bootstrap = bootstrap
+        self._prefix = topic_prefix
+        self._timeout_ms = int(request_timeout * 1000)
+        self._subscriptions = subscriptions_topic(topic_prefix)
+        self._slots: dict[str, int] = {}
+        self._own_keys: set[str] = set()  # filters this node's keys say it has
+        self._node_filters: dict[str, set[str]] = {}  # other nodes' filters, by node
+        self._queue: deque[_Send] = deque()
+        self._queued = asyncio.Event()
+        self._counters = _Counters()
+        self._healthy = True
+        self._readers: dict[str, _Reader] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._flush_scheduled = False
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            request_timeout_ms=self._timeout_ms,
+            linger_ms=0,
+            max_request_size=MAX_RECORD,
+        )
+        self._admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap, request_timeout_ms=self._timeout_ms
+        )
+        self._index_consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            request_timeout_ms=self._timeout_ms,
+            fetch_max_bytes=MAX_RECORD,
+            max_partition_fetch_bytes=MAX_RECORD,
+        )
+
+    # -- start and stop -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the topics, start producing, read the subscription topic to its end.
+        Raises :class:`StoreUnavailable` naming Kafka when it cannot be reached."""
+        try:
+            await self._admin.start()
+            await self._create_topic(self._subscriptions, compacted=True)
+            await self._create_topic(node_topic(self._prefix, self.node_id), compacted=False)
+            await self._producer.start()
+            await self._index_consumer.start()
+        except (KafkaError, OSError, ConnectionError) as exc:
+            await self._close_clients()
+            raise StoreUnavailable(
+                f"cluster: Kafka at {self._bootstrap} unreachable: {exc}"
+            ) from None
+        partition = TopicPartition(self._subscriptions, 0)
+        self._index_consumer.assign([partition])
+        await self._index_consumer.seek_to_beginning(partition)
+        end = (await self._index_consumer.end_offsets([partition]))[partition]
+        while await self._index_consumer.position(partition) < end:
+            await self._read_index(timeout_ms=1000)
+        self._tasks.append(asyncio.create_task(self._index_forever()))
+        self._tasks.append(asyncio.create_task(self._send_forever()))
+
+    async def serve(self) -> None:
+        """Once the store is restored: correct this node's keys, start sending and
+        reading this node's topic."""
+        stale = self._own_keys - set(self._port.filters(self._engine))
+        for filter_ in sorted(stale):
+            self._enqueue_key(filter_, present=False, round_=0)
+        self._hub.after_flush = self.send
+        await self.drain(self.node_id)
+        self.send()
+
+    async def close(self) -> None:
+        self._hub.after_flush = None
+        for reader in list(self._readers.values()):
+            await self._stop_reader(reader)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._index_consumer.stop()
+        with contextlib.suppress(Exception):
+            await self._producer.stop()
+        with contextlib.suppress(Exception):
+            await self._admin.close()
+
+    async def _create_topic(self, name: str, *, compacted: bool) -> None:
+        configs = {"max.message.bytes": str(MAX_RECORD)}
+        if compacted:
+            configs["cleanup.policy"] = "compact"
+        response = await self._admin.create_topics([NewTopic(name, 1, 1, topic_configs=configs)])
+        for _topic, code, *rest in response.topic_errors:
+            if code not in (0, _TOPIC_ALREADY_EXISTS):
+                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def slot_of(self, node_id: str) -> int:
+        """The engine slot standing for ``node_id`` (made the first time it is seen)."""
+        slot = self._slots.get(node_id)
+        if slot is None:
+            slot = self._slots[node_id] = self._port.add_node(self._engine)
+        return slot
+
+    def node_filters(self, node_id: str) -> set[str]:
+        """The filters ``node_id``'s keys in the subscription topic say it has."""
+        return set(self._node_filters.get(node_id, ()))
+
+    def forget_node(self, node_id: str) -> None:
+        """Tombstone every key of ``node_id`` (adopted: the adopter's keys now stand
+        for its sessions)."""
+        for filter_ in sorted(self._node_filters.get(node_id, ())):
+            self._queue.append(
+                _Send(self._subscriptions, subscription_key(node_id, filter_), None, 0, 0)
+            )
+        self._queued.set()
+
+    def figures(self) -> ClusterFigures:
+        c = self._counters
+        return ClusterFigures(
+            batches_sent=c.batches_sent,
+            batches_received=c.batches_received,
+            bytes_sent=c.bytes_sent,
+            bytes_received=c.bytes_received,
+            remote_filters=sum(len(f) for f in self._node_filters.values()),
+            subscriptions_sent=c.subscriptions_sent,
+            kafka_healthy=self._healthy,
+            held_acks=sum(1 for s in self._queue if s.round),
+        )
+
+    # -- sending --------------------------------------------------------------------
+
+    def send(self) -> None:
+        """Queue what this tick produced for other nodes (``IOHub.after_flush``)."""
+        port, engine = self._port, self._engine
+        for slot, records, round_ in port.take(engine, RECORD_BYTES):
+            node = self._node_at(slot)
+            if node is None:
+                continue
+            topic = node_topic(self._prefix, node)
+            self._queue.append(_Send(topic, self.node_id.encode(), records, slot, round_))
+        taken = port.take_subscriptions(engine)
+        if taken is not None:
+            changes, round_ = taken
+            for filter_, present in changes:
+                self._enqueue_key(filter_, present, 0)
+            slot = port.subscription_slot(engine)
+            if changes:
+                self._queue[-1].slot, self._queue[-1].round = slot, round_
+            else:
+                port.confirmed(engine, slot, round_)
+        if self._queue:
+            self._queued.set()
+
+    def _enqueue_key(self, filter_: str, present: bool, round_: int) -> None:
+        key = subscription_key(self.node_id, filter_)
+        self._queue.append(_Send(self._subscriptions, key, b"1" if present else None, 0, round_))
+        if present:
+            self._own_keys.add(filter_)
+        else:
+            self._own_keys.discard(filter_)
+        self._counters.subscriptions_sent += 1
+
+    def _node_at(self, slot: int) -> str | None:
+        for node, at in self._slots.items():
+            if at == slot:
+                return node
+        return None
+
+    async def _send_forever(self) -> None:
+        delay = RETRY_FIRST
+        while True:
+            await self._queued.wait()
+            self._queued.clear()
+            while self._queue:
+                item = self._queue[0]
+                try:
+                    future = await self._producer.send(item.topic, item.value, key=item.key)
+                except (KafkaError, OSError) as exc:
+                    await self._failed(exc, delay)
+                    delay = min(delay * 2, RETRY_MAX)
+                    continue
+                self._queue.popleft()
+                future.add_done_callback(lambda f, item=item: self._produced(f, item))
+            delay = RETRY_FIRST
+
+    def _produced(self, future: asyncio.Future[object], item: _Send) -> None:
+        error = future.exception() if not future.cancelled() else None
+        if future.cancelled() or error is not None:
+            # Sent again, at the front: its acknowledgements are still held.
+            self._queue.appendleft(item)
+            self._queued.set()
+            if self._healthy:
+                self._healthy = False
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "cluster: Kafka refused a record; cross-node acknowledgements held",
+                    kafka=self._bootstrap,
+                    error=str(error),
+                )
+            return
+        if not self._healthy:
+            self._healthy = True
+            log_event(logger, logging.INFO, "cluster: Kafka takes records again")
+        if item.value is not None and item.topic != self._subscriptions:
+            self._counters.batches_sent += 1
+            self._counters.bytes_sent += len(item.value)
+        if item.round:
+            self._port.confirmed(self._engine, item.slot, item.round)
+            self._schedule_flush()
+
+    async def _failed(self, exc: BaseException, delay: float) -> None:
+        if self._healthy:
+            self._healthy = False
+            log_event(
+                logger,
+                logging.WARNING,
+                "cluster: Kafka unreachable; cross-node acknowledgements held",
+                kafka=self._bootstrap,
+                error=str(exc),
+            )
+        await asyncio.sleep(delay)
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self._hub.flush()
+
+    # -- the subscription topic ---------------------------------------------------
+
+    async def _index_forever(self) -> None:
+        while True:
+            await self._read_index(timeout_ms=1000)
+
+    async def _read_index(self, timeout_ms: int) -> None:
+        try:
+            batches = await self._index_consumer.getmany(timeout_ms=timeout_ms)
+        except KafkaError as exc:
+            log_event(logger, logging.WARNING, "cluster: reading subscriptions", error=str(exc))
+            await asyncio.sleep(RETRY_FIRST)
+            return
+        changes: dict[str, list[tuple[str, bool]]] = {}
+        for records in batches.values():
+            for record in records:
+                if record.key is None:
+                    continue
+                node, _, filter_ = record.key.decode().partition(NODE_KEY_SEPARATOR)
+                present = record.value is not None
+                if node == self.node_id:
+                    (self._own_keys.add if present else self._own_keys.discard)(filter_)
+                    continue
+                known = self._node_filters.setdefault(node, set())
+                (known.add if present else known.discard)(filter_)
+                changes.setdefault(node, []).append((filter_, present))
+        for node, node_changes in changes.items():
+            self._port.apply_subscriptions(self._engine, self.slot_of(node), node_changes)
+
+    # -- node topics ----------------------------------------------------------------
+
+    async def drain(self, node_id: str) -> None:
+        """Apply ``node_id``'s topic from its committed offset on (this node's own, or
+        an adopted dead node's), committing as the store confirms; returns once it is
+        read to its end at least once."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=node_topic(self._prefix, node_id),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=self._timeout_ms,
+            fetch_max_bytes=MAX_RECORD,
+            max_partition_fetch_bytes=MAX_RECORD,
+        )
+        await consumer.start()
+        partition = TopicPartition(node_topic(self._prefix, node_id), 0)
+        consumer.assign([partition])
+        reader = _Reader(node_id, self.slot_of(node_id), consumer)
+        self._readers[node_id] = reader
+        reader.task = asyncio.create_task(self._read_forever(reader, partition))
+        await reader.at_end.wait()
+
+    async def stop_draining(self, node_id: str) -> None:
+        reader = self._readers.pop(node_id, None)
+        if reader is not None:
+            await self._stop_reader(reader)
+
+    async def _stop_reader(self, reader: _Reader) -> None:
+        if reader.task is not None:
+            reader.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader.task
+        with contextlib.suppress(Exception):
+            await self._commit(reader)
+            await reader.consumer.stop()
+
+    async def _read_forever(self, reader: _Reader, partition: TopicPartition) -> None:
+        consumer = reader.consumer
+        while True:
+            try:
+                batches = await consumer.getmany(partition, timeout_ms=200)
+                if not batches and not reader.at_end.is_set():
+                    end = (await consumer.end_offsets([partition]))[partition]
+                    if await consumer.position(partition) >= end:
+                        reader.at_end.set()
+                for records in batches.values():
+                    for record in records:
+                        self._apply(reader, record.key, record.value, record.offset)
+                await self._commit(reader)
+            except KafkaError as exc:
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "cluster: reading a node topic",
+                    node=reader.node_id,
+                    error=str(exc),
+                )
+                await asyncio.sleep(RETRY_FIRST)
+
+    def _apply(self, reader: _Reader, key: bytes | None, value: bytes | None, offset: int) -> None:
+        if value is not None and key is not None:
+            sender = key.decode()
+            slot = self.slot_of(sender) if sender != self.node_id else reader.slot
+            try:
+                self._port.receive(self._engine, slot, value, self._hub.now())
+            except ValueError as exc:
+                log_event(logger, logging.ERROR, "cluster: node records refused", error=str(exc))
+            self._counters.batches_received += 1
+            self._counters.bytes_received += len(value)
+            self._hub.flush()
+        reader.pending.append((offset + 1, self._engine.journal_mark()))
+
+    async def _commit(self, reader: _Reader) -> None:
+        """Commit past the records whose effects the store has."""
+        upto = None
+        while reader.pending and self._engine.journal_confirmed(reader.pending[0][1]):
+            upto = reader.pending.popleft()[0]
+        if upto is not None:
+            partition = TopicPartition(node_topic(self._prefix, reader.node_id), 0)
+            await reader.consumer.commit({partition: upto})

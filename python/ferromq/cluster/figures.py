@@ -1,0 +1,26 @@
+"""What a node of a cluster reports about its traffic with the others (the admin API,
+``/metrics``, ``$SYS``): counted per Kafka record and per batch, never per message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ClusterFigures"]
+
+
+@dataclass(frozen=True)
+class ClusterFigures:
+    batches_sent: int
+    batches_received: int
+    bytes_sent: int
+    """Kafka record values produced to other nodes' topics."""
+    bytes_received: int
+    """Kafka record values consumed from this node's topic (and adopted nodes')."""
+    remote_filters: int
+    """Filters other nodes hold, in this node's index."""
+    subscriptions_sent: int
+    """Subscription topic records this node produced."""
+    kafka_healthy: bool
+    """False while producing or consuming fails."""
+    held_acks: int
+    """Batches with PUBACK/PUBREC waiting for Kafka right now."""

@@ -1,0 +1,63 @@
+"""The names every node of a cluster agrees on (docs/cluster.md, "Names"): Kafka topics
+under ``cluster.topic_prefix``, Redis keys under ``redis.key_prefix`` (a client's owner
+key inside the client's hash tag, as the Redis store's keys are, so it shares their slot
+on a Redis Cluster)."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis, RedisCluster
+
+from ferromq.config import Config
+
+__all__ = [
+    "NODE_KEY_SEPARATOR",
+    "cluster_key_prefix",
+    "node_topic",
+    "owner_key",
+    "redis_client",
+    "subscription_key",
+    "subscriptions_topic",
+]
+
+#: Between the node id and the filter in a subscription topic key (never in either).
+NODE_KEY_SEPARATOR = "\0"
+
+
+def subscriptions_topic(topic_prefix: str) -> str:
+    """The compacted topic of every node's filters."""
+    return f"{topic_prefix}subscriptions"
+
+
+def node_topic(topic_prefix: str, node_id: str) -> str:
+    """The topic other nodes route to ``node_id`` through (and its consumer group)."""
+    return f"{topic_prefix}node.{node_id}"
+
+
+def subscription_key(node_id: str, filter_: str) -> bytes:
+    return f"{node_id}{NODE_KEY_SEPARATOR}{filter_}".encode()
+
+
+def cluster_key_prefix(key_prefix: str) -> str:
+    """Where membership, ownership sets and adoption marks live in Redis."""
+    return f"{key_prefix}cluster:"
+
+
+def owner_key(key_prefix: str, client_id: str) -> str:
+    """The client's owner node, beside its session keys (the Redis store's hash tag;
+    ``rust/ferromq-core/src/store/redis.rs`` documents the tag's special cases)."""
+    tag = client_id if client_id and not client_id.startswith("}") else "\0}" + client_id
+    return f"{key_prefix}{{{tag}}}_owner"
+
+
+def redis_client(config: Config) -> Redis | RedisCluster:
+    """A client of the cluster's Redis (``cluster.redis``; a Redis Cluster with
+    ``redis.cluster``), decoding replies as text."""
+    redis = config.redis
+    options = {
+        "decode_responses": True,
+        "socket_connect_timeout": redis.connect_timeout,
+        "socket_timeout": redis.command_timeout,
+    }
+    if redis.cluster:
+        return RedisCluster.from_url(config.cluster.redis, **options)
+    return Redis.from_url(config.cluster.redis, **options)  # type: ignore[arg-type]

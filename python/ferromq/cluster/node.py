@@ -1,0 +1,136 @@
+"""A broker as one node of a cluster (``[cluster] node_id``; docs/cluster.md): the Kafka
+bus (:mod:`.bus`), ownership of client ids (:mod:`.ownership`) and membership
+(:mod:`.membership`), started around the store's restore in this order:
+
+1. :meth:`ClusterNode.prepare`: Kafka reachable and the subscription topic read to its
+   end (every other node's filters in the index); if a survivor adopted this node while
+   it was away, wait for it to finish; the client ids this node owns, which are all the
+   Redis store restores.
+2. The broker restores them.
+3. :meth:`ClusterNode.start`: this node's subscription keys corrected, its topic read
+   from its committed offset, the control channel listened to, and membership joined
+   (from now on other nodes see it alive). Every CONNECT then claims its client id
+   (``AuthGate.claim``).
+
+Death of another node is noticed by membership; its sessions are adopted by the first
+node one of its clients reaches (:meth:`Ownership.claim`), or by this node when the
+dead node stays away ``ADOPT_AFTER`` seconds and nobody has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from typing import Final
+
+from redis.exceptions import RedisError
+
+from ferromq import __version__
+from ferromq._core import Engine
+from ferromq._protocol import IOHub
+from ferromq.cluster.bus import KafkaBus
+from ferromq.cluster.figures import ClusterFigures
+from ferromq.cluster.membership import MemberInfo, Membership
+from ferromq.cluster.names import cluster_key_prefix, redis_client
+from ferromq.cluster.ownership import Ownership
+from ferromq.config import Config
+from ferromq.log import log_event
+from ferromq.storage import StoreUnavailable
+from ferromq.storage.redis import RedisStore
+
+__all__ = ["ClusterNode"]
+
+logger = logging.getLogger("ferromq.cluster")
+
+#: Seconds a dead node's sessions wait for one of its clients before a survivor adopts
+#: them anyway (its wills and queues then live again).
+ADOPT_AFTER: Final = 30.0
+
+
+class ClusterNode:
+    def __init__(self, config: Config, engine: Engine, hub: IOHub, store: RedisStore) -> None:
+        cluster = config.cluster
+        self.node_id = cluster.node_id
+        self._config = config
+        self._engine = engine
+        self._hub = hub
+        self._store = store
+        self._redis = redis_client(config)
+        self.bus = KafkaBus(engine, hub, cluster.node_id, cluster.kafka, cluster.topic_prefix)
+        self.ownership = Ownership(
+            self._redis,
+            config.redis.key_prefix,
+            cluster.node_id,
+            engine,
+            hub,
+            self.bus,
+            store.load_clients,
+        )
+        admin = config.admin
+        self.membership = Membership(
+            self._redis,
+            cluster_key_prefix(config.redis.key_prefix),
+            MemberInfo(
+                node_id=cluster.node_id,
+                started=time.time(),
+                pid=os.getpid(),
+                mqtt=tuple(f"{lst.host}:{lst.port}" for lst in config.listeners),
+                admin=f"{admin.host}:{admin.port}" if admin.enabled else None,
+                version=__version__,
+            ),
+        )
+        self._watch: dict[str, asyncio.Task[None]] = {}
+        engine.set_assigned_id_prefix(f"ferromq-{cluster.node_id}-")
+
+    async def prepare(self) -> None:
+        """Before the store restores. Raises :class:`StoreUnavailable` naming Kafka or
+        Redis."""
+        try:
+            await self._redis.ping()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(
+                f"cluster: Redis at {self._store.where} unreachable: {exc}"
+            ) from None
+        await self.bus.start()
+        await self.ownership.wait_not_adopted()
+        self._store.only_clients(await self.ownership.owned_clients())
+
+    async def start(self) -> None:
+        """Once restored: serve as a node of the cluster."""
+        await self.bus.serve()
+        await self.ownership.start()
+        self.membership.on_change(self._member_changed)
+        await self.membership.join()
+        log_event(logger, logging.INFO, "cluster: joined", node=self.node_id)
+
+    async def claim(self, client_id: str) -> None:
+        await self.ownership.claim(client_id)
+
+    def figures(self) -> ClusterFigures:
+        return self.bus.figures()
+
+    async def close(self) -> None:
+        for task in self._watch.values():
+            task.cancel()
+        with contextlib.suppress(RedisError, OSError):
+            await self.membership.leave()
+        await self.ownership.close()
+        await self.bus.close()
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.aclose()
+
+    def _member_changed(self, node_id: str, state: str) -> None:
+        log_event(logger, logging.INFO, "cluster: node " + state, node=node_id)
+        watch = self._watch.pop(node_id, None)
+        if watch is not None:
+            watch.cancel()
+        if state == "dead":
+            self._watch[node_id] = asyncio.create_task(self._adopt_later(node_id))
+
+    async def _adopt_later(self, node_id: str) -> None:
+        await asyncio.sleep(ADOPT_AFTER)
+        with contextlib.suppress(RedisError, OSError):
+            await self.ownership.try_adopt(node_id)

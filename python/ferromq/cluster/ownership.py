@@ -1,0 +1,305 @@
+"""One owner node per client id, and sessions moving between nodes (docs/cluster.md,
+"Sessions"). A descriptor cannot cross machines, so the session follows the client:
+
+- **Claim.** Every CONNECT is held (the ``AuthGate``) until this node owns its client
+  id: the owner key (``<redis.key_prefix>{client}_owner``, in the client's hash slot)
+  is set to this node by a script that returns the previous owner, and the client id
+  moves between the nodes' ``owned:<node>`` sets (what a node restores at start).
+- **Takeover across nodes.** When the previous owner is alive it is asked, on its
+  Redis control channel, to release the client: it closes the client's connection
+  with 0x8E (``Engine.evict``), drops the session from memory without ending it in the
+  store, waits until its store has everything journaled for it and answers. This node
+  then loads the session from Redis (``RedisStore.load_clients``) into its engine,
+  and the CONNECT goes on as a resumption [MQTT-3.1.2-5] or a clean start.
+- **A dead owner is adopted.** When the previous owner is dead (no heartbeat), the
+  node that first needs one of its clients adopts all of them (``adopted:<node>``, set
+  if absent): it moves each of the dead node's owner keys to itself (only while they
+  still name the dead node), restores those sessions, reads the dead node's topic from
+  its committed offset (the messages Kafka acknowledged for it, which it never
+  stored), and tombstones the dead node's subscription keys once its own stand for the
+  sessions. A claim that finds another node adopting waits for it and then asks the
+  adopter to release. The adopter stops reading the dead node's topic once it has been
+  quiet for ``ADOPTION_QUIET`` seconds after the tombstones and clears ``adopted:``;
+  the dead node, started again, waits for that before it restores.
+
+Python runs per CONNECT and per move, never per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import RedisError
+
+from ferromq._core import Engine
+from ferromq._protocol import IOHub
+from ferromq.cluster.bus import KafkaBus
+from ferromq.cluster.names import cluster_key_prefix, owner_key
+from ferromq.log import log_event
+
+__all__ = ["ClaimFailed", "Ownership"]
+
+logger = logging.getLogger("ferromq.cluster")
+
+#: How long a claim waits for the previous owner's release, or for an adoption.
+RELEASE_TIMEOUT: Final = 10.0
+ADOPTION_WAIT: Final = 30.0
+#: An adopted node's topic is read until it has been quiet this long after the
+#: adopter tombstoned the node's subscriptions.
+ADOPTION_QUIET: Final = 10.0
+POLL: Final = 0.005
+
+# KEYS[1] the owner key; ARGV[1] the claiming node. Returns the previous owner.
+_CLAIM: Final = """
+local previous = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1])
+return previous
+"""
+# KEYS[1] the owner key; ARGV[1] the dead node, ARGV[2] the adopter: 1 if moved.
+_ADOPT: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+LoadClients = Callable[[list[str]], Awaitable[bytes]]
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class ClaimFailed(Exception):
+    """The client id could not be made this node's (Redis unreachable, say)."""
+
+
+class Ownership:
+    def __init__(
+        self,
+        redis: Redis | RedisCluster,
+        key_prefix: str,
+        node_id: str,
+        engine: Engine,
+        hub: IOHub,
+        bus: KafkaBus,
+        load_clients: LoadClients,
+    ) -> None:
+        self._redis = redis
+        self._key_prefix = key_prefix
+        self._kp = cluster_key_prefix(key_prefix)
+        self.node_id = node_id
+        self._engine = engine
+        self._hub = hub
+        self._bus = bus
+        self._load_clients = load_clients
+        self._waiting: dict[str, asyncio.Future[None]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._adopting: dict[str, asyncio.Task[None]] = {}
+        self._releasing: set[asyncio.Task[None]] = set()
+        self._pubsub = redis.pubsub()
+
+    def _owned(self, node: str) -> str:
+        return f"{self._kp}owned:{node}"
+
+    def _adopted(self, node: str) -> str:
+        return f"{self._kp}adopted:{node}"
+
+    def _alive(self, node: str) -> str:
+        return f"{self._kp}alive:{node}"
+
+    def _channel(self, node: str) -> str:
+        return f"{self._kp}control:{node}"
+
+    # -- start ----------------------------------------------------------------------
+
+    async def wait_not_adopted(self) -> None:
+        """Before this node restores: if a survivor adopted it while it was away, wait
+        until the survivor is done with its topic."""
+        logged = False
+        while (adopter := await self._redis.get(self._adopted(self.node_id))) is not None:
+            if not logged:
+                logged = True
+                log_event(
+                    logger,
+                    logging.INFO,
+                    "cluster: waiting for the node that adopted this one to finish",
+                    adopter=adopter,
+                )
+            await asyncio.sleep(0.5)
+
+    async def owned_clients(self) -> list[str]:
+        """The client ids this node owns (what it restores at start)."""
+        owned = await self._redis.smembers(self._owned(self.node_id))
+        return sorted(map(_text, owned))
+
+    async def start(self) -> None:
+        await self._pubsub.subscribe(self._channel(self.node_id))
+        self._listener = asyncio.create_task(self._listen())
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        for task in self._adopting.values():
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    # -- claims ---------------------------------------------------------------------
+
+    async def claim(self, client_id: str) -> None:
+        """Make ``client_id`` this node's, moving its session here if another node
+        had it. Raises :class:`ClaimFailed`."""
+        try:
+            await self._claim(client_id)
+        except (RedisError, OSError) as exc:
+            raise ClaimFailed(f"cluster: Redis: {exc}") from None
+
+    async def _claim(self, client_id: str) -> None:
+        key = owner_key(self._key_prefix, client_id)
+        owner = _text(await self._redis.get(key) or "")
+        if owner not in ("", self.node_id) and not await self._is_alive(owner):
+            await self._adopt_or_wait(owner, key)
+        claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
+        previous = None if claimed is None else _text(claimed)
+        if previous == self.node_id:
+            return
+        await self._redis.sadd(self._owned(self.node_id), client_id)
+        if previous is None:
+            return
+        await self._redis.srem(self._owned(previous), client_id)
+        if await self._is_alive(previous):
+            await self._request_release(previous, client_id)
+        # else: it died between the two reads; what it had stored is in Redis.
+        data = await self._load_clients([client_id])
+        if data:
+            self._engine.restore(data, self._hub.now())
+
+    async def _is_alive(self, node: str) -> bool:
+        return bool(await self._redis.exists(self._alive(node)))
+
+    async def _request_release(self, node: str, client_id: str) -> None:
+        request = uuid.uuid4().hex
+        done = asyncio.get_running_loop().create_future()
+        self._waiting[request] = done
+        message = {"op": "release", "client": client_id, "from": self.node_id, "id": request}
+        try:
+            await self._redis.publish(self._channel(node), json.dumps(message))
+            await asyncio.wait_for(done, RELEASE_TIMEOUT)
+        except TimeoutError:
+            log_event(
+                logger,
+                logging.WARNING,
+                "cluster: previous owner did not release the client in time; taking it",
+                client_id=client_id,
+                owner=node,
+            )
+        finally:
+            self._waiting.pop(request, None)
+
+    # -- the control channel --------------------------------------------------------
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                message = await self._pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=1.0
+                )
+            except (RedisError, OSError) as exc:
+                log_event(logger, logging.WARNING, "cluster: control channel", error=str(exc))
+                await asyncio.sleep(0.5)
+                continue
+            if message is None:
+                continue
+            try:
+                body = json.loads(message["data"])
+            except (ValueError, TypeError):
+                continue
+            if body.get("op") == "release":
+                task = asyncio.create_task(self._release(body["client"], body["from"], body["id"]))
+                self._releasing.add(task)
+                task.add_done_callback(self._releasing.discard)
+            elif body.get("op") == "released":
+                waiter = self._waiting.get(body.get("id", ""))
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+
+    async def _release(self, client_id: str, to: str, request: str) -> None:
+        """Another node claimed ``client_id``: hand the session over through the store."""
+        batch = self._engine.evict(client_id, self._hub.now())
+        self._hub.flush()
+        if batch:
+            while not self._engine.journal_confirmed(batch):
+                await asyncio.sleep(POLL)
+        log_event(logger, logging.INFO, "cluster: session moved", client_id=client_id, to=to)
+        answer = {"op": "released", "id": request}
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.publish(self._channel(to), json.dumps(answer))
+
+    # -- adoption -------------------------------------------------------------------
+
+    async def _adopt_or_wait(self, dead: str, key: str) -> None:
+        """``dead`` owned a client this node needs: adopt it, or wait while another
+        node does (until the client's owner key no longer names it)."""
+        if await self.try_adopt(dead):
+            return
+        deadline = time.monotonic() + ADOPTION_WAIT
+        while _text(await self._redis.get(key) or "") == dead and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def try_adopt(self, dead: str) -> bool:
+        """Adopt the dead node ``dead`` unless another node does (or it is back)."""
+        if await self._is_alive(dead):
+            return False
+        if not await self._redis.set(self._adopted(dead), self.node_id, nx=True):
+            return False
+        await self.adopt(dead)
+        return True
+
+    async def adopt(self, dead: str) -> None:
+        """Take over every session of the dead node ``dead`` and read its topic."""
+        clients = sorted(map(_text, await self._redis.smembers(self._owned(dead))))
+        moved = []
+        for client_id in clients:
+            key = owner_key(self._key_prefix, client_id)
+            if await self._redis.eval(_ADOPT, 1, key, dead, self.node_id):
+                moved.append(client_id)
+        if moved:
+            await self._redis.sadd(self._owned(self.node_id), *moved)
+            await self._redis.srem(self._owned(dead), *moved)
+            data = await self._load_clients(moved)
+            if data:
+                self._engine.restore(data, self._hub.now())
+            self._hub.flush()
+        log_event(
+            logger, logging.WARNING, "cluster: adopted a dead node", node=dead, sessions=len(moved)
+        )
+        await self._bus.drain(dead)
+        self._bus.forget_node(dead)
+        self._adopting[dead] = asyncio.create_task(self._finish_adoption(dead))
+
+    async def _finish_adoption(self, dead: str) -> None:
+        """Read the dead node's topic until it is quiet, then let the node return."""
+        quiet_since = time.monotonic()
+        seen = self._bus.figures().bytes_received
+        while time.monotonic() - quiet_since < ADOPTION_QUIET:
+            await asyncio.sleep(1.0)
+            now_seen = self._bus.figures().bytes_received
+            if now_seen != seen:
+                seen, quiet_since = now_seen, time.monotonic()
+        await self._bus.stop_draining(dead)
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.delete(self._adopted(dead))
+        self._adopting.pop(dead, None)
+        log_event(logger, logging.INFO, "cluster: adoption finished", node=dead)

@@ -1,0 +1,124 @@
+//! `ClusterPort`: the engine's cluster slots (`ferromq_core::engine::cluster`) for
+//! Python's Kafka side (`ferromq.cluster.bus`), called once per tick and per Kafka
+//! record (a batch of records), never per message.
+
+use bytes::Bytes;
+use ferromq_core::engine::split_bus_batch;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::engine::Engine;
+use crate::errors;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ClusterPort>()?;
+    Ok(())
+}
+
+/// The other nodes' slots of one engine.
+#[pyclass(module = "ferromq._core", unsendable)]
+pub(crate) struct ClusterPort {
+    nodes: Vec<u16>,
+}
+
+#[pymethods]
+impl ClusterPort {
+    /// Make `engine` a node of a cluster.
+    #[new]
+    fn new(mut engine: PyRefMut<'_, Engine>) -> ClusterPort {
+        engine.inner.enable_cluster();
+        ClusterPort { nodes: Vec::new() }
+    }
+
+    /// A slot for another node; its pseudo-session holds that node's filters.
+    fn add_node(&mut self, mut engine: PyRefMut<'_, Engine>) -> u16 {
+        let slot = engine.inner.add_peer();
+        self.nodes.push(slot);
+        slot
+    }
+
+    /// The records for each node since the last call, as Kafka record values of at
+    /// most `max_bytes` (a single larger record alone): (slot, records, round), the
+    /// round on a node's last piece (0: no QoS 1/2 message among them).
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+        mut engine: PyRefMut<'_, Engine>,
+        max_bytes: usize,
+    ) -> Vec<(u16, Bound<'py, PyBytes>, u64)> {
+        let mut pieces = Vec::new();
+        for &slot in &self.nodes {
+            let Some((records, round)) = engine.inner.take_peer(slot) else {
+                continue;
+            };
+            let cut = split_bus_batch(records.clone(), max_bytes).unwrap_or_else(|_| vec![records]);
+            let last = cut.len() - 1;
+            for (at, piece) in cut.into_iter().enumerate() {
+                let round = if at == last { round } else { 0 };
+                pieces.push((slot, PyBytes::new(py, &piece), round));
+            }
+        }
+        pieces
+    }
+
+    /// Apply the records node `slot` sent (one Kafka record); returns how many.
+    fn receive(
+        &self,
+        mut engine: PyRefMut<'_, Engine>,
+        slot: u16,
+        records: &[u8],
+        now: u64,
+    ) -> PyResult<usize> {
+        engine
+            .inner
+            .bus_receive(slot, Bytes::copy_from_slice(records), now)
+            .map_err(errors::journal_error)
+    }
+
+    /// Kafka has round `round` of slot `slot`.
+    fn confirmed(&self, mut engine: PyRefMut<'_, Engine>, slot: u16, round: u64) {
+        engine.inner.peer_confirmed(slot, round);
+    }
+
+    /// This node's subscription changes since the last call and the round that SUBACKs
+    /// wait for (confirm it with `confirmed(subscription_slot, round)` once Kafka has
+    /// the changes); None when there is nothing.
+    fn take_subscriptions(
+        &self,
+        mut engine: PyRefMut<'_, Engine>,
+    ) -> Option<(Vec<(String, bool)>, u64)> {
+        engine.inner.take_cluster_subscriptions()
+    }
+
+    /// The slot whose rounds are the subscription topic's.
+    fn subscription_slot(&self, engine: PyRef<'_, Engine>) -> u16 {
+        engine.inner.cluster_slot()
+    }
+
+    /// Node `slot`'s keys from the subscription topic: (filter, present) each.
+    fn apply_subscriptions(
+        &self,
+        mut engine: PyRefMut<'_, Engine>,
+        slot: u16,
+        changes: Vec<(String, bool)>,
+    ) {
+        for (filter, present) in changes {
+            engine.inner.peer_subscription(slot, &filter, present);
+        }
+    }
+
+    /// Forget every filter node `slot` held.
+    fn reset(&self, mut engine: PyRefMut<'_, Engine>, slot: u16) {
+        engine.inner.peer_reset(slot);
+    }
+
+    /// Every filter this node has a subscriber of.
+    fn filters(&self, engine: PyRef<'_, Engine>) -> Vec<String> {
+        engine.inner.cluster_filters()
+    }
+
+    /// How many filters node `slot` holds in this node's index.
+    fn node_filters(&self, engine: PyRef<'_, Engine>, slot: u16) -> usize {
+        engine.inner.peer_filters(slot)
+    }
+}
