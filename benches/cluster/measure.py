@@ -74,13 +74,18 @@ class Run:
     qos: int
     persistent: bool
     wall_s: float
-    node_cpu_s: float
+    #: CPU seconds of each running node over the run.
+    node_cpu: dict[str, float]
     kafka_cpu_s: float
     redis_cpu_s: float
     generator_cpu_s: float
     primed: int  # priming runs before this one (persistent sessions)
     route: kafka_bytes.Traffic
     report: dict[str, Any] = field(repr=False)
+
+    @property
+    def node_cpu_s(self) -> float:
+        return sum(self.node_cpu.values())
 
     @property
     def delivered(self) -> int:
@@ -130,13 +135,14 @@ class Cluster:
     def ports(self, node_ids: Sequence[str]) -> list[int]:
         return [self.nodes[node_id].port for node_id in node_ids]
 
-    def _cpu(self) -> tuple[float, float, float]:
+    def _cpu(self) -> dict[str, float]:
+        """CPU seconds so far of each node (by id), "kafka" and "redis"."""
         assert self.kafka is not None
-        return (
-            sum(node.cpu_seconds() for node in self.nodes.values()),
-            brokers.cpu_seconds(self.kafka.pid),
-            brokers.cpu_seconds(self.redis.pid),
-        )
+        return {
+            **{node_id: node.cpu_seconds() for node_id, node in self.nodes.items()},
+            "kafka": brokers.cpu_seconds(self.kafka.pid),
+            "redis": brokers.cpu_seconds(self.redis.pid),
+        }
 
     def prime(self, config: dict[str, Any], ports: list[int]) -> int:
         """Short runs of the same persistent clients until one loses nothing; returns
@@ -164,9 +170,7 @@ class Cluster:
         began = time.monotonic()
         generated = steer.generate(config, ports, self.shim, self.work)
         wall = time.monotonic() - began
-        node_cpu, kafka_cpu, redis_cpu = (
-            after - before for after, before in zip(self._cpu(), cpu_before, strict=True)
-        )
+        cpu = {name: seconds - cpu_before[name] for name, seconds in self._cpu().items()}
         end_mark = kafka_bytes.mark(self.bootstrap, self.kafka_data, TOPIC_PREFIX)
         run = Run(
             name=name,
@@ -177,9 +181,9 @@ class Cluster:
             qos=config["pub_qos"],
             persistent=bool(config.get("persistent")),
             wall_s=wall,
-            node_cpu_s=node_cpu,
-            kafka_cpu_s=kafka_cpu,
-            redis_cpu_s=redis_cpu,
+            node_cpu={node_id: cpu[node_id] for node_id in self.nodes},
+            kafka_cpu_s=cpu["kafka"],
+            redis_cpu_s=cpu["redis"],
             generator_cpu_s=generated.cpu_s,
             primed=primed,
             route=kafka_bytes.route_traffic(self.bootstrap, start_mark, end_mark),
@@ -248,7 +252,7 @@ def _per(count: float, seconds: float) -> str:
 
 def throughput_table(runs: list[Run]) -> list[str]:
     lines = [
-        "| nodes | P2P | delivered msg/s | in+out msg/s | node CPU (cores) "
+        "| nodes | P2P | delivered msg/s | in+out msg/s | node CPU (cores: all (A / B / C)) "
         "| Kafka / Redis / generator CPU (cores) | delivered per node-core-s "
         "| in+out per core (nodes + Kafka + Redis) | e2e p50 / p99 ms | lost / dup |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
@@ -256,9 +260,11 @@ def throughput_table(runs: list[Run]) -> list[str]:
     for run in runs:
         r, wall = run.report, run.wall_s
         service_cpu = run.node_cpu_s + run.kafka_cpu_s + run.redis_cpu_s
+        each = f" ({' / '.join(f'{s / wall:.2f}' for s in run.node_cpu.values())})"
+        each = each if run.nodes > 1 else ""
         lines.append(
             f"| {run.nodes} | {_label(run)} | {r['received_per_s']:,.0f} "
-            f"| {r['in_out_per_s']:,.0f} | {run.node_cpu_s / wall:.2f} "
+            f"| {r['in_out_per_s']:,.0f} | {run.node_cpu_s / wall:.2f}{each} "
             f"| {run.kafka_cpu_s / wall:.2f} / {run.redis_cpu_s / wall:.2f} / "
             f"{run.generator_cpu_s / wall:.2f} | {_per(run.delivered, run.node_cpu_s)} "
             f"| {_per(2 * run.delivered, service_cpu)} "
