@@ -173,7 +173,8 @@ step "python tests (one shard: tests/conftest.py runs each broker with workers =
 step "python tests again on a node of two shards (workers = 2), under uvloop"
 # The broker suites (conformance, integration) once more with every broker a node of
 # two shard processes; one event loop, since the loops' differences are the first
-# pass's and sharding is the same under both.
+# pass's and sharding is the same under both. Not tests/cluster: a clustered node runs
+# one shard (its nodes set workers = 1), so the first pass ran it whole.
 (cd /tmp && FERROMQ_SERVER__WORKERS=2 python -m pytest "$ROOT/tests/conformance" \
     "$ROOT/tests/integration" -p no:cacheprovider -q -k "not asyncio")
 

@@ -111,6 +111,24 @@ def ferromq_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "ferromq"]
 
 
+def spawn_serve(
+    config: Path,
+    loop: str,
+    log_path: Path,
+    env: dict[str, str],
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """``ferromq serve --config config --loop loop`` with its output in ``log_path``."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [*ferromq_command(), "serve", "--config", str(config), "--loop", loop],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=preexec_fn,
+        )
+
+
 def start_broker(
     tmp_path: Path,
     loop: str,
@@ -135,14 +153,8 @@ def start_broker(
         "FERROMQ_STORAGE__PATH": str(tmp_path / f"store-{port}"),
         **(env or {}),
     }
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [*ferromq_command(), "serve", "--config", str(config), "--loop", loop],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=environ,
-            preexec_fn=None if nofile is None else partial(_limit_files, nofile),
-        )
+    limit = None if nofile is None else partial(_limit_files, nofile)
+    process = spawn_serve(config, loop, log_path, environ, limit)
     # Ready once it logs "listening": the listeners are bound before the store is
     # restored, so a connection succeeds earlier and waits in the backlog until then.
     deadline = time.monotonic() + 15

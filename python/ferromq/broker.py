@@ -111,6 +111,7 @@ if TYPE_CHECKING:
     from ferromq.node.sys_figures import ShardSys
     from ferromq.storage.kafka_shared import StreamedGroups
     from ferromq.storage.redis import RedisStore
+    from ferromq.storage.split import SplitStore
 
 logger = logging.getLogger("ferromq.broker")
 
@@ -154,14 +155,13 @@ def store_from_config(config: Config, shard: ShardIdentity | None = None) -> Sto
     return primary
 
 
-def redis_store(store: Store | None) -> RedisStore:
-    """The Redis store of a clustered node (alone, or under the application split)."""
+def cluster_store(store: Store | None) -> RedisStore | SplitStore:
+    """A clustered node's store: Redis, alone or under the application split."""
     from ferromq.storage.redis import RedisStore
     from ferromq.storage.split import SplitStore
 
-    primary = store.primary if isinstance(store, SplitStore) else store
-    assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
-    return primary
+    assert isinstance(store, RedisStore | SplitStore), "a clustered node's store is Redis"
+    return store
 
 
 def application_split(primary: Store, config: Config) -> Store:
@@ -341,10 +341,15 @@ class Broker:
         if config.cluster.node_id:
             from ferromq.cluster.node import ClusterNode  # a clustered node has the extras
 
-            self.cluster = ClusterNode(config, self.engine, hub, redis_store(store))
+            self.cluster = ClusterNode(config, self.engine, hub, cluster_store(store))
             await self.cluster.prepare()
         if store is not None:
-            await self._restore(store)
+            try:
+                await self._restore(store)
+            except BaseException:
+                if self.cluster is not None:
+                    await self.cluster.close()
+                raise
             flush_interval_ms = self.config.storage.flush_interval_ms
             if self.config.storage.backend == "redis":
                 flush_interval_ms = self.config.redis.flush_interval_ms

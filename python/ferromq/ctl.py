@@ -293,7 +293,8 @@ def _cluster(client: Client, args: argparse.Namespace) -> tuple[object, str]:
         for node in answer["nodes"]
     ]
     nodes = table(rows, ("node", "state", "started", "mqtt", "admin", "adopted_by"))
-    return answer, f"{nodes}\n\nthis node: {answer['node_id']}\n{_fields(answer['figures'])}"
+    me = f"this node: {answer['node_id']}\n{_fields(answer['figures'])}"
+    return answer, f"{nodes}\n\n{me}\n\ncluster (alive nodes):\n{_fields(answer['totals'])}"
 
 
 def _reload(client: Client, args: argparse.Namespace) -> tuple[object, str]:

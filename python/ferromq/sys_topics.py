@@ -4,7 +4,8 @@ The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
 count, uptime, version), drops by reason (``messages/dropped/<reason>``: queue_full,
-session_bytes, memory_budget, expired, qos0_offline, too_large, group_ended, summing
+session_bytes, memory_budget, expired, qos0_offline, too_large, group_ended, session_moved
+(a cluster node forwarded a moved session's message to where it no longer was), summing
 to ``publish/messages/dropped``), the limits' refusals (publish rate, subscriptions,
 retained) and the memory budget (``memory/used`` bytes it counts,
 ``messages/queued_bytes`` of them in queues, ``clients/held`` connections not read,
@@ -24,6 +25,10 @@ engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's u
 ``retained messages/count``, which every shard holds, the largest),
 ``uptime`` the longest, ``store/state`` failing when a shard's is, ``store/errors``
 summed, ``store/last_error`` the first shard's that has one.
+
+A clustered node (``[cluster]``) also publishes ``$SYS/broker/cluster/node_id`` and
+``$SYS/broker/cluster/nodes/alive``, ``.../dead``, ``.../adopted`` (members in each
+state, read from Redis each interval; :func:`ferromq.cluster.report.sys_messages`).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ COUNTERS: Mapping[str, str] = {
     "messages/dropped/qos0_offline": "dropped_qos0_offline",
     "messages/dropped/too_large": "dropped_too_large",
     "messages/dropped/group_ended": "dropped_group_ended",
+    "messages/dropped/session_moved": "dropped_session_moved",
     "messages/dropped/memory_budget": "dropped_memory_budget",
     "publish/messages/rate_exceeded": "publish_rate_exceeded",
     "publishers/paused": "publishers_paused",

@@ -42,7 +42,10 @@ class RawClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def connect(self, client_id: str, clean: bool = True, **fields: Any) -> dict[str, Any]:
+    def connect(
+        self, client_id: str, clean: bool = True, connack_timeout: float = 5.0, **fields: Any
+    ) -> dict[str, Any]:
+        """CONNECT and return the CONNACK, waiting ``connack_timeout`` seconds for it."""
         self.send(
             {
                 "type": "connect",
@@ -52,7 +55,7 @@ class RawClient:
                 **fields,
             }
         )
-        connack = self.recv()
+        connack = self.recv(connack_timeout)
         assert connack["type"] == "connack", connack
         return connack
 

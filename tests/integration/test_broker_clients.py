@@ -1,5 +1,10 @@
 """`ferromq serve` with real clients over real sockets: paho-mqtt (3.1.1 and 5.0),
-Debian's mosquitto_pub/mosquitto_sub, and raw packets; under uvloop and asyncio."""
+Debian's mosquitto_pub/mosquitto_sub, and raw packets; under uvloop and asyncio.
+
+The paho scenarios between a publisher and a subscriber take a :class:`Placement`
+(where each client connects), so tests/cluster runs the same scenarios with the two
+clients on different nodes of a cluster; here both are the one broker.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -92,12 +98,68 @@ def round_trip(
         client.loop_stop()
 
 
-def test_qos_is_downgraded_to_the_subscription(broker: RunningBroker) -> None:
-    sub, inbox = paho_client(broker, "downgrade-sub", 4)
-    pub, _ = paho_client(broker, "downgrade-pub", 5)
+@dataclass(frozen=True)
+class Placement:
+    """Where a scenario's clients connect: publishers at ``publisher``, subscribers at
+    ``subscriber``, a persistent subscriber's return at ``returning``; ``routed()``
+    returns once the subscriptions made at ``subscriber`` reach ``publisher``."""
+
+    publisher: RunningBroker
+    subscriber: RunningBroker
+    returning: RunningBroker
+    routed: Callable[[], None]
+
+    @classmethod
+    def one(cls, broker: RunningBroker) -> Placement:
+        """Every client on one broker, where a SUBACK means routed."""
+        return cls(broker, broker, broker, lambda: None)
+
+
+def qos_is_downgraded_to_the_subscription(at: Placement) -> None:
+    sub, inbox = paho_client(at.subscriber, "downgrade-sub", 4)
     subscribe(sub, "d", 1)
+    at.routed()
+    pub, _ = paho_client(at.publisher, "downgrade-pub", 5)
     pub.publish("d", b"x", qos=2).wait_for_publish(5)
     assert inbox.get(timeout=5).qos == 1
+
+
+def persistent_session_queues_while_offline(at: Placement) -> None:
+    sub, inbox = paho_client(at.subscriber, "persistent", 4, clean=False)
+    subscribe(sub, "jobs", 1)
+    at.routed()
+    sub.disconnect()
+    sub.loop_stop()
+    pub, _ = paho_client(at.publisher, "jobs-pub", 4)
+    for i in range(5):
+        pub.publish("jobs", str(i).encode(), qos=1).wait_for_publish(5)
+    _again, inbox = paho_client(at.returning, "persistent", 4, clean=False)
+    assert [inbox.get(timeout=5).payload for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def will_is_published_when_a_client_vanishes(at: Placement) -> None:
+    watcher, inbox = paho_client(at.subscriber, "will-watcher", 5)
+    subscribe(watcher, "wills/#", 1)
+    at.routed()
+    dying = RawClient(at.publisher.host, at.publisher.port, version=4)
+    dying.connect(
+        "dying",
+        will={"topic": "wills/dying", "payload": b"offline", "qos": 1, "retain": False},
+    )
+    dying.close()  # no DISCONNECT: abnormal end
+    assert inbox.get(timeout=5).payload == b"offline"
+
+
+SCENARIOS = [
+    qos_is_downgraded_to_the_subscription,
+    persistent_session_queues_while_offline,
+    will_is_published_when_a_client_vanishes,
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.__name__)
+def test_paho_scenario(broker: RunningBroker, scenario: Callable[[Placement], None]) -> None:
+    scenario(Placement.one(broker))
 
 
 def test_retained_message_reaches_a_late_subscriber(broker: RunningBroker) -> None:
@@ -112,30 +174,6 @@ def test_retained_message_reaches_a_late_subscriber(broker: RunningBroker) -> No
     subscribe(late, "status/#", 1)
     with pytest.raises(queue.Empty):
         late_inbox.get(timeout=0.5)
-
-
-def test_persistent_session_queues_while_offline(broker: RunningBroker) -> None:
-    sub, inbox = paho_client(broker, "persistent", 4, clean=False)
-    subscribe(sub, "jobs", 1)
-    sub.disconnect()
-    sub.loop_stop()
-    pub, _ = paho_client(broker, "jobs-pub", 4)
-    for i in range(5):
-        pub.publish("jobs", str(i).encode(), qos=1).wait_for_publish(5)
-    _again, inbox = paho_client(broker, "persistent", 4, clean=False)
-    assert [inbox.get(timeout=5).payload for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
-
-
-def test_will_is_published_when_a_client_vanishes(broker: RunningBroker) -> None:
-    watcher, inbox = paho_client(broker, "will-watcher", 5)
-    subscribe(watcher, "wills/#", 1)
-    dying = RawClient(broker.host, broker.port, version=4)
-    dying.connect(
-        "dying",
-        will={"topic": "wills/dying", "payload": b"offline", "qos": 1, "retain": False},
-    )
-    dying.close()  # no DISCONNECT: abnormal end
-    assert inbox.get(timeout=5).payload == b"offline"
 
 
 def test_malformed_packet_closes_only_that_connection(broker: RunningBroker) -> None:

@@ -165,6 +165,7 @@ def test_health_and_a_connected_client_found_and_kicked(
     page.until(
         lambda: "listener websocket: open" in page.text("health-detail"), "the listeners' state"
     )
+    assert not browser.find_element(By.ID, "cluster").is_displayed()  # not clustered
     sensor, _ = paho_client(broker, "sensor-dash-1", 5)
     other, _ = paho_client(broker, "other-client", 4)
     page.fill("clients-client_id_contains", "dash-1")

@@ -35,9 +35,9 @@ from ferromq.admin.schema import check
 from ferromq.admin.views import CLUSTER
 from ferromq.broker import Broker
 from ferromq.cli import main as cli_main
-from ferromq.cluster.figures import ClusterFigures
+from ferromq.cluster.figures import NODE_FIGURES, ClusterFigures
 from ferromq.cluster.membership import MemberInfo, Membership
-from ferromq.config import AdminConfig, Config, ListenerConfig
+from ferromq.config import AdminConfig, Config, ListenerConfig, SysConfig
 
 TOKEN = "cluster-admin-token"
 FIGURES = ClusterFigures(
@@ -67,15 +67,20 @@ def info(node_id: str, started: float, admin: str | None) -> MemberInfo:
     return MemberInfo(node_id, started, 100, (f"127.0.0.1:{1883 + ord(node_id[0])}",), admin, "9.9")
 
 
+# What each node's heartbeat says of its traffic.
+A_FIGURES = dict.fromkeys(NODE_FIGURES, 1) | {"clients_connected": 10, "publish_received": 500}
+B_FIGURES = dict.fromkeys(NODE_FIGURES, 2) | {"clients_connected": 5}
+
+
 @contextlib.asynccontextmanager
 async def three_nodes(redis_url: str) -> AsyncIterator[tuple[Redis, Membership, str]]:
     """Nodes a (alive), b (alive) and c (dead, adopted by a) in a fresh prefix;
     yields the client, a's membership and the prefix."""
     redis = Redis.from_url(redis_url)
     kp = f"test-{uuid.uuid4().hex[:10]}:cluster:"
-    a = Membership(redis, kp, info("a", 1_700_000_000.5, "127.0.0.1:8081"))
-    b = Membership(redis, kp, info("b", 1_700_000_100.0, None))
-    c = Membership(redis, kp, info("c", 1_700_000_200.0, "127.0.0.1:8083"))
+    a = Membership(redis, kp, info("a", 1_700_000_000.5, "127.0.0.1:8081"), figures=A_FIGURES.copy)
+    b = Membership(redis, kp, info("b", 1_700_000_100.0, None), figures=B_FIGURES.copy)
+    c = Membership(redis, kp, info("c", 1_700_000_200.0, "127.0.0.1:8083"), figures=A_FIGURES.copy)
     for node in (a, b, c):
         await node.join()
     await c.leave()
@@ -91,15 +96,18 @@ async def three_nodes(redis_url: str) -> AsyncIterator[tuple[Redis, Membership, 
 @contextlib.asynccontextmanager
 async def admin_of(cluster: StandInNode | None) -> AsyncIterator[int]:
     """A real broker in this loop (MQTT and admin listeners on free ports, ``$SYS``
-    published at start), its ``cluster`` the given one; yields the admin port."""
+    every second), its ``cluster`` the given one once started (the stand-in is not
+    started as a ClusterNode is); yields the admin port."""
     mqtt, port = free_ports(2)
     admin = AdminConfig(enabled=True, port=port, token=TOKEN)
-    broker = Broker(Config(listeners=(ListenerConfig(port=mqtt),), admin=admin))
-    broker.cluster = cluster
+    config = Config(listeners=(ListenerConfig(port=mqtt),), admin=admin, sys=SysConfig(1))
+    broker = Broker(config)
     await broker.start()
+    broker.cluster = cluster  # type: ignore[assignment]
     try:
         yield port
     finally:
+        broker.cluster = None  # the test's memberships leave by themselves
         await broker.stop()
 
 
@@ -135,6 +143,7 @@ EXPECTED_NODES = [
         "mqtt": ["127.0.0.1:1980"],
         "admin": "127.0.0.1:8081",
         "version": "9.9",
+        "figures": A_FIGURES,
     },
     {
         "node_id": "b",
@@ -145,6 +154,7 @@ EXPECTED_NODES = [
         "mqtt": ["127.0.0.1:1981"],
         "admin": None,
         "version": "9.9",
+        "figures": B_FIGURES,
     },
     {
         "node_id": "c",
@@ -155,6 +165,7 @@ EXPECTED_NODES = [
         "mqtt": ["127.0.0.1:1982"],
         "admin": "127.0.0.1:8083",
         "version": "9.9",
+        "figures": {},
     },
 ]
 
@@ -179,6 +190,9 @@ def test_api_lists_the_nodes_with_their_state_as_documented(redis_url: str) -> N
                     "kafka_healthy": True,
                     "held_acks": 1,
                 },
+                # a and b are alive; c, dead, counts for nothing
+                "totals": dict.fromkeys(NODE_FIGURES, 3)
+                | {"clients_connected": 15, "publish_received": 502},
             }
             status, body = await blocking(get, port, "/api/v1/openapi.json")
             document = json.loads(body)["paths"]["/cluster"]["get"]
@@ -262,7 +276,7 @@ def test_sys_topics_count_the_nodes_by_state(redis_url: str) -> None:
             async with admin_of(StandInNode("a", a)) as port:
                 query = urllib.parse.urlencode({"filter": "$SYS/broker/cluster/#"})
                 deadline = time.monotonic() + 15
-                while True:  # the first $SYS publication follows the start
+                while True:  # the next $SYS publication
                     _, body = await blocking(get, port, f"/api/v1/retained?{query}")
                     published = {i["topic"]: i["payload"] for i in json.loads(body)["items"]}
                     if published or time.monotonic() > deadline:
@@ -273,6 +287,9 @@ def test_sys_topics_count_the_nodes_by_state(redis_url: str) -> None:
             "$SYS/broker/cluster/nodes/alive": "2",
             "$SYS/broker/cluster/nodes/dead": "1",
             "$SYS/broker/cluster/nodes/adopted": "0",
+            **{f"$SYS/broker/cluster/totals/{name}": "3" for name in NODE_FIGURES},
+            "$SYS/broker/cluster/totals/clients_connected": "15",
+            "$SYS/broker/cluster/totals/publish_received": "502",
         }
 
     asyncio.run(main())

@@ -126,14 +126,11 @@ def test_a_member_whose_heartbeat_stops_turns_dead_once(redis_url: str, loop: st
         killed = b._task  # the process dies: its heartbeat stops, nothing is deleted
         assert killed is not None
         killed.cancel()
-        stopped = time.monotonic()
 
         async def b_dead() -> bool:
             return ("b", "dead") in seen
 
         await until(b_dead, "a reports b dead")
-        # Within ttl + heartbeat, plus one heartbeat of scheduling slack on a busy machine.
-        assert time.monotonic() - stopped <= TTL + 2 * HEARTBEAT + 1.0
         await asyncio.sleep(5 * HEARTBEAT)  # later reads of a dead b report nothing more
         assert seen == [("b", "alive"), ("b", "dead")]
         assert states(await a.members())["b"] == ("dead", None)

@@ -435,8 +435,8 @@ def test_a_tls_listener_needs_its_certificate_and_key(tmp_path: Path) -> None:
         ("[lmits]\n", 'lmits: unknown key, did you mean "limits"?'),
         ("[[listeners]]\nprot = 1883\n", 'listeners[0].prot: unknown key, did you mean "port"?'),
         (
-            "colour = 1\n",
-            "colour: unknown key (expected one of: "
+            "zebra = 1\n",
+            "zebra: unknown key (expected one of: "
             + ", ".join(sorted(f.name for f in dataclasses.fields(Config)))
             + ")",
         ),
@@ -883,3 +883,31 @@ def test_admin_is_off_on_loopback_by_default_and_loads(tmp_path: Path) -> None:
 )
 def test_bad_admin_settings_name_the_key(tmp_path: Path, text: str, message: str) -> None:
     assert error_of(tmp_path, text) == message
+
+
+CLUSTER = '[cluster]\nnode_id = "a"\nkafka = "k:9092"\nredis = "redis://r:6379/0"\n'
+
+
+def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_one_shard(
+    tmp_path: Path,
+) -> None:
+    config = load_text(tmp_path, CLUSTER)
+    assert config.storage.backend == "redis"
+    assert config.redis.url == "redis://r:6379/0"
+    assert config.server.workers == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[cluster]\nnode_id = "a"\n', "cluster.kafka: a clustered node needs Kafka bootstrap"),
+        ('[cluster]\nkafka = "k:9092"\n', "cluster.kafka: set, but cluster.node_id is empty"),
+        (CLUSTER.replace('"a"', '"a b"'), 'cluster.node_id: "a b" must be 1 to 64 letters'),
+        (CLUSTER + "[server]\nworkers = 2\n", "server.workers: 2 with cluster.node_id"),
+        (CLUSTER + '[storage]\nbackend = "memory"\n', 'storage.backend: "memory" cannot hold'),
+    ],
+)
+def test_cluster_settings_that_cannot_work_are_named(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    assert message in error_of(tmp_path, text)

@@ -72,6 +72,7 @@ DROP_REASONS: Final = (
     "qos0_offline",
     "too_large",
     "group_ended",
+    "session_moved",
 )
 AUTH_FAILURES: Final = ("bad_credentials", "not_authorized", "bad_method", "unavailable")
 PROTOCOLS: Final = {"3.1": "mqtt31", "3.1.1": "mqtt311", "5.0": "mqtt5"}

@@ -35,6 +35,7 @@ from ferromq.admin.schema import (
 )
 from ferromq.auth.provider import CLIENT_TYPES
 from ferromq.bans_cli import BAN_KINDS
+from ferromq.cluster.figures import NODE_FIGURES
 from ferromq.log import peer_text
 
 if TYPE_CHECKING:
@@ -186,6 +187,9 @@ SHARD = obj(
 did not answer."""
 
 
+CLUSTER_TOTALS = obj({name: integer(0) for name in NODE_FIGURES})
+"""A node's clients, messages and subscriptions as its heartbeat last said (empty for a
+node that is not alive), or the alive nodes' added up."""
 CLUSTER_NODE = obj(
     {
         "node_id": STRING,
@@ -196,6 +200,7 @@ CLUSTER_NODE = obj(
         "mqtt": array(STRING),
         "admin": nullable(STRING),
         "version": STRING,
+        "figures": CLUSTER_TOTALS,
     },
     required=("node_id", "state", "adopted_by", "started", "pid", "mqtt", "admin", "version"),
 )
@@ -217,8 +222,9 @@ CLUSTER = obj(
                 "held_acks": integer(0),
             }
         ),
+        "totals": CLUSTER_TOTALS,
     },
-    required=("node_id", "nodes", "figures"),
+    required=("node_id", "nodes", "figures", "totals"),
 )
 """This node's id, every node of the cluster, this node's cluster traffic."""
 

@@ -78,6 +78,9 @@ class _Connection:
     identity: Identity | None = None
     challenge: Challenge | None = None
     expiry: asyncio.TimerHandle | None = None
+    # The session may outlive the connection: not a 3.x clean session (a v5 one's
+    # Session Expiry is the engine's to apply).
+    may_persist: bool = True
 
 
 class AuthGate:
@@ -97,7 +100,7 @@ class AuthGate:
         self._connections: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at CONNECT")
-        self.claim: Callable[[str], Awaitable[None]] | None = None
+        self.claim: Callable[[str, bool], Awaitable[None]] | None = None
         """Set on a clustered node: makes an accepted CONNECT's client id this node's
         (:meth:`ferromq.cluster.ownership.Ownership.claim`) before the answer."""
 
@@ -125,6 +128,7 @@ class AuthGate:
                 event.client_id,
                 event.method,
                 certificate.identity if certificate is not None else None,
+                may_persist=not event.clean_start or event.protocol >= 5,
             )
             if certificate is not None and certificate.as_username:
                 self._run(conn, token, _ready(certificate_outcome(certificate)))
@@ -204,7 +208,7 @@ class AuthGate:
         ):
             return outcome
         try:
-            await self.claim(state.client_id)
+            await self.claim(state.client_id, state.may_persist)
         except Exception as exc:  # a Redis outage, or a bug: refuse this one CONNECT
             log_event(
                 logger,

@@ -33,8 +33,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from ferromq._core import ClusterPort, Engine
@@ -48,6 +48,7 @@ from ferromq.cluster.names import (
 )
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
+from ferromq.storage.kafka import create_topic
 
 __all__ = ["KafkaBus"]
 
@@ -57,9 +58,10 @@ logger = logging.getLogger("ferromq.cluster")
 RECORD_BYTES: Final = 1024 * 1024
 #: The largest record the topics take: one MQTT message of up to this size crosses whole.
 MAX_RECORD: Final = 64 * 1024 * 1024
+#: Copies of each cluster topic: three, or every Kafka broker when there are fewer.
+MAX_REPLICAS: Final = 3
 RETRY_FIRST: Final = 0.1
 RETRY_MAX: Final = 5.0
-_TOPIC_ALREADY_EXISTS: Final = 36
 
 
 @dataclass
@@ -69,6 +71,7 @@ class _Send:
     value: bytes | None
     slot: int
     round: int  # confirmed once Kafka has this record (0: nothing waits)
+    seen: int = 0  # how far this node had read the subscription topic when it matched
 
 
 @dataclass
@@ -113,7 +116,9 @@ class KafkaBus:
         self._timeout_ms = int(request_timeout * 1000)
         self._subscriptions = subscriptions_topic(topic_prefix)
         self._slots: dict[str, int] = {}
+        self._nodes_at: dict[int, str] = {}  # the reverse of _slots
         self._own_keys: set[str] = set()  # filters this node's keys say it has
+        self._seen = 0  # the subscription topic's records applied (the next offset)
         self._node_filters: dict[str, set[str]] = {}  # other nodes' filters, by node
         self._queue: deque[_Send] = deque()
         self._queued = asyncio.Event()
@@ -122,6 +127,7 @@ class KafkaBus:
         self._readers: dict[str, _Reader] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._flush_scheduled = False
+        self._rounds_in_flight = 0  # produced records whose round Kafka has not confirmed
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
@@ -199,10 +205,9 @@ class KafkaBus:
         configs = {"max.message.bytes": str(MAX_RECORD)}
         if compacted:
             configs["cleanup.policy"] = "compact"
-        response = await self._admin.create_topics([NewTopic(name, 1, 1, topic_configs=configs)])
-        for _topic, code, *rest in response.topic_errors:
-            if code not in (0, _TOPIC_ALREADY_EXISTS):
-                raise ConnectionError(f"creating topic {name}: error {code} {rest}")
+        cluster = await self._admin.describe_cluster()
+        replicas = min(MAX_REPLICAS, len(cluster["brokers"]))
+        await create_topic(self._admin, name, 1, replicas, configs)
 
     # -- nodes --------------------------------------------------------------------------
 
@@ -211,6 +216,7 @@ class KafkaBus:
         slot = self._slots.get(node_id)
         if slot is None:
             slot = self._slots[node_id] = self._port.add_node(self._engine)
+            self._nodes_at[slot] = node_id
         return slot
 
     def node_filters(self, node_id: str) -> set[str]:
@@ -236,7 +242,7 @@ class KafkaBus:
             remote_filters=sum(len(f) for f in self._node_filters.values()),
             subscriptions_sent=c.subscriptions_sent,
             kafka_healthy=self._healthy,
-            held_acks=sum(1 for s in self._queue if s.round),
+            held_acks=self._rounds_in_flight + sum(1 for s in self._queue if s.round),
         )
 
     # -- sending --------------------------------------------------------------------
@@ -245,11 +251,11 @@ class KafkaBus:
         """Queue what this tick produced for other nodes (``IOHub.after_flush``)."""
         port, engine = self._port, self._engine
         for slot, records, round_ in port.take(engine, RECORD_BYTES):
-            node = self._node_at(slot)
-            if node is None:
-                continue
+            node = self._nodes_at[slot]
             topic = node_topic(self._prefix, node)
-            self._queue.append(_Send(topic, self.node_id.encode(), records, slot, round_))
+            self._queue.append(
+                _Send(topic, self.node_id.encode(), records, slot, round_, self._seen)
+            )
         taken = port.take_subscriptions(engine)
         if taken is not None:
             changes, round_ = taken
@@ -272,12 +278,6 @@ class KafkaBus:
             self._own_keys.discard(filter_)
         self._counters.subscriptions_sent += 1
 
-    def _node_at(self, slot: int) -> str | None:
-        for node, at in self._slots.items():
-            if at == slot:
-                return node
-        return None
-
     async def _send_forever(self) -> None:
         delay = RETRY_FIRST
         while True:
@@ -286,16 +286,29 @@ class KafkaBus:
             while self._queue:
                 item = self._queue[0]
                 try:
-                    future = await self._producer.send(item.topic, item.value, key=item.key)
+                    future = await self._producer.send(
+                        item.topic, item.value, key=item.key, headers=self._headers(item)
+                    )
                 except (KafkaError, OSError) as exc:
                     await self._failed(exc, delay)
                     delay = min(delay * 2, RETRY_MAX)
                     continue
                 self._queue.popleft()
+                if item.round:
+                    self._rounds_in_flight += 1
                 future.add_done_callback(lambda f, item=item: self._produced(f, item))
             delay = RETRY_FIRST
 
+    def _headers(self, item: _Send) -> list[tuple[str, bytes]] | None:
+        """A node record says how far its sender had read the subscription topic when
+        it matched what it carries (a moved session's stub needs it: engine/cluster.rs)."""
+        if item.topic == self._subscriptions:
+            return None
+        return [("seen", str(item.seen).encode())]
+
     def _produced(self, future: asyncio.Future[object], item: _Send) -> None:
+        if item.round:
+            self._rounds_in_flight -= 1
         error = future.exception() if not future.cancelled() else None
         if future.cancelled() or error is not None:
             # Sent again, at the front: its acknowledgements are still held.
@@ -355,9 +368,10 @@ class KafkaBus:
             log_event(logger, logging.WARNING, "cluster: reading subscriptions", error=str(exc))
             await asyncio.sleep(RETRY_FIRST)
             return
-        changes: dict[str, list[tuple[str, bool]]] = {}
+        changes: dict[str, list[tuple[str, bool, int]]] = {}
         for records in batches.values():
             for record in records:
+                self._seen = record.offset + 1
                 if record.key is None:
                     continue
                 node, _, filter_ = record.key.decode().partition(NODE_KEY_SEPARATOR)
@@ -367,9 +381,10 @@ class KafkaBus:
                     continue
                 known = self._node_filters.setdefault(node, set())
                 (known.add if present else known.discard)(filter_)
-                changes.setdefault(node, []).append((filter_, present))
+                changes.setdefault(node, []).append((filter_, present, record.offset))
         for node, node_changes in changes.items():
             self._port.apply_subscriptions(self._engine, self.slot_of(node), node_changes)
+        self._port.set_seen(self._engine, self._seen)
 
     # -- node topics ----------------------------------------------------------------
 
@@ -419,7 +434,7 @@ class KafkaBus:
                         reader.at_end.set()
                 for records in batches.values():
                     for record in records:
-                        self._apply(reader, record.key, record.value, record.offset)
+                        self._apply(reader, record)
                 await self._commit(reader)
             except KafkaError as exc:
                 log_event(
@@ -431,12 +446,14 @@ class KafkaBus:
                 )
                 await asyncio.sleep(RETRY_FIRST)
 
-    def _apply(self, reader: _Reader, key: bytes | None, value: bytes | None, offset: int) -> None:
+    def _apply(self, reader: _Reader, record: ConsumerRecord[bytes, bytes]) -> None:
+        key, value, offset = record.key, record.value, record.offset
         if value is not None and key is not None:
             sender = key.decode()
             slot = self.slot_of(sender) if sender != self.node_id else reader.slot
+            seen = next((int(v) for k, v in record.headers if k == "seen"), 0)
             try:
-                self._port.receive(self._engine, slot, value, self._hub.now())
+                self._port.receive(self._engine, slot, value, seen, self._hub.now())
             except ValueError as exc:
                 log_event(logger, logging.ERROR, "cluster: node records refused", error=str(exc))
             self._counters.batches_received += 1

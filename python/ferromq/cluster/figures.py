@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ClusterFigures"]
+__all__ = ["NODE_FIGURES", "ClusterFigures"]
+
+#: The engine counters each node's heartbeat carries, which the cluster's totals add up
+#: (``$SYS/broker/cluster/totals/<name>``, ``GET /api/v1/cluster``).
+NODE_FIGURES = (
+    "clients_connected",
+    "clients_disconnected",
+    "subscriptions",
+    "messages_queued",
+    "publish_received",
+    "publish_sent",
+    "publish_dropped",
+)
 
 
 @dataclass(frozen=True)
@@ -23,4 +35,4 @@ class ClusterFigures:
     kafka_healthy: bool
     """False while producing or consuming fails."""
     held_acks: int
-    """Batches with PUBACK/PUBREC waiting for Kafka right now."""
+    """Kafka records whose PUBACK/PUBREC (or SUBACK) wait for Kafka right now."""

@@ -2,8 +2,9 @@
 
 Every node registers itself at join in the ``<key_prefix>members`` hash (node id ->
 the JSON of its :class:`MemberInfo`; the entry stays after the node stops, so a dead
-node is still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (the
-``started`` time of its incarnation), written with ``PX ttl`` and refreshed every
+node is still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (JSON:
+the ``started`` time of its incarnation and the node's figures of the moment, which
+the cluster's totals add up), written with ``PX ttl`` and refreshed every
 ``heartbeat`` seconds by one task; a clean stop deletes it. A member is **alive**
 while that key exists, **dead** once it expires (``ttl`` after the last heartbeat),
 **adopted** while ``<key_prefix>adopted:<node_id>`` names the survivor that took over
@@ -25,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
+from ferromq.cluster.names import adopted_key, alive_key, members_key
 from ferromq.log import log_event
 
 __all__ = ["MemberInfo", "MemberState", "Membership", "State"]
@@ -85,7 +87,19 @@ class MemberState:
     info: MemberInfo
     state: State
     adopted_by: str | None
+    figures: Mapping[str, int] = field(default_factory=dict)
+    """What an alive node's last heartbeat said of its traffic (:data:`NODE_FIGURES`);
+    empty for a node that is not alive."""
     """The survivor holding a dead node's sessions (state ``adopted``), else None."""
+
+
+def _beat_figures(beat: str | bytes) -> dict[str, int]:
+    """The figures a heartbeat carries (none from a heartbeat that carries none)."""
+    try:
+        figures = json.loads(beat).get("figures", {})
+    except (ValueError, AttributeError):
+        return {}
+    return {str(k): int(v) for k, v in figures.items() if isinstance(v, int)}
 
 
 def _text(value: str | bytes) -> str:
@@ -104,12 +118,14 @@ class Membership:
         *,
         heartbeat: float = 1.0,
         ttl: float = 3.0,
+        figures: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._redis = redis
         self._prefix = key_prefix
         self._me = me
         self._heartbeat = heartbeat
         self._ttl_ms = round(ttl * 1000)
+        self._figures = figures
         self._callbacks: list[Callable[[str, str], None]] = []
         self._seen: dict[str, str] = {}  # other node id -> "alive" | "dead" last reported
         self._task: asyncio.Task[None] | None = None
@@ -123,9 +139,6 @@ class Membership:
     def on_change(self, callback: Callable[[str, str], None]) -> None:
         """Call ``callback(node_id, "alive" | "dead")`` when another member changes."""
         self._callbacks.append(callback)
-
-    def _key(self, name: str) -> str:
-        return self._prefix + name
 
     async def join(self) -> None:
         """Register, write the first heartbeat and start the heartbeat task. Raises
@@ -142,27 +155,27 @@ class Membership:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         try:
-            await asyncio.wait_for(self._redis.delete(self._key(f"alive:{self._me.node_id}")), 5)
+            await asyncio.wait_for(self._redis.delete(alive_key(self._prefix, self._me.node_id)), 5)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             log_event(logger, logging.WARNING, "cluster leave not written", error=repr(exc))
 
     async def members(self) -> list[MemberState]:
         """Every registered node (this one included) with its state, by node id."""
-        registered = await self._redis.hgetall(self._key("members"))
+        registered = await self._redis.hgetall(members_key(self._prefix))
         infos = sorted(
             (MemberInfo.from_json(value) for value in registered.values()),
             key=lambda info: info.node_id,
         )
         alive = await asyncio.gather(
-            *(self._redis.get(self._key(f"alive:{info.node_id}")) for info in infos)
+            *(self._redis.get(alive_key(self._prefix, info.node_id)) for info in infos)
         )
         adopted = await asyncio.gather(
-            *(self._redis.get(self._key(f"adopted:{info.node_id}")) for info in infos)
+            *(self._redis.get(adopted_key(self._prefix, info.node_id)) for info in infos)
         )
         states = []
         for info, beat, adopter in zip(infos, alive, adopted, strict=True):
             if beat is not None:
-                states.append(MemberState(info, "alive", None))
+                states.append(MemberState(info, "alive", None, _beat_figures(beat)))
             elif adopter is not None:
                 states.append(MemberState(info, "adopted", _text(adopter)))
             else:
@@ -170,11 +183,13 @@ class Membership:
         return states
 
     async def _register(self) -> None:
-        await self._redis.hset(self._key("members"), self._me.node_id, self._me.to_json())
+        await self._redis.hset(members_key(self._prefix), self._me.node_id, self._me.to_json())
 
     async def _beat(self) -> None:
-        key = self._key(f"alive:{self._me.node_id}")
-        await self._redis.set(key, repr(self._me.started), px=self._ttl_ms)
+        key = alive_key(self._prefix, self._me.node_id)
+        figures = dict(self._figures()) if self._figures is not None else {}
+        beat = json.dumps({"started": self._me.started, "figures": figures})
+        await self._redis.set(key, beat, px=self._ttl_ms)
 
     async def _run(self) -> None:
         while True:

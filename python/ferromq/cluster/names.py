@@ -11,7 +11,10 @@ from ferromq.config import Config
 
 __all__ = [
     "NODE_KEY_SEPARATOR",
+    "adopted_key",
+    "alive_key",
     "cluster_key_prefix",
+    "members_key",
     "node_topic",
     "owner_key",
     "redis_client",
@@ -40,6 +43,21 @@ def subscription_key(node_id: str, filter_: str) -> bytes:
 def cluster_key_prefix(key_prefix: str) -> str:
     """Where membership, ownership sets and adoption marks live in Redis."""
     return f"{key_prefix}cluster:"
+
+
+def members_key(kp: str) -> str:
+    """The hash of every node's join record, under the cluster's prefix ``kp``."""
+    return f"{kp}members"
+
+
+def alive_key(kp: str, node_id: str) -> str:
+    """The node's heartbeat (``PX`` ttl): it is alive while this exists."""
+    return f"{kp}alive:{node_id}"
+
+
+def adopted_key(kp: str, node_id: str) -> str:
+    """The survivor that adopted a dead node's sessions."""
+    return f"{kp}adopted:{node_id}"
 
 
 def owner_key(key_prefix: str, client_id: str) -> str:

@@ -32,7 +32,7 @@ from ferromq import __version__
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
-from ferromq.cluster.figures import ClusterFigures
+from ferromq.cluster.figures import NODE_FIGURES, ClusterFigures
 from ferromq.cluster.membership import MemberInfo, Membership
 from ferromq.cluster.names import cluster_key_prefix, redis_client
 from ferromq.cluster.ownership import Ownership
@@ -40,6 +40,7 @@ from ferromq.config import Config
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.redis import RedisStore
+from ferromq.storage.split import SplitStore
 
 __all__ = ["ClusterNode"]
 
@@ -51,13 +52,17 @@ ADOPT_AFTER: Final = 30.0
 
 
 class ClusterNode:
-    def __init__(self, config: Config, engine: Engine, hub: IOHub, store: RedisStore) -> None:
+    def __init__(
+        self, config: Config, engine: Engine, hub: IOHub, store: RedisStore | SplitStore
+    ) -> None:
         cluster = config.cluster
         self.node_id = cluster.node_id
         self._config = config
         self._engine = engine
         self._hub = hub
-        self._store = store
+        primary = store.primary if isinstance(store, SplitStore) else store
+        assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
+        self._store = primary
         self._redis = redis_client(config)
         self.bus = KafkaBus(engine, hub, cluster.node_id, cluster.kafka, cluster.topic_prefix)
         self.ownership = Ownership(
@@ -81,9 +86,14 @@ class ClusterNode:
                 admin=f"{admin.host}:{admin.port}" if admin.enabled else None,
                 version=__version__,
             ),
+            figures=self._node_figures,
         )
         self._watch: dict[str, asyncio.Task[None]] = {}
         engine.set_assigned_id_prefix(f"ferromq-{cluster.node_id}-")
+
+    def _node_figures(self) -> dict[str, int]:
+        stats = self._engine.stats()
+        return {name: stats[name] for name in NODE_FIGURES}
 
     async def prepare(self) -> None:
         """Before the store restores. Raises :class:`StoreUnavailable` naming Kafka or
@@ -91,6 +101,7 @@ class ClusterNode:
         try:
             await self._redis.ping()
         except (RedisError, OSError) as exc:
+            await self.bus.close()
             raise StoreUnavailable(
                 f"cluster: Redis at {self._store.where} unreachable: {exc}"
             ) from None
@@ -106,8 +117,8 @@ class ClusterNode:
         await self.membership.join()
         log_event(logger, logging.INFO, "cluster: joined", node=self.node_id)
 
-    async def claim(self, client_id: str) -> None:
-        await self.ownership.claim(client_id)
+    async def claim(self, client_id: str, may_persist: bool) -> None:
+        await self.ownership.claim(client_id, may_persist)
 
     def figures(self) -> ClusterFigures:
         return self.bus.figures()

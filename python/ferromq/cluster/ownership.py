@@ -7,8 +7,10 @@
   moves between the nodes' ``owned:<node>`` sets (what a node restores at start).
 - **Takeover across nodes.** When the previous owner is alive it is asked, on its
   Redis control channel, to release the client: it closes the client's connection
-  with 0x8E (``Engine.evict``), drops the session from memory without ending it in the
-  store, waits until its store has everything journaled for it and answers. This node
+  with 0x8E (``Engine.evict``), leaves the session's queue and window to the store,
+  waits until its store has everything journaled for it and answers; for
+  ``MOVE_GRACE`` seconds it keeps a forwarding stub that sends the new owner what
+  still reaches it for the session (engine/cluster.rs). This node
   then loads the session from Redis (``RedisStore.load_clients``) into its engine,
   and the CONNECT goes on as a resumption [MQTT-3.1.2-5] or a clean start.
 - **A dead owner is adopted.** When the previous owner is dead (no heartbeat), the
@@ -42,7 +44,7 @@ from redis.exceptions import RedisError
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
-from ferromq.cluster.names import cluster_key_prefix, owner_key
+from ferromq.cluster.names import adopted_key, alive_key, cluster_key_prefix, owner_key
 from ferromq.log import log_event
 
 __all__ = ["ClaimFailed", "Ownership"]
@@ -51,10 +53,14 @@ logger = logging.getLogger("ferromq.cluster")
 
 #: How long a claim waits for the previous owner's release, or for an adoption.
 RELEASE_TIMEOUT: Final = 10.0
+RELEASE_POLL: Final = 0.5  # how often a wait for a release checks the owner is alive
 ADOPTION_WAIT: Final = 30.0
 #: An adopted node's topic is read until it has been quiet this long after the
 #: adopter tombstoned the node's subscriptions.
 ADOPTION_QUIET: Final = 10.0
+#: A moved session's forwarding stub lives this long on its old owner: longer than
+#: other nodes take to read the new owner's subscription keys.
+MOVE_GRACE: Final = 5.0
 POLL: Final = 0.005
 
 # KEYS[1] the owner key; ARGV[1] the claiming node. Returns the previous owner.
@@ -112,10 +118,10 @@ class Ownership:
         return f"{self._kp}owned:{node}"
 
     def _adopted(self, node: str) -> str:
-        return f"{self._kp}adopted:{node}"
+        return adopted_key(self._kp, node)
 
     def _alive(self, node: str) -> str:
-        return f"{self._kp}alive:{node}"
+        return alive_key(self._kp, node)
 
     def _channel(self, node: str) -> str:
         return f"{self._kp}control:{node}"
@@ -158,55 +164,74 @@ class Ownership:
 
     # -- claims ---------------------------------------------------------------------
 
-    async def claim(self, client_id: str) -> None:
+    async def claim(self, client_id: str, may_persist: bool = True) -> None:
         """Make ``client_id`` this node's, moving its session here if another node
-        had it. Raises :class:`ClaimFailed`."""
+        had it; a session that cannot outlive its connection (``may_persist`` false)
+        is not listed among what this node restores. Raises :class:`ClaimFailed`."""
         try:
-            await self._claim(client_id)
+            await self._claim(client_id, may_persist)
         except (RedisError, OSError) as exc:
             raise ClaimFailed(f"cluster: Redis: {exc}") from None
 
-    async def _claim(self, client_id: str) -> None:
+    async def _claim(self, client_id: str, may_persist: bool) -> None:
         key = owner_key(self._key_prefix, client_id)
-        owner = _text(await self._redis.get(key) or "")
-        if owner not in ("", self.node_id) and not await self._is_alive(owner):
-            await self._adopt_or_wait(owner, key)
+        await self._settle_previous_owner(client_id, key)
         claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
         previous = None if claimed is None else _text(claimed)
-        if previous == self.node_id:
-            return
-        await self._redis.sadd(self._owned(self.node_id), client_id)
-        if previous is None:
+        if may_persist:
+            await self._redis.sadd(self._owned(self.node_id), client_id)
+        if previous is None or previous == self.node_id:
             return
         await self._redis.srem(self._owned(previous), client_id)
-        if await self._is_alive(previous):
-            await self._request_release(previous, client_id)
-        # else: it died between the two reads; what it had stored is in Redis.
         data = await self._load_clients([client_id])
         if data:
             self._engine.restore(data, self._hub.now())
 
+    async def _settle_previous_owner(self, client_id: str, key: str) -> None:
+        """Before claiming: a live owner releases the session (its store then has it
+        all); a dead one is adopted first (its topic holds what Kafka acknowledged for
+        the session), after which its adopter is asked. An owner that stays alive but
+        does not answer in ``RELEASE_TIMEOUT`` is passed over (logged)."""
+        for _ in range(3):
+            owner = _text(await self._redis.get(key) or "")
+            if owner in ("", self.node_id):
+                return
+            if not await self._is_alive(owner):
+                await self._adopt_or_wait(owner, key)
+                continue
+            if await self._request_release(owner, client_id) or await self._is_alive(owner):
+                return
+            # It died while asked: adopt it on the next round.
+
     async def _is_alive(self, node: str) -> bool:
         return bool(await self._redis.exists(self._alive(node)))
 
-    async def _request_release(self, node: str, client_id: str) -> None:
+    async def _request_release(self, node: str, client_id: str) -> bool:
+        """Ask ``node`` to release ``client_id``; True once it answered, False when it
+        died meanwhile or did not answer in ``RELEASE_TIMEOUT`` (logged)."""
         request = uuid.uuid4().hex
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting[request] = done
         message = {"op": "release", "client": client_id, "from": self.node_id, "id": request}
+        deadline = time.monotonic() + RELEASE_TIMEOUT
         try:
             await self._redis.publish(self._channel(node), json.dumps(message))
-            await asyncio.wait_for(done, RELEASE_TIMEOUT)
-        except TimeoutError:
-            log_event(
-                logger,
-                logging.WARNING,
-                "cluster: previous owner did not release the client in time; taking it",
-                client_id=client_id,
-                owner=node,
-            )
+            while time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(done), RELEASE_POLL)
+                    return True
+                if not await self._is_alive(node):
+                    return False
         finally:
             self._waiting.pop(request, None)
+        log_event(
+            logger,
+            logging.WARNING,
+            "cluster: previous owner did not release the client in time; taking it",
+            client_id=client_id,
+            owner=node,
+        )
+        return False
 
     # -- the control channel --------------------------------------------------------
 
@@ -237,7 +262,9 @@ class Ownership:
 
     async def _release(self, client_id: str, to: str, request: str) -> None:
         """Another node claimed ``client_id``: hand the session over through the store."""
-        batch = self._engine.evict(client_id, self._hub.now())
+        batch = self._engine.evict(
+            client_id, self._bus.slot_of(to), round(MOVE_GRACE * 1000), self._hub.now()
+        )
         self._hub.flush()
         if batch:
             while not self._engine.journal_confirmed(batch):
@@ -259,8 +286,12 @@ class Ownership:
             await asyncio.sleep(0.05)
 
     async def try_adopt(self, dead: str) -> bool:
-        """Adopt the dead node ``dead`` unless another node does (or it is back)."""
+        """Adopt the dead node ``dead`` unless another node does, it is back, or it
+        left nothing to adopt (no session, no filter: adopted before, say)."""
         if await self._is_alive(dead):
+            return False
+        owned = await self._redis.scard(self._owned(dead))
+        if not owned and not self._bus.node_filters(dead):
             return False
         if not await self._redis.set(self._adopted(dead), self.node_id, nx=True):
             return False
@@ -268,7 +299,9 @@ class Ownership:
         return True
 
     async def adopt(self, dead: str) -> None:
-        """Take over every session of the dead node ``dead`` and read its topic."""
+        """Take over every session of the dead node ``dead``; its topic is read in the
+        background (what it holds is delivered to the restored sessions as it comes,
+        while the claim that led here goes on)."""
         clients = sorted(map(_text, await self._redis.smembers(self._owned(dead))))
         moved = []
         for client_id in clients:
@@ -285,12 +318,14 @@ class Ownership:
         log_event(
             logger, logging.WARNING, "cluster: adopted a dead node", node=dead, sessions=len(moved)
         )
+        self._adopting[dead] = asyncio.create_task(self._drain_adopted(dead))
+
+    async def _drain_adopted(self, dead: str) -> None:
+        """Read the dead node's topic to its end, then tombstone its subscription keys
+        (this node's own stand for its sessions now) and read on until the topic is
+        quiet; then the node may return."""
         await self._bus.drain(dead)
         self._bus.forget_node(dead)
-        self._adopting[dead] = asyncio.create_task(self._finish_adoption(dead))
-
-    async def _finish_adoption(self, dead: str) -> None:
-        """Read the dead node's topic until it is quiet, then let the node return."""
         quiet_since = time.monotonic()
         seen = self._bus.figures().bytes_received
         while time.monotonic() - quiet_since < ADOPTION_QUIET:

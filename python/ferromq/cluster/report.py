@@ -61,6 +61,7 @@ def member_json(member: MemberState) -> dict[str, object]:
         "mqtt": list(info.mqtt),
         "admin": info.admin,
         "version": info.version,
+        "figures": dict(member.figures),
     }
 
 
@@ -78,6 +79,15 @@ class ClusterReport:
             return {}
         return {state: sum(m.state == state for m in self.members) for state in STATES}
 
+    def totals(self) -> dict[str, int]:
+        """The alive nodes' figures added up: the cluster's clients, messages and
+        subscriptions as of their last heartbeats (empty when members are unknown)."""
+        totals: dict[str, int] = {}
+        for member in self.members or ():
+            for name, value in member.figures.items():
+                totals[name] = totals.get(name, 0) + value
+        return totals
+
     def to_json(self) -> dict[str, object]:
         """The API's answer (members known)."""
         assert self.members is not None, "members unknown"
@@ -85,6 +95,7 @@ class ClusterReport:
             "node_id": self.node_id,
             "nodes": [member_json(member) for member in self.members],
             "figures": asdict(self.figures),
+            "totals": self.totals(),
         }
 
 
@@ -105,5 +116,8 @@ def sys_messages(report: ClusterReport, prefix: str) -> list[tuple[str, bytes]]:
     messages = [(base + "node_id", report.node_id.encode())]
     messages += [
         (f"{base}nodes/{state}", str(count).encode()) for state, count in report.counts().items()
+    ]
+    messages += [
+        (f"{base}totals/{name}", str(value).encode()) for name, value in report.totals().items()
     ]
     return messages

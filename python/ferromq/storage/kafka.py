@@ -93,10 +93,16 @@ def shared_topic_name(prefix: str, share_filter: str) -> str:
 
 
 async def create_topic(
-    admin: AIOKafkaAdminClient, name: str, partitions: int, replication_factor: int
+    admin: AIOKafkaAdminClient,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: dict[str, str] | None = None,
 ) -> None:
-    """Create topic ``name`` unless it exists (the existing one is left as it is)."""
-    response = await admin.create_topics([NewTopic(name, partitions, replication_factor)])
+    """Create topic ``name`` (with topic ``configs``) unless it exists (the existing one
+    is left as it is)."""
+    topic = NewTopic(name, partitions, replication_factor, topic_configs=configs or {})
+    response = await admin.create_topics([topic])
     for _topic, code, *rest in response.topic_errors:
         if code not in (0, _TOPIC_ALREADY_EXISTS):
             raise ConnectionError(f"creating topic {name}: error {code} {rest}")

@@ -131,6 +131,8 @@ class RedisStore:
             raise ConnectionError(f"redis store at {self.where}: unreadable: {exc}") from None
 
     async def _read(self, clients: list[str], *, retained: bool) -> bytes:
+        # The fetch script goes by SHA, known once a connection loaded the scripts.
+        await asyncio.gather(*(node.connect() for node in self._nodes.nodes))
         parts = []
         for start in range(0, max(len(clients), 1), LOAD_CHUNK):
             chunk = clients[start : start + LOAD_CHUNK]

@@ -58,6 +58,15 @@ class Node:
             raise ConnectionError(f"redis store at {self.where}: {self._why(exc)}") from None
         return replies
 
+    async def connect(self) -> None:
+        """Connect now if not connected (loading the scripts), so that commands built
+        next carry the scripts' SHAs."""
+        try:
+            await self._connect()
+        except (RedisError, OSError, TimeoutError, ValueError) as exc:
+            await self.drop()
+            raise ConnectionError(f"redis store at {self.where}: {self._why(exc)}") from None
+
     async def call(self, *args: str) -> Any:
         """One command on a connection of its own, its reply parsed by redis-py (for
         the rare commands whose reply Python reads, such as CLUSTER SLOTS)."""

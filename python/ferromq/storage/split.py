@@ -52,6 +52,21 @@ class SplitStore:
         application = await self.application.load(self._splitter.application_clients())
         return data + journal_header(0) + application
 
+    async def load_clients(self, clients: list[str]) -> bytes:
+        """While running, these clients' sessions (one moving to this cluster node): the
+        primary's ``load_clients``, then the application clients' queued deliveries
+        from their topics, after their cursors."""
+        load_clients = getattr(self.primary, "load_clients", None)
+        if load_clients is None:
+            raise TypeError(f"the {self.primary.name} store cannot load single clients")
+        data: bytes = await load_clients(clients)
+        self._splitter.observe(data)
+        wanted = set(clients)
+        application = [c for c in self._splitter.application_clients() if c in wanted]
+        if not application:
+            return data
+        return data + journal_header(0) + await self.application.load(application)
+
     def loaded(self, valid_len: int) -> None:
         self.primary.loaded(min(valid_len, self._primary_len))
 

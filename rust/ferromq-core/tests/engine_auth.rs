@@ -535,3 +535,30 @@ fn refusals_are_counted_by_reason_and_admission_codes_are_not() {
     );
     assert_eq!(unauthenticated.engine.stats().auth_failed.bad_method, 1);
 }
+
+#[test]
+fn an_accepted_client_of_any_version_outlives_the_connect_timeout() {
+    for version in [
+        ferromq_core::codec::ProtocolVersion::V3_1_1,
+        ferromq_core::codec::ProtocolVersion::V5,
+    ] {
+        let mut h = harness();
+        let (mut client, token) = start(&mut h, connect("late", version, true));
+        h.engine
+            .complete_auth(client.conn, token, ReasonCode::Success, None, h.now);
+        h.pump();
+        assert!(matches!(
+            h.recv(&mut client).as_slice(),
+            [Packet::ConnAck(_)]
+        ));
+        // Past the connect timeout, with keep alive satisfied.
+        for _ in 0..3 {
+            h.send(&client, Packet::PingReq);
+            h.advance(4_000);
+        }
+        assert!(
+            !h.is_closed(&client),
+            "{version:?} refused after its CONNACK"
+        );
+    }
+}

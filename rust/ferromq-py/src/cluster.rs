@@ -61,18 +61,25 @@ impl ClusterPort {
         pieces
     }
 
-    /// Apply the records node `slot` sent (one Kafka record); returns how many.
+    /// Apply the records node `slot` sent (one Kafka record) when it had read the
+    /// subscription topic up to `seen`; returns how many.
     fn receive(
         &self,
         mut engine: PyRefMut<'_, Engine>,
         slot: u16,
         records: &[u8],
+        seen: u64,
         now: u64,
     ) -> PyResult<usize> {
         engine
             .inner
-            .bus_receive(slot, Bytes::copy_from_slice(records), now)
+            .peer_receive(slot, Bytes::copy_from_slice(records), seen, now)
             .map_err(errors::journal_error)
+    }
+
+    /// This node has read the subscription topic up to `position` (the next offset).
+    fn set_seen(&self, mut engine: PyRefMut<'_, Engine>, position: u64) {
+        engine.inner.set_subscriptions_seen(position);
     }
 
     /// Kafka has round `round` of slot `slot`.
@@ -95,15 +102,17 @@ impl ClusterPort {
         engine.inner.cluster_slot()
     }
 
-    /// Node `slot`'s keys from the subscription topic: (filter, present) each.
+    /// Node `slot`'s keys from the subscription topic: (filter, present, offset) each.
     fn apply_subscriptions(
         &self,
         mut engine: PyRefMut<'_, Engine>,
         slot: u16,
-        changes: Vec<(String, bool)>,
+        changes: Vec<(String, bool, u64)>,
     ) {
-        for (filter, present) in changes {
-            engine.inner.peer_subscription(slot, &filter, present);
+        for (filter, present, offset) in changes {
+            engine
+                .inner
+                .peer_subscription(slot, &filter, present, offset);
         }
     }
 

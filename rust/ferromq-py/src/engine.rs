@@ -67,12 +67,13 @@ impl Engine {
         Ok(())
     }
 
-    /// Another node claimed `client_id`: close its connection here with 0x8E and drop
-    /// its session from memory, keeping it in the store. Returns the journal batch the
-    /// store must confirm before the new owner reads it (0: none pending); None when
-    /// there is no such session here.
-    fn evict(&mut self, client_id: &str, now: u64) -> Option<u64> {
-        self.inner.evict(client_id, now)
+    /// Another node (its `ClusterPort` slot `to`) claimed `client_id`: close its
+    /// connection here with 0x8E; a persistent session stays as a forwarding stub for
+    /// `grace_ms`, its state left to the store. Returns the journal batch the store
+    /// must confirm before the new owner reads it (0: none pending); None when there
+    /// is no such session here.
+    fn evict(&mut self, client_id: &str, to: u16, grace_ms: u64, now: u64) -> Option<u64> {
+        self.inner.evict(client_id, to, grace_ms, now)
     }
 
     /// The journal batch holding everything journaled so far (0: all stored).
@@ -505,6 +506,7 @@ impl Engine {
             ("dropped_qos0_offline", s.dropped.qos0_offline),
             ("dropped_too_large", s.dropped.too_large),
             ("dropped_group_ended", s.dropped.group_ended),
+            ("dropped_session_moved", s.dropped.session_moved),
             ("dropped_memory_budget", s.dropped.memory_budget),
             ("publish_rate_exceeded", s.publish_rate_exceeded),
             ("publishers_paused", s.publishers_paused),

@@ -1,6 +1,6 @@
 // The Cluster panel, shown only on a clustered node ([cluster]): every node of the
 // cluster with its state (alive, dead, adopted by a survivor) from /api/v1/cluster,
-// and this node's cluster traffic. /readyz says first whether the node is clustered
+// this node's cluster traffic, and the alive nodes' clients and messages added up. /readyz says first whether the node is clustered
 // (its "cluster" is "off" when not: the panel stays hidden, nothing more is asked);
 // then one poll every two seconds, each started when the last one ended.
 
@@ -9,6 +9,12 @@ import { byId, el } from "./dom.js";
 
 const POLL_MS = 2000;
 const STATE_CLASS = { alive: "good", dead: "bad", adopted: "" };
+const TOTALS = [
+  ["clients_connected", "clients connected"],
+  ["subscriptions", "subscriptions"],
+  ["publish_received", "messages received"],
+  ["publish_sent", "messages sent"],
+];
 const FIGURES = [
   ["batches_sent", "batches sent"],
   ["batches_received", "batches received"],
@@ -42,6 +48,9 @@ function show(cluster) {
   byId("cluster-figures").replaceChildren(
     el("li", { textContent: kafka }),
     ...FIGURES.map(([key, text]) => el("li", { textContent: `${text}: ${figures[key].toLocaleString("en")}` })),
+  );
+  byId("cluster-totals").replaceChildren(
+    ...TOTALS.map(([key, text]) => el("li", { textContent: `${text}: ${(cluster.totals[key] ?? 0).toLocaleString("en")}` })),
   );
 }
 

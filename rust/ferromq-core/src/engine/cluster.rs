@@ -21,9 +21,21 @@
 //!   subscription topic's round the same way.
 //! - **Sessions move between nodes** (`cluster/ownership.py`): the node a client
 //!   reaches claims its client id in Redis; the previous owner [`Engine::evict`]s the
-//!   session (0x8E to its connection, the session dropped from memory without
-//!   journaling its end), waits until the store has everything journaled for it, and
-//!   the new owner restores it from Redis (`Engine::restore`).
+//!   session (0x8E to its connection; what it had queued and in flight is in the store,
+//!   which the new owner restores it from, `Engine::restore`), waits until the store
+//!   has everything journaled for it, and answers.
+//! - **A moved session leaves a forwarding stub** for a grace period: the old owner
+//!   keeps its subscriptions (so its key in the subscription topic stays, and other
+//!   nodes keep routing its filters here until they have read the new owner's key)
+//!   and queues what matches, unjournaled; when the grace period ends the queue goes
+//!   to the new owner as `ENQUEUE` records for that client, delivered there to the
+//!   session alone, and the stub ends. So nothing published while the move spreads
+//!   through the subscription topic is lost. Nor is anything delivered twice: every
+//!   delivery carries how far into the subscription topic the node that matched it
+//!   had read (`Outgoing::seen`: the batch's sender's, or this node's own), the new
+//!   owner announces the session's filters again once it restored it, and the stub
+//!   forwards only what was matched before that announcement was read, which the
+//!   new owner cannot have had directly.
 
 use std::collections::HashMap;
 
@@ -44,6 +56,25 @@ pub(super) struct ClusterIndex {
     /// (filter, present) in the order they happened; a later change of a filter
     /// replaces nothing: the topic keeps the last.
     changes: Vec<(Box<str>, bool)>,
+    /// Forwarding stubs of moved sessions.
+    stubs: Vec<Stub>,
+    /// How far this node has read the subscription topic (Python tells it), and while
+    /// a node's batch is applied, how far its sender had.
+    seen: u64,
+    batch_seen: Option<u64>,
+    /// The offset of each other node's latest `present` key, by (slot, filter).
+    key_offsets: HashMap<(u16, Box<str>), u64>,
+}
+
+#[derive(Debug)]
+struct Stub {
+    until: u64,
+    session: u32,
+    client: Box<str>,
+    to: u16,
+    /// This node's read position when the session moved: the new owner's keys for it
+    /// are written after.
+    seen: u64,
 }
 
 impl ClusterIndex {
@@ -51,6 +82,15 @@ impl ClusterIndex {
         let count = self.filters.entry(filter.into()).or_default();
         *count += 1;
         if *count == 1 {
+            self.changes.push((filter.into(), true));
+        }
+    }
+
+    /// A session restored here holds `filter`: announced again even when other
+    /// sessions here hold it already, so other nodes' reading of it marks when they
+    /// route to the restored session (`Stub`).
+    fn restored(&mut self, filter: &str) {
+        if self.filters.get(filter).is_some_and(|&count| count > 1) {
             self.changes.push((filter.into(), true));
         }
     }
@@ -81,6 +121,10 @@ impl Engine {
             slot,
             filters: HashMap::new(),
             changes: Vec::new(),
+            stubs: Vec::new(),
+            seen: 0,
+            batch_seen: None,
+            key_offsets: HashMap::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
             if state.is_some() {
@@ -105,16 +149,7 @@ impl Engine {
         let shards = self.shards.as_mut()?;
         let at = usize::from(slot);
         let (_, records) = shards.outboxes.get_mut(at)?.take()?;
-        let round = if shards.needs_round[at] {
-            let round = shards.next_round;
-            shards.next_round += 1;
-            shards.needs_round[at] = false;
-            shards.sent_round[at] = round;
-            round
-        } else {
-            0
-        };
-        Some((records, round))
+        Some((records, shards.start_round(slot)))
     }
 
     /// Kafka has round `round` of slot `slot` (a node's topic, or the subscription
@@ -125,9 +160,16 @@ impl Engine {
         }
     }
 
-    /// Node `slot` holds `filter` (`present`) or no longer does, as its key in the
-    /// subscription topic says. Idempotent: the topic may be read again.
-    pub fn peer_subscription(&mut self, slot: u16, filter: &str, present: bool) {
+    /// Node `slot` holds `filter` (`present`) or no longer does, as its key at
+    /// `offset` in the subscription topic says. Idempotent: the topic may be read again.
+    pub fn peer_subscription(&mut self, slot: u16, filter: &str, present: bool, offset: u64) {
+        if let Some(cluster) = self.cluster_mut() {
+            if present {
+                cluster.key_offsets.insert((slot, filter.into()), offset);
+            } else {
+                cluster.key_offsets.remove(&(slot, filter.into()));
+            }
+        }
         let held = self
             .shards
             .as_ref()
@@ -137,6 +179,52 @@ impl Engine {
         } else if !present && held {
             self.remote_unsubscribe(slot, filter);
         }
+    }
+
+    /// This node has read the subscription topic up to `position` (the next offset).
+    pub fn set_subscriptions_seen(&mut self, position: u64) {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.seen = position;
+        }
+    }
+
+    /// Apply a batch node `slot` sent when it had read the subscription topic up to
+    /// `seen` (as `bus_receive`).
+    pub fn peer_receive(
+        &mut self,
+        slot: u16,
+        records: Bytes,
+        seen: u64,
+        now: u64,
+    ) -> Result<usize, super::journal::JournalError> {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.batch_seen = Some(seen);
+        }
+        let applied = self.bus_receive(slot, records, now);
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.batch_seen = None;
+        }
+        applied
+    }
+
+    /// How far into the subscription topic the node matching what is delivered now
+    /// had read (0 when not clustered).
+    pub(super) fn subscriptions_seen(&self) -> u64 {
+        self.shards
+            .as_ref()
+            .and_then(|shards| shards.cluster.as_ref())
+            .map_or(0, |cluster| cluster.batch_seen.unwrap_or(cluster.seen))
+    }
+
+    /// A restored session's filter (`persist::install`).
+    pub(super) fn cluster_restored(&mut self, filter: &str) {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.restored(filter);
+        }
+    }
+
+    fn cluster_mut(&mut self) -> Option<&mut ClusterIndex> {
+        self.shards.as_mut().and_then(|s| s.cluster.as_mut())
     }
 
     /// Forget every filter node `slot` held (it was adopted by another node, whose
@@ -150,24 +238,15 @@ impl Engine {
     pub fn take_cluster_subscriptions(&mut self) -> Option<(Vec<(String, bool)>, u64)> {
         let shards = self.shards.as_mut()?;
         let cluster = shards.cluster.as_mut()?;
-        let at = usize::from(cluster.slot);
-        if cluster.changes.is_empty() && !shards.needs_round[at] {
+        let slot = cluster.slot;
+        if cluster.changes.is_empty() && !shards.needs_round[usize::from(slot)] {
             return None;
         }
         let changes = std::mem::take(&mut cluster.changes)
             .into_iter()
             .map(|(filter, present)| (filter.into_string(), present))
             .collect();
-        let round = if shards.needs_round[at] {
-            let round = shards.next_round;
-            shards.next_round += 1;
-            shards.needs_round[at] = false;
-            shards.sent_round[at] = round;
-            round
-        } else {
-            0
-        };
-        Some((changes, round))
+        Some((changes, shards.start_round(slot)))
     }
 
     /// The slot whose rounds are the subscription topic's (0 when not clustered).
@@ -195,30 +274,147 @@ impl Engine {
         })
     }
 
-    /// Another node claimed `client_id`: its connection here (if any) is closed with
-    /// 0x8E Session taken over [MQTT-3.1.4-3], and its session leaves this node
-    /// without its end being journaled, so the store keeps it for the new owner
-    /// (a session that ends with its connection ends as usual). Returns the journal
-    /// batch the store must confirm before the new owner reads the session (0: none
-    /// is pending), or None when there is no such session here.
-    pub fn evict(&mut self, client_id: &str, now: u64) -> Option<u64> {
+    /// Another node (slot `to`) claimed `client_id`: its connection here (if any) is
+    /// closed with 0x8E Session taken over [MQTT-3.1.4-3]. A session that ends with its
+    /// connection ends as usual; a persistent one becomes a forwarding stub for
+    /// `grace_ms` (module header), its queue and in-flight window left to the store
+    /// for the new owner. Returns the journal batch the store must confirm before the
+    /// new owner reads the session (0: none is pending), or None when there is no such
+    /// session here.
+    pub fn evict(&mut self, client_id: &str, to: u16, grace_ms: u64, now: u64) -> Option<u64> {
         let session = self.by_client_id.get(client_id).copied()?;
-        if let Some(conn) = self.sessions[session as usize].as_ref().and_then(|s| s.conn) {
+        if let Some(conn) = self.sessions[session as usize]
+            .as_ref()
+            .and_then(|s| s.conn)
+        {
             self.disconnect_with(conn, ReasonCode::SessionTakenOver);
             self.close_connection(conn, DisconnectReason::TakenOver, now);
         }
-        if let Some(state) = self
+        let mark = self.journal.unconfirmed_batch().unwrap_or(0);
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
+            return Some(mark);
+        };
+        // The new owner reads these from the store; the stub starts empty.
+        drop(state.queue.take_where(|_| true));
+        state.inflight.clear();
+        state.inbound_qos2.clear();
+        state.pending_will = None;
+        state.journaled = false;
+        state.expires_at = None;
+        let client = state.client_id.clone();
+        if let Some(cluster) = self.cluster_mut() {
+            let seen = cluster.seen;
+            cluster.stubs.push(Stub {
+                until: now + grace_ms,
+                session,
+                client,
+                to,
+                seen,
+            });
+        }
+        Some(mark)
+    }
+
+    /// Stubs whose grace period ended: their queues go to the new owners, they end.
+    pub(super) fn forward_moved(&mut self, now: u64) {
+        let Some(cluster) = self.cluster_mut() else {
+            return;
+        };
+        if cluster.stubs.iter().all(|stub| stub.until > now) {
+            return;
+        }
+        let (due, kept) = std::mem::take(&mut cluster.stubs)
+            .into_iter()
+            .partition::<Vec<_>, _>(|stub| stub.until <= now);
+        cluster.stubs = kept;
+        for stub in due {
+            let is_stub = self.sessions[stub.session as usize]
+                .as_ref()
+                .is_some_and(|s| s.client_id == stub.client && s.conn.is_none() && !s.journaled);
+            if is_stub {
+                self.forward_stub(&stub);
+            }
+        }
+    }
+
+    /// Where the new owner's announcement of the stub's filters is in the
+    /// subscription topic: deliveries matched by a node that had read it reached the
+    /// new owner directly. `u64::MAX` when one is not known (all are forwarded).
+    fn announced_at(&self, stub: &Stub) -> u64 {
+        let Some(cluster) = self.shards.as_ref().and_then(|s| s.cluster.as_ref()) else {
+            return u64::MAX;
+        };
+        let mut latest = 0;
+        for filter in self.index.client_filters(stub.session) {
+            match cluster.key_offsets.get(&(stub.to, filter.as_str().into())) {
+                Some(&offset) if offset >= stub.seen => latest = latest.max(offset),
+                _ => return u64::MAX,
+            }
+        }
+        latest
+    }
+
+    fn forward_stub(&mut self, stub: &Stub) {
+        let announced = self.announced_at(stub);
+        let (session, to) = (stub.session, stub.to);
+        let wall_offset = self.wall_offset;
+        let Some(mut state) = self
             .sessions
             .get_mut(session as usize)
             .and_then(Option::take)
+        else {
+            return;
+        };
+        let queued = state.queue.take_where(|_| true);
+        if let Some(outbox) = self
+            .shards
+            .as_mut()
+            .and_then(|shards| shards.outboxes.get_mut(usize::from(to)))
         {
-            self.free_sessions.push(session);
-            self.by_client_id.remove(&state.client_id);
-            self.shards_session_ended(session, &state.client_id);
-            self.index.remove_client(session);
-            self.forget_removed_groups();
+            // Matched by a node that had read the announcement (its position is past
+            // the announcement's offset): that node routed it to the new owner too.
+            for out in queued.iter().filter(|out| out.seen <= announced) {
+                outbox.enqueue(
+                    &state.client_id,
+                    0,
+                    0,
+                    &out.message,
+                    out.qos,
+                    out.retain,
+                    &out.subscription_ids,
+                    wall_offset,
+                );
+            }
         }
-        Some(self.journal.unconfirmed_batch().unwrap_or(0))
+        self.free_sessions.push(session);
+        self.by_client_id.remove(&state.client_id);
+        self.shards_session_ended(session, &state.client_id);
+        self.index.remove_client(session);
+        self.forget_removed_groups();
+    }
+
+    /// The session `client_id` here was restored or reconnected: it is no stub.
+    pub(super) fn cancel_stub(&mut self, session: u32) {
+        if let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) {
+            cluster.stubs.retain(|stub| stub.session != session);
+        }
+    }
+
+    /// Another node forwarded a moved session's delivery (`forward_stub`): it goes to
+    /// that session alone, if it is here.
+    pub(super) fn receive_forwarded(&mut self, out: super::Outgoing, client: &str, now: u64) {
+        match self.by_client_id.get(client).copied() {
+            Some(session) => {
+                self.deliver(session, out, now);
+            }
+            None => self
+                .stats
+                .count_drop(super::stats::DropReason::SessionMoved, 1),
+        }
     }
 
     /// The journal batch that holds everything journaled so far (0: the store has it

@@ -140,6 +140,9 @@ impl Engine {
                 self.close_connection(old, DisconnectReason::TakenOver, now);
             }
         }
+        if let Some(session) = existing {
+            self.cancel_stub(session);
+        }
         let (session, session_present) = match existing {
             Some(session) if !connect.clean_start => (session, true),
             Some(session) => {
@@ -251,6 +254,9 @@ impl Engine {
             self.trace_packet(conn_id, true, summary);
         }
 
+        // Ends the authentication exchange, whatever the version: its deadline must
+        // not outlive the CONNECT.
+        let auth_properties = self.connack_auth_properties(conn_id);
         let mut properties = Vec::new();
         if v5 {
             if let Some(id) = assigned {
@@ -265,7 +271,7 @@ impl Engine {
                 properties.push(Property::ServerKeepAlive(keepalive));
             }
             self.announce(&connect.properties, &client_id, &mut properties);
-            properties.extend(self.connack_auth_properties(conn_id));
+            properties.extend(auth_properties);
         }
         let connack = Packet::ConnAck(ConnAck {
             session_present,

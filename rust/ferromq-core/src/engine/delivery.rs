@@ -42,6 +42,7 @@ impl Engine {
             self.count_dropped(DropReason::Expired, Some(session), &out.message, now);
             return false;
         }
+        out.seen = self.subscriptions_seen();
         let Some(state) = self.session_mut(session) else {
             return false;
         };

@@ -119,6 +119,10 @@ pub struct Outgoing {
     /// A streamed group's delivery: its consumer's token, reported when done with
     /// and never journaled (see `stream`).
     pub stream_token: Option<u64>,
+    /// In a cluster: how far into the subscription topic the node that matched the
+    /// message had read (`cluster`: a moved session's stub forwards only what that
+    /// node could not yet route to the session's new owner).
+    pub seen: u64,
 }
 
 impl Outgoing {
@@ -138,6 +142,7 @@ impl Outgoing {
             restored: false,
             group: None,
             stream_token: None,
+            seen: 0,
         }
     }
 }

@@ -145,7 +145,11 @@ impl Engine {
     /// only happens when the front waits for a bus round alone (another node's
     /// Kafka topic, say), and then releases the connections not waiting for one.
     pub(super) fn release_held_acks(&mut self) {
-        while self.held_acks.front().is_some_and(|held| self.ack_ready(held)) {
+        while self
+            .held_acks
+            .front()
+            .is_some_and(|held| self.ack_ready(held))
+        {
             let held = self.held_acks.pop_front().expect("front checked");
             self.write(held.conn, &held.packet);
         }
@@ -599,6 +603,7 @@ impl Engine {
             Some(existing) => existing,
             None => self.create_session(&client, restored.expiry_interval),
         };
+        self.cancel_stub(session);
         let expiry = restored.expiry_interval;
         for (filter, (options, subscription_id)) in &restored.subscriptions {
             let Ok(options) = crate::codec::SubscriptionOptions::from_byte(*options) else {
@@ -608,6 +613,7 @@ impl Engine {
             // A filter the index refuses now was accepted when it was journaled.
             if let Ok(true) = self.index.subscribe(session, filter, options, id) {
                 self.shards_subscribed(session, filter);
+                self.cluster_restored(filter);
             }
         }
         self.index.set_client_online(session, false);

@@ -167,6 +167,20 @@ impl Shards {
         self.local
     }
 
+    /// The round a batch taken for `slot` now carries: a new one when a QoS 1/2
+    /// message or a SUBSCRIBE waits for one, else 0.
+    pub(super) fn start_round(&mut self, slot: u16) -> u64 {
+        let at = usize::from(slot);
+        if !self.needs_round[at] {
+            return 0;
+        }
+        let round = self.next_round;
+        self.next_round += 1;
+        self.needs_round[at] = false;
+        self.sent_round[at] = round;
+        round
+    }
+
     /// Whether `slot` is another node (its rounds are confirmed by Kafka, not by a
     /// `BUS_ACK`).
     pub(super) fn is_node(&self, slot: u16) -> bool {
@@ -305,12 +319,11 @@ impl Engine {
     pub fn take_bus(&mut self, to: u16) -> Option<Bytes> {
         let shards = self.shards.as_mut()?;
         let at = usize::from(to);
-        if !shards.is_node(to) && shards.needs_round.get(at).copied().unwrap_or(false) {
-            let round = shards.next_round;
-            shards.next_round += 1;
-            shards.needs_round[at] = false;
-            shards.sent_round[at] = round;
-            shards.outboxes[at].bus_number(BUS_ROUND, round);
+        if at < shards.outboxes.len() && !shards.is_node(to) {
+            let round = shards.start_round(to);
+            if round != 0 {
+                shards.outboxes[at].bus_number(BUS_ROUND, round);
+            }
         }
         let outbox = shards.outboxes.get_mut(at)?;
         outbox.take().map(|(_, records)| records)
@@ -335,9 +348,8 @@ impl Engine {
         let Some(shards) = self.shards.as_ref().filter(|_| round != 0) else {
             return true;
         };
-        (0..shards.outboxes.len()).all(|to| {
-            slots & (1 << to.min(63)) == 0 || shards.acked_round[to] >= round
-        })
+        (0..shards.outboxes.len())
+            .all(|to| slots & (1 << to.min(63)) == 0 || shards.acked_round[to] >= round)
     }
 
     /// Every shard that was sent a QoS 1/2 message in a round up to `round` has
@@ -636,6 +648,18 @@ impl Engine {
                             .retain(&message.topic, Some(&message), self.wall_offset);
                     }
                     self.restore_retained(message);
+                }
+                Record::Enqueue {
+                    client,
+                    message_id,
+                    qos,
+                    retain,
+                    subscription_ids,
+                    ..
+                } => {
+                    let message = referenced(&last, message_id)?;
+                    let out = super::Outgoing::new(message, qos, retain, subscription_ids);
+                    self.receive_forwarded(out, &client, now);
                 }
                 _ => return Err(JournalError("not a bus record")),
             }

@@ -30,6 +30,9 @@ pub enum DropReason {
     MemoryBudget,
     /// The shared group it waited in ended, or had no member left.
     GroupEnded,
+    /// Forwarded by a cluster node a session moved away from, to a node where the
+    /// session no longer was (it moved on, or ended).
+    SessionMoved,
 }
 
 impl DropReason {
@@ -43,6 +46,7 @@ impl DropReason {
             DropReason::TooLarge => "too_large",
             DropReason::MemoryBudget => "memory_budget",
             DropReason::GroupEnded => "group_ended",
+            DropReason::SessionMoved => "session_moved",
         }
     }
 }
@@ -56,6 +60,7 @@ pub struct Drops {
     pub qos0_offline: u64,
     pub too_large: u64,
     pub group_ended: u64,
+    pub session_moved: u64,
     pub memory_budget: u64,
 }
 
@@ -174,6 +179,7 @@ impl Stats {
             DropReason::Qos0Offline => &mut self.dropped.qos0_offline,
             DropReason::TooLarge => &mut self.dropped.too_large,
             DropReason::GroupEnded => &mut self.dropped.group_ended,
+            DropReason::SessionMoved => &mut self.dropped.session_moved,
             DropReason::MemoryBudget => &mut self.dropped.memory_budget,
         };
         *counter += n;

@@ -68,6 +68,7 @@ impl Engine {
                 self.end_session(session, now);
             }
         }
+        self.forward_moved(now);
         self.wake(now);
         self.relieve_memory(now);
         let mut expired = Vec::new();

@@ -1,0 +1,269 @@
+"""Fixtures for the cluster suite (issue 17, docs/cluster.md): real ``ferromq serve``
+nodes joined on the session's real Kafka and Redis (tests/conftest.py), and the helpers
+the tests wait with.
+
+- A node is one ``ferromq serve`` process with its own TOML file: one MQTT listener,
+  the admin listener (loopback, no token), ``[cluster] node_id``, ``kafka``, ``redis`` and
+  a ``topic_prefix``, and a ``[redis] key_prefix``. The nodes of one cluster share both
+  prefixes; each cluster gets its own, so no test sees another test's nodes, topics or
+  sessions. Its ports are chosen once, so ``kill()`` (SIGKILL) and ``start()`` again run
+  the same node id on the same addresses, as an operator restarting it would.
+- The nodes of a cluster alternate event loops (uvloop, asyncio, uvloop, ...), so every
+  cluster test runs both loops, across the bus, at once.
+- Subscriptions reach the other nodes asynchronously (a SUBACK means the subscription is
+  in Kafka, not that every node has read it): :func:`wait_routed` returns once a
+  subscription made at one node before it was called is routed from another, by a
+  publish probe on a topic of its own. The subscriptions topic is one partition read in
+  order, so once a node routes the probe's (later) subscription it has read the test's.
+  Membership is read from ``GET /api/v1/cluster`` (:func:`wait_members`).
+- ``cluster_factory`` starts a test's own cluster (for tests that kill, stop or freeze
+  something); ``cluster`` is one three-node cluster shared by a module's tests that
+  leave the nodes as they found them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import RunningBroker, serving, spawn_serve
+from tests.integration.mqtt_raw import RawClient
+from tests.integration.test_admin_metrics import get
+from tests.services import free_ports
+
+LOOPS = ("uvloop", "asyncio")
+NODE_IDS = ("node-a", "node-b", "node-c", "node-d")
+START_TIMEOUT = 30.0
+ROUTE_TIMEOUT = 60.0
+MEMBERS_TIMEOUT = 30.0
+
+
+@dataclass
+class ClusterNode(RunningBroker):
+    """One node of a test's cluster: a ``ferromq serve`` that can be killed and started
+    again on its ports. ``log()`` reads the current incarnation's output."""
+
+    node_id: str = ""
+    admin_port: int = 0
+    loop: str = "uvloop"
+    incarnation: int = 1
+
+    def start(self) -> None:
+        """Start this node (again): the same node id, config and ports."""
+        assert self.process.poll() is not None, f"{self.node_id} is still running"
+        self.incarnation += 1
+        self.process, self.log_path = _spawn(
+            self.config_path, self.node_id, self.loop, self.incarnation
+        )
+        _wait_serving(self)
+
+    def members(self) -> dict[str, Any]:
+        """This node's ``GET /api/v1/cluster`` answer; fails on any other status."""
+        status, body = get(self.admin_port, "/api/v1/cluster")
+        assert status == 200, f"GET /api/v1/cluster on {self.node_id}: {status} {body!r}"
+        answer = json.loads(body)
+        assert isinstance(answer, dict)
+        return answer
+
+    def states(self) -> dict[str, str]:
+        """Each member's state as this node reports it, by node id."""
+        return {node["node_id"]: node["state"] for node in self.members()["nodes"]}
+
+
+@dataclass
+class Cluster:
+    nodes: list[ClusterNode]
+    prefix: str
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def _spawn(
+    config: Path, node_id: str, loop: str, incarnation: int = 1
+) -> tuple[subprocess.Popen[bytes], Path]:
+    log_path = config.with_name(f"{node_id}.{incarnation}.log")
+    # A clustered node runs one shard whatever the suite's workers (tests/conftest.py).
+    env = {**os.environ, "FERROMQ_SERVER__WORKERS": "1"}
+    return spawn_serve(config, loop, log_path, env), log_path
+
+
+def _wait_serving(node: ClusterNode) -> None:
+    """Until the node's MQTT and admin listeners are up; fails with its log if it exits."""
+    admin_line = f"admin listening address=127.0.0.1:{node.admin_port}"
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if node.process.poll() is not None:
+            raise RuntimeError(f"{node.node_id} exited while starting:\n{node.log()}")
+        log = node.log()
+        if serving(log) and admin_line in log:
+            return
+        time.sleep(0.05)
+    node.process.kill()
+    raise RuntimeError(f"{node.node_id} did not serve in {START_TIMEOUT:.0f} s:\n{node.log()}")
+
+
+def node_config(
+    node_id: str, mqtt_port: int, admin_port: int, kafka: str, redis: str, prefix: str,
+    *, redis_cluster: bool = False, extra: str = "",
+) -> str:  # fmt: skip
+    """The TOML of one node of the cluster whose prefixes are ``prefix``."""
+    return f"""\
+[[listeners]]
+port = {mqtt_port}
+
+[admin]
+enabled = true
+port = {admin_port}
+
+[cluster]
+node_id = "{node_id}"
+kafka = "{kafka}"
+redis = "{redis}"
+topic_prefix = "{prefix}."
+
+[redis]
+key_prefix = "{prefix}:"
+cluster = {str(redis_cluster).lower()}
+{extra}"""
+
+
+def start_cluster(
+    directory: Path, kafka: str, redis: str, count: int = 3, *, redis_cluster: bool = False,
+    extra: str = "",
+) -> Cluster:  # fmt: skip
+    """``count`` nodes (node-a, node-b, ...) of a new cluster, each serving and listing
+    all of them alive; their event loops alternate. ``extra`` is appended to every
+    node's TOML."""
+    prefix = f"ct{uuid.uuid4().hex[:10]}"
+    directory.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster([], prefix)
+    ports = free_ports(2 * count)
+    try:
+        for n in range(count):
+            node_id, mqtt_port, admin_port = NODE_IDS[n], ports[2 * n], ports[2 * n + 1]
+            config = directory / f"{node_id}.toml"
+            text = node_config(
+                node_id, mqtt_port, admin_port, kafka, redis, prefix,
+                redis_cluster=redis_cluster, extra=extra,
+            )  # fmt: skip
+            config.write_text(text)
+            loop = LOOPS[n % len(LOOPS)]
+            process, log_path = _spawn(config, node_id, loop)
+            node = ClusterNode(
+                "127.0.0.1", mqtt_port, process, log_path, config,
+                node_id=node_id, admin_port=admin_port, loop=loop,
+            )  # fmt: skip
+            cluster.nodes.append(node)
+        for node in cluster.nodes:
+            _wait_serving(node)
+        for node in cluster.nodes:
+            wait_members(node, alive=count)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+ClusterFactory = Callable[..., Cluster]
+
+
+@pytest.fixture
+def cluster_factory(
+    tmp_path: Path, kafka_bootstrap: str, redis_url: str
+) -> Iterator[ClusterFactory]:
+    """Start a test's own clusters (``count``, ``redis``/``redis_cluster``, ``kafka``,
+    ``extra`` as :func:`start_cluster`); every node is stopped when the test ends."""
+    clusters: list[Cluster] = []
+
+    def start(count: int = 3, **options: Any) -> Cluster:
+        kafka = options.pop("kafka", kafka_bootstrap)
+        redis = options.pop("redis", redis_url)
+        directory = tmp_path / f"cluster-{len(clusters)}"
+        clusters.append(start_cluster(directory, kafka, redis, count, **options))
+        return clusters[-1]
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str, redis_url: str
+) -> Iterator[Cluster]:
+    """Three nodes shared by a module's tests, which leave them running and use client
+    ids and topics of their own."""
+    running = start_cluster(tmp_path_factory.mktemp("cluster"), kafka_bootstrap, redis_url)
+    yield running
+    running.stop()
+
+
+def wait_routed(subscriber_at: RunningBroker, publisher_at: RunningBroker) -> None:
+    """Return once every subscription made at ``subscriber_at`` before this call is
+    routed from ``publisher_at``: a probe subscribes at one, and QoS 0 probes are
+    published at the other until one arrives."""
+    topic = f"probe/{uuid.uuid4().hex}"
+    listener = RawClient(subscriber_at.host, subscriber_at.port, version=5)
+    prober = RawClient(publisher_at.host, publisher_at.port, version=5)
+    try:
+        assert listener.connect(f"{topic}-sub")["reason_code"] == 0
+        assert prober.connect(f"{topic}-pub")["reason_code"] == 0
+        listener.send(
+            {"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 0}]}
+        )
+        assert listener.recv()["type"] == "suback"
+        deadline = time.monotonic() + ROUTE_TIMEOUT
+        while time.monotonic() < deadline:
+            prober.send({"type": "publish", "topic": topic, "payload": b"probe", "qos": 0})
+            try:
+                if listener.recv(timeout=0.2)["type"] == "publish":
+                    return
+            except TimeoutError:
+                continue
+        pytest.fail(
+            f"a subscription at {_name(subscriber_at)} was not routed from "
+            f"{_name(publisher_at)} within {ROUTE_TIMEOUT:.0f} s"
+            + "".join(f"\n--- {_name(n)}:\n{_tail(n)}" for n in (subscriber_at, publisher_at))
+        )
+    finally:
+        listener.close()
+        prober.close()
+
+
+def wait_members(
+    node: ClusterNode, alive: int, states: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Until ``node``'s ``GET /api/v1/cluster`` lists ``alive`` members alive and each
+    node id of ``states`` in that state; returns the states it saw."""
+    deadline = time.monotonic() + MEMBERS_TIMEOUT
+    while True:
+        seen = node.states()
+        counted = sum(state == "alive" for state in seen.values())
+        wanted = all(seen.get(node_id) == state for node_id, state in (states or {}).items())
+        if counted == alive and wanted:
+            return seen
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"{node.node_id} lists {seen}, not {alive} alive and {states} "
+                f"after {MEMBERS_TIMEOUT:.0f} s"
+            )
+        time.sleep(0.1)
+
+
+def _tail(broker: RunningBroker, lines: int = 15) -> str:
+    return "\n".join(broker.log().splitlines()[-lines:])
+
+
+def _name(broker: RunningBroker) -> str:
+    return broker.node_id if isinstance(broker, ClusterNode) else f"port {broker.port}"
