@@ -25,9 +25,11 @@ from tests.services import free_ports
 
 
 def node_config(node_id: str, admin_port: int, kafka: str, redis: str, unique: str) -> str:
+    # A clustered node runs one shard, whatever the suite's number of workers.
     cluster = (
         f'[cluster]\nnode_id = "{node_id}"\nkafka = "{kafka}"\nredis = "{redis}"\n'
         f'topic_prefix = "test-{unique}."\n[redis]\nkey_prefix = "test-{unique}:"\n'
+        "[server]\nworkers = 1\n"
     )
     return token_config(admin_port, cluster)
 

@@ -314,15 +314,9 @@ class KafkaBus:
             # Sent again, at the front: its acknowledgements are still held.
             self._queue.appendleft(item)
             self._queued.set()
-            if self._healthy:
-                self._healthy = False
-                log_event(
-                    logger,
-                    logging.WARNING,
-                    "cluster: Kafka refused a record; cross-node acknowledgements held",
-                    kafka=self._bootstrap,
-                    error=str(error),
-                )
+            self._unhealthy(
+                "cluster: Kafka refused a record; cross-node acknowledgements held", error
+            )
             return
         if not self._healthy:
             self._healthy = True
@@ -335,16 +329,14 @@ class KafkaBus:
             self._schedule_flush()
 
     async def _failed(self, exc: BaseException, delay: float) -> None:
+        self._unhealthy("cluster: Kafka unreachable; cross-node acks held", exc)
+        await asyncio.sleep(delay)
+
+    def _unhealthy(self, what: str, error: BaseException | None) -> None:
+        """Kafka failed: said once per outage (``_produced`` says when it is over)."""
         if self._healthy:
             self._healthy = False
-            log_event(
-                logger,
-                logging.WARNING,
-                "cluster: Kafka unreachable; cross-node acknowledgements held",
-                kafka=self._bootstrap,
-                error=str(exc),
-            )
-        await asyncio.sleep(delay)
+            log_event(logger, logging.WARNING, what, kafka=self._bootstrap, error=str(error))
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:

@@ -62,6 +62,8 @@ ADOPTION_QUIET: Final = 10.0
 #: other nodes take to read the new owner's subscription keys.
 MOVE_GRACE: Final = 5.0
 POLL: Final = 0.005
+#: Owner keys moved per pipelined round trip when a dead node is adopted.
+ADOPT_BATCH: Final = 1000
 
 # KEYS[1] the owner key; ARGV[1] the claiming node. Returns the previous owner.
 _CLAIM: Final = """
@@ -304,10 +306,14 @@ class Ownership:
         while the claim that led here goes on)."""
         clients = sorted(map(_text, await self._redis.smembers(self._owned(dead))))
         moved = []
-        for client_id in clients:
-            key = owner_key(self._key_prefix, client_id)
-            if await self._redis.eval(_ADOPT, 1, key, dead, self.node_id):
-                moved.append(client_id)
+        for start in range(0, len(clients), ADOPT_BATCH):
+            batch = clients[start : start + ADOPT_BATCH]
+            pipeline = self._redis.pipeline(transaction=False)
+            for client_id in batch:
+                key = owner_key(self._key_prefix, client_id)
+                pipeline.eval(_ADOPT, 1, key, dead, self.node_id)
+            answers = await pipeline.execute()
+            moved += [client for client, taken in zip(batch, answers, strict=True) if taken]
         if moved:
             await self._redis.sadd(self._owned(self.node_id), *moved)
             await self._redis.srem(self._owned(dead), *moved)

@@ -83,12 +83,23 @@ impl Cluster {
     }
 }
 
-/// Node 1 reads `client`'s session from node 0's store (as it would from Redis).
-fn move_to_node_1(cluster: &mut Cluster, client: &str) {
+/// "mover", subscribed to m/# on node 0, claimed by node 1: node 0 evicts it towards
+/// node 1 (a 5 s stub), node 1 reads the session from node 0's store (as it would from
+/// Redis) and the client connects there; returns that connection.
+fn moved_to_node_1(cluster: &mut Cluster) -> Client {
+    let persistent = || with_expiry(connect("mover", V5, false), 600);
+    let (mut old, _) = cluster.nodes[0].connect(persistent());
+    cluster.nodes[0].send(&old, subscribe(1, "m/#", QoS::AtLeastOnce));
+    cluster.nodes[0].pump();
+    cluster.nodes[0].recv(&mut old);
+    cluster.tick();
+    let (to, now) = (cluster.slot[0], cluster.nodes[0].now);
+    cluster.nodes[0].engine.evict("mover", to, 5_000, now);
+    cluster.nodes[0].pump();
     let stored = cluster.nodes[0].store.clone().expect("a store").freeze();
-    let now = cluster.nodes[1].now;
     let report = cluster.nodes[1].engine.restore(stored, now);
-    assert_eq!(report.sessions, 1, "{client} only");
+    assert_eq!(report.sessions, 1, "mover only");
+    cluster.nodes[1].connect(persistent()).0
 }
 
 fn connected(h: &mut Harness, id: &str, version: ProtocolVersion) -> Client {
@@ -305,17 +316,7 @@ fn assigned_client_ids_carry_the_node() {
 #[test]
 fn what_reaches_the_old_owner_during_a_move_is_forwarded_to_the_new_one() {
     let mut cluster = Cluster::new();
-    let (mut old, _) = cluster.nodes[0].connect(with_expiry(connect("mover", V5, false), 600));
-    cluster.nodes[0].send(&old, subscribe(1, "m/#", QoS::AtLeastOnce));
-    cluster.nodes[0].pump();
-    cluster.nodes[0].recv(&mut old);
-    // Node 1 claims the client; node 0 evicts it towards node 1's slot.
-    let to = cluster.slot[0];
-    let now = cluster.nodes[0].now;
-    cluster.nodes[0].engine.evict("mover", to, 5_000, now);
-    cluster.nodes[0].pump();
-    move_to_node_1(&mut cluster, "mover");
-    let (mut new, _) = cluster.nodes[1].connect(with_expiry(connect("mover", V5, false), 600));
+    let mut new = moved_to_node_1(&mut cluster);
     // Published on node 0 before node 0 has read node 1's key.
     let publisher = connected(&mut cluster.nodes[0], "pub", V5);
     cluster.nodes[0].send(
@@ -336,6 +337,7 @@ fn what_reaches_the_old_owner_during_a_move_is_forwarded_to_the_new_one() {
         payloads(&cluster.nodes[1].recv(&mut new)),
         vec![b"during".to_vec()]
     );
+    let (to, now) = (cluster.slot[0], cluster.nodes[0].now);
     assert_eq!(
         cluster.nodes[0].engine.evict("mover", to, 5_000, now),
         None,
@@ -348,19 +350,9 @@ fn the_stub_forwards_nothing_the_new_owner_got_directly() {
     let mut cluster = Cluster::new();
     // Another subscriber of the filter on node 1 already: node 0 routes m/# there.
     let mut other = subscribed(&mut cluster, 1, "other", "m/#");
-    let (mut old, _) = cluster.nodes[0].connect(with_expiry(connect("mover", V5, false), 600));
-    cluster.nodes[0].send(&old, subscribe(1, "m/#", QoS::AtLeastOnce));
-    cluster.nodes[0].pump();
-    cluster.nodes[0].recv(&mut old);
-    cluster.tick();
-    let to = cluster.slot[0];
-    let now = cluster.nodes[0].now;
-    cluster.nodes[0].engine.evict("mover", to, 5_000, now);
-    cluster.nodes[0].pump();
-    // Node 1 restores the session from the store: it announces m/# again (though
-    // "other" holds it there already), and node 0 reads that.
-    move_to_node_1(&mut cluster, "mover");
-    let (mut new, _) = cluster.nodes[1].connect(with_expiry(connect("mover", V5, false), 600));
+    // Restored on node 1, the session's m/# is announced again (though "other" holds it
+    // there already), and node 0 reads that.
+    let mut new = moved_to_node_1(&mut cluster);
     cluster.tick();
     let publisher = connected(&mut cluster.nodes[0], "pub", V5);
     cluster.nodes[0].send(
