@@ -362,3 +362,29 @@ fn a_shared_group_queue_is_stored_and_comes_back_after_a_restart() {
     let (mut other, _) = h.connect(connect("member-a", V311, false));
     assert!(h.recv(&mut other).is_empty());
 }
+
+#[test]
+fn a_suback_leaves_once_the_store_has_the_subscription() {
+    let mut h = Harness::new(durable_config()); // nothing stores until told
+    let (mut client, _) = h.connect(connect("keeper", ProtocolVersion::V3_1_1, false));
+    h.send(&client, subscribe(1, "alarms/#", QoS::AtLeastOnce));
+    assert!(
+        h.recv(&mut client).is_empty(),
+        "a kill now would lose the subscription: no SUBACK yet"
+    );
+    while let Some((batch, _)) = h.engine.take_journal() {
+        h.engine.journal_done(batch);
+    }
+    h.pump();
+    assert!(matches!(
+        h.recv(&mut client).as_slice(),
+        [Packet::SubAck(_)]
+    ));
+    // A clean session keeps nothing: its SUBACK does not wait.
+    let (mut passing, _) = h.connect(connect("passing", ProtocolVersion::V3_1_1, true));
+    h.send(&passing, subscribe(1, "alarms/#", QoS::AtLeastOnce));
+    assert!(matches!(
+        h.recv(&mut passing).as_slice(),
+        [Packet::SubAck(_)]
+    ));
+}

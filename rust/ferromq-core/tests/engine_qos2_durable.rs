@@ -66,9 +66,10 @@ impl World {
             peers,
         };
         world.connect_all();
-        world.round();
+        // The SUBACKs leave once the store has the subscriptions.
         world.take();
         world.store();
+        world.round();
         world
     }
 

@@ -271,6 +271,7 @@ pub struct Engine {
     shards: Option<shards::Shards>,
     /// PUBACK/PUBREC/PUBREL waiting for their journal batch, oldest first.
     held_acks: std::collections::VecDeque<persist::HeldAck>,
+    held_subacks: std::collections::VecDeque<subscribe::HeldSubAck>,
     /// Sessions with a delivery of a held message (`Message::held_for_batch`) queued,
     /// by that batch: drained when the store confirms it.
     held_deliveries: std::collections::VecDeque<(u64, u32)>,
@@ -333,6 +334,7 @@ impl Engine {
             journal: Journal::new(config.journal),
             shards: None,
             held_acks: std::collections::VecDeque::new(),
+            held_subacks: std::collections::VecDeque::new(),
             held_deliveries: std::collections::VecDeque::new(),
             refill: Vec::new(),
             clock: 0,

@@ -106,6 +106,7 @@ impl Engine {
         self.journal.confirm(n);
         self.release_bus_acks();
         self.release_held_acks();
+        self.release_subacks();
         let mut released = Vec::new();
         let journal = &self.journal;
         self.held_deliveries.retain(|&(batch, session)| {

@@ -52,7 +52,6 @@ use super::journal::{
     ROUTE_SHARED, SYNC,
 };
 use super::message::Message;
-use super::subscribe::Granted;
 use super::Engine;
 use crate::bus::shard_of;
 
@@ -101,8 +100,6 @@ pub(super) struct Shards {
     /// Rounds received, to confirm once this shard's store has what they brought:
     /// (from, round, the journal batch then unconfirmed).
     to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
-    /// SUBACKs waiting for every shard to hold their filters, with their round.
-    subacks: std::collections::VecDeque<(u64, Granted)>,
     /// Shared groups by `$share/` filter, for messages routed to their members here
     /// (checked live before use: a group id is reused once its group ends).
     groups: HashMap<Box<str>, GroupRef>,
@@ -121,7 +118,6 @@ impl Shards {
             next_round: 1,
             routed: 0,
             to_confirm: std::collections::VecDeque::new(),
-            subacks: std::collections::VecDeque::new(),
             groups: HashMap::new(),
             cluster: None,
         }
@@ -377,12 +373,12 @@ impl Engine {
         }
     }
 
-    /// Hold a SUBACK until every other shard has confirmed a round sent after its
-    /// subscriptions (so a PUBLISH anywhere after the SUBACK matches them); `Some`
-    /// gives it back to be sent now (one shard, or nothing to wait for).
-    pub(super) fn hold_suback(&mut self, granted: Granted) -> Option<Granted> {
+    /// The round a SUBACK given now waits for: every other shard (and a cluster's
+    /// subscription topic) must confirm one sent after its subscriptions, so a PUBLISH
+    /// anywhere after the SUBACK matches them; 0 alone.
+    pub(super) fn suback_round(&mut self) -> u64 {
         let Some(shards) = self.shards.as_mut() else {
-            return Some(granted);
+            return 0;
         };
         let me = usize::from(shards.me);
         let local = usize::from(shards.local);
@@ -390,39 +386,7 @@ impl Engine {
         for (to, needs) in shards.needs_round.iter_mut().enumerate() {
             *needs |= (to != me && to < local) || Some(to) == topic;
         }
-        let conn = granted.conn;
-        shards.subacks.push_back((shards.next_round, granted));
-        if let Some(conn) = self.conn_mut(conn) {
-            conn.subacks_held += 1;
-        }
-        None
-    }
-
-    /// Send the held SUBACKs whose round every shard confirmed, in order.
-    fn release_subacks(&mut self) {
-        let now = self.clock;
-        loop {
-            let ready = match self.shards.as_ref().and_then(|s| s.subacks.front()) {
-                Some(&(round, _)) => self.bus_round_confirmed(round),
-                None => false,
-            };
-            if !ready {
-                return;
-            }
-            let (_, granted) = self
-                .shards
-                .as_mut()
-                .and_then(|s| s.subacks.pop_front())
-                .expect("front checked");
-            // The connection may have ended, or its session moved to another, meanwhile.
-            let Some(conn) = self.conn_mut(granted.conn) else {
-                continue;
-            };
-            if conn.session() == Some(granted.session) {
-                conn.subacks_held = conn.subacks_held.saturating_sub(1);
-                self.send_suback(granted, now);
-            }
-        }
+        shards.next_round
     }
 
     /// A QoS 1/2 message went into `to`'s outbox: acknowledgements given from now
