@@ -116,18 +116,8 @@ impl ClusterPort {
         }
     }
 
-    /// Forget every filter node `slot` held.
-    fn reset(&self, mut engine: PyRefMut<'_, Engine>, slot: u16) {
-        engine.inner.peer_reset(slot);
-    }
-
     /// Every filter this node has a subscriber of.
     fn filters(&self, engine: PyRef<'_, Engine>) -> Vec<String> {
         engine.inner.cluster_filters()
-    }
-
-    /// How many filters node `slot` holds in this node's index.
-    fn node_filters(&self, engine: PyRef<'_, Engine>, slot: u16) -> usize {
-        engine.inner.peer_filters(slot)
     }
 }

@@ -227,12 +227,6 @@ impl Engine {
         self.shards.as_mut().and_then(|s| s.cluster.as_mut())
     }
 
-    /// Forget every filter node `slot` held (it was adopted by another node, whose
-    /// own keys now stand for its sessions).
-    pub fn peer_reset(&mut self, slot: u16) {
-        self.remote_reset(slot);
-    }
-
     /// The subscription changes other nodes have not heard of, and the round the
     /// SUBACKs waiting for them need; None when there is nothing to send or confirm.
     pub fn take_cluster_subscriptions(&mut self) -> Option<(Vec<(String, bool)>, u64)> {

@@ -294,7 +294,7 @@ impl Engine {
     }
 
     /// Forget every subscription shard `from` reported.
-    pub(super) fn remote_reset(&mut self, from: u16) {
+    fn remote_reset(&mut self, from: u16) {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
