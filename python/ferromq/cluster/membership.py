@@ -33,7 +33,7 @@ from typing import Literal
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
-from ferromq.cluster.names import adopted_key, alive_key, members_key
+from ferromq.cluster.names import adopted_key, alive_key, members_key, reply_text
 from ferromq.log import log_event
 
 __all__ = ["MemberInfo", "MemberState", "Membership", "State"]
@@ -100,11 +100,6 @@ def _beat_figures(beat: str | bytes) -> dict[str, int]:
     except (ValueError, AttributeError):
         return {}
     return {str(k): int(v) for k, v in figures.items() if isinstance(v, int)}
-
-
-def _text(value: str | bytes) -> str:
-    """A Redis reply as text, whether the client decodes responses or not."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class Membership:
@@ -177,7 +172,7 @@ class Membership:
             if beat is not None:
                 states.append(MemberState(info, "alive", None, _beat_figures(beat)))
             elif adopter is not None:
-                states.append(MemberState(info, "adopted", _text(adopter)))
+                states.append(MemberState(info, "adopted", reply_text(adopter)))
             else:
                 states.append(MemberState(info, "dead", None))
         return states

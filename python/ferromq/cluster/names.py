@@ -18,6 +18,7 @@ __all__ = [
     "node_topic",
     "owner_key",
     "redis_client",
+    "reply_text",
     "subscription_key",
     "subscriptions_topic",
 ]
@@ -65,6 +66,11 @@ def owner_key(key_prefix: str, client_id: str) -> str:
     ``rust/ferromq-core/src/store/redis.rs`` documents the tag's special cases)."""
     tag = client_id if client_id and not client_id.startswith("}") else "\0}" + client_id
     return f"{key_prefix}{{{tag}}}_owner"
+
+
+def reply_text(value: str | bytes) -> str:
+    """A Redis reply as text, whether the client decodes responses or not."""
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def redis_client(config: Config) -> Redis | RedisCluster:

@@ -44,7 +44,13 @@ from redis.exceptions import RedisError
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
-from ferromq.cluster.names import adopted_key, alive_key, cluster_key_prefix, owner_key
+from ferromq.cluster.names import (
+    adopted_key,
+    alive_key,
+    cluster_key_prefix,
+    owner_key,
+    reply_text,
+)
 from ferromq.log import log_event
 
 __all__ = ["ClaimFailed", "Ownership"]
@@ -85,10 +91,6 @@ return 0
 """
 
 LoadClients = Callable[[list[str]], Awaitable[bytes]]
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class ClaimFailed(Exception):
@@ -153,7 +155,7 @@ class Ownership:
     async def owned_clients(self) -> list[str]:
         """The client ids this node owns (what it restores at start)."""
         owned = await self._redis.smembers(self._owned(self.node_id))
-        return sorted(map(_text, owned))
+        return sorted(map(reply_text, owned))
 
     async def start(self) -> None:
         await self._pubsub.subscribe(self._channel(self.node_id))
@@ -185,7 +187,7 @@ class Ownership:
         key = owner_key(self._key_prefix, client_id)
         await self._settle_previous_owner(client_id, key)
         claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
-        previous = None if claimed is None else _text(claimed)
+        previous = None if claimed is None else reply_text(claimed)
         if may_persist:
             await self._redis.sadd(self._owned(self.node_id), client_id)
         if previous is None or previous == self.node_id:
@@ -201,7 +203,7 @@ class Ownership:
         the session), after which its adopter is asked. An owner that stays alive but
         does not answer in ``RELEASE_TIMEOUT`` is passed over (logged)."""
         for _ in range(3):
-            owner = _text(await self._redis.get(key) or "")
+            owner = reply_text(await self._redis.get(key) or "")
             if owner in ("", self.node_id):
                 return
             if not await self._is_alive(owner):
@@ -290,7 +292,7 @@ class Ownership:
         if await self.try_adopt(dead):
             return
         deadline = time.monotonic() + ADOPTION_WAIT
-        while _text(await self._redis.get(key) or "") == dead and time.monotonic() < deadline:
+        while reply_text(await self._redis.get(key) or "") == dead and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
     async def try_adopt(self, dead: str) -> bool:
@@ -310,7 +312,7 @@ class Ownership:
         """Take over every session of the dead node ``dead``; its topic is read in the
         background (what it holds is delivered to the restored sessions as it comes,
         while the claim that led here goes on)."""
-        clients = sorted(map(_text, await self._redis.smembers(self._owned(dead))))
+        clients = sorted(map(reply_text, await self._redis.smembers(self._owned(dead))))
         moved = []
         for start in range(0, len(clients), ADOPT_BATCH):
             batch = clients[start : start + ADOPT_BATCH]
