@@ -13,7 +13,8 @@ the protocol as a real client must across reconnects:
 `Tally` compares the two: an acknowledged message (PUBACK, or PUBREC for QoS 2) that the
 subscriber's application never got is *lost*; a QoS 2 message it got twice is a
 *duplicate*; a QoS 1 message it got again is a duplicate unless the copy came with DUP
-(a redelivery of what was in flight, which QoS 1 allows).
+or the publisher had sent it again with DUP (redeliveries of what was in flight, which
+QoS 1 allows).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class Publisher:
         # packet id -> (payload, PUBREC seen), in send order
         self.flows: dict[int, tuple[bytes, bool]] = {}
         self.acknowledged: set[bytes] = set()
+        # sent again with DUP after a reconnect: the broker may deliver these twice
+        # at QoS 1 (it cannot tell a retransmission of a stored message from a new one)
+        self.resent: set[bytes] = set()
 
     def connect(self, host: str, port: int) -> None:
         self.client = RawClient(host, port, version=self.version)
@@ -47,6 +51,7 @@ class Publisher:
             if released:
                 self.client.send({"type": "pubrel", "packet_id": packet_id})
             else:
+                self.resent.add(payload)
                 self.client.send(self._publish(packet_id, payload, dup=True))
 
     def fill(self) -> None:
@@ -131,7 +136,7 @@ class Subscriber:
 def _expiry(version: int) -> dict[str, Any]:
     """A session that outlives the connection: v5 says so with an expiry, 3.1.1 with
     clean session 0 alone."""
-    return {"properties": {"session_expiry_interval": 3600}} if version == 5 else {}
+    return {"properties": [("session_expiry_interval", 3600)]} if version == 5 else {}
 
 
 @dataclass
@@ -149,7 +154,9 @@ class Tally:
         if publisher.qos == 2:
             twice = [payload for payload, n in counts.items() if n > 1]
         else:
-            twice = list(dict.fromkeys(subscriber.fresh_repeats))
+            twice = [
+                p for p in dict.fromkeys(subscriber.fresh_repeats) if p not in publisher.resent
+            ]
         lost = publisher.acknowledged - counts.keys()
         return cls(
             acknowledged=len(publisher.acknowledged),
@@ -170,10 +177,14 @@ def _number(payload: bytes) -> int:
     return int.from_bytes(payload, "big")
 
 
-def pump(publisher: Publisher, subscriber: Subscriber, publishing: bool) -> int:
+def pump(
+    publisher: Publisher, subscriber: Subscriber, publishing: bool, stop_at: str | None = None
+) -> tuple[int, bool]:
     """One round of both clients: fill the publisher's window (when ``publishing``),
-    read and answer what arrived; the number of new deliveries. Raises
-    ConnectionError when a broker went away."""
+    read and answer what arrived. Returns the number of new deliveries and whether it
+    stopped at a ``stop_at`` packet ("new" or "pubrel"): read by the subscriber, not
+    answered, the moment to kill a broker. Raises ConnectionError when a broker went
+    away."""
     assert publisher.client is not None and subscriber.client is not None
     if publishing:
         publisher.fill()
@@ -182,9 +193,12 @@ def pump(publisher: Publisher, subscriber: Subscriber, publishing: bool) -> int:
         publisher.handle(packet)
     fresh = 0
     for packet in subscriber.client.poll():
-        fresh += subscriber.read(packet) == "new"
+        seen = subscriber.read(packet)
+        fresh += seen == "new"
+        if seen == stop_at:
+            return fresh, True
         subscriber.answer(packet)
-    return fresh
+    return fresh, False
 
 
 def settle(publisher: Publisher, subscriber: Subscriber, quiet: float = 1.0) -> None:
@@ -193,7 +207,8 @@ def settle(publisher: Publisher, subscriber: Subscriber, quiet: float = 1.0) -> 
     quiet_since = time.monotonic()
     deadline = quiet_since + 30
     while time.monotonic() < deadline:
-        if pump(publisher, subscriber, publishing=False) or publisher.flows:
+        fresh, _ = pump(publisher, subscriber, publishing=False)
+        if fresh or publisher.flows:
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since > quiet:
             return
