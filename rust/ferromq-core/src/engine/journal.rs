@@ -26,6 +26,14 @@
 //! | 8 | Release | client, packet id u16 |
 //! | 9 | InboundQos2 | client, packet id u16, held u8 |
 //! | 10 | Retain | topic, message id u64 (0 clears) |
+//! | 11 | Outbox | shard u16, shards u16, to u16, route u64, message id u64, share filter ("" none) |
+//! | 12 | BusCursor | shard u16, shards u16, from u16, route u64 |
+//!
+//! `Outbox` and `BusCursor` are a node's shards' own (`engine/shards.rs`, "Exactly
+//! once across the bus"): a QoS 2 message of a journaled publisher routed to shard
+//! `to`, which this shard sends again until `to` confirms it, and the last route from
+//! shard `from` whose effects this shard's store holds. Both name the shard that wrote
+//! them and the node's number of shards; a shard of another layout ignores them.
 //!
 //! A Message record precedes, in the same batch, every Enqueue or Retain naming it,
 //! so each batch can be read on its own (the Redis store stores the message with
@@ -100,8 +108,12 @@ pub(crate) const ACK: u8 = 7;
 pub(crate) const RELEASE: u8 = 8;
 pub(crate) const INBOUND_QOS2: u8 = 9;
 pub(crate) const RETAIN: u8 = 10;
+pub(crate) const OUTBOX: u8 = 11;
+pub(crate) const BUS_CURSOR: u8 = 12;
 /// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
-/// preceding MESSAGE record to the receiving shard's subscribers.
+/// preceding MESSAGE record to the receiving shard's subscribers. Body: message id
+/// u64, route u64 (the sender's number for this crossing, growing across its
+/// restarts; a receiver applies each route once).
 pub(crate) const ROUTE: u8 = 64;
 /// Bus only: what the sending shard sends after this replaces every subscription the
 /// receiver holds from it (a shard that starts, or restarted).
@@ -110,7 +122,7 @@ pub(crate) const SYNC: u8 = 65;
 /// subscriptions.
 pub(crate) const HELLO: u8 = 66;
 /// Bus only: deliver the preceding message to one member of the receiving shard's
-/// part of a shared group (its `$share/` filter follows the message id).
+/// part of a shared group (its `$share/` filter follows the message id and route).
 pub(crate) const ROUTE_SHARED: u8 = 67;
 /// Bus only: the batch so far is round `n` of the sender's acknowledged rounds (it
 /// carried a QoS 1/2 message); the receiver answers `BUS_ACK(n)` once its store has
@@ -180,6 +192,25 @@ pub enum Record {
         topic: String,
         message_id: u64,
     },
+    Outbox {
+        shard: BusPlace,
+        to: u16,
+        route: u64,
+        message_id: u64,
+        share_filter: String,
+    },
+    BusCursor {
+        shard: BusPlace,
+        from: u16,
+        route: u64,
+    },
+}
+
+/// Which shard of how many wrote a bus record into its journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BusPlace {
+    pub me: u16,
+    pub shards: u16,
 }
 
 /// A journal that cannot be read: a torn tail or a bug.
@@ -387,19 +418,54 @@ impl Journal {
         });
     }
 
-    /// A message for the receiving shard's subscribers (bus only).
-    pub fn route(&mut self, message: &Message, wall_offset: i64) {
+    /// A message for the receiving shard's subscribers (bus only), or with
+    /// `share_filter` for one member of that shared group there.
+    pub fn route(
+        &mut self,
+        message: &Message,
+        route: u64,
+        share_filter: Option<&str>,
+        wall_offset: i64,
+    ) {
         self.message(message, wall_offset);
-        self.record(ROUTE, |b| b.put_u64_le(message.id));
+        let kind = if share_filter.is_some() { ROUTE_SHARED } else { ROUTE };
+        self.record(kind, |b| {
+            b.put_u64_le(message.id);
+            b.put_u64_le(route);
+            if let Some(filter) = share_filter {
+                put_str(b, filter);
+            }
+        });
     }
 
-    /// `message` for one member of the shared group `share_filter` on the receiving
-    /// shard.
-    pub fn route_shared(&mut self, message: &Message, share_filter: &str, wall_offset: i64) {
+    /// A QoS 2 message of a journaled publisher routed to shard `to`, kept until `to`
+    /// confirms it (`Record::Outbox`).
+    pub fn outbox(
+        &mut self,
+        shard: BusPlace,
+        to: u16,
+        route: u64,
+        message: &Message,
+        share_filter: Option<&str>,
+        wall_offset: i64,
+    ) {
         self.message(message, wall_offset);
-        self.record(ROUTE_SHARED, |b| {
+        self.record(OUTBOX, |b| {
+            put_place(b, shard);
+            b.put_u16_le(to);
+            b.put_u64_le(route);
             b.put_u64_le(message.id);
-            put_str(b, share_filter);
+            put_str(b, share_filter.unwrap_or(""));
+        });
+    }
+
+    /// The last route from shard `from` whose effects precede this record
+    /// (`Record::BusCursor`).
+    pub fn bus_cursor(&mut self, shard: BusPlace, from: u16, route: u64) {
+        self.record(BUS_CURSOR, |b| {
+            put_place(b, shard);
+            b.put_u16_le(from);
+            b.put_u64_le(route);
         });
     }
 
@@ -453,6 +519,11 @@ impl Journal {
         self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
         self.records += 1;
     }
+}
+
+fn put_place(b: &mut BytesMut, place: BusPlace) {
+    b.put_u16_le(place.me);
+    b.put_u16_le(place.shards);
 }
 
 fn put_str(b: &mut BytesMut, s: &str) {
@@ -680,7 +751,7 @@ impl RecordReader {
             return Err(JournalError("record header cut short"));
         }
         let kind = rest[0];
-        if !(SESSION..=RETAIN).contains(&kind) {
+        if !(SESSION..=BUS_CURSOR).contains(&kind) {
             return Err(JournalError("unknown record kind"));
         }
         let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
@@ -821,6 +892,18 @@ pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, Journal
             topic: get_str(b)?,
             message_id: get_u64(b)?,
         },
+        OUTBOX => Record::Outbox {
+            shard: get_place(b)?,
+            to: get_u16(b)?,
+            route: get_u64(b)?,
+            message_id: get_u64(b)?,
+            share_filter: get_str(b)?,
+        },
+        BUS_CURSOR => Record::BusCursor {
+            shard: get_place(b)?,
+            from: get_u16(b)?,
+            route: get_u64(b)?,
+        },
         _ => return Err(JournalError("unknown record kind")),
     };
     if b.has_remaining() {
@@ -855,6 +938,13 @@ fn get_u32(b: &mut Bytes) -> Result<u32, JournalError> {
 fn get_u64(b: &mut Bytes) -> Result<u64, JournalError> {
     need(b, 8)?;
     Ok(b.get_u64_le())
+}
+
+fn get_place(b: &mut Bytes) -> Result<BusPlace, JournalError> {
+    Ok(BusPlace {
+        me: get_u16(b)?,
+        shards: get_u16(b)?,
+    })
 }
 
 fn get_qos(b: &mut Bytes) -> Result<QoS, JournalError> {

@@ -74,6 +74,7 @@ impl Engine {
     /// milliseconds.
     pub fn set_wall_clock(&mut self, unix_ms: u64, now: u64) {
         self.wall_offset = unix_ms as i64 - now as i64;
+        self.start_routes_at_wall_clock(unix_ms);
     }
 
     /// The journal records since the last call, as numbered batch; None when empty.
@@ -104,6 +105,7 @@ impl Engine {
     /// waited for them, then the deliveries of held messages it covers.
     pub fn journal_done(&mut self, n: u64) {
         self.journal.confirm(n);
+        self.send_stored_routes();
         self.release_bus_acks();
         self.release_held_acks();
         self.release_subacks();
@@ -406,6 +408,7 @@ impl Engine {
             }
         }
         self.snapshot_group_queues(&mut out);
+        self.snapshot_bus(&mut out);
         for message in self.retained_messages.values() {
             out.retain(&message.topic, Some(message), self.wall_offset);
         }
@@ -563,6 +566,20 @@ impl Engine {
                         entry.inbound_qos2.retain(|id| *id != packet_id);
                     }
                 }
+            }
+            Record::Outbox {
+                shard,
+                to,
+                route,
+                message_id,
+                share_filter,
+            } => {
+                if let Some(message) = messages.get(&message_id) {
+                    self.restore_outbox(shard, to, route, message.clone(), share_filter);
+                }
+            }
+            Record::BusCursor { shard, from, route } => {
+                self.restore_bus_cursor(shard, from, route);
             }
             Record::Retain { topic, message_id } => match messages.get(&message_id) {
                 Some(message) => self.restore_retained(message.clone()),

@@ -31,6 +31,21 @@
 //!   applied the round (at once when nothing was). So `kill -9` of the node loses no
 //!   acknowledged message, whichever shard holds its subscribers.
 //!
+//! - **Exactly once across the bus.** Every route carries a number (`route`) that
+//!   grows across the sender's restarts (it starts from the wall clock's milliseconds
+//!   << 20), and the receiver applies each route from a shard once: it keeps the last
+//!   one applied per shard (`applied`) and journals it (`BusCursor`) with the records
+//!   the routes made, so a route sent again after a crash is dropped. A QoS 1/2 route
+//!   stays in the sender's `unconfirmed` queue for its slot until the receiver
+//!   confirms its round; when the receiver restarts (`HELLO`) they are sent again
+//!   instead of being given up, since the dead process may have read them from its
+//!   ring without storing them. A QoS 2 message of a journaled publisher crosses only
+//!   once the sender's batch holding it (an `Outbox` record, with the publisher's
+//!   packet id) is stored, like its local deliveries: a crash before leaves no copy
+//!   anywhere, and after it the restarted sender sends it again from its journal. A
+//!   restarted receiver ignores routes and rounds from a shard until that shard's
+//!   `SYNC` (the routes before it are sent again after it, the rounds renumbered).
+//!
 //! Sessions never move between shards: a client id has one owner shard
 //! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
 //! reaches an engine (docs/shards.md, "Sessions"). A SUBACK waits the same
@@ -39,7 +54,7 @@
 //! one shard). Not yet carried: a group's queue on one shard drains only to that
 //! shard's members.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
@@ -48,8 +63,8 @@ use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
 use crate::topic::GroupRef;
 
 use super::journal::{
-    decode_record, get_str, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO, ROUTE,
-    ROUTE_SHARED, SYNC,
+    decode_record, get_str, BusPlace, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO,
+    ROUTE, ROUTE_SHARED, SYNC,
 };
 use super::message::Message;
 use super::Engine;
@@ -103,6 +118,27 @@ pub(super) struct Shards {
     /// Shared groups by `$share/` filter, for messages routed to their members here
     /// (checked live before use: a group id is reused once its group ends).
     groups: HashMap<Box<str>, GroupRef>,
+    /// The number the next route gets (module header, "Exactly once").
+    next_route: u64,
+    /// Per local slot: routes sent or waiting to be sent and not yet confirmed.
+    unconfirmed: Vec<VecDeque<Unconfirmed>>,
+    /// Per local slot: the last route applied from that shard.
+    applied: Vec<u64>,
+    /// Per local slot: this process started and has not yet had that shard's `SYNC`.
+    awaiting_sync: Vec<bool>,
+}
+
+/// A route to another shard of the node, kept until that shard confirms its round.
+#[derive(Debug)]
+pub(super) struct Unconfirmed {
+    route: u64,
+    message: Arc<Message>,
+    share_filter: Option<Box<str>>,
+    /// In the outbox since, in the round numbered so (0: not taken yet); None while
+    /// it waits for this shard's store (a held QoS 2 message, or one behind it).
+    sent_in: Option<u64>,
+    /// Written to this shard's journal as an `Outbox` record (snapshot writes it).
+    journaled: bool,
 }
 
 impl Shards {
@@ -120,7 +156,24 @@ impl Shards {
             to_confirm: std::collections::VecDeque::new(),
             groups: HashMap::new(),
             cluster: None,
+            next_route: 1,
+            unconfirmed: (0..local).map(|_| VecDeque::new()).collect(),
+            applied: vec![0; usize::from(local)],
+            awaiting_sync: vec![false; usize::from(local)],
         }
+    }
+
+    fn place(&self) -> BusPlace {
+        BusPlace {
+            me: self.me,
+            shards: self.local,
+        }
+    }
+
+    fn take_route(&mut self) -> u64 {
+        let route = self.next_route;
+        self.next_route += 1;
+        route
     }
 
     /// A new slot past the others: another node, or the subscription topic.
@@ -174,6 +227,15 @@ impl Shards {
         self.next_round += 1;
         self.needs_round[at] = false;
         self.sent_round[at] = round;
+        if let Some(queue) = self.unconfirmed.get_mut(at) {
+            for entry in queue.iter_mut().rev() {
+                match entry.sent_in {
+                    Some(0) => entry.sent_in = Some(round),
+                    Some(_) => break,
+                    None => {}
+                }
+            }
+        }
         round
     }
 
@@ -215,6 +277,10 @@ impl Engine {
         let (me, count) = self.shard();
         for to in (0..count).filter(|&to| to != me) {
             self.sync_subscriptions_to(to);
+            self.resend_unconfirmed(to);
+            if let Some(shards) = self.shards.as_mut() {
+                shards.awaiting_sync[usize::from(to)] = true;
+            }
             if let Some(outbox) = self.outbox(to) {
                 outbox.bus_signal(HELLO);
             }
@@ -259,22 +325,26 @@ impl Engine {
 
     pub(super) fn round_confirmed(&mut self, from: u16, round: u64) {
         if let Some(shards) = self.shards.as_mut() {
-            let acked = &mut shards.acked_round[usize::from(from)];
+            let at = usize::from(from);
+            let acked = &mut shards.acked_round[at];
             *acked = (*acked).max(round);
+            if let Some(queue) = shards.unconfirmed.get_mut(at) {
+                queue.retain(|entry| !matches!(entry.sent_in, Some(r) if r != 0 && r <= round));
+            }
         }
         self.release_held_acks();
         self.release_subacks();
     }
 
-    /// Shard `from` (re)started: what its previous process had not confirmed will not
-    /// be (docs/shards.md, "A shard that dies"), so nothing waits for it any more.
-    fn forget_rounds_of(&mut self, from: u16) {
+    /// Shard `from` (re)started: its previous process may have read routes from its
+    /// ring without storing them, so every unconfirmed one goes again (after the
+    /// `SYNC` just written, which the new process waits for), and the rounds it was
+    /// asked to confirm for the dead process are not answered to the new one.
+    fn peer_restarted(&mut self, from: u16) {
         if let Some(shards) = self.shards.as_mut() {
-            let at = usize::from(from);
-            shards.acked_round[at] = shards.acked_round[at].max(shards.sent_round[at]);
+            shards.to_confirm.retain(|&(shard, _, _)| shard != from);
         }
-        self.release_held_acks();
-        self.release_subacks();
+        self.resend_unconfirmed(from);
     }
 
     /// For the admin API's count (`Engine::publish`): each other shard's
@@ -462,15 +532,10 @@ impl Engine {
 
     /// A shared group's pick fell on another shard's pseudo-member: the message goes
     /// there for one of that shard's members of the group.
-    pub(super) fn route_shared_to_shard(&mut self, shard: u16, message: &Message, group: u32) {
-        let Some(filter) = self.index.shared_group_filter(group) else {
-            return;
-        };
-        let wall_offset = self.wall_offset;
-        if let Some(outbox) = self.outbox(shard) {
-            outbox.route_shared(message, &filter, wall_offset);
+    pub(super) fn route_shared_to_shard(&mut self, shard: u16, message: &Arc<Message>, group: u32) {
+        if let Some(filter) = self.index.shared_group_filter(group) {
+            self.route_to(shard, message, Some(filter.as_str()));
         }
-        self.needs_round(shard, message);
     }
 
     /// A message another shard routed to this shard's members of `share_filter`:
@@ -510,16 +575,168 @@ impl Engine {
     }
 
     /// A match on another shard's pseudo-session: the message goes there once.
-    pub(super) fn route_to_shard(&mut self, shard: u16, message: &Message) {
+    pub(super) fn route_to_shard(&mut self, shard: u16, message: &Arc<Message>) {
+        self.route_to(shard, message, None);
+    }
+
+    /// `message` to slot `to` as one route (module header, "Exactly once across the
+    /// bus"): at once, or for a held QoS 2 message once this shard's store has it.
+    fn route_to(&mut self, to: u16, message: &Arc<Message>, share_filter: Option<&str>) {
+        let held = self.is_held(message);
         let wall_offset = self.wall_offset;
-        if let Some(outbox) = self
-            .shards
-            .as_mut()
-            .and_then(|shards| shards.outboxes.get_mut(usize::from(shard)))
-        {
-            outbox.route(message, wall_offset);
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        let route = shards.take_route();
+        let at = usize::from(to);
+        let kept = message.qos != QoS::AtMostOnce && !shards.is_node(to);
+        // A journaled publisher's QoS 2 message (`held_for_batch`): its packet id is
+        // in the same batch as this record, so its crossing is stored with it.
+        let journaled = kept && message.held_for_batch != 0;
+        if journaled {
+            self.journal
+                .outbox(shards.place(), to, route, message, share_filter, wall_offset);
         }
-        self.needs_round(shard, message);
+        if !held {
+            if let Some(outbox) = shards.outboxes.get_mut(at) {
+                outbox.route(message, route, share_filter, wall_offset);
+            }
+        }
+        if kept {
+            shards.unconfirmed[at].push_back(Unconfirmed {
+                route,
+                message: message.clone(),
+                share_filter: share_filter.map(Into::into),
+                sent_in: (!held).then_some(0),
+                journaled,
+            });
+        }
+        self.needs_round(to, message);
+    }
+
+    /// The store confirmed a batch: the held routes it covers cross now, in the order
+    /// they were routed.
+    pub(super) fn send_stored_routes(&mut self) {
+        let journal = &self.journal;
+        let wall_offset = self.wall_offset;
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        for (at, queue) in shards.unconfirmed.iter_mut().enumerate() {
+            for entry in queue.iter_mut().filter(|entry| entry.sent_in.is_none()) {
+                let batch = entry.message.held_for_batch;
+                if batch != 0 && journal.has_unconfirmed_at(batch) {
+                    continue;
+                }
+                shards.outboxes[at].route(
+                    &entry.message,
+                    entry.route,
+                    entry.share_filter.as_deref(),
+                    wall_offset,
+                );
+                entry.sent_in = Some(0);
+                shards.needs_round[at] = true;
+            }
+        }
+    }
+
+    /// Every route to `to` not yet confirmed, into its outbox again (after what is
+    /// already there): `to` restarted, or this shard did and restored them.
+    fn resend_unconfirmed(&mut self, to: u16) {
+        let wall_offset = self.wall_offset;
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        let at = usize::from(to);
+        let Some(queue) = shards.unconfirmed.get_mut(at) else {
+            return;
+        };
+        for entry in queue.iter_mut().filter(|entry| entry.sent_in.is_some()) {
+            shards.outboxes[at].route(
+                &entry.message,
+                entry.route,
+                entry.share_filter.as_deref(),
+                wall_offset,
+            );
+            entry.sent_in = Some(0);
+            shards.needs_round[at] = true;
+        }
+    }
+
+    /// A route this shard's journal kept (`Record::Outbox`), restored unconfirmed: it
+    /// is sent again once the bus starts (`bus_hello`).
+    pub(super) fn restore_outbox(
+        &mut self,
+        place: BusPlace,
+        to: u16,
+        route: u64,
+        message: Arc<Message>,
+        share_filter: String,
+    ) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        if place != shards.place() || to == shards.me || to >= shards.local {
+            return; // another layout's: its receivers are not this node's shards
+        }
+        shards.next_route = shards.next_route.max(route + 1);
+        let queue = &mut shards.unconfirmed[usize::from(to)];
+        if queue.iter().any(|entry| entry.route == route) {
+            return;
+        }
+        queue.push_back(Unconfirmed {
+            route,
+            message,
+            share_filter: Some(share_filter.into()).filter(|f: &Box<str>| !f.is_empty()),
+            sent_in: Some(0),
+            journaled: true,
+        });
+    }
+
+    /// The last route from `from` this shard's store had applied (`Record::BusCursor`).
+    pub(super) fn restore_bus_cursor(&mut self, place: BusPlace, from: u16, route: u64) {
+        if let Some(shards) = self.shards.as_mut() {
+            if place == shards.place() && from < shards.local {
+                let applied = &mut shards.applied[usize::from(from)];
+                *applied = (*applied).max(route);
+            }
+        }
+    }
+
+    /// The bus's durable state as records (`Engine::snapshot`): the routes kept in
+    /// this shard's journal and not yet confirmed, and the last route applied from
+    /// each shard.
+    pub(super) fn snapshot_bus(&self, out: &mut Journal) {
+        let Some(shards) = self.shards.as_ref() else {
+            return;
+        };
+        let place = shards.place();
+        for (to, queue) in shards.unconfirmed.iter().enumerate() {
+            for entry in queue.iter().filter(|entry| entry.journaled) {
+                out.outbox(
+                    place,
+                    to as u16,
+                    entry.route,
+                    &entry.message,
+                    entry.share_filter.as_deref(),
+                    self.wall_offset,
+                );
+            }
+        }
+        for (from, &route) in shards.applied.iter().enumerate() {
+            if route != 0 {
+                out.bus_cursor(place, from as u16, route);
+            }
+        }
+    }
+
+    /// Routes start past every number this shard's earlier processes can have used:
+    /// from the wall clock's milliseconds << 20 (a process would have to route a
+    /// million messages per millisecond of its life to reach the next start).
+    pub(super) fn start_routes_at_wall_clock(&mut self, unix_ms: u64) {
+        if let Some(shards) = self.shards.as_mut() {
+            shards.next_route = shards.next_route.max(unix_ms << 20);
+        }
     }
 
     /// Apply the records shard `from` sent (as `take_bus` gave them there); returns how
@@ -539,6 +756,8 @@ impl Engine {
         // Each ROUTE and RETAIN follows its message's record (`Journal::for_bus`).
         let mut last: Option<(u64, Arc<Message>)> = None;
         let mut count = 0;
+        let journaled_before = self.journal.pending_records();
+        let mut applied_any = false;
         while records.has_remaining() {
             if records.remaining() < 5 {
                 return Err(JournalError("bus record header cut off"));
@@ -551,12 +770,21 @@ impl Engine {
             let mut body = records.split_to(len);
             count += 1;
             if kind == SYNC {
+                if let Some(waiting) = self.awaiting_sync_from(from) {
+                    *waiting = false;
+                }
                 self.remote_reset(from);
+                continue;
+            }
+            if self.awaiting_sync_from(from).is_some_and(|waiting| *waiting)
+                && matches!(kind, ROUTE | ROUTE_SHARED | BUS_ROUND | BUS_ACK)
+            {
+                // Meant for this shard's previous process: sent again after the SYNC.
                 continue;
             }
             if kind == HELLO {
                 self.sync_subscriptions_to(from);
-                self.forget_rounds_of(from);
+                self.peer_restarted(from);
                 continue;
             }
             if kind == BUS_ROUND || kind == BUS_ACK {
@@ -571,21 +799,21 @@ impl Engine {
                 }
                 continue;
             }
-            if kind == ROUTE {
-                if body.remaining() < 8 {
+            if kind == ROUTE || kind == ROUTE_SHARED {
+                if body.remaining() < 16 {
                     return Err(JournalError("route record cut off"));
                 }
                 let message = referenced(&last, body.get_u64_le())?;
-                self.fan_out_routed(message, now);
-                continue;
-            }
-            if kind == ROUTE_SHARED {
-                if body.remaining() < 8 {
-                    return Err(JournalError("route record cut off"));
+                if !self.first_time(from, body.get_u64_le()) {
+                    continue; // applied before a crash of its sender or of this shard
                 }
-                let message = referenced(&last, body.get_u64_le())?;
-                let filter = get_str(&mut body)?;
-                self.receive_shared(message, &filter, now);
+                applied_any = true;
+                if kind == ROUTE {
+                    self.fan_out_routed(message, now);
+                } else {
+                    let filter = get_str(&mut body)?;
+                    self.receive_shared(message, &filter, now);
+                }
                 continue;
             }
             match decode_record(kind, body)? {
@@ -628,7 +856,37 @@ impl Engine {
                 _ => return Err(JournalError("not a bus record")),
             }
         }
+        if applied_any && self.journal.pending_records() > journaled_before {
+            // With the records the routes made: stored, it says they are.
+            if let Some(shards) = self.shards.as_ref().filter(|s| from < s.local) {
+                let (place, route) = (shards.place(), shards.applied[usize::from(from)]);
+                self.journal.bus_cursor(place, from, route);
+            }
+        }
         Ok(count)
+    }
+
+    /// Whether route `route` from slot `from` is new here (and note it); a node's
+    /// slots (Kafka) are not numbered by this shard's rules and always are.
+    fn first_time(&mut self, from: u16, route: u64) -> bool {
+        let Some(applied) = self
+            .shards
+            .as_mut()
+            .and_then(|shards| shards.applied.get_mut(usize::from(from)))
+        else {
+            return true;
+        };
+        if route <= *applied {
+            return false;
+        }
+        *applied = route;
+        true
+    }
+
+    fn awaiting_sync_from(&mut self, from: u16) -> Option<&mut bool> {
+        self.shards
+            .as_mut()
+            .and_then(|shards| shards.awaiting_sync.get_mut(usize::from(from)))
     }
 
     pub(super) fn remote_subscribe(&mut self, from: u16, filter: String) {

@@ -58,7 +58,7 @@ use bytes::Bytes;
 
 use crate::codec::QoS;
 use crate::engine::journal::{
-    decode_record, message_header, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN,
+    decode_record, message_header, ACK, BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN,
 };
 use crate::engine::{ClientType, Journal, JournalError, Message, Record, RecordReader};
 
@@ -274,6 +274,9 @@ impl RedisCodec {
                     ops.push(op);
                 }
                 RETAIN => self.retain(&mut w, decode_record(kind, body)?, &messages)?,
+                // A node of shards on Redis keeps its bus in memory only: a route that
+                // was crossing when the whole node died is delivered at least once.
+                OUTBOX | BUS_CURSOR => {}
                 _ => {
                     let record = decode_record(kind, body)?;
                     let client = record_client(&record);
@@ -696,7 +699,10 @@ fn record_client(record: &Record) -> &str {
         | Record::Ack { client, .. }
         | Record::Release { client, .. }
         | Record::InboundQos2 { client, .. } => client,
-        Record::Message(_) | Record::Retain { .. } => "",
+        Record::Message(_)
+        | Record::Retain { .. }
+        | Record::Outbox { .. }
+        | Record::BusCursor { .. } => "",
     }
 }
 
