@@ -453,3 +453,133 @@ fn nothing_a_client_subscribed_to_overtakes_its_held_suback() {
         "{got:?}"
     );
 }
+
+/// Two durable shards: each store confirms every batch when its shard pumps.
+fn durable_node() -> Node {
+    let mut node = Node::new();
+    node.shards = [
+        Harness::new(durable_config()),
+        Harness::new(durable_config()),
+    ];
+    for (me, shard) in node.shards.iter_mut().enumerate() {
+        shard.engine.set_shards(me as u16, 2);
+        shard.store = Some(BytesMut::new());
+    }
+    node
+}
+
+/// Shard `k` dies (`kill -9`) and a new process restores its store and says HELLO.
+fn restart(node: &mut Node, k: usize) {
+    let stored = node.shards[k].store.clone().expect("durable").freeze();
+    let mut shard = Harness::new(durable_config());
+    shard.now = node.shards[k].now + 1_000;
+    shard.engine.set_shards(k as u16, 2);
+    let report = shard.engine.restore(stored.clone(), shard.now);
+    assert_eq!(report.error, None);
+    shard.store = Some(BytesMut::from(&stored[..]));
+    shard.engine.bus_hello();
+    node.shards[k] = shard;
+}
+
+/// A client id shard `k` of two owns (a restart restores only those).
+fn owned_by(k: usize, prefix: &str) -> String {
+    (0..)
+        .map(|n| format!("{prefix}-{n}"))
+        .find(|id| usize::from(ferromq_core::bus::shard_of(id, 2)) == k)
+        .expect("some id")
+}
+
+/// A persistent v5 subscriber of `filter` on shard `k`, then offline.
+fn offline_subscriber(node: &mut Node, k: usize, id: &str, filter: &str, qos: QoS) {
+    let (sub, _) = node.shards[k].connect(with_expiry(connect(id, ProtocolVersion::V5, true), 300));
+    node.shards[k].send(&sub, subscribe(1, filter, qos));
+    node.exchange();
+    node.exchange();
+    node.shards[k].drop_connection(&sub);
+    node.shards[k].pump();
+}
+
+/// What a persistent subscriber gets when it comes back to shard `k`.
+fn resumed_payloads(node: &mut Node, k: usize, id: &str) -> Vec<Vec<u8>> {
+    let (mut sub, connack) =
+        node.shards[k].connect(with_expiry(connect(id, ProtocolVersion::V5, false), 300));
+    assert!(matches!(connack, Packet::ConnAck(_)));
+    payloads(&node.shards[k].recv(&mut sub))
+}
+
+#[test]
+fn a_route_the_dead_receiver_read_but_never_stored_goes_to_its_new_process() {
+    let mut node = durable_node();
+    let (sub, publisher_id) = (owned_by(0, "sub"), owned_by(1, "pub"));
+    offline_subscriber(&mut node, 0, &sub, "orders/#", QoS::AtLeastOnce);
+    let mut publisher = connected(&mut node.shards[1], &publisher_id);
+    node.shards[1].send(
+        &publisher,
+        publish("orders/1", b"x", QoS::AtLeastOnce, 5, false),
+    );
+    // Shard 0 reads the route from its ring and dies before its store has it.
+    let routed = node.shards[1].engine.take_bus(0).expect("routed");
+    let now = node.shards[0].now;
+    node.shards[0].engine.bus_receive(1, routed, now).unwrap();
+    restart(&mut node, 0);
+    for _ in 0..4 {
+        node.exchange();
+    }
+    assert!(
+        matches!(node.shards[1].recv(&mut publisher)[..], [Packet::PubAck(_)]),
+        "acknowledged once the new process stored it"
+    );
+    assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
+}
+
+#[test]
+fn a_route_sent_again_after_its_receiver_stored_it_is_applied_once() {
+    let mut node = durable_node();
+    let (sub, publisher_id) = (owned_by(0, "sub"), owned_by(1, "pub"));
+    offline_subscriber(&mut node, 0, &sub, "orders/#", QoS::AtLeastOnce);
+    let publisher = connected(&mut node.shards[1], &publisher_id);
+    node.shards[1].send(
+        &publisher,
+        publish("orders/1", b"x", QoS::AtLeastOnce, 5, false),
+    );
+    // Shard 0 stores the route and dies before its confirmation leaves.
+    let routed = node.shards[1].engine.take_bus(0).expect("routed");
+    let now = node.shards[0].now;
+    node.shards[0].engine.bus_receive(1, routed, now).unwrap();
+    node.shards[0].persist();
+    restart(&mut node, 0);
+    for _ in 0..4 {
+        node.exchange();
+    }
+    assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
+}
+
+#[test]
+fn a_held_qos2_message_crosses_only_once_its_publishers_shard_stored_it() {
+    let mut node = durable_node();
+    let (sub, publisher_id) = (owned_by(0, "sub"), owned_by(1, "pub"));
+    offline_subscriber(&mut node, 0, &sub, "orders/#", QoS::ExactlyOnce);
+    let (publisher, _) = node.shards[1].connect(with_expiry(
+        connect(&publisher_id, ProtocolVersion::V5, true),
+        300,
+    ));
+    // Without the store's confirmation (no pump), nothing may cross.
+    let wire = publish("orders/1", b"x", QoS::ExactlyOnce, 5, false)
+        .to_bytes(ProtocolVersion::V5)
+        .unwrap();
+    let now = node.shards[1].now;
+    node.shards[1].engine.feed(publisher.conn, &wire, now);
+    let early = node.shards[1].engine.take_bus(0).unwrap_or_default();
+    assert!(
+        !early.windows(b"orders/1".len()).any(|w| w == b"orders/1"),
+        "the message crossed before its packet id was stored"
+    );
+    // The publisher's shard dies with its batch stored: the new process sends the
+    // message from its journal, and the subscriber gets it once.
+    node.shards[1].persist();
+    restart(&mut node, 1);
+    for _ in 0..4 {
+        node.exchange();
+    }
+    assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
+}

@@ -428,7 +428,11 @@ impl Journal {
         wall_offset: i64,
     ) {
         self.message(message, wall_offset);
-        let kind = if share_filter.is_some() { ROUTE_SHARED } else { ROUTE };
+        let kind = if share_filter.is_some() {
+            ROUTE_SHARED
+        } else {
+            ROUTE
+        };
         self.record(kind, |b| {
             b.put_u64_le(message.id);
             b.put_u64_le(route);

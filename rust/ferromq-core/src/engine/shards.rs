@@ -594,8 +594,14 @@ impl Engine {
         // in the same batch as this record, so its crossing is stored with it.
         let journaled = kept && message.held_for_batch != 0;
         if journaled {
-            self.journal
-                .outbox(shards.place(), to, route, message, share_filter, wall_offset);
+            self.journal.outbox(
+                shards.place(),
+                to,
+                route,
+                message,
+                share_filter,
+                wall_offset,
+            );
         }
         if !held {
             if let Some(outbox) = shards.outboxes.get_mut(at) {
@@ -687,7 +693,7 @@ impl Engine {
         queue.push_back(Unconfirmed {
             route,
             message,
-            share_filter: Some(share_filter.into()).filter(|f: &Box<str>| !f.is_empty()),
+            share_filter: (!share_filter.is_empty()).then(|| share_filter.into()),
             sent_in: Some(0),
             journaled: true,
         });
@@ -776,7 +782,9 @@ impl Engine {
                 self.remote_reset(from);
                 continue;
             }
-            if self.awaiting_sync_from(from).is_some_and(|waiting| *waiting)
+            if self
+                .awaiting_sync_from(from)
+                .is_some_and(|waiting| *waiting)
                 && matches!(kind, ROUTE | ROUTE_SHARED | BUS_ROUND | BUS_ACK)
             {
                 // Meant for this shard's previous process: sent again after the SYNC.
