@@ -7,7 +7,10 @@ A *kill* names what dies, as it dies in production:
 - ``supervisor``: a node's supervisor alone (its shards see their link close and stop
   by themselves; the next start waits for them to be gone);
 - ``shard``: one shard of a node, taking turns between the publisher's owner and the
-  subscriber's (the supervisor starts it again; the other shard keeps serving);
+  subscriber's (the supervisor starts it again; the other shard keeps serving). The
+  supervisor gives up a shard that dies too often (`DEATHS_ALLOWED` in
+  `DEATHS_WINDOW`), so before a kill that would reach that, the node is stopped with
+  SIGTERM and started again;
 - ``group``: every process of the node at once, as when a machine or container dies.
 
 Each life streams until the subscriber has taken a random number of new messages and
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ferromq._core import shard_of
+from ferromq.node.supervisor import DEATHS_ALLOWED, DEATHS_WINDOW
 from tests.conftest import RunningBroker, start_broker
 from tests.crash.clients import Publisher, Subscriber, Tally, pump, settle
 
@@ -86,6 +90,7 @@ class Trial:
         self.subscriber = Subscriber(subscriber_id, topic, qos, version)
         self.broker: RunningBroker | None = None
         self.kills = 0
+        self.deaths: dict[int, list[float]] = {}
 
     def start(self) -> RunningBroker:
         self.broker = start_broker(
@@ -152,7 +157,14 @@ class Trial:
             self.start()
         elif kill == "shard":
             owner = (self.publisher, self.subscriber)[self.kills % 2].client_id
-            pids = shard_pids(self.broker)
+            shard = shard_of(owner, self.shards)
+            if self._would_be_given_up(shard):
+                self.broker.stop()
+                self.deaths.clear()
+                self.start()
+                self._connect(subscribe=False)
+            self.deaths.setdefault(shard, []).append(time.monotonic())
+            pids = shard_pids(self.broker_running())
             victim = pids[shard_of(owner, self.shards)] if len(pids) == self.shards else None
             assert victim is not None, f"shards {pids}"
             os.kill(victim, signal.SIGKILL)
@@ -160,6 +172,11 @@ class Trial:
                         and victim not in shard_pids(self.broker_running()))  # fmt: skip
         else:
             raise ValueError(kill)
+
+    def _would_be_given_up(self, shard: int) -> bool:
+        """Whether one more death of ``shard`` now would make the supervisor stop."""
+        since = time.monotonic() - DEATHS_WINDOW
+        return sum(at > since for at in self.deaths.get(shard, [])) + 1 >= DEATHS_ALLOWED
 
     def broker_running(self) -> RunningBroker:
         assert self.broker is not None
