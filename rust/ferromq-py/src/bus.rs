@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 
 use bytes::Bytes;
 use ferromq_core::bus::ring::{max_record, Reader, Ring, Writer};
-use ferromq_core::engine::split_bus_batch;
+use ferromq_core::durability::split_bus_batch;
 use pyo3::prelude::*;
 
 use crate::engine::Engine;

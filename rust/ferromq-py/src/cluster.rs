@@ -3,7 +3,7 @@
 //! record (a batch of records), never per message.
 
 use bytes::Bytes;
-use ferromq_core::engine::split_bus_batch;
+use ferromq_core::durability::split_bus_batch;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
