@@ -17,7 +17,10 @@ pub mod frame;
 pub mod log;
 pub mod record;
 
-pub use frame::split_bus_batch;
+pub use frame::{
+    frame_batch, framed, open_frame, FrameKind, FrameVersionError, FRAME_VERSION,
+    SUBSCRIPTION_VALUE,
+};
 pub use log::{
     log_header, log_records, log_version, Damage, RecordReader, LOG_HEADER_LEN, LOG_VERSION,
 };
