@@ -9,6 +9,12 @@
 //! holds everything journaled before it (durable before acknowledged). Records are
 //! built in Rust and handed over as one buffer per batch: no Python per message.
 //!
+//! The writer (`Journal`) also numbers the batches and remembers the newest the store
+//! confirmed. That bookkeeping stays with the writer because the numbers are how it
+//! writes a message once per batch (`Written::Marks`) and how `take` cuts a batch; what
+//! waits on a confirmation (held acknowledgements, rounds, SUBACKs) is the engine's
+//! (`engine/persist.rs`, `engine/shards.rs`).
+//!
 //! Batch framing (what `take` and `Engine::snapshot` return, what the Redis and
 //! Kafka stores read), little endian, one record after another:
 //! `kind u8 | body length u32 | body`. Strings are `u16 length | UTF-8`, blobs
