@@ -4,7 +4,7 @@ synced to disk before it counts as stored.
 
 A batch is what the engine journals when ``MESSAGES`` QoS 1 messages of 62 bytes are
 routed to an offline persistent subscriber: a Message and an Enqueue record each, in
-the journal's documented layout (rust/ferromq-core/src/engine/journal.rs), read back
+the journal's documented layout (rust/ferromq-core/src/durability/record.rs and log.rs), read back
 through ``Engine.restore`` first so the bytes are known to be valid. SQLite stores the
 same records one row each (client, sequence, record) in WAL mode with
 ``synchronous=FULL``, one transaction per batch; the log appends the batch buffer and

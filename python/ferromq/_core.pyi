@@ -7,8 +7,10 @@ __all__ = [
     "ADMIN_MAX_PAGE",
     "DELIVERY_RETAIN_AS_PUBLISHED",
     "DELIVERY_SHARED",
+    "FRAME_VERSION",
     "JOURNAL_FORMAT_VERSION",
     "MAX_PACKET_SIZE",
+    "SUBSCRIPTION_VALUE",
     "AclBinding",
     "AclRule",
     "AclRules",
@@ -32,6 +34,7 @@ __all__ = [
     "EngineSettings",
     "FrameBatch",
     "FrameDecoder",
+    "FrameVersionError",
     "JournalSplitter",
     "MalformedPacket",
     "MessageProperties",
@@ -80,6 +83,7 @@ __all__ = [
     "reason_code_name",
     "run_bench",
     "shard_of",
+    "subscription_present",
 ]
 
 __version__: Final[str]
@@ -105,6 +109,7 @@ class BenchError(RuntimeError): ...
 class UnknownClient(LookupError): ...
 class SessionConflict(RuntimeError): ...
 class NotAuthorized(PermissionError): ...
+class FrameVersionError(ValueError): ...
 
 @final
 class FrameDecoder:
@@ -452,6 +457,11 @@ class ClusterPort:
         self, engine: Engine, slot: int, changes: list[tuple[str, bool, int]]
     ) -> None: ...
     def filters(self, engine: Engine) -> list[str]: ...
+
+FRAME_VERSION: Final[int]
+SUBSCRIPTION_VALUE: Final[bytes]
+
+def subscription_present(value: bytes | None) -> bool: ...
 
 @final
 class NodeCounters:

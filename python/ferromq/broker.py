@@ -97,7 +97,7 @@ from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
-from ferromq.storage import Store, layout
+from ferromq.storage import Store, StoreUnavailable, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
@@ -237,6 +237,10 @@ class Broker:
         """This node in its cluster (``[cluster]``); None when not clustered."""
         self._started_at = time.monotonic()
         self.serving = False
+        self.refusal: StoreUnavailable | None = None
+        """Why the broker stopped serving on its own: a frame from another shard or node
+        that this build does not read (docs/architecture.md, "Frames")."""
+        self._refused = asyncio.Event()
         self.reload_hooks: list[ReloadHook] = [self._reload_log]
         self._client_log: ClientLog | None = None
         self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
@@ -341,7 +345,9 @@ class Broker:
         if config.cluster.node_id:
             from ferromq.cluster.node import ClusterNode  # a clustered node has the extras
 
-            self.cluster = ClusterNode(config, self.engine, hub, cluster_store(store))
+            self.cluster = ClusterNode(
+                config, self.engine, hub, cluster_store(store), refuse=self.refuse
+            )
             await self.cluster.prepare()
         if store is not None:
             try:
@@ -373,7 +379,7 @@ class Broker:
         if self.shard is not None:
             from ferromq.node.bus_pump import BusPump  # the shard's side of the bus
 
-            self._bus = BusPump(self.shard, self.engine, hub, loop)
+            self._bus = BusPump(self.shard, self.engine, hub, loop, refuse=self.refuse)
             self._bus.start()
         if restored is not None:
             await restored()
@@ -392,6 +398,16 @@ class Broker:
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
         watch = AclFileWatch(lambda: self.config.acl, self.reload_acl)
         self._tasks.append(asyncio.create_task(watch.run()))
+
+    def refuse(self, error: StoreUnavailable) -> None:
+        """Stop serving: another shard or node sent a frame this build does not read
+        (a newer build's). :func:`serve` raises ``error`` once stopped: exit 3, one line."""
+        if self.refusal is None:
+            self.refusal = error
+            self._refused.set()
+
+    async def until_refused(self) -> None:
+        await self._refused.wait()
 
     async def _restore(self, store: Store) -> None:
         now = self.hub.now()
@@ -684,7 +700,13 @@ async def serve(
         if serving is not None:
             serving()
         sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
-        await stop.wait()
+        stopped = asyncio.ensure_future(stop.wait())
+        refused = asyncio.ensure_future(broker.until_refused())
+        await asyncio.wait((stopped, refused), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        refused.cancel()
     finally:
         sd_notify.notify(sd_notify.STOPPING)
         await broker.stop()
+    if broker.refusal is not None:
+        raise broker.refusal

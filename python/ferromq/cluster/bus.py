@@ -15,11 +15,16 @@ shards' rings carry inside a node, carried between nodes, with no link between t
   store has confirmed (``Engine.journal_mark``), so a node killed with ``kill -9``
   reads again, from the topic, what it had not stored. A dead node's topic is read the
   same way by the survivor that adopted it (:meth:`KafkaBus.drain`).
-- **The subscription topic** (compacted, key ``<node>\\0<filter>``, value ``1`` or a
-  tombstone) is read from the beginning by every node: the keys of other nodes are
-  applied to the index as their pseudo-sessions (``ClusterPort.apply_subscriptions``),
-  this node's own are remembered so that joining tombstones the ones its restored
-  sessions no longer have. Joining waits until the topic is read to its end.
+- **The subscription topic** (compacted, key ``<node>\\0<filter>``, value
+  ``SUBSCRIPTION_VALUE`` or a tombstone) is read from the beginning by every node: the
+  keys of other nodes are applied to the index as their pseudo-sessions
+  (``ClusterPort.apply_subscriptions``), this node's own are remembered so that joining
+  tombstones the ones its restored sessions no longer have. Joining waits until the
+  topic is read to its end.
+
+Every value is a frame that starts with its format version (``durability/frame.rs``); a
+value of a version this build does not read (a newer build's) stops the node through
+``refuse``: ``ferromq serve`` exits 3 with one line naming it.
 
 Python runs per tick, per Kafka record and per subscription key, never per message.
 """
@@ -30,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -37,7 +43,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from ferromq._core import ClusterPort, Engine
+from ferromq._core import (
+    SUBSCRIPTION_VALUE,
+    ClusterPort,
+    Engine,
+    FrameVersionError,
+    subscription_present,
+)
 from ferromq._protocol import IOHub
 from ferromq.cluster.figures import ClusterFigures
 from ferromq.cluster.names import (
@@ -105,9 +117,11 @@ class KafkaBus:
         bootstrap: str,
         topic_prefix: str,
         *,
+        refuse: Callable[[StoreUnavailable], None],
         request_timeout: float = 10.0,
     ) -> None:
         self._engine = engine
+        self._refuse = refuse
         self._hub = hub
         self._port = ClusterPort(engine)
         self.node_id = node_id
@@ -167,8 +181,12 @@ class KafkaBus:
         self._index_consumer.assign([partition])
         await self._index_consumer.seek_to_beginning(partition)
         end = (await self._index_consumer.end_offsets([partition]))[partition]
-        while await self._index_consumer.position(partition) < end:
-            await self._read_index(timeout_ms=1000)
+        try:
+            while await self._index_consumer.position(partition) < end:
+                await self._read_index(timeout_ms=1000)
+        except StoreUnavailable:
+            await self._close_clients()
+            raise
         self._tasks.append(asyncio.create_task(self._index_forever()))
         self._tasks.append(asyncio.create_task(self._send_forever()))
 
@@ -271,7 +289,8 @@ class KafkaBus:
 
     def _enqueue_key(self, filter_: str, present: bool, round_: int) -> None:
         key = subscription_key(self.node_id, filter_)
-        self._queue.append(_Send(self._subscriptions, key, b"1" if present else None, 0, round_))
+        value = SUBSCRIPTION_VALUE if present else None
+        self._queue.append(_Send(self._subscriptions, key, value, 0, round_))
         if present:
             self._own_keys.add(filter_)
         else:
@@ -350,10 +369,15 @@ class KafkaBus:
     # -- the subscription topic ---------------------------------------------------
 
     async def _index_forever(self) -> None:
-        while True:
-            await self._read_index(timeout_ms=1000)
+        try:
+            while True:
+                await self._read_index(timeout_ms=1000)
+        except StoreUnavailable as exc:
+            self._refuse(exc)
 
     async def _read_index(self, timeout_ms: int) -> None:
+        """Apply what the subscription topic has next. Raises :class:`StoreUnavailable`
+        for a value of a frame version this build does not read."""
         try:
             batches = await self._index_consumer.getmany(timeout_ms=timeout_ms)
         except KafkaError as exc:
@@ -367,7 +391,12 @@ class KafkaBus:
                 if record.key is None:
                     continue
                 node, _, filter_ = record.key.decode().partition(NODE_KEY_SEPARATOR)
-                present = record.value is not None
+                try:
+                    present = subscription_present(record.value)
+                except FrameVersionError as exc:
+                    raise StoreUnavailable(
+                        f"cluster: {self._subscriptions} offset {record.offset}: {exc}"
+                    ) from None
                 if node == self.node_id:
                     (self._own_keys.add if present else self._own_keys.discard)(filter_)
                     continue
@@ -428,6 +457,11 @@ class KafkaBus:
                     for record in records:
                         self._apply(reader, record)
                 await self._commit(reader)
+            except FrameVersionError as exc:
+                topic = node_topic(self._prefix, reader.node_id)
+                self._refuse(StoreUnavailable(f"cluster: {topic}: {exc}"))
+                reader.at_end.set()  # a start waiting for it goes on, to stop
+                return
             except KafkaError as exc:
                 log_event(
                     logger,
@@ -446,6 +480,8 @@ class KafkaBus:
             seen = next((int(v) for k, v in record.headers if k == "seen"), 0)
             try:
                 self._port.receive(self._engine, slot, value, seen, self._hub.now())
+            except FrameVersionError:
+                raise  # not applied, not committed: the node stops (``_read_forever``)
             except ValueError as exc:
                 log_event(logger, logging.ERROR, "cluster: node records refused", error=str(exc))
             self._counters.batches_received += 1

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Final
 
 from redis.exceptions import RedisError
@@ -53,7 +54,13 @@ ADOPT_AFTER: Final = 30.0
 
 class ClusterNode:
     def __init__(
-        self, config: Config, engine: Engine, hub: IOHub, store: RedisStore | SplitStore
+        self,
+        config: Config,
+        engine: Engine,
+        hub: IOHub,
+        store: RedisStore | SplitStore,
+        *,
+        refuse: Callable[[StoreUnavailable], None],
     ) -> None:
         cluster = config.cluster
         self.node_id = cluster.node_id
@@ -64,7 +71,9 @@ class ClusterNode:
         assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
         self._store = primary
         self._redis = redis_client(config)
-        self.bus = KafkaBus(engine, hub, cluster.node_id, cluster.kafka, cluster.topic_prefix)
+        self.bus = KafkaBus(
+            engine, hub, cluster.node_id, cluster.kafka, cluster.topic_prefix, refuse=refuse
+        )
         self.ownership = Ownership(
             self._redis,
             config.redis.key_prefix,

@@ -10,6 +10,9 @@ the engine when its eventfd says some arrived.
   every incoming ring into the engine (``Bus.receive``, no Python per record), parks
   (asks to be woken next time) and drains again if records arrived meanwhile, then
   flushes the hub so the deliveries are written in the same tick.
+- **A frame this build does not read** (another build's shard: one the supervisor
+  restarted after an upgrade; ``FrameVersionError``) stops the shard through
+  ``refuse``, and with it the node, with one line (docs/architecture.md, "Frames").
 - **Start**: once the store is restored, ``Engine.bus_hello`` tells every other shard
   this one is (again) here: they replace what they held of its subscriptions and send
   theirs back. So a restarted shard rejoins with a consistent index on both sides.
@@ -23,11 +26,13 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 
-from ferromq._core import Bus, Engine
+from ferromq._core import Bus, Engine, FrameVersionError
 from ferromq._protocol import IOHub
 from ferromq.log import log_event
 from ferromq.node.identity import ShardIdentity
+from ferromq.storage import StoreUnavailable
 
 logger = logging.getLogger("ferromq.node.bus")
 
@@ -56,8 +61,11 @@ class BusPump:
         engine: Engine,
         hub: IOHub,
         loop: asyncio.AbstractEventLoop,
+        *,
+        refuse: Callable[[StoreUnavailable], None],
     ) -> None:
         self._bus = Bus(identity.bus_fd, identity.index, identity.count)
+        self._refuse = refuse
         self._engine = engine
         self._hub = hub
         self._loop = loop
@@ -94,6 +102,9 @@ class BusPump:
         while True:
             try:
                 self._bus.receive(self._engine, self._hub.now())
+            except FrameVersionError as exc:
+                self._refuse(StoreUnavailable(f"bus: {exc}"))
+                return
             except ValueError as exc:
                 # Whole records only cross the bus: this is a bug; say it once.
                 if not self._failed_logged:

@@ -7,7 +7,8 @@ Shard to supervisor, one line each, in this order:
   the shard then waits for ``serve`` before it accepts a connection, so that a layout
   no shard serves from yet is never written to by a client (:mod:`ferromq.storage.layout`);
 - ``serving``: every listener accepts;
-- ``failed <status> <message>``: the shard could not start; it exits with ``status``
+- ``failed <status> <message>``: the shard could not start, or (serving) met what it
+  cannot read (a bus frame of a newer build); it exits with ``status``
   (2 configuration, 3 store unavailable, 4 cannot listen) and prints nothing itself,
   so the supervisor prints the one line (``ferromq: error: <message>``).
 

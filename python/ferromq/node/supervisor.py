@@ -21,7 +21,8 @@ layout a crash could still discard. Once every shard serves, it writes the pid f
 node's admin listener (:func:`ferromq.node.admin.bind_node_admin`, bound before the
 shards start, so an address in use is exit 4 and nothing started). A shard that
 cannot start reports why; the supervisor prints that one line, stops the others and
-exits with the shard's status (2 configuration, 3 store, 4 listen).
+exits with the shard's status (2 configuration, 3 store, 4 listen). So does a serving
+shard that reports why it stopped (a bus frame of a version this build does not read).
 
 Log: the supervisor owns the node's log destination (``[log]``: the one file it
 rotates, syslog, or its stderr). A shard's stderr is a pipe the supervisor reads,
@@ -279,6 +280,12 @@ class Supervisor:
             if self._stopping or self._stop.is_set():  # stopped with the node
                 return
             index, pid = shard.identity.index, shard.process.pid if shard.process else None
+            if self._serving and failed is not None:
+                # It stopped on what it cannot read (a newer build's bus frame):
+                # starting it again would meet it again, so the node stops with its line.
+                self._failure = failed
+                self._stop.set()
+                return
             if not self._serving:  # the node's start: the node fails with it
                 if failed is None:
                     log_event(

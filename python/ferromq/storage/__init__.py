@@ -1,7 +1,7 @@
 """Durable stores: where the engine's journal goes, and where a restart reads it back.
 
-The engine journals every durable change as records (``rust/ferromq-core/src/engine/
-journal.rs``); a :class:`~ferromq.storage.persister.Persister` takes them in batches and
+The engine journals every durable change as records (``rust/ferromq-core/src/
+durability/record.rs``); a :class:`~ferromq.storage.persister.Persister` takes them in batches and
 hands each batch to the configured store, then tells the engine the batch is stored so
 the acknowledgements waiting for it go out. A store sees bytes per batch, never a
 message: no Python per message.

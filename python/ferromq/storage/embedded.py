@@ -6,7 +6,7 @@ appended in order. A restart reads every segment in order and hands the bytes to
 range), a tail cut short by a crash ends the read and is truncated away, so the log is
 whole again; intact records after damage are kept.
 
-Format (``engine/journal.rs``, "Stored log format", version ``JOURNAL_FORMAT_VERSION``):
+Format (``durability/log.rs``, "Stored log format", version ``JOURNAL_FORMAT_VERSION``):
 each segment starts with a header (magic ``FMQJ`` and the format version) and each
 record carries a CRC32C, added in Rust once per batch (``journal_log_records``). A
 segment without a header is format 0 (the release before headers) and is read as it

@@ -86,7 +86,8 @@ pub(crate) use named;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{ClientType, DropPolicy, Framing};
+    use crate::durability::ClientType;
+    use crate::engine::{DropPolicy, Framing};
     use crate::topic::ShareStrategy;
 
     fn round_trips<T: Named + std::str::FromStr<Err = UnknownName> + fmt::Debug>() {

@@ -8,6 +8,8 @@
 //! - [`codec`]: every packet of MQTT 3.1, 3.1.1 and 5.0, streaming decode and encode.
 //! - [`topic`]: topic-name and topic-filter rules, and the subscription index.
 //! - [`retain`]: the retained-message index.
+//! - [`durability`]: the record vocabulary, the stored log and the frames that leave a
+//!   process (bus, cluster), each with its format version.
 //! - [`store`]: external stores' encodings (Redis), built from journal batches.
 //! - [`transport`]: what sits between a socket and MQTT: the PROXY protocol header
 //!   and WebSocket framing.
@@ -20,6 +22,7 @@ pub mod acl;
 pub mod bus;
 pub mod choice;
 pub mod codec;
+pub mod durability;
 pub mod engine;
 pub mod export;
 pub mod retain;

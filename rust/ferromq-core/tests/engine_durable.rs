@@ -5,7 +5,8 @@ mod support;
 
 use bytes::BytesMut;
 use ferromq_core::codec::{Ack, Packet, ProtocolVersion, QoS, ReasonCode};
-use ferromq_core::engine::{ClientType, EngineConfig, Event, Record, RecordReader};
+use ferromq_core::durability::{ClientType, Record, RecordReader};
+use ferromq_core::engine::{EngineConfig, Event};
 use support::*;
 
 const V311: ProtocolVersion = ProtocolVersion::V3_1_1;

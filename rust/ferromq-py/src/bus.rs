@@ -8,17 +8,18 @@
 //! `a * count + b` (the diagonal is unused).
 //!
 //! Per loop tick the shard calls `send` once: every other shard's outbox of the
-//! engine is cut into ring records (`split_bus_batch`), pushed, and published with
-//! one release store per ring; a batch that does not fit waits in a backlog for the
-//! next tick (back-pressure, nothing dropped). `receive` drains every incoming ring
-//! straight into the engine. No Python object per record either way.
+//! engine is cut into ring records, each a versioned frame (`durability::frame_batch`),
+//! pushed, and published with one release store per ring; a batch that does not fit
+//! waits in a backlog for the next tick (back-pressure, nothing dropped). `receive`
+//! drains every incoming ring straight into the engine, refusing a frame of a version
+//! this build does not read. No Python object per record either way.
 
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 
 use bytes::Bytes;
 use ferromq_core::bus::ring::{max_record, Reader, Ring, Writer};
-use ferromq_core::engine::split_bus_batch;
+use ferromq_core::durability::{frame_batch, open_frame, FrameKind};
 use pyo3::prelude::*;
 
 use crate::engine::Engine;
@@ -133,9 +134,7 @@ impl Bus {
             let Some(writer) = writer else { continue };
             let backlog = &mut self.backlog[to];
             if let Some(batch) = engine.inner.take_bus(to as u16) {
-                backlog.extend(
-                    split_bus_batch(batch, self.max_record).map_err(errors::journal_error)?,
-                );
+                backlog.extend(frame_batch(batch, self.max_record).map_err(errors::journal_error)?);
             }
             while let Some(piece) = backlog.front() {
                 if !writer.push(piece) {
@@ -151,26 +150,36 @@ impl Bus {
     }
 
     /// Hand every record the other shards published to the engine; returns how many
-    /// records. A batch the engine cannot read is a bug: the rest of the rings are
-    /// still drained, then the first error is raised.
+    /// records. The rest of the rings are still drained past a frame that cannot be
+    /// read, then the first error is raised: `FrameVersionError` for a frame of a
+    /// version this build does not read (another build's shard: the node must stop),
+    /// before `ValueError` for records the engine cannot read (a bug).
     fn receive(&mut self, mut engine: PyRefMut<'_, Engine>, now: u64) -> PyResult<usize> {
         let mut total = 0;
-        let mut first_error = None;
+        let mut refused = None;
+        let mut unreadable = None;
         for (from, reader) in self.readers.iter_mut().enumerate() {
             let Some(reader) = reader else { continue };
-            reader.drain(|piece| {
-                match engine
-                    .inner
-                    .bus_receive(from as u16, Bytes::copy_from_slice(piece), now)
-                {
+            reader.drain(|frame| {
+                let records = match open_frame(FrameKind::BusBatch, Bytes::copy_from_slice(frame)) {
+                    Ok(records) => records,
+                    Err(error) => {
+                        refused.get_or_insert(error);
+                        return;
+                    }
+                };
+                match engine.inner.bus_receive(from as u16, records, now) {
                     Ok(records) => total += records,
                     Err(error) => {
-                        first_error.get_or_insert(error);
+                        unreadable.get_or_insert(error);
                     }
                 }
             });
         }
-        match first_error {
+        if let Some(error) = refused {
+            return Err(errors::frame_version_error(error));
+        }
+        match unreadable {
             Some(error) => Err(errors::journal_error(error)),
             None => Ok(total),
         }

@@ -3,7 +3,9 @@
 //! record (a batch of records), never per message.
 
 use bytes::Bytes;
-use ferromq_core::engine::split_bus_batch;
+use ferromq_core::durability::{
+    frame_batch, framed, open_frame, FrameKind, FRAME_VERSION, SUBSCRIPTION_VALUE,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -12,7 +14,26 @@ use crate::errors;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ClusterPort>()?;
+    m.add("FRAME_VERSION", FRAME_VERSION)?;
+    m.add(
+        "SUBSCRIPTION_VALUE",
+        PyBytes::new(m.py(), &SUBSCRIPTION_VALUE),
+    )?;
+    m.add_function(wrap_pyfunction!(subscription_present, m)?)?;
     Ok(())
+}
+
+/// Whether a key of the subscription topic with this value is present (a tombstone,
+/// None, is not); raises `FrameVersionError` for a value of a frame version this build
+/// does not read.
+#[pyfunction]
+fn subscription_present(value: Option<&[u8]>) -> PyResult<bool> {
+    let Some(value) = value else {
+        return Ok(false);
+    };
+    open_frame(FrameKind::SubscriptionValue, Bytes::copy_from_slice(value))
+        .map_err(errors::frame_version_error)?;
+    Ok(true)
 }
 
 /// The other nodes' slots of one engine.
@@ -37,8 +58,8 @@ impl ClusterPort {
         slot
     }
 
-    /// The records for each node since the last call, as Kafka record values of at
-    /// most `max_bytes` (a single larger record alone): (slot, records, round), the
+    /// The records for each node since the last call, as Kafka record values (frames,
+    /// `durability/frame.rs`) of at most `max_bytes` (a single larger record alone): (slot, records, round), the
     /// round on a node's last piece (0: no QoS 1/2 message among them).
     fn take<'py>(
         &self,
@@ -51,7 +72,8 @@ impl ClusterPort {
             let Some((records, round)) = engine.inner.take_peer(slot) else {
                 continue;
             };
-            let cut = split_bus_batch(records.clone(), max_bytes).unwrap_or_else(|_| vec![records]);
+            let cut =
+                frame_batch(records.clone(), max_bytes).unwrap_or_else(|_| vec![framed(&records)]);
             let last = cut.len() - 1;
             for (at, piece) in cut.into_iter().enumerate() {
                 let round = if at == last { round } else { 0 };
@@ -61,8 +83,9 @@ impl ClusterPort {
         pieces
     }
 
-    /// Apply the records node `slot` sent (one Kafka record) when it had read the
-    /// subscription topic up to `seen`; returns how many.
+    /// Apply the records node `slot` sent (one Kafka record value) when it had read the
+    /// subscription topic up to `seen`; returns how many. Raises `FrameVersionError`
+    /// for a value of a frame version this build does not read.
     fn receive(
         &self,
         mut engine: PyRefMut<'_, Engine>,
@@ -71,9 +94,11 @@ impl ClusterPort {
         seen: u64,
         now: u64,
     ) -> PyResult<usize> {
+        let records = open_frame(FrameKind::NodeRecord, Bytes::copy_from_slice(records))
+            .map_err(errors::frame_version_error)?;
         engine
             .inner
-            .peer_receive(slot, Bytes::copy_from_slice(records), seen, now)
+            .peer_receive(slot, records, seen, now)
             .map_err(errors::journal_error)
     }
 

@@ -9,9 +9,8 @@
 use ferromq_core::codec::{
     PacketType, Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
 };
-use ferromq_core::engine::{
-    ClientType, Engine as CoreEngine, Framing, SessionFilter, StreamConfig, StreamKey,
-};
+use ferromq_core::durability::ClientType;
+use ferromq_core::engine::{Engine as CoreEngine, Framing, SessionFilter, StreamConfig, StreamKey};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 

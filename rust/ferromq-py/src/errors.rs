@@ -7,7 +7,9 @@
 //! raises `UnknownClient(LookupError)` for a client id without a session,
 //! `SessionConflict(RuntimeError)` to delete a connected one or to subscribe one
 //! past its subscription quota, and
-//! `NotAuthorized(PermissionError)` for a subscription the ACL denies. Everything else is a `ValueError` (an argument or a
+//! `NotAuthorized(PermissionError)` for a subscription the ACL denies.
+//! `FrameVersionError(ValueError)` is a frame from another shard or node in a format
+//! version this build does not read. Everything else is a `ValueError` (an argument or a
 //! setting out of its range, an unknown name, bytes a store cannot read) or an
 //! `IndexError`, made by the functions below. The binding's other files raise nothing
 //! themselves: `clippy.toml` disallows `new_err` outside this file.
@@ -19,7 +21,8 @@ use std::fmt::Display;
 use ferromq_bench::BenchError as CoreBenchError;
 use ferromq_core::choice::UnknownName;
 use ferromq_core::codec::{DecodeError, EncodeError as CoreEncodeError, ReasonCode};
-use ferromq_core::engine::{AdminError, JournalError, StreamSettingError};
+use ferromq_core::durability::{FrameVersionError as CoreFrameVersionError, JournalError};
+use ferromq_core::engine::{AdminError, StreamSettingError};
 use ferromq_core::topic::IndexError;
 use ferromq_core::transport::proxy::ProxyError;
 use pyo3::create_exception;
@@ -50,6 +53,12 @@ create_exception!(
     EncodeError,
     PyValueError,
     "A packet could not be encoded."
+);
+create_exception!(
+    _core,
+    FrameVersionError,
+    PyValueError,
+    "A frame from another process (shard or node) in a format version this build does not read."
 );
 create_exception!(
     _core,
@@ -93,6 +102,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnknownClient", py.get_type::<UnknownClient>())?;
     m.add("SessionConflict", py.get_type::<SessionConflict>())?;
     m.add("NotAuthorized", py.get_type::<NotAuthorized>())?;
+    m.add("FrameVersionError", py.get_type::<FrameVersionError>())?;
     Ok(())
 }
 
@@ -178,6 +188,12 @@ pub(crate) fn out_of_range(what: &str) -> PyErr {
 /// Bytes that are not whole journal records.
 pub(crate) fn journal_error(err: JournalError) -> PyErr {
     PyValueError::new_err(err.to_string())
+}
+
+/// A frame another shard or node wrote in a format version this build does not read:
+/// the node must stop (`durability/frame.rs`), not skip it.
+pub(crate) fn frame_version_error(err: CoreFrameVersionError) -> PyErr {
+    FrameVersionError::new_err(err.to_string())
 }
 
 /// What a store sent back or was given that its codec cannot use (RESP that is not

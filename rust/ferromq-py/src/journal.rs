@@ -1,8 +1,8 @@
-//! The stored journal format (`engine/journal.rs`, "Stored log format") for the
+//! The stored journal format (`durability/log.rs`, "Stored log format") for the
 //! embedded store: the header that starts each file, the version a file's header
 //! names, and a batch turned into checksummed records — in Rust, once per batch.
 
-use ferromq_core::engine::{log_header, log_records, log_version, LOG_VERSION};
+use ferromq_core::durability::{log_header, log_records, log_version, LOG_VERSION};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 

@@ -4,7 +4,8 @@
 //! does not compile here until Python can see it (and the stub, which stubtest
 //! checks, says its type).
 
-use ferromq_core::engine::{Damage, RestoreReport as CoreReport};
+use ferromq_core::durability::Damage;
+use ferromq_core::engine::RestoreReport as CoreReport;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 

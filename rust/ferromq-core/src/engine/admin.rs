@@ -32,9 +32,9 @@ use crate::codec::{Properties, QoS, ReasonCode, SubscriptionOptions};
 use crate::topic::IndexError;
 
 use super::acl::subscribe_request;
-use super::journal::ClientType;
 use super::subscribe::sends_retained;
 use super::{ConnId, DisconnectReason, Engine};
+use crate::durability::record::ClientType;
 
 /// The most items one page holds.
 pub const MAX_PAGE: usize = 1000;

@@ -196,7 +196,7 @@ impl Engine {
         records: Bytes,
         seen: u64,
         now: u64,
-    ) -> Result<usize, super::journal::JournalError> {
+    ) -> Result<usize, crate::durability::record::JournalError> {
         if let Some(cluster) = self.cluster_mut() {
             cluster.batch_seen = Some(seen);
         }

@@ -96,7 +96,7 @@ pub struct EngineConfig {
     /// Output bytes buffered for a connection above which it counts as not writable.
     pub write_high_water: usize,
     /// Journal durable state for a store, and hold QoS 1/2 acknowledgements until
-    /// the store confirms it (engine/journal.rs); off keeps everything in memory.
+    /// the store confirms it (durability/record.rs); off keeps everything in memory.
     pub journal: bool,
     /// Client identifiers starting with one of these are APPLICATION clients; the
     /// rest are DEVICE clients (seed 000).

@@ -36,7 +36,7 @@ pub struct Connection {
     pub token: u64,
     /// DEVICE or APPLICATION as authentication decided; None leaves it to the
     /// client-id prefixes in the config.
-    pub client_type: Option<super::journal::ClientType>,
+    pub client_type: Option<crate::durability::record::ClientType>,
     /// The Authentication Method from CONNECT; every AUTH must repeat it.
     pub auth_method: Option<Utf8Bytes>,
     /// An authentication exchange in progress (CONNECT or re-authentication).

@@ -42,7 +42,6 @@ mod diagnostics;
 mod export;
 mod framing;
 mod hold;
-pub(crate) mod journal;
 mod lifecycle;
 mod memory;
 mod message;
@@ -76,19 +75,15 @@ pub use admin::{
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use export::{StreamConfig, StreamKey, StreamSettingError};
 pub use framing::Framing;
-pub use journal::{
-    log_header, log_records, log_version, ClientType, Damage, Journal, JournalError, Record,
-    RecordReader, StoredMessage, LOG_HEADER_LEN, LOG_VERSION,
-};
 pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
-pub use shards::split_bus_batch;
 pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
 pub use trace::{PacketSummary, PREVIEW_BYTES};
 
 use crate::codec::{Packet, QoS};
+use crate::durability::record::Journal;
 use crate::retain::RetainedIndex;
 use crate::topic::{GroupRef, MatchResult, ShareStrategy, SubscriptionIndex};
 use connection::{ConnState, Connection};

@@ -22,7 +22,7 @@
 //!   order survives packet id wrap; records are idempotent (keyed by client,
 //!   sequence, packet id, filter, topic), so a snapshot followed by records it
 //!   already covers reads back the same state. Reading recovers past damaged
-//!   records (journal.rs, "Recovery") and reports the ranges it skipped.
+//!   records (durability/log.rs, "Recovery") and reports the ranges it skipped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -30,10 +30,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::{Packet, QoS};
+use crate::durability::log::{Damage, RecordReader};
+use crate::durability::record::{ClientType, Journal, JournalError, Record, StoredMessage};
 
-use super::journal::{
-    ClientType, Damage, Journal, JournalError, Record, RecordReader, StoredMessage,
-};
 use super::message::{next_message_id, Message};
 use super::retained_store::Origin;
 use super::session::{Awaiting, Session};

@@ -24,11 +24,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::acl::SessionAcl;
-use super::journal::ClientType;
 use super::memory::Ledger;
 use super::queue::DeliveryQueue;
 use super::{ConnId, Outgoing};
 use crate::codec::Will;
+use crate::durability::record::ClientType;
 
 /// What an outbound QoS 1/2 delivery is waiting for.
 #[derive(Debug)]

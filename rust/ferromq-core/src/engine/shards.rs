@@ -1,7 +1,7 @@
 //! The engine's side of a node's shards (issue 16, `docs/shards.md`): what it sends
 //! other shards and what it makes of what they send. Records are the journal's own
-//! (`journal.rs`), written to one outbox per shard that the IO layer copies into that
-//! shard's bus ring once per tick (`take_bus`), and read back by `bus_receive`.
+//! (`durability/record.rs`), written to one outbox per shard that the IO layer copies
+//! into that shard's bus ring once per tick (`take_bus`), and read back by `bus_receive`.
 //!
 //! - **Subscriptions are replicated.** A filter a local session gains or loses goes to
 //!   every other shard as a `SUBSCRIBE` / `UNSUBSCRIBE` record. The receiver counts
@@ -60,12 +60,12 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
-use crate::topic::GroupRef;
-
-use super::journal::{
+use crate::durability::record::{
     decode_record, get_str, BusPlace, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO,
     ROUTE, ROUTE_SHARED, SYNC,
 };
+use crate::topic::GroupRef;
+
 use super::message::Message;
 use super::Engine;
 use crate::bus::shard_of;
@@ -338,11 +338,15 @@ impl Engine {
 
     /// Shard `from` (re)started: its previous process may have read routes from its
     /// ring without storing them, so every unconfirmed one goes again (after the
-    /// `SYNC` just written, which the new process waits for), and the rounds it was
-    /// asked to confirm for the dead process are not answered to the new one.
+    /// `SYNC` just written, which the new process waits for), the rounds it was asked
+    /// to confirm for the dead process are not answered to the new one, and a new
+    /// round stands for every round the dead process never confirmed.
     fn peer_restarted(&mut self, from: u16) {
         if let Some(shards) = self.shards.as_mut() {
             shards.to_confirm.retain(|&(shard, _, _)| shard != from);
+            // A new round, which the new process confirms once it has everything sent
+            // after its SYNC: what waited for the dead one's confirmation waits for it.
+            shards.needs_round[usize::from(from)] = true;
         }
         self.resend_unconfirmed(from);
     }
@@ -952,43 +956,6 @@ fn filter_matches(filter: &str, topic: &str) -> bool {
     }
 }
 
-/// `batch` (records as `take_bus` gives them) cut into pieces of at most `max` bytes
-/// for a bus ring, each cut before a record that starts something: never between a
-/// message and the `ROUTE` or `RETAIN` that refers to it. A single record over `max`
-/// is an error: the ring cannot carry it (the ring is sized for the largest packet).
-pub fn split_bus_batch(mut batch: Bytes, max: usize) -> Result<Vec<Bytes>, JournalError> {
-    let mut pieces = Vec::new();
-    // `at`: the next record; `group`: where the record group `at` belongs to began.
-    let (mut at, mut group) = (0, 0);
-    while at < batch.len() {
-        if batch.len() - at < 5 {
-            return Err(JournalError("bus record header cut off"));
-        }
-        let kind = batch[at];
-        let len = u32::from_le_bytes(batch[at + 1..at + 5].try_into().expect("4 bytes")) as usize;
-        let end = at + 5 + len;
-        if end > batch.len() {
-            return Err(JournalError("bus record cut off"));
-        }
-        if kind != ROUTE && kind != super::journal::RETAIN {
-            group = at;
-        }
-        if end > max {
-            if group == 0 {
-                return Err(JournalError("bus record larger than the ring takes"));
-            }
-            pieces.push(batch.split_to(group));
-            (at, group) = (0, 0);
-            continue;
-        }
-        at = end;
-    }
-    if !batch.is_empty() {
-        pieces.push(batch);
-    }
-    Ok(pieces)
-}
-
 fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message>, JournalError> {
     match last {
         Some((last_id, message)) if *last_id == id => Ok(message.clone()),
@@ -999,15 +966,8 @@ fn referenced(last: &Option<(u64, Arc<Message>)>, id: u64) -> Result<Arc<Message
 }
 
 #[cfg(test)]
-mod split_tests {
+mod tests {
     use super::*;
-
-    fn record(kind: u8, len: usize) -> Vec<u8> {
-        let mut r = vec![kind];
-        r.extend_from_slice(&(len as u32).to_le_bytes());
-        r.extend(std::iter::repeat_n(kind, len));
-        r
-    }
 
     #[test]
     fn filters_match_as_the_spec_says() {
@@ -1018,28 +978,5 @@ mod split_tests {
         assert!(!filter_matches("#", "$SYS/broker"));
         assert!(filter_matches("$SYS/#", "$SYS/broker"));
         assert!(!filter_matches("cmd/dark", "cmd/light"));
-    }
-
-    #[test]
-    fn cuts_between_groups_never_inside_one() {
-        let message = super::super::journal::MESSAGE;
-        let batch: Vec<u8> = [
-            record(message, 20),
-            record(ROUTE, 8),
-            record(message, 20),
-            record(ROUTE, 8),
-        ]
-        .concat();
-        let pieces = split_bus_batch(Bytes::from(batch.clone()), 40).unwrap();
-        assert_eq!(pieces.len(), 2);
-        assert_eq!(pieces[0].len(), 38);
-        assert_eq!(pieces.concat(), batch);
-        assert_eq!(
-            split_bus_batch(Bytes::from(batch.clone()), 1000)
-                .unwrap()
-                .len(),
-            1
-        );
-        assert!(split_bus_batch(Bytes::from(batch), 30).is_err());
     }
 }

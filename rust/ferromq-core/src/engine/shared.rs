@@ -230,8 +230,11 @@ impl Engine {
                     return;
                 };
                 let name = group_journal_name(&filter);
-                self.journal
-                    .session(&name, u32::MAX, super::journal::ClientType::Device);
+                self.journal.session(
+                    &name,
+                    u32::MAX,
+                    crate::durability::record::ClientType::Device,
+                );
                 entry.insert((name.into_boxed_str(), 0))
             }
         };
@@ -278,9 +281,13 @@ impl Engine {
     }
 
     /// Every journaled group queue as records, for a snapshot.
-    pub(super) fn snapshot_group_queues(&self, out: &mut super::journal::Journal) {
+    pub(super) fn snapshot_group_queues(&self, out: &mut crate::durability::record::Journal) {
         for (group, (name, _)) in &self.group_queues.journaled {
-            out.session(name, u32::MAX, super::journal::ClientType::Device);
+            out.session(
+                name,
+                u32::MAX,
+                crate::durability::record::ClientType::Device,
+            );
             let queued = self.group_queues.queues.get(group);
             for o in queued
                 .into_iter()

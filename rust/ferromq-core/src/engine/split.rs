@@ -3,7 +3,7 @@
 //! sessions, subscriptions, device queues, inbound QoS 2 state, retained messages —
 //! to the primary store.
 //!
-//! The splitter works on raw records (journal.rs wire format) and copies them; it
+//! The splitter works on raw records (durability/record.rs wire format) and copies them; it
 //! decodes only the fields it routes by. It keeps the set of application clients
 //! from Session records (client type 1) across batches, so a batch is split by
 //! what the journal said before it; after a restart `observe` relearns the set
@@ -28,9 +28,9 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::{Bytes, BytesMut};
 
-use super::journal::{
-    ClientType, JournalError, RecordReader, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN, SESSION,
-    SESSION_END,
+use crate::durability::log::RecordReader;
+use crate::durability::record::{
+    ClientType, JournalError, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN, SESSION, SESSION_END,
 };
 
 /// What the application store must do, in journal order.
@@ -84,7 +84,7 @@ impl JournalSplit {
     }
 
     /// Learn the application clients (and PUBCOMP waits) from records the primary
-    /// store loaded (in either framing, journal.rs), reading past damage as the
+    /// store loaded (in either framing, durability/log.rs), reading past damage as the
     /// restore does; a torn tail ends the reading quietly, as it ends the restore.
     pub fn observe(&mut self, data: &Bytes) {
         let mut reader = RecordReader::recovering(data.clone());
@@ -270,9 +270,8 @@ fn u64_at(b: &[u8], at: usize) -> Result<u64, JournalError> {
 mod tests {
     use super::*;
     use crate::codec::{Properties, QoS};
-    use crate::engine::journal::{
-        log_header, log_records, ClientType, Journal, Record, RecordReader, LOG_VERSION,
-    };
+    use crate::durability::log::{log_header, log_records, RecordReader, LOG_VERSION};
+    use crate::durability::record::{ClientType, Journal, Record};
     use crate::engine::message::Message;
 
     fn message(id: u64, topic: &str) -> Message {

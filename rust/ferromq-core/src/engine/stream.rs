@@ -41,9 +41,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::codec::QoS;
+use crate::durability::log::RecordReader;
+use crate::durability::record::{ClientType, Record};
 use crate::topic::{topic_hash, GroupRef, ShareStrategy};
 
-use super::journal::{ClientType, Record, RecordReader};
 use super::message::Message;
 use super::shared::{group_journal_name, member_delivery};
 use super::{Engine, Event};

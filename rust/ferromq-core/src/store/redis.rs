@@ -57,10 +57,12 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use crate::codec::QoS;
-use crate::engine::journal::{
-    decode_record, message_header, ACK, BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN,
+use crate::durability::log::RecordReader;
+use crate::durability::record::{
+    decode_record, message_header, ClientType, Journal, JournalError, Record, ACK, BUS_CURSOR,
+    ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN,
 };
-use crate::engine::{ClientType, Journal, JournalError, Message, Record, RecordReader};
+use crate::engine::Message;
 
 use super::resp::{CommandWriter, Reply};
 use super::slots::{Outbox, SlotMap};
@@ -819,7 +821,7 @@ fn decimal(text: &[u8]) -> Result<u64, JournalError> {
 mod tests {
     use super::*;
     use crate::codec::{Properties, Property};
-    use crate::engine::{EngineConfig, RecordReader};
+    use crate::engine::EngineConfig;
     use crate::store::resp::Replies;
     use crate::topic::ShareStrategy;
 
