@@ -34,6 +34,8 @@ def test_nothing_acknowledged_is_lost_nothing_doubled(
     seed = SEED + zlib.crc32(f"{shards}{kill}{qos}{version}".encode())
     trial = Trial(tmp_path, shards, qos, version, seed=seed)
     tally = trial.run(kill, KILLS)
+    # the long run's figures (pytest -rA)
+    print(f"{shards}x {kill} QoS {qos} v{version}, {trial.kills} kills: {tally}")
     assert tally.acknowledged > KILLS * 30, tally
     assert not tally.lost, f"lost after {trial.kills} kills (seed {seed}): {tally}"
     assert not tally.duplicated, f"doubled after {trial.kills} kills (seed {seed}): {tally}"

@@ -9,14 +9,20 @@
 //!   of every record stream, with its recovery from damage.
 //! - [`frame`]: the frames that leave a process: bus ring batches between shards and
 //!   the cluster's Kafka record values.
+//! - [`barrier`]: every wait for a confirmation (journal batch, stream batch, bus
+//!   round and its slots, Kafka round), one queue per kind of thing held, released
+//!   per owner in order; the engine holds one `Barrier`.
 //!
-//! What the engine does with them (what is journaled when, acknowledgements held until
-//! their batch is stored, `restore`) is the engine's (`engine/persist.rs`).
+//! What the engine journals when, and `restore`, are the engine's
+//! (`engine/persist.rs`); docs/architecture.md, "What is acknowledged when", says it
+//! for every QoS, store and scale.
 
+pub mod barrier;
 pub mod frame;
 pub mod log;
 pub mod record;
 
+pub use barrier::{Barrier, BusWait, Confirmations, Queue, Ticket};
 pub use frame::{
     frame_batch, framed, open_frame, FrameKind, FrameVersionError, FRAME_VERSION,
     SUBSCRIPTION_VALUE,

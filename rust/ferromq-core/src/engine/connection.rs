@@ -54,7 +54,7 @@ pub struct Connection {
     pub last_received: u64,
     /// The transport accepted more output (false between pause and resume).
     pub writable: bool,
-    /// SUBACKs held for the other shards (`shards::hold_suback`): live deliveries
+    /// SUBACKs held for the other shards (`subscribe::hold_suback`): live deliveries
     /// queue behind them, so the client sees a SUBACK before what it subscribed to.
     pub subacks_held: u32,
     /// Outbound QoS 1/2 window: the client's Receive Maximum capped by config.

@@ -21,9 +21,9 @@
 //!   for `connected` and `auth_refused`.
 //! - **Acknowledgements** (`acked`: the file sink, Kafka with `after_kafka`): a
 //!   PUBACK/PUBREC written while any stream batch is unconfirmed waits in
-//!   `held_acks` for that batch as well as its journal batch; `stream_done(n)`
+//!   the barrier for that batch as well as its journal batch; `stream_done(n)`
 //!   confirms batches up to `n` and releases acks in arrival order [MQTT-4.6.0-2]
-//!   (`persist::release_held_acks`). Not acked: nothing waits. The record bytes
+//!   (`persist::release_replies`). Not acked: nothing waits. The record bytes
 //!   of batches handed out and not confirmed count in the memory budget
 //!   (`session.memory_budget`), so while a sink cannot deliver (Kafka away with
 //!   `after_kafka`) publishers, QoS 0 ones too, are held at the budget instead of
@@ -238,7 +238,7 @@ impl Engine {
             Some(config) => Some(Box::new(Stream::new(config)?)),
         };
         // Acks that waited for the old stream wait for it no more.
-        self.release_held_acks();
+        self.release_replies();
         Ok(())
     }
 
@@ -278,7 +278,7 @@ impl Engine {
             stream.unconfirmed.pop_front();
             stream.unconfirmed_bytes -= bytes;
         }
-        self.release_held_acks();
+        self.release_replies();
         self.release_memory_holds();
     }
 

@@ -264,12 +264,10 @@ pub struct Engine {
     journal: Journal,
     /// Set when the engine is one of a node's shards (`shards.rs`).
     shards: Option<shards::Shards>,
-    /// PUBACK/PUBREC/PUBREL waiting for their journal batch, oldest first.
-    held_acks: std::collections::VecDeque<persist::HeldAck>,
-    held_subacks: std::collections::VecDeque<subscribe::HeldSubAck>,
-    /// Sessions with a delivery of a held message (`Message::held_for_batch`) queued,
-    /// by that batch: drained when the store confirms it.
-    held_deliveries: std::collections::VecDeque<(u64, u32)>,
+    /// Every wait for a confirmation (`durability::barrier`): acknowledgements and
+    /// SUBACKs per connection, sessions holding deliveries of a message whose packet
+    /// id is not stored yet (`Message::held_for_batch`), BUS_ACKs owed to shards.
+    barrier: crate::durability::Barrier<ConnId, persist::Reply>,
     /// Connections whose deliveries stopped at the engine's write high-water mark:
     /// drained again once `take_output` has emptied their buffer.
     refill: Vec<ConnId>,
@@ -328,9 +326,7 @@ impl Engine {
             assigned_id_prefix: "ferromq-".into(),
             journal: Journal::new(config.journal),
             shards: None,
-            held_acks: std::collections::VecDeque::new(),
-            held_subacks: std::collections::VecDeque::new(),
-            held_deliveries: std::collections::VecDeque::new(),
+            barrier: Default::default(),
             refill: Vec::new(),
             clock: 0,
             persist_signalled: false,
@@ -490,7 +486,7 @@ impl Engine {
             | Event::Unsubscribed { .. }
             | Event::Trace { .. } => true,
         });
-        self.held_acks.retain(|held| held.conn != conn_id);
+        self.barrier.replies.forget(conn_id);
         self.held.retain(|&held| held != conn_id);
         if let Some(slot) = self.conns.get_mut(conn_id as usize) {
             if let Some(conn) = slot.take() {

@@ -6,18 +6,18 @@
 //!   no-op for sessions that are not `journaled` (expiry 0) and when the journal is
 //!   off, so the in-memory broker pays one branch.
 //! - **Durable before acknowledged**: a PUBACK/PUBREC is written at once only when
-//!   the journal holds nothing unconfirmed; otherwise it waits in `held_acks` for the
-//!   batch that covers everything journaled before it, and `journal_done` releases
-//!   acks in arrival order [MQTT-4.6.0-2]. A message routed to a persistent session
-//!   is therefore acknowledged only after the store has it. A PUBREL waits the same
-//!   way for the batch holding its Release record (`publish::send_pubrel`). While
-//!   the `[stream]` export holds acks (`export`), a PUBACK/PUBREC also waits for the
-//!   stream batch then unconfirmed; `release_held_acks` (from `journal_done` and
-//!   `stream_done`) lets the front go only when both of its batches are confirmed.
+//!   nothing it depends on is unconfirmed; otherwise it waits in the engine's
+//!   barrier (`durability::barrier`) with a ticket naming the journal batch that
+//!   covers everything journaled before it (and the stream batch, and the bus round
+//!   of the slots its message went to), and `release_replies` lets each connection's
+//!   replies go in arrival order [MQTT-4.6.0-2]. A PUBREL waits the same way for the
+//!   batch holding its Release record (`publish::send_pubrel`), a SUBACK for its
+//!   subscriptions (`subscribe::hold_suback`). `Confirmations for Engine` answers the
+//!   tickets.
 //! - **Durable before sent** (QoS 2 of a journaled publisher): deliveries of a
 //!   message with `held_for_batch` stay queued until that batch is confirmed;
-//!   `journal_done` then drains the sessions listed in `held_deliveries` and the
-//!   group queues.
+//!   `journal_done` then drains the sessions held in the barrier's `deliveries` and
+//!   the group queues.
 //! - **Restore** replays records: a delivery's sequence orders the rebuilt queue, so
 //!   order survives packet id wrap; records are idempotent (keyed by client,
 //!   sequence, packet id, filter, topic), so a snapshot followed by records it
@@ -37,20 +37,16 @@ use super::message::{next_message_id, Message};
 use super::retained_store::Origin;
 use super::session::{Awaiting, Session};
 use super::shared::group_of_journal_name;
+use super::subscribe::Granted;
 use super::{ConnId, Engine, Outgoing};
+use crate::durability::{BusWait, Confirmations, Ticket};
 
-/// An acknowledgement waiting for its journal batch and its stream batch (0:
-/// none; `export`).
+/// What a connection is owed once the barrier lets it go (`Engine::barrier`).
 #[derive(Debug)]
-pub(super) struct HeldAck {
-    pub conn: ConnId,
-    pub batch: u64,
-    pub stream_batch: u64,
-    /// The bus round whose receivers must have stored it (0: none; `shards`), and
-    /// the slots it went to (`Engine::take_bus_wait`).
-    pub bus_round: u64,
-    pub bus_slots: u64,
-    pub packet: Packet,
+pub(super) enum Reply {
+    /// PUBACK, PUBREC or PUBREL.
+    Ack(Packet),
+    SubAck(Granted),
 }
 
 /// What `restore` rebuilt.
@@ -106,17 +102,15 @@ impl Engine {
         self.journal.confirm(n);
         self.send_stored_routes();
         self.release_bus_acks();
-        self.release_held_acks();
-        self.release_subacks();
-        let mut released = Vec::new();
-        let journal = &self.journal;
-        self.held_deliveries.retain(|&(batch, session)| {
-            let confirmed = !journal.has_unconfirmed_at(batch);
-            if confirmed && !released.contains(&session) {
+        self.release_replies();
+        let mut deliveries = std::mem::take(&mut self.barrier.deliveries);
+        let mut released: Vec<u32> = Vec::new();
+        for (session, ()) in deliveries.release_any(&*self) {
+            if !released.contains(&session) {
                 released.push(session);
             }
-            !confirmed
-        });
+        }
+        self.barrier.deliveries = deliveries;
         if released.is_empty() {
             return;
         }
@@ -135,93 +129,67 @@ impl Engine {
     /// `session` has a delivery of held `message` queued: drain it when the store
     /// confirms the message's batch.
     pub(super) fn drain_when_stored(&mut self, session: u32, message: &Message) {
-        let entry = (message.held_for_batch, session);
-        if self.held_deliveries.back() != Some(&entry) {
-            self.held_deliveries.push_back(entry);
+        let ticket = Ticket::journal(message.held_for_batch);
+        if !self.barrier.deliveries.last_is(session, &ticket) {
+            self.barrier.deliveries.hold(session, ticket, ());
         }
     }
 
-    /// Write the held acknowledgements whose journal batch, stream batch and bus
-    /// round are confirmed; an ack never overtakes an earlier one of its connection
-    /// [MQTT-4.6.0-2]. Batches are confirmed in order, so the scan past the front
-    /// only happens when the front waits for a bus round alone (another node's
-    /// Kafka topic, say), and then releases the connections not waiting for one.
-    pub(super) fn release_held_acks(&mut self) {
-        while self
-            .held_acks
-            .front()
-            .is_some_and(|held| self.ack_ready(held))
-        {
-            let held = self.held_acks.pop_front().expect("front checked");
-            self.write(held.conn, &held.packet);
-        }
-        let front_waits_for_bus_only = self.held_acks.front().is_some_and(|held| {
-            !self.journal.has_unconfirmed_at(held.batch)
-                && !self.stream_has_unconfirmed_at(held.stream_batch)
-        });
-        if !front_waits_for_bus_only {
-            return;
-        }
-        let mut waiting: std::collections::HashSet<ConnId> = std::collections::HashSet::new();
-        let mut kept = std::collections::VecDeque::with_capacity(self.held_acks.len());
-        let mut ready = Vec::new();
-        for held in std::mem::take(&mut self.held_acks) {
-            if !waiting.contains(&held.conn) && self.ack_ready(&held) {
-                ready.push(held);
-            } else {
-                waiting.insert(held.conn);
-                kept.push_back(held);
+    /// Write the acknowledgements and SUBACKs whose tickets are met, each
+    /// connection's in order [MQTT-4.6.0-2] (`durability::barrier`).
+    pub(super) fn release_replies(&mut self) {
+        let mut replies = std::mem::take(&mut self.barrier.replies);
+        let ready = replies.release(&*self);
+        self.barrier.replies = replies;
+        let now = self.clock;
+        for (conn, reply) in ready {
+            match reply {
+                Reply::Ack(packet) => {
+                    self.write(conn, &packet);
+                }
+                Reply::SubAck(granted) => self.release_suback(granted, now),
             }
         }
-        self.held_acks = kept;
-        for held in ready {
-            self.write(held.conn, &held.packet);
-        }
-    }
-
-    fn ack_ready(&self, held: &HeldAck) -> bool {
-        !self.journal.has_unconfirmed_at(held.batch)
-            && !self.stream_has_unconfirmed_at(held.stream_batch)
-            && self.bus_slots_confirmed(held.bus_round, held.bus_slots)
     }
 
     /// Write a PUBACK/PUBREC now, or hold it until the store (and, when the stream
-    /// holds acks, the stream's sink) has what came before.
+    /// holds acks, the stream's sink, and the shards or nodes its message went to)
+    /// has what came before.
     pub(super) fn acknowledge(&mut self, conn: ConnId, packet: Packet) {
-        let batch = self.journal.unconfirmed_batch();
-        let stream_batch = self.stream_unconfirmed_batch();
-        let (bus_round, bus_slots) = self.take_bus_wait();
-        // Behind an earlier held one of its connection (waiting for a bus round while
-        // the store has everything), it waits too.
-        if batch.is_none()
-            && stream_batch.is_none()
-            && bus_round == 0
-            && !self.held_acks.iter().any(|held| held.conn == conn)
-        {
-            self.write(conn, &packet);
-            return;
+        let (round, slots) = self.take_bus_wait();
+        let ticket = Ticket {
+            journal_batch: self.journal.unconfirmed_batch().unwrap_or(0),
+            stream_batch: self.stream_unconfirmed_batch().unwrap_or(0),
+            bus: match round {
+                0 => BusWait::None,
+                round => BusWait::Slots { round, slots },
+            },
+        };
+        self.reply(conn, ticket, Reply::Ack(packet), self.clock);
+    }
+
+    /// Send `reply` now when its ticket is free and nothing of its connection is held
+    /// (it would overtake it), else hold it; true when it was held.
+    pub(super) fn reply(&mut self, conn: ConnId, ticket: Ticket, reply: Reply, now: u64) -> bool {
+        if ticket.is_free() && !self.barrier.replies.holds_for(conn) {
+            match reply {
+                Reply::Ack(packet) => {
+                    self.write(conn, &packet);
+                }
+                Reply::SubAck(granted) => self.send_suback(granted, now),
+            }
+            return false;
         }
-        self.held_acks.push_back(HeldAck {
-            conn,
-            batch: batch.unwrap_or(0),
-            stream_batch: stream_batch.unwrap_or(0),
-            bus_round,
-            bus_slots,
-            packet,
-        });
+        self.barrier.replies.hold(conn, ticket, reply);
+        true
     }
 
     /// Hold an acknowledgement until the store confirms `batch`, behind those
     /// held before it.
     pub(super) fn hold_until(&mut self, conn: ConnId, batch: u64, packet: Packet) {
-        self.held_acks.push_back(HeldAck {
-            conn,
-            batch,
-            stream_batch: 0,
-            bus_round: 0,
-            bus_slots: 0,
-            packet,
-        });
+        self.barrier
+            .replies
+            .hold(conn, Ticket::journal(batch), Reply::Ack(packet));
     }
 
     fn journaled(&mut self, session: u32) -> Option<(&mut Journal, &mut Session)> {
@@ -729,4 +697,23 @@ struct Restoring {
     by_packet_id: HashMap<u16, Slot>,
     /// PUBREL-only entries seen, for their slots.
     released_only: u64,
+}
+
+/// What the barrier asks (`durability::barrier`), from the parts that keep it.
+impl Confirmations for Engine {
+    fn journal_has(&self, batch: u64) -> bool {
+        !self.journal.has_unconfirmed_at(batch)
+    }
+
+    fn stream_has(&self, batch: u64) -> bool {
+        !self.stream_has_unconfirmed_at(batch)
+    }
+
+    fn bus_has(&self, wait: BusWait) -> bool {
+        match wait {
+            BusWait::None => true,
+            BusWait::Slots { round, slots } => self.bus_slots_confirmed(round, slots),
+            BusWait::Everyone { round } => self.bus_round_confirmed(round),
+        }
+    }
 }

@@ -25,7 +25,7 @@
 //!
 //! - **Acknowledgements wait for the receiving shard's store.** A QoS 1/2 message
 //!   routed to another shard makes the PUBACK/PUBREC given after it wait (in
-//!   `held_acks`, like the waits for this shard's own store) for a *round*: the next
+//!   the barrier, like the waits for this shard's own store) for a *round*: the next
 //!   batch to that shard ends with `BUS_ROUND(n)`, and the receiver answers
 //!   `BUS_ACK(n)` once its own store has confirmed the batch that was pending when it
 //!   applied the round (at once when nothing was). So `kill -9` of the node loses no
@@ -64,6 +64,7 @@ use crate::durability::record::{
     decode_record, get_str, BusPlace, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO,
     ROUTE, ROUTE_SHARED, SYNC,
 };
+use crate::durability::Ticket;
 use crate::topic::GroupRef;
 
 use super::message::Message;
@@ -112,9 +113,6 @@ pub(super) struct Shards {
     pub(super) routed: u64,
     /// The cluster's side of the index (`engine/cluster.rs`), when clustered.
     pub(super) cluster: Option<super::cluster::ClusterIndex>,
-    /// Rounds received, to confirm once this shard's store has what they brought:
-    /// (from, round, the journal batch then unconfirmed).
-    to_confirm: std::collections::VecDeque<(u16, u64, u64)>,
     /// Shared groups by `$share/` filter, for messages routed to their members here
     /// (checked live before use: a group id is reused once its group ends).
     groups: HashMap<Box<str>, GroupRef>,
@@ -153,7 +151,6 @@ impl Shards {
             acked_round: vec![0; usize::from(local)],
             next_round: 1,
             routed: 0,
-            to_confirm: std::collections::VecDeque::new(),
             groups: HashMap::new(),
             cluster: None,
             next_route: 1,
@@ -313,14 +310,16 @@ impl Engine {
     /// Shard `from` sent round `round`: confirm it once the store has what it brought
     /// (at once when nothing waits for the store).
     fn confirm_round_when_stored(&mut self, from: u16, round: u64) {
-        let batch = self.journal.unconfirmed_batch();
-        let Some(shards) = self.shards.as_mut() else {
+        let ticket = Ticket::journal(self.journal.unconfirmed_batch().unwrap_or(0));
+        if ticket.is_free() && !self.barrier.bus_acks.holds_for(from) {
+            if let Some(outbox) = self.outbox(from) {
+                outbox.bus_number(BUS_ACK, round);
+            }
             return;
-        };
-        match batch {
-            Some(batch) => shards.to_confirm.push_back((from, round, batch)),
-            None => shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round),
         }
+        // Behind an earlier one to the same shard: a confirmation covers every round
+        // before it, so it never overtakes one still waiting.
+        self.barrier.bus_acks.hold(from, ticket, round);
     }
 
     pub(super) fn round_confirmed(&mut self, from: u16, round: u64) {
@@ -332,8 +331,7 @@ impl Engine {
                 queue.retain(|entry| !matches!(entry.sent_in, Some(r) if r != 0 && r <= round));
             }
         }
-        self.release_held_acks();
-        self.release_subacks();
+        self.release_replies();
     }
 
     /// Shard `from` (re)started: its previous process may have read routes from its
@@ -342,8 +340,8 @@ impl Engine {
     /// to confirm for the dead process are not answered to the new one, and a new
     /// round stands for every round the dead process never confirmed.
     fn peer_restarted(&mut self, from: u16) {
+        self.barrier.bus_acks.forget(from);
         if let Some(shards) = self.shards.as_mut() {
-            shards.to_confirm.retain(|&(shard, _, _)| shard != from);
             // A new round, which the new process confirms once it has everything sent
             // after its SYNC: what waited for the dead one's confirmation waits for it.
             shards.needs_round[usize::from(from)] = true;
@@ -435,15 +433,13 @@ impl Engine {
 
     /// Confirm the rounds whose journal batch the store now has.
     pub(super) fn release_bus_acks(&mut self) {
-        let Some(shards) = self.shards.as_mut() else {
-            return;
-        };
-        while let Some(&(from, round, batch)) = shards.to_confirm.front() {
-            if self.journal.has_unconfirmed_at(batch) {
-                break;
+        let mut bus_acks = std::mem::take(&mut self.barrier.bus_acks);
+        let ready = bus_acks.release(&*self);
+        self.barrier.bus_acks = bus_acks;
+        for (from, round) in ready {
+            if let Some(outbox) = self.outbox(from) {
+                outbox.bus_number(BUS_ACK, round);
             }
-            shards.to_confirm.pop_front();
-            shards.outboxes[usize::from(from)].bus_number(BUS_ACK, round);
         }
     }
 

@@ -17,17 +17,19 @@
 //! `client_events`, each SUBSCRIBE and UNSUBSCRIBE is reported once (`Subscribed`,
 //! `Unsubscribed`), before its ack.
 //!
-//! A SUBACK waits (`held_subacks`, in order) until the store has the subscriptions of a
+//! A SUBACK waits (in the barrier, behind its connection's earlier replies) until the store has the subscriptions of a
 //! journaled session, so a broker killed right after a SUBACK still has what it
 //! granted, and on a node of shards or a cluster until the other shards (or the
 //! subscription topic) hold the filters; what the client subscribed to waits behind it
 //! (`Connection::subacks_held`).
 
+use super::persist::Reply;
 use crate::acl::Action;
 use crate::codec::{
     Packet, Properties, Property, PropertyId, ProtocolVersion, QoS, ReasonCode, RetainHandling,
     SubAck, Subscribe, SubscriptionOptions, UnsubAck, Unsubscribe,
 };
+use crate::durability::{BusWait, Ticket};
 use crate::topic::{parse_shared_filter, IndexError};
 
 use super::acl::subscribe_request;
@@ -42,14 +44,6 @@ pub(super) struct Granted {
     pub suback: Packet,
     retained_for: Vec<(String, QoS)>,
     subscription_ids: Vec<u32>,
-}
-
-/// A SUBACK waiting for its journal batch and its bus round (0: none).
-#[derive(Debug)]
-pub(super) struct HeldSubAck {
-    batch: u64,
-    round: u64,
-    granted: Granted,
 }
 
 impl Engine {
@@ -149,15 +143,15 @@ impl Engine {
             retained_for,
             subscription_ids: subscription_id.into_iter().collect(),
         };
-        match self.hold_suback(granted) {
-            Some(granted) => self.send_suback(granted, now),
-            None => self.drain_queue(session, now),
+        if self.hold_suback(granted, now) {
+            self.drain_queue(session, now);
         }
     }
 
-    /// Hold a SUBACK until the store has a journaled session's subscriptions and every
-    /// other shard holds them (module header); `Some` gives it back to be sent now.
-    pub(super) fn hold_suback(&mut self, granted: Granted) -> Option<Granted> {
+    /// Send a SUBACK once the store has a journaled session's subscriptions and every
+    /// other shard holds them (module header), held in the barrier until then; true
+    /// when it was held.
+    pub(super) fn hold_suback(&mut self, granted: Granted, now: u64) -> bool {
         let journaled = self
             .sessions
             .get(granted.session as usize)
@@ -167,43 +161,33 @@ impl Engine {
             true => self.journal.unconfirmed_batch().unwrap_or(0),
             false => 0,
         };
-        let round = self.suback_round();
-        if batch == 0 && round == 0 && self.held_subacks.is_empty() {
-            return Some(granted);
+        let ticket = Ticket {
+            journal_batch: batch,
+            bus: match self.suback_round() {
+                0 => BusWait::None,
+                round => BusWait::Everyone { round },
+            },
+            ..Ticket::default()
+        };
+        let conn = granted.conn;
+        let held = self.reply(conn, ticket, Reply::SubAck(granted), now);
+        if held {
+            if let Some(conn) = self.conn_mut(conn) {
+                conn.subacks_held += 1;
+            }
         }
-        if let Some(conn) = self.conn_mut(granted.conn) {
-            conn.subacks_held += 1;
-        }
-        self.held_subacks.push_back(HeldSubAck {
-            batch,
-            round,
-            granted,
-        });
-        None
+        held
     }
 
-    /// Send the held SUBACKs whose batch and round are confirmed, in order.
-    pub(super) fn release_subacks(&mut self) {
-        let now = self.clock;
-        while let Some(front) = self.held_subacks.front() {
-            if self.journal.has_unconfirmed_at(front.batch)
-                || !self.bus_round_confirmed(front.round)
-            {
-                return;
-            }
-            let granted = self
-                .held_subacks
-                .pop_front()
-                .expect("front checked")
-                .granted;
-            // The connection may have ended, or its session moved to another, meanwhile.
-            let Some(conn) = self.conn_mut(granted.conn) else {
-                continue;
-            };
-            if conn.session() == Some(granted.session) {
-                conn.subacks_held = conn.subacks_held.saturating_sub(1);
-                self.send_suback(granted, now);
-            }
+    /// A held SUBACK the barrier let go: sent unless its connection ended, or its
+    /// session moved to another, meanwhile.
+    pub(super) fn release_suback(&mut self, granted: Granted, now: u64) {
+        let Some(conn) = self.conn_mut(granted.conn) else {
+            return;
+        };
+        if conn.session() == Some(granted.session) {
+            conn.subacks_held = conn.subacks_held.saturating_sub(1);
+            self.send_suback(granted, now);
         }
     }
 
