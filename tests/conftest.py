@@ -85,17 +85,24 @@ class RunningBroker:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def shards(self) -> dict[int, str]:
+        """A node's shard processes (the supervisor's children): pid → start time."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        pids = children.read_text().split() if children.exists() else ()
+        return {int(pid): started for pid in pids if (started := _start_time(int(pid)))}
+
     def kill(self) -> None:
         """SIGKILL every process of the broker (a node's shards first, so none is
         restarted, then its supervisor) and wait for it."""
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        for pid in children.read_text().split() if children.exists() else ():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+        _kill(self.shards())
         self.process.kill()
         self.process.wait(10)
 
     def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM, then SIGKILL after ``timeout``; a node's shards still running once
+        the supervisor is gone (it was killed) are killed too, so none outlives the
+        test."""
+        shards = self.shards()
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -103,7 +110,25 @@ class RunningBroker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        _kill(shards)
         return self.process.returncode
+
+
+def _start_time(pid: int) -> str | None:
+    """When ``pid`` started (/proc/<pid>/stat field 22), None once it is gone: tells
+    the process from a later one given its pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except FileNotFoundError:
+        return None
+
+
+def _kill(processes: dict[int, str]) -> None:
+    """SIGKILL each process (pid → start time) still running."""
+    for pid, started in processes.items():
+        if _start_time(pid) == started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def ferromq_command() -> list[str]:

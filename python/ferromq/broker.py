@@ -49,7 +49,9 @@ changed, then compacts its own.
 SIGHUP (``ferromq serve``) reloads what can change while running
 (:mod:`ferromq.reload`). Shutdown (SIGTERM/SIGINT): stop accepting, tell v5 clients
 DISCONNECT 0x8B (Server shutting down), flush, close every connection, write what
-the journal still holds and close the store.
+the journal still holds and close the store; within ``[server] shutdown_timeout``
+(:mod:`ferromq.shutdown`), else the process exits naming the step it waited for
+(``Broker.waiting_for``).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ from ferromq.listener import ListenError, Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
+from ferromq.shutdown import Shutdown
 from ferromq.storage import Store, StoreUnavailable, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
@@ -241,6 +244,9 @@ class Broker:
         """Why the broker stopped serving on its own: a frame from another shard or node
         that this build does not read (docs/architecture.md, "Frames")."""
         self._refused = asyncio.Event()
+        self.waiting_for = "the start to finish"
+        """The step of the start or the stop under way, for the line of a stop cut short
+        (:mod:`ferromq.shutdown`)."""
         self.reload_hooks: list[ReloadHook] = [self._reload_log]
         self._client_log: ClientLog | None = None
         self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
@@ -345,11 +351,13 @@ class Broker:
         if config.cluster.node_id:
             from ferromq.cluster.node import ClusterNode  # a clustered node has the extras
 
+            self.waiting_for = "the cluster to start"
             self.cluster = ClusterNode(
                 config, self.engine, hub, cluster_store(store), refuse=self.refuse
             )
             await self.cluster.prepare()
         if store is not None:
+            self.waiting_for = f"the store ({store.name}) to be read back"
             try:
                 await self._restore(store)
             except BaseException:
@@ -367,6 +375,7 @@ class Broker:
             self._stream_sink = make_sink(
                 config, stream_node(config), self._stream_done, self.shard
             )
+            self.waiting_for = "the stream's sink to start"
             await self._stream_sink.start()
         if self._provider is not None:
             self.auth = AuthGate(
@@ -374,6 +383,7 @@ class Broker:
             )
         if self.cluster is not None:
             assert self.auth is not None, "a clustered node decides CONNECTs in Python"
+            self.waiting_for = "the cluster to start"
             await self.cluster.start()
             self.auth.claim = self.cluster.claim
         if self.shard is not None:
@@ -382,6 +392,7 @@ class Broker:
             self._bus = BusPump(self.shard, self.engine, hub, loop, refuse=self.refuse)
             self._bus.start()
         if restored is not None:
+            self.waiting_for = "the supervisor's serve"
             await restored()
         # In a node of several shards: route each connection to its client id's owner.
         self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
@@ -465,6 +476,8 @@ class Broker:
         )
 
     async def stop(self) -> None:
+        """Stop gracefully; ``waiting_for`` names each step that waits."""
+        self.waiting_for = "the admin listener to close"
         if self._admin is not None:
             await self._admin.close()
         if self._listeners is not None:
@@ -472,6 +485,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         if self._shard_sys is not None:
+            self.waiting_for = "the shard's $SYS socket to close"
             await self._shard_sys.close()
         hub = self.hub
         self.engine.shutdown(hub.now())
@@ -480,18 +494,24 @@ class Broker:
         if self._bus is not None:
             self._bus.close()
         if self._streams is not None:
+            self.waiting_for = "the Kafka consumers of shared groups to close"
             await self._streams.close()
         if self._stream_sink is not None:
             self._take_stream()
+            self.waiting_for = "the stream's sink to take the last records"
             await self._stream_sink.stop()
         if self._persister is not None:
+            self.waiting_for = f"the store ({self._persister.store.name}) to take the last writes"
             await self._persister.stop()
         if self.cluster is not None:
+            self.waiting_for = "the cluster to close"
             await self.cluster.close()
+        self.waiting_for = "the authentication providers to close"
         await asyncio.gather(*self._retiring)
         if self._provider is not None:
             await self._provider.aclose()
         log_event(logger, logging.INFO, "stopped", **self.stats())
+        self.waiting_for = "the process to exit (tasks and threads still running)"
 
     def use_provider(self, provider: ProviderChain) -> None:
         """Decide every later CONNECT with ``provider`` (a SIGHUP reload); the chain it
@@ -680,18 +700,20 @@ def _unhandled(event: NoReturn) -> NoReturn:
 
 async def serve(
     config: Config,
-    stop: asyncio.Event,
+    shutdown: Shutdown,
     reload_config: Callable[[], Config] | None = None,
     serving: Callable[[], None] | None = None,
     shard: ShardIdentity | None = None,
     restored: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Run a broker (or, with ``shard``, one shard of a node) until ``stop`` is set; on
-    SIGHUP, reload from ``reload_config``; ``restored`` is awaited before accepting and
-    ``serving`` called once every listener accepts (the pid file is written then).
-    Under systemd (``NOTIFY_SOCKET``), says READY=1 after that and STOPPING=1 when
-    ``stop`` is set (:mod:`ferromq.sd_notify`)."""
+    """Run a broker (or, with ``shard``, one shard of a node) until ``shutdown`` is
+    requested (it names ``Broker.waiting_for`` if the stop is cut short); on SIGHUP,
+    reload from ``reload_config``; ``restored`` is awaited before accepting and ``serving`` called
+    once every listener accepts (the pid file is written then). Under systemd
+    (``NOTIFY_SOCKET``), says READY=1 after that and STOPPING=1 when the stop is
+    requested (:mod:`ferromq.sd_notify`)."""
     broker = Broker(config, shard)
+    shutdown.waiting_for = lambda: broker.waiting_for
     if reload_config is not None:
         broker.reloader = Reloader(broker, reload_config)
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, broker.reloader.reload)
@@ -700,7 +722,7 @@ async def serve(
         if serving is not None:
             serving()
         sd_notify.notify(sd_notify.READY)  # listening, store open: ready for systemd
-        stopped = asyncio.ensure_future(stop.wait())
+        stopped = asyncio.ensure_future(shutdown.requested.wait())
         refused = asyncio.ensure_future(broker.until_refused())
         await asyncio.wait((stopped, refused), return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()

@@ -18,7 +18,8 @@ unreachable, the data directory in use), 4 a listener cannot listen (port in use
 address not local). Listeners are bound before the store is opened, so a port in use
 leaves nothing on disk.
 
-- ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown); SIGHUP
+- ``serve``: run the broker until SIGTERM or SIGINT (graceful shutdown within
+  ``[server] shutdown_timeout``, else exit 1: :mod:`ferromq.shutdown`); SIGHUP
   reloads the configuration (:mod:`ferromq.reload`); ``--pid-file`` (:mod:`ferromq.pidfile`).
   With ``[server] workers`` (``--workers``) above 1 it is a node's supervisor
   (:mod:`ferromq.node.supervisor`), which runs this same command once per shard with
@@ -47,7 +48,6 @@ import importlib.util
 import json
 import os
 import platform
-import signal
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -69,10 +69,11 @@ from ferromq.config import (
 )
 from ferromq.log import configure_logging, log_as_shard
 from ferromq.node.identity import ShardIdentity
-from ferromq.node.link import ShardLink
+from ferromq.node.link import ShardLink, stop_with_supervisor
 from ferromq.node.workers import pin_shard, worker_count
 from ferromq.pidfile import PidFile
 from ferromq.pipeline import cli as pipeline_cli
+from ferromq.shutdown import Shutdown
 
 EXIT_CONFIG_ERROR = 2
 EXIT_STORE_UNAVAILABLE = 3
@@ -197,9 +198,11 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _serve_shard(args: argparse.Namespace, shard: ShardIdentity) -> int:
-    """One shard of a node (:mod:`ferromq.node.supervisor` started it): on its CPU, its
-    lines tagged ``shard=K`` and written by the supervisor (:func:`log_as_shard`), its
-    start-up failures told to the supervisor, which prints the node's one line."""
+    """One shard of a node (:mod:`ferromq.node.supervisor` started it): stopped with
+    its supervisor, on its CPU, its lines tagged ``shard=K`` and written by the
+    supervisor (:func:`log_as_shard`), its start-up failures told to the supervisor,
+    which prints the node's one line."""
+    stop_with_supervisor(shard.supervisor_pid)
     link = ShardLink(shard.supervisor_fd)
     log_as_shard(shard.index)
     pin_shard(shard.index, shard.count)
@@ -220,19 +223,21 @@ def _run_broker(
     shard: ShardIdentity | None = None,
     link: ShardLink | None = None,
 ) -> int:
-    """Run the broker (or a shard) until SIGTERM or SIGINT; a start-up failure is
-    ``report``-ed with its exit status, which is returned."""
+    """Run the broker (or a shard) until SIGTERM or SIGINT (a shard: or its ``link``
+    says stop), stopping within ``[server] shutdown_timeout`` (:mod:`ferromq.shutdown`);
+    a start-up failure is ``report``-ed with its exit status, which is returned."""
     from ferromq.broker import serve as run_broker
     from ferromq.listener import ListenError
     from ferromq.storage import StoreUnavailable
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        restored = None if link is None else partial(link.restored, stop)
-        await run_broker(config, stop, lambda: usable_config(args), serving, shard, restored)
+        shutdown = Shutdown(config.server.shutdown_timeout)
+        shutdown.handle_signals()
+        restored = None
+        if link is not None:
+            link.watch(shutdown.requested)
+            restored = partial(link.restored, shutdown.requested)
+        await run_broker(config, shutdown, lambda: usable_config(args), serving, shard, restored)
 
     try:
         if args.loop == "uvloop":
@@ -350,8 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
         "  ferromq serve -p 1884\n"
         "  ferromq serve -b 0.0.0.0 -v\n"
         "  ferromq serve -c /etc/ferromq/ferromq.toml --pid-file /run/ferromq.pid\n\n"
-        "exit status: 0 stopped, 1 a shard kept dying, 2 configuration or command "
-        "line, 3 store unavailable, 4 cannot listen",
+        "exit status: 0 stopped, 1 a shard kept dying or the stop outlasted [server] "
+        "shutdown_timeout, 2 configuration or command line, 3 store unavailable, 4 "
+        "cannot listen",
     )
     add_config_argument(serve_parser)
     add_override_arguments(serve_parser)

@@ -512,6 +512,12 @@ class ServerConfig:
     or ``"auto"``, one per CPU the process may run on (its affinity mask, capped by the
     cgroup's CPU quota). Above 1, ``ferromq serve`` is a supervisor that starts them and
     restarts one that dies."""
+    shutdown_timeout: int = _setting(20, _duration(1, HOUR))
+    """Seconds a graceful stop (SIGTERM, SIGINT; for a shard, its supervisor stopping or
+    gone) may take. A broker or shard still stopping then logs what it waits for and
+    exits with status 1, as it does at once on a second SIGTERM or SIGINT; nothing
+    acknowledged is lost (acknowledgements wait for the store). The supervisor kills a
+    shard still running shortly after. Keep it under systemd's TimeoutStopSec."""
 
 
 @dataclass(frozen=True)

@@ -67,3 +67,30 @@ def test_a_bug_in_compaction_is_logged_with_its_traceback_and_survived(
             await store.close()
 
     assert asyncio.run(restore()) == TOPICS
+
+
+def test_a_stop_ends_though_the_writer_loses_its_cancellation(tmp_path: Path) -> None:
+    # The writer waits out its flush interval in asyncio.wait_for; a second kick (a full
+    # batch: the engine's Persist at shutdown) in the loop turn of the stop ends that
+    # wait, and before Python 3.12 wait_for then returns instead of raising the stop's
+    # cancellation (CPython gh-86296). The writer ran on and waited for work forever,
+    # and so did the stop: a broker that never exited.
+    async def stop_in_the_turn_of_a_kick() -> bool:
+        engine = engine_from_config(Config())
+        store = EmbeddedStore(tmp_path, fsync="off")
+        store.loaded(engine.restore(await store.load(), 0).valid_len)
+        persister = Persister(engine, store, lambda: None, flush_interval=60.0)
+        persister.start()
+        engine.publish("t", b"x", 0, True, 0)
+        persister.kick()
+        await asyncio.sleep(0.05)  # the writer waits out its flush interval
+
+        async def kick_and_stop() -> None:
+            persister.kick()
+            await persister.stop()
+
+        stopping = asyncio.ensure_future(kick_and_stop())
+        done, _ = await asyncio.wait({stopping}, timeout=10)
+        return bool(done) and not persister.running
+
+    assert asyncio.run(stop_in_the_turn_of_a_kick()), "Persister.stop() never returned"

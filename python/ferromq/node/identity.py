@@ -12,6 +12,9 @@ the descriptors it inherits from the supervisor.
   (:mod:`ferromq.node.supervisor`): the shard writes one line on it once it serves, or
   why it could not start; end of file on it means the supervisor is gone, and the
   shard stops. -1 when nothing supervises it.
+- ``supervisor_pid``: the supervisor's process id, which the shard checks is still its
+  parent once it asked to be signalled at its parent's death
+  (:func:`ferromq.node.link.stop_with_supervisor`); -1 when nothing supervises it.
 
 The supervisor passes it in the environment (:data:`ENV`), so a shard is the plain
 ``ferromq serve`` command with one more variable; without it the process is a node of
@@ -40,6 +43,7 @@ class ShardIdentity:
     handover_send: tuple[int, ...]
     supervisor_fd: int = -1
     counters_fd: int = -1
+    supervisor_pid: int = -1
 
     def to_env(self) -> str:
         return ";".join(
@@ -51,6 +55,7 @@ class ShardIdentity:
                 ",".join(map(str, self.handover_send)),
                 str(self.supervisor_fd),
                 str(self.counters_fd),
+                str(self.supervisor_pid),
             )
         )
 
@@ -61,7 +66,7 @@ class ShardIdentity:
         text = environ.get(ENV)
         if not text:
             return None
-        where, bus, wake, receive, send, supervisor, counters = text.split(";")
+        where, bus, wake, receive, send, supervisor, counters, supervisor_pid = text.split(";")
         index, count = (int(part) for part in where.split("/"))
         return cls(
             index,
@@ -72,6 +77,7 @@ class ShardIdentity:
             _fds(send),
             int(supervisor),
             int(counters),
+            int(supervisor_pid),
         )
 
     def inherited_fds(self) -> tuple[int, ...]:

@@ -30,15 +30,18 @@ writing each line through its own handler (:func:`ferromq.log.relay_line`). On S
 it opens the destination the configuration names now (the shards report a
 configuration they refuse; the supervisor then keeps its own).
 
-Running: SIGTERM and SIGINT stop the node (forwarded to every shard, each stops
-gracefully; exit 0 once all have), SIGHUP is forwarded (each shard reloads) once the
-log's destination is reopened. A shard that dies otherwise (``kill -9``, a crash) is
-logged in one line with its pid and status and started again with the same identity
-after a backoff that doubles from :data:`BACKOFF_FIRST`; its clients reconnect to the
-shards still listening (or to it).
+Running: SIGTERM and SIGINT stop the node: every shard is told ``stop`` on its link
+and stops gracefully within ``[server] shutdown_timeout`` or exits hard
+(:mod:`ferromq.shutdown`); exit 0 once all stopped cleanly, and a shard still running
+:data:`STOP_MARGIN` seconds after that is killed. SIGHUP is forwarded (each shard
+reloads) once the log's destination is reopened. A shard that dies otherwise
+(``kill -9``, a crash) is logged in one line with its pid and status and started
+again with the same identity after a backoff that doubles from
+:data:`BACKOFF_FIRST`; its clients reconnect to the shards still listening (or to it).
 The :data:`DEATHS_ALLOWED`-th death within :data:`DEATHS_WINDOW` seconds stops the
 node with exit status 1: a shard that cannot stay up needs a person. If the
-supervisor itself dies, every shard sees its link close and stops.
+supervisor itself dies, every shard sees its link close (and the kernel sends it
+SIGTERM: ``PR_SET_PDEATHSIG``) and stops the same way.
 
 Cost: nothing per message or connection; the supervisor wakes per shard event.
 """
@@ -67,7 +70,7 @@ from ferromq.listener import ListenError, bind_sockets
 from ferromq.log import install_handler, log_event, log_handler, relay_line
 from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
-from ferromq.node.link import RESTORED, SERVE, SERVING, parse_failed
+from ferromq.node.link import RESTORED, SERVE, SERVING, STOP, parse_failed
 from ferromq.pidfile import PidFile
 from ferromq.storage import StoreUnavailable, layout
 from ferromq.storage.embedded import lock_directory
@@ -83,8 +86,9 @@ BACKOFF_FIRST: Final = 0.1
 BACKOFF_MAX: Final = 5.0
 DEATHS_ALLOWED: Final = 5
 DEATHS_WINDOW: Final = 60.0
-STOP_TIMEOUT: Final = 60.0
-"""Seconds a shard has to stop gracefully before it is killed."""
+STOP_MARGIN: Final = 2.0
+"""Seconds past ``[server] shutdown_timeout`` before a shard still running is killed:
+the shard's own deadline comes first and logs what it was waiting for."""
 EXIT_SHARDS_FAILING: Final = 1
 COUNTER_SLOTS: Final = 1 << 20
 """Keys the node's admission counters hold (16 bytes each, plus 4 per shard; the memfd's
@@ -331,7 +335,9 @@ class Supervisor:
         """Start ``shard``'s process and follow it until it exits: its return code, and
         the status and message it reported if it could not start."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        identity = replace(shard.identity, supervisor_fd=theirs.fileno())
+        identity = replace(
+            shard.identity, supervisor_fd=theirs.fileno(), supervisor_pid=os.getpid()
+        )
         environ = {**os.environ, ENV: identity.to_env()}
         environ.pop("NOTIFY_SOCKET", None)  # systemd hears from the supervisor only
         shard.restored = shard.serving = False
@@ -351,6 +357,8 @@ class Supervisor:
         assert shard.process.stderr is not None
         shard.relay = asyncio.create_task(_relay_log(shard.process.stderr))
         shard.link = ours
+        if self._stopping:  # the node began stopping while this shard was being started
+            self._send(shard, STOP)
         log_event(
             logger,
             logging.INFO,
@@ -414,11 +422,13 @@ class Supervisor:
 
     async def _stop_shards(self) -> None:
         self._stopping = True
-        self._forward(signal.SIGTERM)
+        for shard in self.shards:
+            self._send(shard, STOP)
         running = [shard.process for shard in self.shards if shard.process is not None]
         try:
             await asyncio.wait_for(
-                asyncio.gather(*(process.wait() for process in running)), STOP_TIMEOUT
+                asyncio.gather(*(process.wait() for process in running)),
+                self.config.server.shutdown_timeout + STOP_MARGIN,
             )
         except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
             log_event(logger, logging.ERROR, "shards did not stop in time, killed")

@@ -106,7 +106,7 @@ class Persister:
 
     async def _run(self) -> None:
         delay = RETRY_FIRST
-        while True:
+        while self._give_up_at is None:  # until ``stop``, should its cancellation be lost
             await self._wait_for_work()
             self._wakeup.clear()
             if self._flush_interval:
@@ -220,11 +220,14 @@ class Persister:
     async def stop(self) -> None:
         """Write what is pending (retrying for ``STOP_RETRIES_FOR`` at most), then close
         the store."""
+        self._give_up_at = self._loop_time() + STOP_RETRIES_FOR
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self._give_up_at = self._loop_time() + STOP_RETRIES_FOR
+            # The cancellation can be lost: before Python 3.12, ``asyncio.wait_for``
+            # returns the result of a write or wait that finished in the loop turn the
+            # cancellation came in (CPython gh-86296). The writer then ends at its
+            # loop's test; awaiting the cancellation alone would wait forever.
+            await asyncio.wait({self._task})
         try:
             await self._write_pending()
         except Exception as exc:
