@@ -5,6 +5,8 @@
 #   bash scripts/test.sh             # the whole suite, as CI runs it
 #   FERROMQ_SLOW=1 bash scripts/test.sh   # also the large-scale load comparison
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
+#   FERROMQ_CRASH_KILLS=25 ...       # the long crash matrix (tests/crash: 400 kills,
+#                                    # 3 a cell in CI's run)
 #
 # Services and Debian packages come from apt-get; Python packages from pip into
 # .venv (cached in ~/.cache/pip), ferromq itself as the manylinux wheel it builds once
@@ -168,7 +170,7 @@ service_env=$(python tests/services.py start --state-dir "$SERVICES_DIR")
 eval "$service_env"
 
 step "python tests (one shard: tests/conftest.py runs each broker with workers = 1)"
-(cd /tmp && python -m pytest "$ROOT/tests" -p no:cacheprovider -q)
+(cd /tmp && python -m pytest "$ROOT/tests" -p no:cacheprovider -q --durations=25)
 
 step "python tests again on a node of two shards (workers = 2), under uvloop"
 # The broker suites (conformance, integration) once more with every broker a node of
@@ -176,7 +178,7 @@ step "python tests again on a node of two shards (workers = 2), under uvloop"
 # pass's and sharding is the same under both. Not tests/cluster: a clustered node runs
 # one shard (its nodes set workers = 1), so the first pass ran it whole.
 (cd /tmp && FERROMQ_SERVER__WORKERS=2 python -m pytest "$ROOT/tests/conformance" \
-    "$ROOT/tests/integration" -p no:cacheprovider -q -k "not asyncio")
+    "$ROOT/tests/integration" -p no:cacheprovider -q -k "not asyncio" --durations=15)
 
 step "benchmarks run once as smoke tests (timings: benches/README.md)"
 (cd /tmp && python -m pytest "$ROOT/benches/micro" -p no:cacheprovider -q \
