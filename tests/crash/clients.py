@@ -131,7 +131,7 @@ class Subscriber:
 def _expiry(version: int) -> dict[str, Any]:
     """A session that outlives the connection: v5 says so with an expiry, 3.1.1 with
     clean session 0 alone."""
-    return {"properties": {"session_expiry_interval": 3600}} if version == 5 else {}
+    return {"properties": [("session_expiry_interval", 3600)]} if version == 5 else {}
 
 
 @dataclass

@@ -20,7 +20,11 @@ struct Cluster {
     in_kafka: Vec<(usize, usize, bytes::Bytes, u64, u64)>,
     /// Records in the subscription topic, which both nodes read at each tick.
     topic: u64,
+    /// The next offset of each node's topic.
+    offsets: [u64; 2],
 }
+
+const NODE_IDS: [&str; 2] = ["node-0", "node-1"];
 
 impl Cluster {
     fn new() -> Cluster {
@@ -37,6 +41,7 @@ impl Cluster {
             slot,
             in_kafka: Vec::new(),
             topic: 0,
+            offsets: [0; 2],
         }
     }
 
@@ -72,14 +77,22 @@ impl Cluster {
             let slot = self.slot[from];
             self.nodes[from].engine.peer_confirmed(slot, round);
             self.nodes[from].pump();
-            let now = self.nodes[to].now;
-            let into = self.slot[to];
-            self.nodes[to]
-                .engine
-                .peer_receive(into, records, seen, now)
-                .unwrap();
-            self.nodes[to].pump();
+            let offset = self.offsets[to];
+            self.offsets[to] += 1;
+            self.apply(to, from, records, offset, seen);
         }
+    }
+
+    /// Node `to` applies `records` from node `from`, at `offset` of its topic.
+    fn apply(&mut self, to: usize, from: usize, records: bytes::Bytes, offset: u64, seen: u64) {
+        let now = self.nodes[to].now;
+        let into = self.slot[to];
+        let topic = NODE_IDS[to];
+        self.nodes[to]
+            .engine
+            .peer_receive(into, records, topic, offset, seen, now)
+            .unwrap();
+        self.nodes[to].pump();
     }
 }
 
