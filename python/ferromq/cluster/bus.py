@@ -258,7 +258,9 @@ class KafkaBus:
         for filter_ in sorted(self._node_filters.get(dead, ())):
             key = subscription_key(dead, filter_)
             self._queue.append(_Send(self._subscriptions, key, None, 0, 0))
-        last = next((item for item in reversed(self._queue) if item.topic == self._subscriptions), None)
+        last = next(
+            (item for item in reversed(self._queue) if item.topic == self._subscriptions), None
+        )
         if last is None:
             return 0
         last.stored = asyncio.get_running_loop().create_future()

@@ -77,7 +77,14 @@ impl ClusterPort {
     ) -> PyResult<usize> {
         engine
             .inner
-            .peer_receive(slot, Bytes::copy_from_slice(records), topic, offset, seen, now)
+            .peer_receive(
+                slot,
+                Bytes::copy_from_slice(records),
+                topic,
+                offset,
+                seen,
+                now,
+            )
             .map_err(errors::journal_error)
     }
 

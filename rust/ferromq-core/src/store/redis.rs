@@ -165,7 +165,10 @@ enum Op {
     Remove(u16),
     Release(u16),
     /// The session holds what cluster node `node`'s topic carried up to `offset`.
-    Applied { node: String, offset: u64 },
+    Applied {
+        node: String,
+        offset: u64,
+    },
 }
 
 impl Op {
@@ -967,13 +970,14 @@ mod tests {
         assert_eq!(text(&cmds[0][2..]), ["expiry", "60", "type", "0"]);
         assert_eq!(&cmds[2][3][..], &[1, 9, 0, 0, 0]);
         let apply_c = text(&cmds[6]);
-        let value = cmds[6][10].clone();
+        let value = cmds[6][11].clone();
         assert_eq!(
-            apply_c[2..10],
+            apply_c[2..11],
             [
-                "2",
+                "3",
                 "p:{c}_messages",
                 "p:{c}_last_packet_id",
+                "p:{c}_session",
                 "10000",
                 "S",
                 "65535",
@@ -983,10 +987,10 @@ mod tests {
             .map(String::from)[..]
         );
         assert_eq!(
-            apply_c[11..17],
+            apply_c[12..18],
             ["A", "77", "S", "65536", "2", "600000"].map(String::from)[..]
         );
-        assert_eq!(apply_c.len(), 18);
+        assert_eq!(apply_c.len(), 19);
         // flag, qos, retain, one subscription id, then the Message record body.
         assert_eq!(&value[..8], &[0, 1, 0, 1, 9, 0, 0, 0]);
         assert_eq!(
@@ -995,10 +999,16 @@ mod tests {
         );
         let apply_d = text(&cmds[7]);
         assert_eq!(
-            apply_d[2..5],
-            ["2", "p:{d}_messages", "p:{d}_last_packet_id"].map(String::from)[..]
+            apply_d[2..6],
+            [
+                "3",
+                "p:{d}_messages",
+                "p:{d}_last_packet_id",
+                "p:{d}_session"
+            ]
+            .map(String::from)[..]
         );
-        assert_eq!(apply_d[11..], ["R", "2"].map(String::from)[..]);
+        assert_eq!(apply_d[12..], ["R", "2"].map(String::from)[..]);
     }
 
     #[test]
@@ -1083,8 +1093,8 @@ mod tests {
         let (_, data) = j.take().unwrap();
         let (bytes, _) = one(codec.batch(data, 0, false).unwrap());
         let apply = &commands(&bytes)[0];
-        let first = apply[10].clone();
-        let mut second = apply[15].to_vec();
+        let first = apply[11].clone();
+        let mut second = apply[16].to_vec();
         second[0] = RELEASED; // PUBREC arrived: the script set the flag byte
         let (_, count) = one(codec.load_commands(&["c".into(), "gone".into()], true, false));
         assert_eq!(count, 2 * LOAD_REPLIES_PER_CLIENT + 1);
@@ -1106,12 +1116,14 @@ mod tests {
                 bulk(b"65536"),
                 bulk(&second),
             ]),
+            Reply::Bulk(None), // no will
             // "gone": listed in clients but its session hash was removed
             array(vec![]),
             array(vec![]),
             array(vec![]),
             array(vec![]),
-            array(vec![bulk(b"r/t"), bulk(&apply[10][4..])]),
+            Reply::Bulk(None),
+            array(vec![bulk(b"r/t"), bulk(&apply[11][4..])]),
         ];
         let records = codec
             .load_records(&["c".into(), "gone".into()], &[(0, &replies)])
@@ -1342,6 +1354,7 @@ mod tests {
             array(vec![]),
             array(vec![]),
             Reply::Error("NOSCRIPT No matching script".into()),
+            Reply::Bulk(None),
         ];
         let error = codec()
             .load_records(&["c".into()], &[(0, &replies)])
