@@ -36,6 +36,21 @@
 //!   owner announces the session's filters again once it restored it, and the stub
 //!   forwards only what was matched before that announcement was read, which the
 //!   new owner cannot have had directly.
+//! - **Exactly once per record.** A node topic record is applied as one batch named
+//!   by its topic (the node id) and Kafka offset ([`Engine::peer_receive`]). Each
+//!   session keeps, per node topic, the offset of the last record it took, journaled
+//!   (`Applied`) with the deliveries that record brought it, which the Redis store
+//!   writes in the same call; a record at or below it is skipped, so a topic read
+//!   again (a restart, an adopter) delivers nothing twice. A QoS 1/2 delivery to a
+//!   journaled session waits for that batch before it is sent (`held_routed`): a
+//!   client never holds what the store may not.
+//! - **Adoption.** The adopter of a dead node announces the restored sessions'
+//!   filters, then tombstones the dead node's keys; the position after them is the
+//!   marker. A sender that had read that far routed a session's messages to the
+//!   adopter, one that had not to the dead node's topic, and one in between both
+//!   ways: so until [`Engine::adoption_done`] an adopted session takes the dead
+//!   node's records matched before the marker and others from it on
+//!   ([`Engine::adopt_sessions`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
