@@ -11,10 +11,13 @@ shards' rings carry inside a node, carried between nodes, with no link between t
   while Kafka is away cross-node acknowledgements wait and local traffic goes on.
 - **Receiving**: this node's topic (``<prefix>node.<id>``, consumer group of the same
   name) is applied to the engine record by record (``ClusterPort.receive``: one Kafka
-  record is a batch). Its offset is committed only past records whose effects the
-  store has confirmed (``Engine.journal_mark``), so a node killed with ``kill -9``
-  reads again, from the topic, what it had not stored. A dead node's topic is read the
-  same way by the survivor that adopted it (:meth:`KafkaBus.drain`).
+  record is a batch, named by its topic's node and offset). Each session stores, with
+  the deliveries a record brought it, that record's offset, and skips a record it holds
+  already: reading a topic again (after ``kill -9``, or by an adopter) delivers nothing
+  twice. The consumer group's offset is committed past records whose effects the store
+  has confirmed (``Engine.journal_mark``), which only saves reading them again. A dead
+  node's topic is read the same way by the survivor that adopted it
+  (:meth:`KafkaBus.drain`), after :meth:`KafkaBus.adoption_marker`.
 - **The subscription topic** (compacted, key ``<node>\\0<filter>``, value
   ``SUBSCRIPTION_VALUE`` or a tombstone) is read from the beginning by every node: the
   keys of other nodes are applied to the index as their pseudo-sessions
@@ -84,6 +87,8 @@ class _Send:
     slot: int
     round: int  # confirmed once Kafka has this record (0: nothing waits)
     seen: int = 0  # how far this node had read the subscription topic when it matched
+    # told the record's offset once Kafka has it
+    stored: asyncio.Future[int] | None = None
 
 
 @dataclass
@@ -106,6 +111,11 @@ class _Reader:
     # (offset after the record, journal batch holding its effects), oldest first
     pending: deque[tuple[int, int]] = field(default_factory=deque)
     at_end: asyncio.Event = field(default_factory=asyncio.Event)
+    # cleared while an adoption sets its marker: records wait
+    running: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.running.set()
 
 
 class KafkaBus:
@@ -241,14 +251,46 @@ class KafkaBus:
         """The filters ``node_id``'s keys in the subscription topic say it has."""
         return set(self._node_filters.get(node_id, ()))
 
-    def forget_node(self, node_id: str) -> None:
-        """Tombstone every key of ``node_id`` (adopted: the adopter's keys now stand
-        for its sessions)."""
-        for filter_ in sorted(self._node_filters.get(node_id, ())):
-            self._queue.append(
-                _Send(self._subscriptions, subscription_key(node_id, filter_), None, 0, 0)
-            )
+    def pause(self) -> None:
+        """Records of this node's own topic wait (an adoption is setting its marker)."""
+        self._readers[self.node_id].running.clear()
+
+    def resume(self) -> None:
+        self._readers[self.node_id].running.set()
+
+    def drop_node(self, node_id: str) -> None:
+        """Forget ``node_id``'s filters here at once (an adopter, before it restores the
+        dead node's sessions: what this node publishes from now on reaches them
+        directly, never also through the dead node's topic)."""
+        changes = [(filter_, False, 0) for filter_ in sorted(self._node_filters.get(node_id, ()))]
+        if changes:
+            self._port.apply_subscriptions(self._engine, self.slot_of(node_id), changes)
+
+    async def adoption_marker(self, dead: str) -> int:
+        """Send the restored sessions' filters, then a tombstone for every key of the
+        dead node ``dead`` (the adopter's keys stand for its sessions now); once Kafka
+        has them, return the subscription topic position after them: a sender that
+        had read that far routes the sessions' messages here, one that had not
+        routed them to the dead node's topic (docs/cluster.md, "Adoption")."""
+        self.send()
+        for filter_ in sorted(self._node_filters.get(dead, ())):
+            key = subscription_key(dead, filter_)
+            self._queue.append(_Send(self._subscriptions, key, None, 0, 0))
+        last = next(
+            (item for item in reversed(self._queue) if item.topic == self._subscriptions), None
+        )
+        if last is None:
+            return 0
+        last.stored = asyncio.get_running_loop().create_future()
         self._queued.set()
+        return await last.stored + 1
+
+    def adoption_done(self, dead: str) -> None:
+        """The dead node's topic is read: its sessions are like any other here."""
+        self._port.adoption_done(self._engine, dead)
+
+    def adopt_sessions(self, clients: list[str], dead: str, marker: int) -> None:
+        self._port.adopt_sessions(self._engine, clients, dead, marker)
 
     def figures(self) -> ClusterFigures:
         c = self._counters
@@ -343,6 +385,8 @@ class KafkaBus:
         if item.value is not None and item.topic != self._subscriptions:
             self._counters.batches_sent += 1
             self._counters.bytes_sent += len(item.value)
+        if item.stored is not None and not item.stored.done():
+            item.stored.set_result(future.result().offset)  # type: ignore[attr-defined]
         if item.round:
             self._port.confirmed(self._engine, item.slot, item.round)
             self._schedule_flush()
@@ -455,6 +499,7 @@ class KafkaBus:
                         reader.at_end.set()
                 for records in batches.values():
                     for record in records:
+                        await reader.running.wait()
                         self._apply(reader, record)
                 await self._commit(reader)
             except FrameVersionError as exc:
@@ -479,7 +524,9 @@ class KafkaBus:
             slot = self.slot_of(sender) if sender != self.node_id else reader.slot
             seen = next((int(v) for k, v in record.headers if k == "seen"), 0)
             try:
-                self._port.receive(self._engine, slot, value, seen, self._hub.now())
+                self._port.receive(
+                    self._engine, slot, value, reader.node_id, offset, seen, self._hub.now()
+                )
             except FrameVersionError:
                 raise  # not applied, not committed: the node stops (``_read_forever``)
             except ValueError as exc:

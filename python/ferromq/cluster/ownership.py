@@ -16,12 +16,13 @@
 - **A dead owner is adopted.** When the previous owner is dead (no heartbeat), the
   node that first needs one of its clients adopts all of them (``adopted:<node>``, set
   if absent): it moves each of the dead node's owner keys to itself (only while they
-  still name the dead node), restores those sessions, reads the dead node's topic from
-  its committed offset (the messages Kafka acknowledged for it, which it never
-  stored), and tombstones the dead node's subscription keys once its own stand for the
-  sessions. A claim that finds another node adopting waits for it and then asks the
-  adopter to release. The adopter stops reading the dead node's topic once it has been
-  quiet for ``ADOPTION_QUIET`` seconds after the tombstones and clears ``adopted:``;
+  still name the dead node), restores those sessions (a pending will comes back with
+  them and is published when due, unless its client returns first), announces their
+  filters and tombstones the dead node's keys, then reads the dead node's topic from
+  its committed offset (the messages Kafka acknowledged for it; each session skips
+  the records it holds already). A claim that finds another node adopting waits for
+  it and then asks the adopter to release. The adopter stops reading the dead node's
+  topic once it has been quiet for ``ADOPTION_QUIET`` seconds and clears ``adopted:``;
   the dead node, started again, waits for that before it restores.
 
 Python runs per CONNECT and per move, never per message.
@@ -309,9 +310,12 @@ class Ownership:
         return True
 
     async def adopt(self, dead: str) -> None:
-        """Take over every session of the dead node ``dead``; its topic is read in the
-        background (what it holds is delivered to the restored sessions as it comes,
-        while the claim that led here goes on)."""
+        """Take over every session of the dead node ``dead`` (docs/cluster.md,
+        "Adoption"): its owner keys, its sessions (with their wills and the offsets of
+        the node topics they hold), its subscription keys (its filters dropped here,
+        this node's sent for its sessions, then tombstones for its own), and its topic,
+        read to its end before this node's own topic goes on and before the claim that
+        led here does; then read on in the background until quiet."""
         clients = sorted(map(reply_text, await self._redis.smembers(self._owned(dead))))
         moved = []
         for start in range(0, len(clients), ADOPT_BATCH):
@@ -322,24 +326,34 @@ class Ownership:
                 pipeline.eval(_ADOPT, 1, key, dead, self.node_id)
             answers = await pipeline.execute()
             moved += [client for client, taken in zip(batch, answers, strict=True) if taken]
-        if moved:
-            await self._redis.sadd(self._owned(self.node_id), *moved)
-            await self._redis.srem(self._owned(dead), *moved)
-            data = await self._load_clients(moved)
-            if data:
-                self._engine.restore(data, self._hub.now())
+        # This node's own topic waits: its records must meet the sessions marked.
+        self._bus.pause()
+        try:
+            self._bus.drop_node(dead)
+            if moved:
+                await self._redis.sadd(self._owned(self.node_id), *moved)
+                await self._redis.srem(self._owned(dead), *moved)
+                data = await self._load_clients(moved)
+                if data:
+                    self._engine.restore(data, self._hub.now())
+            marker = await self._bus.adoption_marker(dead)
+            self._bus.adopt_sessions(moved, dead, marker)
             self._hub.flush()
-        log_event(
-            logger, logging.WARNING, "cluster: adopted a dead node", node=dead, sessions=len(moved)
-        )
+            log_event(
+                logger,
+                logging.WARNING,
+                "cluster: adopted a dead node",
+                node=dead,
+                sessions=len(moved),
+            )
+            # Older than anything this node's topic brings them from now on.
+            await self._bus.drain(dead)
+        finally:
+            self._bus.resume()
         self._adopting[dead] = asyncio.create_task(self._drain_adopted(dead))
 
     async def _drain_adopted(self, dead: str) -> None:
-        """Read the dead node's topic to its end, then tombstone its subscription keys
-        (this node's own stand for its sessions now) and read on until the topic is
-        quiet; then the node may return."""
-        await self._bus.drain(dead)
-        self._bus.forget_node(dead)
+        """Read the dead node's topic on until it is quiet; then the node may return."""
         quiet_since = time.monotonic()
         seen = self._bus.figures().bytes_received
         while time.monotonic() - quiet_since < ADOPTION_QUIET:
@@ -348,6 +362,7 @@ class Ownership:
             if now_seen != seen:
                 seen, quiet_since = now_seen, time.monotonic()
         await self._bus.stop_draining(dead)
+        self._bus.adoption_done(dead)
         with contextlib.suppress(RedisError, OSError):
             await self._redis.delete(self._adopted(dead))
         self._adopting.pop(dead, None)

@@ -203,7 +203,9 @@ fn golden_node_records_read_to_the_same_records_and_effects() {
         let (mut node, peer, sub) = cluster_node(true);
         let now = node.now;
         assert_eq!(
-            node.engine.peer_receive(peer, records, 0, now).unwrap(),
+            node.engine
+                .peer_receive(peer, records, "golden-node-topic", 1, 0, now)
+                .unwrap(),
             NODE_KINDS.len()
         );
         node.pump();

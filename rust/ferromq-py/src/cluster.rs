@@ -83,14 +83,18 @@ impl ClusterPort {
         pieces
     }
 
-    /// Apply the records node `slot` sent (one Kafka record value) when it had read the
-    /// subscription topic up to `seen`; returns how many. Raises `FrameVersionError`
-    /// for a value of a frame version this build does not read.
+    /// Apply the records node `slot` sent (one Kafka record, at `offset` of node
+    /// `topic`'s topic) when it had read the subscription topic up to `seen`;
+    /// returns how many. A session that holds that offset already skips them. Raises
+    /// `FrameVersionError` for a value of a frame version this build does not read.
+    #[allow(clippy::too_many_arguments)]
     fn receive(
         &self,
         mut engine: PyRefMut<'_, Engine>,
         slot: u16,
         records: &[u8],
+        topic: &str,
+        offset: u64,
         seen: u64,
         now: u64,
     ) -> PyResult<usize> {
@@ -98,8 +102,26 @@ impl ClusterPort {
             .map_err(errors::frame_version_error)?;
         engine
             .inner
-            .peer_receive(slot, records, seen, now)
+            .peer_receive(slot, records, topic, offset, seen, now)
             .map_err(errors::journal_error)
+    }
+
+    /// Sessions restored from dead node `dead` (`clients`) take its topic's records
+    /// matched before subscription topic position `marker`, and other records
+    /// matched from it on, until `adoption_done(dead)`.
+    fn adopt_sessions(
+        &self,
+        mut engine: PyRefMut<'_, Engine>,
+        clients: Vec<String>,
+        dead: &str,
+        marker: u64,
+    ) {
+        engine.inner.adopt_sessions(&clients, dead, marker);
+    }
+
+    /// The adopter finished reading dead node `dead`'s topic.
+    fn adoption_done(&self, mut engine: PyRefMut<'_, Engine>, dead: &str) {
+        engine.inner.adoption_done(dead);
     }
 
     /// This node has read the subscription topic up to `position` (the next offset).

@@ -25,7 +25,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::record::{decode_record, JournalError, Record, BUS_CURSOR, SESSION};
+use super::record::{decode_record, JournalError, Record, SESSION, WILL};
 
 /// The stored log's magic: the first bytes of every file written in version 1 or later.
 pub const LOG_MAGIC: [u8; 4] = *b"FMQJ";
@@ -242,7 +242,7 @@ impl RecordReader {
             return Err(JournalError("record header cut short"));
         }
         let kind = rest[0];
-        if !(SESSION..=BUS_CURSOR).contains(&kind) {
+        if !(SESSION..=WILL).contains(&kind) {
             return Err(JournalError("unknown record kind"));
         }
         let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;

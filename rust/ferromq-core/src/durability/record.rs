@@ -34,6 +34,8 @@
 //! | 10 | Retain | topic, message id u64 (0 clears) |
 //! | 11 | Outbox | shard u16, shards u16, to u16, route u64, message id u64, share filter ("" none) |
 //! | 12 | BusCursor | shard u16, shards u16, from u16, route u64 |
+//! | 13 | Applied | client, node, offset u64: the client holds what node `node`'s cluster topic carried up to that Kafka offset (`engine/cluster.rs`) |
+//! | 14 | Will | client, present u8, then when present: due at u64 (unix ms; 0 while its connection is open), will delay u32 (seconds), qos u8, retain u8, topic, properties blob (5.0 will properties), payload blob |
 //!
 //! `Outbox` and `BusCursor` are a node's shards' own (`engine/shards.rs`, "Exactly
 //! once across the bus"): a QoS 2 message of a journaled publisher routed to shard
@@ -51,7 +53,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::codec::{Properties, PropertyContext, QoS, Reader};
+use crate::codec::{Properties, PropertyContext, QoS, Reader, Will};
 use crate::engine::Message;
 
 /// Who a persistent session belongs to (seed 000): devices queue in the device
@@ -94,6 +96,8 @@ pub(crate) const INBOUND_QOS2: u8 = 9;
 pub(crate) const RETAIN: u8 = 10;
 pub(crate) const OUTBOX: u8 = 11;
 pub(crate) const BUS_CURSOR: u8 = 12;
+pub(crate) const APPLIED: u8 = 13;
+pub(crate) const WILL: u8 = 14;
 /// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
 /// preceding MESSAGE record to the receiving shard's subscribers. Body: message id
 /// u64, route u64 (the sender's number for this crossing, growing across its
@@ -188,6 +192,15 @@ pub enum Record {
         from: u16,
         route: u64,
     },
+    Applied {
+        client: String,
+        node: String,
+        offset: u64,
+    },
+    Will {
+        client: String,
+        will: Option<StoredWill>,
+    },
 }
 
 /// Which shard of how many wrote a bus record into its journal.
@@ -195,6 +208,15 @@ pub enum Record {
 pub struct BusPlace {
     pub me: u16,
     pub shards: u16,
+}
+
+/// A connection's will as the store keeps it (the Will Delay Interval apart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredWill {
+    /// When it is due (unix ms), once its connection is gone; 0 while connected.
+    pub due_at: u64,
+    pub delay_seconds: u32,
+    pub will: Will,
 }
 
 /// A journal that cannot be read: a torn tail or a bug.
@@ -388,6 +410,35 @@ impl Journal {
             put_str(b, client);
             b.put_u16_le(packet_id);
             b.put_u8(u8::from(held));
+        });
+    }
+
+    /// `client` holds the deliveries node `node`'s cluster topic carried up to
+    /// Kafka offset `offset`.
+    pub fn applied(&mut self, client: &str, node: &str, offset: u64) {
+        self.record(APPLIED, |b| {
+            put_str(b, client);
+            put_str(b, node);
+            b.put_u64_le(offset);
+        });
+    }
+
+    /// `client`'s connection has `will` (`None`: it has none any more).
+    pub fn will(&mut self, client: &str, will: Option<&StoredWill>) {
+        self.record(WILL, |b| {
+            put_str(b, client);
+            b.put_u8(u8::from(will.is_some()));
+            if let Some(stored) = will {
+                b.put_u64_le(stored.due_at);
+                b.put_u32_le(stored.delay_seconds);
+                b.put_u8(stored.will.qos as u8);
+                b.put_u8(u8::from(stored.will.retain));
+                put_str(b, &stored.will.topic);
+                let mut properties = Vec::new();
+                stored.will.properties.encode(&mut properties);
+                put_blob(b, &properties);
+                put_blob(b, &stored.will.payload);
+            }
         });
     }
 
@@ -623,6 +674,43 @@ pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, Journal
             from: get_u16(b)?,
             route: get_u64(b)?,
         },
+        APPLIED => Record::Applied {
+            client: get_str(b)?,
+            node: get_str(b)?,
+            offset: get_u64(b)?,
+        },
+        WILL => {
+            let client = get_str(b)?;
+            let will = if get_u8(b)? != 0 {
+                let due_at = get_u64(b)?;
+                let delay_seconds = get_u32(b)?;
+                let qos = get_qos(b)?;
+                let retain = get_u8(b)? != 0;
+                let topic = get_str(b)?;
+                let properties = get_blob(b)?;
+                let properties = Properties::decode(
+                    &mut Reader::new(&properties, 0, properties.len()),
+                    PropertyContext::Will,
+                )
+                .map_err(|_| JournalError("will properties do not decode"))?;
+                Some(StoredWill {
+                    due_at,
+                    delay_seconds,
+                    will: Will {
+                        topic: topic
+                            .try_into()
+                            .map_err(|_| JournalError("will topic not UTF-8"))?,
+                        payload: get_blob(b)?,
+                        qos,
+                        retain,
+                        properties,
+                    },
+                })
+            } else {
+                None
+            };
+            Record::Will { client, will }
+        }
         _ => return Err(JournalError("unknown record kind")),
     };
     if b.has_remaining() {

@@ -36,16 +36,51 @@
 //!   owner announces the session's filters again once it restored it, and the stub
 //!   forwards only what was matched before that announcement was read, which the
 //!   new owner cannot have had directly.
+//! - **Exactly once per record.** A node topic record is applied as one batch named
+//!   by its topic (the node id) and Kafka offset ([`Engine::peer_receive`]). Each
+//!   session keeps, per node topic, the offset of the last record it took, journaled
+//!   (`Applied`) with the deliveries that record brought it, which the Redis store
+//!   writes in the same call; a record at or below it is skipped, so a topic read
+//!   again (a restart, an adopter) delivers nothing twice. A QoS 1/2 delivery to a
+//!   journaled session waits for that batch before it is sent (`held_routed`): a
+//!   client never holds what the store may not.
+//! - **Adoption.** The adopter of a dead node announces the restored sessions'
+//!   filters, then tombstones the dead node's keys; the position after them is the
+//!   marker. A sender that had read that far routed a session's messages to the
+//!   adopter, one that had not to the dead node's topic, and one in between both
+//!   ways: so until [`Engine::adoption_done`] an adopted session takes the dead
+//!   node's records matched before the marker and others from it on
+//!   ([`Engine::adopt_sessions`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::codec::ReasonCode;
+use crate::codec::{QoS, ReasonCode};
 
 use super::lifecycle::DisconnectReason;
+use super::message::Message;
+use super::session::Session;
 use super::shards::Shards;
 use super::Engine;
+
+/// Whether `state` refuses the node topic record `arriving`: it holds that record's
+/// offset already, or it was adopted and the record came the other way (module
+/// header, "Adoption"). A session that took the record before (earlier in the same
+/// record) is checked by the caller.
+fn refuses(state: &Session, arriving: &Arriving) -> bool {
+    if let Some((dead, marker)) = &state.adopted_from {
+        let from_dead = **dead == *arriving.topic;
+        if from_dead != (arriving.seen < *marker) {
+            return true;
+        }
+    }
+    state
+        .applied
+        .iter()
+        .any(|(topic, at)| **topic == *arriving.topic && *at >= arriving.offset)
+}
 
 /// This node's subscribers per filter, and the changes other nodes have not heard of.
 #[derive(Debug)]
@@ -58,12 +93,23 @@ pub(super) struct ClusterIndex {
     changes: Vec<(Box<str>, bool)>,
     /// Forwarding stubs of moved sessions.
     stubs: Vec<Stub>,
-    /// How far this node has read the subscription topic (Python tells it), and while
-    /// a node's batch is applied, how far its sender had.
+    /// How far this node has read the subscription topic (Python tells it).
     seen: u64,
-    batch_seen: Option<u64>,
+    /// The node topic record being applied (`peer_receive`).
+    arriving: Option<Arriving>,
+    /// Counts the records applied, so a session decides once per record.
+    arrivals: u64,
     /// The offset of each other node's latest `present` key, by (slot, filter).
     key_offsets: HashMap<(u16, Box<str>), u64>,
+}
+
+/// A node topic's record being applied: whose topic, its Kafka offset, and how far
+/// its sender had read the subscription topic when it matched what it carries.
+#[derive(Debug)]
+struct Arriving {
+    topic: Box<str>,
+    offset: u64,
+    seen: u64,
 }
 
 #[derive(Debug)]
@@ -123,7 +169,8 @@ impl Engine {
             changes: Vec::new(),
             stubs: Vec::new(),
             seen: 0,
-            batch_seen: None,
+            arriving: None,
+            arrivals: 0,
             key_offsets: HashMap::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
@@ -189,22 +236,140 @@ impl Engine {
     }
 
     /// Apply a batch node `slot` sent when it had read the subscription topic up to
-    /// `seen` (as `bus_receive`).
+    /// `seen` (as `bus_receive`): the record at Kafka offset `offset` of node
+    /// `topic`'s topic (this node's own, or a dead one's it adopted). A session takes
+    /// it unless it holds that offset already ("Exactly once" in the module header).
     pub fn peer_receive(
         &mut self,
         slot: u16,
         records: Bytes,
+        topic: &str,
+        offset: u64,
         seen: u64,
         now: u64,
     ) -> Result<usize, crate::durability::record::JournalError> {
         if let Some(cluster) = self.cluster_mut() {
-            cluster.batch_seen = Some(seen);
+            cluster.arrivals += 1;
+            cluster.arriving = Some(Arriving {
+                topic: topic.into(),
+                offset,
+                seen,
+            });
         }
         let applied = self.bus_receive(slot, records, now);
         if let Some(cluster) = self.cluster_mut() {
-            cluster.batch_seen = None;
+            cluster.arriving = None;
         }
         applied
+    }
+
+    /// Whether local session `session` takes what the node topic record being
+    /// applied brings (true outside one): not when it holds that record's offset
+    /// already, nor when it was adopted and the record came the other way (module
+    /// header, "Adoption"). Taking it moves the session's offset for that topic,
+    /// journaled with the deliveries, once per record.
+    pub(super) fn cluster_accepts(&mut self, session: u32) -> bool {
+        let Some((arriving, arrival)) = self
+            .shards
+            .as_ref()
+            .and_then(|shards| shards.cluster.as_ref())
+            .and_then(|cluster| Some((cluster.arriving.as_ref()?, cluster.arrivals)))
+        else {
+            return true;
+        };
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
+            return false;
+        };
+        if state.accepted_arrival == arrival {
+            return true;
+        }
+        if refuses(state, arriving) {
+            return false;
+        }
+        match state
+            .applied
+            .iter_mut()
+            .find(|(topic, _)| **topic == *arriving.topic)
+        {
+            Some((_, at)) => *at = arriving.offset,
+            None => state
+                .applied
+                .push((arriving.topic.clone(), arriving.offset)),
+        }
+        state.accepted_arrival = arrival;
+        if state.journaled {
+            self.journal
+                .applied(&state.client_id, &arriving.topic, arriving.offset);
+        }
+        true
+    }
+
+    /// `message` as a node topic record brings it to local sessions: a QoS 1/2 one
+    /// reaching a journaled session is sent to nobody before the store has its
+    /// delivery and the session's offset (`Message::held_for_batch`), so a crash
+    /// never leaves a client holding what the topic will bring again.
+    pub(super) fn held_routed(
+        &self,
+        message: Arc<Message>,
+        mut sessions: impl Iterator<Item = u32>,
+    ) -> Arc<Message> {
+        let Some((arriving, arrival)) = self
+            .shards
+            .as_ref()
+            .and_then(|shards| shards.cluster.as_ref())
+            .and_then(|cluster| Some((cluster.arriving.as_ref()?, cluster.arrivals)))
+        else {
+            return message;
+        };
+        // Only a journaled session that takes it writes a record the hold waits for.
+        let takes_and_journals = |session: u32| {
+            self.sessions
+                .get(session as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|state| {
+                    state.journaled
+                        && (state.accepted_arrival == arrival || !refuses(state, arriving))
+                })
+        };
+        if message.qos == QoS::AtMostOnce
+            || message.held_for_batch != 0
+            || !sessions.any(takes_and_journals)
+        {
+            return message;
+        }
+        Arc::new(message.held_until(self.journal.current_batch()))
+    }
+
+    /// Sessions restored from dead node `dead`'s store (`clients`): until
+    /// [`Engine::adoption_done`], they take that node's topic records matched before
+    /// subscription topic position `marker`, and other records matched from it on
+    /// (module header, "Adoption").
+    pub fn adopt_sessions(&mut self, clients: &[String], dead: &str, marker: u64) {
+        for client in clients {
+            let Some(&session) = self.by_client_id.get(client.as_str()) else {
+                continue;
+            };
+            if let Some(state) = self.sessions[session as usize].as_mut() {
+                state.adopted_from = Some((dead.into(), marker));
+            }
+        }
+    }
+
+    /// The adopter finished reading dead node `dead`'s topic.
+    pub fn adoption_done(&mut self, dead: &str) {
+        for state in self.sessions.iter_mut().flatten() {
+            if state
+                .adopted_from
+                .as_ref()
+                .is_some_and(|(node, _)| **node == *dead)
+            {
+                state.adopted_from = None;
+            }
+        }
     }
 
     /// How far into the subscription topic the node matching what is delivered now
@@ -213,7 +378,12 @@ impl Engine {
         self.shards
             .as_ref()
             .and_then(|shards| shards.cluster.as_ref())
-            .map_or(0, |cluster| cluster.batch_seen.unwrap_or(cluster.seen))
+            .map_or(0, |cluster| {
+                cluster
+                    .arriving
+                    .as_ref()
+                    .map_or(cluster.seen, |arriving| arriving.seen)
+            })
     }
 
     /// A restored session's filter (`persist::install`).
@@ -400,11 +570,13 @@ impl Engine {
 
     /// Another node forwarded a moved session's delivery (`forward_stub`): it goes to
     /// that session alone, if it is here.
-    pub(super) fn receive_forwarded(&mut self, out: super::Outgoing, client: &str, now: u64) {
+    pub(super) fn receive_forwarded(&mut self, mut out: super::Outgoing, client: &str, now: u64) {
         match self.by_client_id.get(client).copied() {
-            Some(session) => {
+            Some(session) if self.cluster_accepts(session) => {
+                out.message = self.held_routed(out.message, std::iter::once(session));
                 self.deliver(session, out, now);
             }
+            Some(_) => {}
             None => self
                 .stats
                 .count_drop(super::stats::DropReason::SessionMoved, 1),

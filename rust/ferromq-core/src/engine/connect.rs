@@ -174,6 +174,8 @@ impl Engine {
             self.revoke_denied(session);
         }
         self.journal_session(session, expiry);
+        // Stored so that the node adopting this one after a crash publishes it.
+        self.journal_will(session, connect.will.as_ref().map(|will| (will, 0)));
         self.index.set_client_online(session, true);
         self.stream_member_presence(session, true);
 
@@ -573,12 +575,18 @@ impl Engine {
             if delay == 0 || (expiry == 0 && !keep_session) {
                 let client_id = state.client_id.clone();
                 self.publish_will(&client_id, will, now);
-            } else if let Some(state) = self.session_mut(session) {
-                state.pending_will = Some(PendingWill {
-                    due_at: now + delay,
-                    will,
-                });
+                self.journal_will(session, None);
+            } else {
+                self.journal_will(session, Some((&will, now + delay)));
+                if let Some(state) = self.session_mut(session) {
+                    state.pending_will = Some(PendingWill {
+                        due_at: now + delay,
+                        will,
+                    });
+                }
             }
+        } else {
+            self.journal_will(session, None);
         }
         // Before the session may end: its shared deliveries go back to their groups.
         self.release_shared(session, now);

@@ -75,6 +75,23 @@ impl Message {
         }
     }
 
+    /// A copy of this message whose deliveries wait until the store confirms
+    /// journal batch `batch` (a new id: the journal writes it on its own).
+    pub fn held_until(&self, batch: u64) -> Message {
+        Message {
+            id: next_message_id(),
+            topic: self.topic.clone(),
+            payload: self.payload.clone(),
+            qos: self.qos,
+            retain: self.retain,
+            properties: self.properties.clone(),
+            publisher: self.publisher,
+            expires_at: self.expires_at,
+            journal_batch: AtomicU64::new(0),
+            held_for_batch: batch,
+        }
+    }
+
     pub fn is_expired(&self, now: u64) -> bool {
         self.expires_at.is_some_and(|at| now >= at)
     }

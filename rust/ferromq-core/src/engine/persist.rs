@@ -29,9 +29,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::codec::{Packet, QoS};
+use crate::codec::{Packet, Property, PropertyId, QoS, Will};
 use crate::durability::log::{Damage, RecordReader};
-use crate::durability::record::{ClientType, Journal, JournalError, Record, StoredMessage};
+use crate::durability::record::{
+    ClientType, Journal, JournalError, Record, StoredMessage, StoredWill,
+};
 
 use super::message::{next_message_id, Message};
 use super::retained_store::Origin;
@@ -331,6 +333,30 @@ impl Engine {
         }
     }
 
+    /// The session's will as the store must hold it: the connection's (`due_at` 0),
+    /// one waiting for its delay (`due_at` in engine ms), or none. A session holding
+    /// no stored will writes nothing for none.
+    pub(super) fn journal_will(&mut self, session: u32, will: Option<(&Will, u64)>) {
+        let wall_offset = self.wall_offset;
+        let Some((journal, state)) = self.journaled(session) else {
+            return;
+        };
+        if will.is_none() && !state.will_stored {
+            return;
+        }
+        state.will_stored = will.is_some();
+        let stored = will.map(|(will, due_at)| StoredWill {
+            due_at: if due_at == 0 {
+                0
+            } else {
+                (due_at as i64 + wall_offset).max(1) as u64
+            },
+            delay_seconds: will_delay_seconds(will),
+            will: will.clone(),
+        });
+        journal.will(&state.client_id, stored.as_ref());
+    }
+
     pub(super) fn journal_inbound_qos2(&mut self, session: u32, packet_id: u16, held: bool) {
         if let Some((journal, state)) = self.journaled(session) {
             journal.inbound_qos2(&state.client_id, packet_id, held);
@@ -372,6 +398,31 @@ impl Engine {
             }
             for o in state.queue.iter().filter(|o| o.qos != QoS::AtMostOnce) {
                 snapshot_delivery(&mut out, client, o, self.wall_offset);
+            }
+            for (node, offset) in &state.applied {
+                out.applied(client, node, *offset);
+            }
+            let connection_will = state
+                .conn
+                .and_then(|conn| self.conns.get(conn as usize)?.as_ref()?.will.as_ref())
+                .map(|will| (will, 0));
+            let will = state
+                .pending_will
+                .as_ref()
+                .map(|pending| (&pending.will, pending.due_at))
+                .or(connection_will);
+            if let Some((will, due_at)) = will {
+                let due_at = if due_at == 0 {
+                    0
+                } else {
+                    (due_at as i64 + self.wall_offset).max(1) as u64
+                };
+                let stored = StoredWill {
+                    due_at,
+                    delay_seconds: will_delay_seconds(will),
+                    will: will.clone(),
+                };
+                out.will(client, Some(&stored));
             }
         }
         self.snapshot_group_queues(&mut out);
@@ -548,6 +599,23 @@ impl Engine {
             Record::BusCursor { shard, from, route } => {
                 self.restore_bus_cursor(shard, from, route);
             }
+            Record::Applied {
+                client,
+                node,
+                offset,
+            } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    match entry.applied.iter_mut().find(|(n, _)| *n == node) {
+                        Some((_, at)) => *at = offset,
+                        None => entry.applied.push((node, offset)),
+                    }
+                }
+            }
+            Record::Will { client, will } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    entry.will = will;
+                }
+            }
             Record::Retain { topic, message_id } => match messages.get(&message_id) {
                 Some(message) => self.restore_retained(message.clone()),
                 None => {
@@ -615,6 +683,27 @@ impl Engine {
             .map(|(filter, value)| (filter.into_boxed_str(), value))
             .collect();
         state.inbound_qos2.extend(restored.inbound_qos2);
+        state.applied = restored
+            .applied
+            .into_iter()
+            .map(|(node, offset)| (node.into_boxed_str(), offset))
+            .collect();
+        if let Some(stored) = restored.will {
+            // The connection that had it is gone (a crash, or its node's): due after
+            // its delay from now, or when it was due, and never after the session's
+            // end [MQTT-3.1.3-9].
+            let due_at = if stored.due_at == 0 {
+                now + u64::from(stored.delay_seconds) * 1000
+            } else {
+                (stored.due_at as i64 - self.wall_offset).max(now as i64) as u64
+            };
+            let due_at = state.expires_at.map_or(due_at, |end| due_at.min(end));
+            state.will_stored = true;
+            state.pending_will = Some(super::session::PendingWill {
+                due_at,
+                will: stored.will,
+            });
+        }
         for (slot, restored) in restored.deliveries {
             let sequence = match slot {
                 Slot::Released(order) => order,
@@ -697,6 +786,17 @@ struct Restoring {
     by_packet_id: HashMap<u16, Slot>,
     /// PUBREL-only entries seen, for their slots.
     released_only: u64,
+    /// Per cluster node topic, the offset the session holds deliveries up to.
+    applied: Vec<(String, u64)>,
+    will: Option<StoredWill>,
+}
+
+/// A will's Will Delay Interval in seconds (0 when it has none).
+pub(super) fn will_delay_seconds(will: &Will) -> u32 {
+    match will.properties.get(PropertyId::WillDelayInterval) {
+        Some(Property::WillDelayInterval(seconds)) => *seconds,
+        _ => 0,
+    }
 }
 
 /// What the barrier asks (`durability::barrier`), from the parts that keep it.

@@ -252,6 +252,15 @@ impl Engine {
         let mut matches = std::mem::take(&mut self.matches);
         self.index
             .match_topic(&message.topic, message.publisher, &mut matches);
+        let message = if routed {
+            let local = matches
+                .iter()
+                .filter(|d| d.group.is_none() && shards::remote_shard(d.client).is_none())
+                .map(|d| d.client);
+            self.held_routed(message, local)
+        } else {
+            message
+        };
         let mut delivered = 0;
         for delivery in matches.iter() {
             if let Some(shard) = shards::remote_shard(delivery.client) {
@@ -265,7 +274,7 @@ impl Engine {
                 }
                 continue;
             }
-            if routed && delivery.group.is_some() {
+            if routed && (delivery.group.is_some() || !self.cluster_accepts(delivery.client)) {
                 continue;
             }
             let qos = message.qos.min(delivery.qos);

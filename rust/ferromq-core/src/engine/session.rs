@@ -83,6 +83,17 @@ pub struct Session {
     pub acl: SessionAcl,
     /// The user name of its last CONNECT, for the admin API (`admin`).
     pub username: Option<Box<str>>,
+    /// True while the store holds a will for it (a `Will` record).
+    pub will_stored: bool,
+    /// Per cluster node topic, the Kafka offset up to which this session holds what
+    /// that topic carried (`engine/cluster.rs`): a record read again is not applied.
+    pub applied: Vec<(Box<str>, u64)>,
+    /// Adopted from a dead node (its id) while the adopter reads its topic, and the
+    /// subscription topic position from which senders route to the adopter instead
+    /// (`engine/cluster.rs`, "Adoption").
+    pub adopted_from: Option<(Box<str>, u64)>,
+    /// The node topic record it last took (`Engine::cluster_accepts`).
+    pub accepted_arrival: u64,
 }
 
 impl Session {
@@ -104,6 +115,10 @@ impl Session {
             next_sequence: 0,
             acl: SessionAcl::default(),
             username: None,
+            will_stored: false,
+            applied: Vec::new(),
+            adopted_from: None,
+            accepted_arrival: 0,
         }
     }
 

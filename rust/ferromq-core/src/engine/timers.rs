@@ -58,6 +58,8 @@ impl Engine {
                     let client_id = state.client_id.clone();
                     self.publish_will(&client_id, will, now);
                 }
+                // After it was published: a crash between publishes it again.
+                self.journal_will(session, None);
             }
             let expired = self.sessions[session as usize]
                 .as_ref()

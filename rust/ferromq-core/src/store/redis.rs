@@ -10,9 +10,10 @@
 //! | `P{c}_messages` | ZSET | member: packet id; score: the delivery sequence, which keeps growing past the packet id wrap, so ZRANGE is delivery order |
 //! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim |
 //! | `P{c}_last_packet_id` | STRING | the packet id of the newest stored delivery (TBMQ's key; the engine derives ids from the sequence) |
-//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application) |
+//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<node>` (the Kafka offset of a cluster node's topic the session holds deliveries up to, `engine/cluster.rs`) |
 //! | `P{c}_subscriptions` | HASH | filter → `options u8, subscription id u32 LE` |
 //! | `P{c}_inbound_qos2` | SET | packet ids of inbound QoS 2 messages awaiting PUBREL |
+//! | `P{c}_will` | STRING | the session's will: the journal's Will record body after the client id |
 //! | `Pclients` | SET | every client with a stored session: what `load` reads |
 //! | `Pretained` | HASH | topic → the journal's Message record body |
 //!
@@ -28,7 +29,8 @@
 //!   PX + ZADD), completions (remove, PUBACK/PUBCOMP: ZREM + DEL) and PUBRECs (mark
 //!   PUBREL: SETRANGE of the flag byte, which keeps the value's TTL, where TBMQ's SET
 //!   loses it) in journal order, then one trim to the per-client limit that deletes
-//!   the trimmed strings, and `last_packet_id`. Two Redis calls per message and per
+//!   the trimmed strings, and `last_packet_id`; a cluster's `applied:<node>` offset
+//!   goes in the same call, so it is stored exactly with the deliveries it covers. Two Redis calls per message and per
 //!   acknowledgement; none for a message delivered and acknowledged before its batch
 //!   goes out (an online subscriber keeping up), whose save and removal cancel.
 //! - `remove_all` (session ended): every message string, the ZSET and the client's
@@ -59,15 +61,15 @@ use bytes::Bytes;
 use crate::codec::QoS;
 use crate::durability::log::RecordReader;
 use crate::durability::record::{
-    decode_record, message_header, ClientType, Journal, JournalError, Record, ACK, BUS_CURSOR,
-    ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN,
+    decode_record, message_header, ClientType, Journal, JournalError, Record, ACK, APPLIED,
+    BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN, WILL,
 };
 use crate::engine::Message;
 
 use super::resp::{CommandWriter, Reply};
 use super::slots::{Outbox, SlotMap};
 
-pub const APPLY: &str = r#"-- ferromq apply: KEYS messages, last_packet_id; ARGV limit, then ops
+pub const APPLY: &str = r#"-- ferromq apply: KEYS messages, last_packet_id, session; ARGV limit, then ops
 local zset = KEYS[1]
 local prefix = zset .. '_'
 local i, n, last = 2, #ARGV, nil
@@ -87,6 +89,9 @@ while i <= n do
     redis.call('ZREM', zset, ARGV[i + 1])
     redis.call('DEL', prefix .. ARGV[i + 1])
     i = i + 2
+  elseif op == 'C' then
+    redis.call('HSET', KEYS[3], 'applied:' .. ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
   else
     local key = prefix .. ARGV[i + 1]
     if redis.call('EXISTS', key) == 1 then
@@ -108,12 +113,12 @@ end
 return 0
 "#;
 
-pub const REMOVE_ALL: &str = r#"-- ferromq remove_all: KEYS messages, last_packet_id, session, subscriptions, inbound_qos2
+pub const REMOVE_ALL: &str = r#"-- ferromq remove_all: KEYS messages, last_packet_id, session, subscriptions, inbound_qos2, will
 local prefix = KEYS[1] .. '_'
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   redis.call('DEL', prefix .. id)
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 return 0
 "#;
 
@@ -161,6 +166,11 @@ enum Op {
     },
     Remove(u16),
     Release(u16),
+    /// The session holds what cluster node `node`'s topic carried up to `offset`.
+    Applied {
+        node: String,
+        offset: u64,
+    },
 }
 
 impl Op {
@@ -168,6 +178,7 @@ impl Op {
         match self {
             Op::Save { .. } => 5,
             Op::Remove(_) | Op::Release(_) => 2,
+            Op::Applied { .. } => 3,
         }
     }
 }
@@ -198,7 +209,7 @@ pub struct RedisCodec {
 }
 
 /// Replies to [`RedisCodec::load_commands`] per client.
-pub const LOAD_REPLIES_PER_CLIENT: usize = 4;
+pub const LOAD_REPLIES_PER_CLIENT: usize = 5;
 
 impl RedisCodec {
     pub fn new(prefix: &str, max_messages: u32, message_ttl_ms: u64) -> RedisCodec {
@@ -266,7 +277,7 @@ impl RedisCodec {
                 MESSAGE => {
                     messages.insert(message_header(&body)?.0, body);
                 }
-                ENQUEUE | ACK | RELEASE => {
+                ENQUEUE | ACK | RELEASE | APPLIED => {
                     let (client, op) =
                         self.op(decode_record(kind, body)?, &messages, now_unix_ms)?;
                     let ops = groups.entry(client).or_insert_with_key(|client| {
@@ -319,6 +330,7 @@ impl RedisCodec {
                 Op::Release(packet_id) => {
                     saved.remove(packet_id);
                 }
+                Op::Applied { .. } => {}
             }
         }
         ops.iter()
@@ -365,6 +377,11 @@ impl RedisCodec {
             }
             Record::Ack { client, packet_id } => (client, Op::Remove(packet_id)),
             Record::Release { client, packet_id } => (client, Op::Release(packet_id)),
+            Record::Applied {
+                client,
+                node,
+                offset,
+            } => (client, Op::Applied { node, offset }),
             _ => unreachable!("called for deliveries only"),
         })
     }
@@ -387,9 +404,10 @@ impl RedisCodec {
         }
         let w = out.to(self.client_node(client, b"_messages"));
         let args: usize = ops.iter().map(|op| op.args()).sum();
-        self.script(w, Script::Apply, 2, 1 + args, eval);
+        self.script(w, Script::Apply, 3, 1 + args, eval);
         self.key(w, client, b"_messages");
         self.key(w, client, b"_last_packet_id");
+        self.key(w, client, b"_session");
         w.bulk_int(u64::from(self.max_messages));
         for op in ops {
             match op {
@@ -413,6 +431,11 @@ impl RedisCodec {
                 Op::Release(packet_id) => {
                     w.bulk(b"R");
                     w.bulk_int(u64::from(*packet_id));
+                }
+                Op::Applied { node, offset } => {
+                    w.bulk(b"C");
+                    w.bulk(node.as_bytes());
+                    w.bulk_int(*offset);
                 }
             }
         }
@@ -476,7 +499,7 @@ impl RedisCodec {
                 w.bulk(client.as_bytes());
             }
             Record::SessionEnd { client } => {
-                self.script(w, Script::RemoveAll, 5, 0, eval);
+                self.script(w, Script::RemoveAll, CLIENT_KEYS.len(), 0, eval);
                 for suffix in CLIENT_KEYS {
                     self.key(w, client, suffix);
                 }
@@ -513,6 +536,23 @@ impl RedisCodec {
                 w.bulk(if *held { b"SADD" } else { b"SREM" });
                 self.key(w, client, b"_inbound_qos2");
                 w.bulk_int(u64::from(*packet_id));
+            }
+            Record::Will { client, will } => {
+                if will.is_some() {
+                    let mut record = Journal::new(true);
+                    record.will(client, will.as_ref());
+                    let (_, bytes) = record.take().expect("one record");
+                    // The body after the frame and the client id.
+                    let value = &bytes[5 + 2 + client.len()..];
+                    w.begin(3);
+                    w.bulk(b"SET");
+                    self.key(w, client, b"_will");
+                    w.bulk(value);
+                } else {
+                    w.begin(2);
+                    w.bulk(b"DEL");
+                    self.key(w, client, b"_will");
+                }
             }
             _ => unreachable!("deliveries, messages and retained are handled apart"),
         }
@@ -572,6 +612,9 @@ impl RedisCodec {
                 let w = out.to(self.client_node(client, suffix));
                 if suffix == b"_messages" {
                     self.script(w, Script::Fetch, 1, 0, eval);
+                } else if suffix == b"_will" {
+                    w.begin(2);
+                    w.bulk(b"GET");
                 } else {
                     w.begin(2);
                     w.bulk(if suffix == b"_inbound_qos2" {
@@ -671,6 +714,7 @@ const LOAD_KEYS: [&[u8]; LOAD_REPLIES_PER_CLIENT] = [
     b"_subscriptions",
     b"_inbound_qos2",
     b"_messages",
+    b"_will",
 ];
 
 /// The key a session record's command names first.
@@ -679,16 +723,18 @@ fn session_key(record: &Record) -> &'static [u8] {
         Record::SessionEnd { .. } => b"_messages",
         Record::Subscribe { .. } | Record::Unsubscribe { .. } => b"_subscriptions",
         Record::InboundQos2 { .. } => b"_inbound_qos2",
+        Record::Will { .. } => b"_will",
         _ => b"_session",
     }
 }
 
-const CLIENT_KEYS: [&[u8]; 5] = [
+const CLIENT_KEYS: [&[u8]; 6] = [
     b"_messages",
     b"_last_packet_id",
     b"_session",
     b"_subscriptions",
     b"_inbound_qos2",
+    b"_will",
 ];
 
 fn record_client(record: &Record) -> &str {
@@ -700,7 +746,9 @@ fn record_client(record: &Record) -> &str {
         | Record::Enqueue { client, .. }
         | Record::Ack { client, .. }
         | Record::Release { client, .. }
-        | Record::InboundQos2 { client, .. } => client,
+        | Record::InboundQos2 { client, .. }
+        | Record::Applied { client, .. }
+        | Record::Will { client, .. } => client,
         Record::Message(_)
         | Record::Retain { .. }
         | Record::Outbox { .. }
@@ -709,23 +757,41 @@ fn record_client(record: &Record) -> &str {
 }
 
 fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<(), JournalError> {
-    let [session, subscriptions, inbound, deliveries] = replies else {
+    let [session, subscriptions, inbound, deliveries, will] = replies else {
         unreachable!("chunks of LOAD_REPLIES_PER_CLIENT");
     };
     let mut expiry = None;
     let mut client_type = ClientType::Device;
+    let mut applied = Vec::new();
     for pair in session.items().chunks_exact(2) {
         let value = pair[1].bytes().map(|b| decimal(b)).transpose()?;
         match pair[0].bytes().map(|b| &b[..]) {
             Some(b"expiry") => expiry = value,
             Some(b"type") => client_type = ClientType::from_code(value.unwrap_or(0) as u8)?,
-            _ => {}
+            Some(field) => {
+                if let (Some(node), Some(offset)) = (field.strip_prefix(b"applied:"), value) {
+                    applied.push((String::from_utf8_lossy(node).into_owned(), offset));
+                }
+            }
+            None => {}
         }
     }
     let Some(expiry) = expiry else {
         return Ok(()); // listed, but its session was removed
     };
     out.session(client, expiry as u32, client_type);
+    for (node, offset) in applied {
+        out.applied(client, &node, offset);
+    }
+    if let Some(value) = will.bytes() {
+        let mut body = bytes::BytesMut::new();
+        body.extend_from_slice(&(client.len() as u16).to_le_bytes());
+        body.extend_from_slice(client.as_bytes());
+        body.extend_from_slice(value);
+        if let Record::Will { will, .. } = decode_record(WILL, body.freeze())? {
+            out.will(client, will.as_ref());
+        }
+    }
     for pair in subscriptions.items().chunks_exact(2) {
         let (Some(filter), Some(value)) = (pair[0].bytes(), pair[1].bytes()) else {
             continue;
@@ -912,13 +978,14 @@ mod tests {
         assert_eq!(text(&cmds[0][2..]), ["expiry", "60", "type", "0"]);
         assert_eq!(&cmds[2][3][..], &[1, 9, 0, 0, 0]);
         let apply_c = text(&cmds[6]);
-        let value = cmds[6][10].clone();
+        let value = cmds[6][11].clone();
         assert_eq!(
-            apply_c[2..10],
+            apply_c[2..11],
             [
-                "2",
+                "3",
                 "p:{c}_messages",
                 "p:{c}_last_packet_id",
+                "p:{c}_session",
                 "10000",
                 "S",
                 "65535",
@@ -928,10 +995,10 @@ mod tests {
             .map(String::from)[..]
         );
         assert_eq!(
-            apply_c[11..17],
+            apply_c[12..18],
             ["A", "77", "S", "65536", "2", "600000"].map(String::from)[..]
         );
-        assert_eq!(apply_c.len(), 18);
+        assert_eq!(apply_c.len(), 19);
         // flag, qos, retain, one subscription id, then the Message record body.
         assert_eq!(&value[..8], &[0, 1, 0, 1, 9, 0, 0, 0]);
         assert_eq!(
@@ -940,10 +1007,16 @@ mod tests {
         );
         let apply_d = text(&cmds[7]);
         assert_eq!(
-            apply_d[2..5],
-            ["2", "p:{d}_messages", "p:{d}_last_packet_id"].map(String::from)[..]
+            apply_d[2..6],
+            [
+                "3",
+                "p:{d}_messages",
+                "p:{d}_last_packet_id",
+                "p:{d}_session"
+            ]
+            .map(String::from)[..]
         );
-        assert_eq!(apply_d[11..], ["R", "2"].map(String::from)[..]);
+        assert_eq!(apply_d[12..], ["R", "2"].map(String::from)[..]);
     }
 
     #[test]
@@ -1028,8 +1101,8 @@ mod tests {
         let (_, data) = j.take().unwrap();
         let (bytes, _) = one(codec.batch(data, 0, false).unwrap());
         let apply = &commands(&bytes)[0];
-        let first = apply[10].clone();
-        let mut second = apply[15].to_vec();
+        let first = apply[11].clone();
+        let mut second = apply[16].to_vec();
         second[0] = RELEASED; // PUBREC arrived: the script set the flag byte
         let (_, count) = one(codec.load_commands(&["c".into(), "gone".into()], true, false));
         assert_eq!(count, 2 * LOAD_REPLIES_PER_CLIENT + 1);
@@ -1051,12 +1124,14 @@ mod tests {
                 bulk(b"65536"),
                 bulk(&second),
             ]),
+            Reply::Bulk(None), // no will
             // "gone": listed in clients but its session hash was removed
             array(vec![]),
             array(vec![]),
             array(vec![]),
             array(vec![]),
-            array(vec![bulk(b"r/t"), bulk(&apply[10][4..])]),
+            Reply::Bulk(None),
+            array(vec![bulk(b"r/t"), bulk(&apply[11][4..])]),
         ];
         let records = codec
             .load_records(&["c".into(), "gone".into()], &[(0, &replies)])
@@ -1287,6 +1362,7 @@ mod tests {
             array(vec![]),
             array(vec![]),
             Reply::Error("NOSCRIPT No matching script".into()),
+            Reply::Bulk(None),
         ];
         let error = codec()
             .load_records(&["c".into()], &[(0, &replies)])
