@@ -583,3 +583,38 @@ fn a_held_qos2_message_crosses_only_once_its_publishers_shard_stored_it() {
     }
     assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
 }
+
+#[test]
+fn a_routed_message_reaches_a_persistent_subscriber_once_its_shard_stored_it() {
+    let mut node = durable_node();
+    let (sub_id, publisher_id) = (owned_by(0, "sub"), owned_by(1, "pub"));
+    let (mut sub, _) = node.shards[0].connect(with_expiry(
+        connect(&sub_id, ProtocolVersion::V5, true),
+        300,
+    ));
+    node.shards[0].send(&sub, subscribe(1, "orders/#", QoS::ExactlyOnce));
+    node.exchange();
+    node.exchange();
+    node.shards[0].recv(&mut sub);
+    let publisher = connected(&mut node.shards[1], &publisher_id);
+    node.shards[1].send(
+        &publisher,
+        publish("orders/1", b"x", QoS::ExactlyOnce, 5, false),
+    );
+    let routed = node.shards[1].engine.take_bus(0).expect("routed");
+    let now = node.shards[0].now;
+    node.shards[0].engine.bus_receive(1, routed, now).unwrap();
+    let mut early = Vec::new();
+    node.shards[0]
+        .engine
+        .take_output(|_, bytes: Bytes| early.push(bytes));
+    assert!(
+        early.is_empty(),
+        "sent before the store had it: a crash would send it again as new"
+    );
+    node.shards[0].pump();
+    assert_eq!(
+        payloads(&node.shards[0].recv(&mut sub)),
+        vec![b"x".to_vec()]
+    );
+}

@@ -308,23 +308,25 @@ impl Engine {
         true
     }
 
-    /// `message` as a node topic record brings it to local sessions: a QoS 1/2 one
-    /// reaching a journaled session is sent to nobody before the store has its
-    /// delivery and the session's offset (`Message::held_for_batch`), so a crash
-    /// never leaves a client holding what the topic will bring again.
+    /// `message` as another shard's route or a node topic record brings it to local
+    /// sessions: a QoS 1/2 one reaching a journaled session is sent to nobody before
+    /// the store has its delivery (and the route's number, or the session's offset of
+    /// the topic) (`Message::held_for_batch`), so a crash never leaves a client
+    /// holding what the bus or the topic will bring again under a new packet id.
     pub(super) fn held_routed(
         &self,
         message: Arc<Message>,
         mut sessions: impl Iterator<Item = u32>,
     ) -> Arc<Message> {
-        let Some((arriving, arrival)) = self
+        if message.qos == QoS::AtMostOnce || message.held_for_batch != 0 {
+            return message;
+        }
+        // From a node topic: only the sessions that take the record (not held already).
+        let arriving = self
             .shards
             .as_ref()
             .and_then(|shards| shards.cluster.as_ref())
-            .and_then(|cluster| Some((cluster.arriving.as_ref()?, cluster.arrivals)))
-        else {
-            return message;
-        };
+            .and_then(|cluster| Some((cluster.arriving.as_ref()?, cluster.arrivals)));
         // Only a journaled session that takes it writes a record the hold waits for.
         let takes_and_journals = |session: u32| {
             self.sessions
@@ -332,13 +334,12 @@ impl Engine {
                 .and_then(Option::as_ref)
                 .is_some_and(|state| {
                     state.journaled
-                        && (state.accepted_arrival == arrival || !refuses(state, arriving))
+                        && arriving.is_none_or(|(arriving, arrival)| {
+                            state.accepted_arrival == arrival || !refuses(state, arriving)
+                        })
                 })
         };
-        if message.qos == QoS::AtMostOnce
-            || message.held_for_batch != 0
-            || !sessions.any(takes_and_journals)
-        {
+        if !sessions.any(takes_and_journals) {
             return message;
         }
         Arc::new(message.held_until(self.journal.current_batch()))
