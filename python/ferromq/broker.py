@@ -394,6 +394,9 @@ class Broker:
         if restored is not None:
             self.waiting_for = "the supervisor's serve"
             await restored()
+        if self._bus is not None:
+            self.waiting_for = "the other shards' subscriptions"
+            await self._bus.synced()
         # In a node of several shards: route each connection to its client id's owner.
         self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
         self.serving = True

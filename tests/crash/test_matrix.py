@@ -37,5 +37,9 @@ def test_nothing_acknowledged_is_lost_nothing_doubled(
     # the long run's figures (pytest -rA)
     print(f"{shards}x {kill} QoS {qos} v{version}, {trial.kills} kills: {tally}")
     assert tally.acknowledged > KILLS * 30, tally
-    assert not tally.lost, f"lost after {trial.kills} kills (seed {seed}): {tally}"
-    assert not tally.duplicated, f"doubled after {trial.kills} kills (seed {seed}): {tally}"
+    assert not tally.lost, (
+        f"lost after {trial.kills} kills (seed {seed}): {tally}; kills {trial.history}"
+    )
+    assert not tally.duplicated, (
+        f"doubled after {trial.kills} kills (seed {seed}): {tally}; kills {trial.history}"
+    )

@@ -91,6 +91,8 @@ class Trial:
         self.broker: RunningBroker | None = None
         self.kills = 0
         self.deaths: dict[int, list[float]] = {}
+        # what each kill hit: (what died, the publisher's last number then)
+        self.history: list[tuple[str, int]] = []
 
     def start(self) -> RunningBroker:
         self.broker = start_broker(
@@ -146,6 +148,8 @@ class Trial:
     def _kill(self, kill: str) -> None:
         assert self.broker is not None
         self.kills += 1
+        victim = (self.publisher, self.subscriber)[self.kills % 2].client_id
+        self.history.append((victim if kill == "shard" else kill, self.publisher.next))
         if kill == "process" or kill == "group":
             self.broker.kill()
             self.start()

@@ -15,7 +15,10 @@ the engine when its eventfd says some arrived.
   ``refuse``, and with it the node, with one line (docs/architecture.md, "Frames").
 - **Start**: once the store is restored, ``Engine.bus_hello`` tells every other shard
   this one is (again) here: they replace what they held of its subscriptions and send
-  theirs back. So a restarted shard rejoins with a consistent index on both sides.
+  theirs back. So a restarted shard rejoins with a consistent index on both sides; it
+  serves no client before every other shard's subscriptions arrived (``synced``), or a
+  PUBLISH from a client that reconnected at once would be acknowledged and matched by
+  nobody on the other shards.
 
 Python runs here once per tick and once per wake-up, never per record.
 """
@@ -38,6 +41,10 @@ logger = logging.getLogger("ferromq.node.bus")
 
 #: Bytes per ring: four times the largest packet a shard relays at once, and small
 #: enough that count² rings stay modest (2 shards: 2 rings; 16 shards: 240 rings).
+# A started shard looks this often whether every other shard's subscriptions arrived,
+# and says it is still waiting every 10 s.
+SYNC_POLL_SECONDS = 0.005
+SYNC_WARN_POLLS = 2000
 RING_CAPACITY_MAX = 16 * 1024 * 1024
 RING_CAPACITY_MIN = 1024 * 1024
 
@@ -78,7 +85,20 @@ class BusPump:
         self._engine.bus_hello()
         self._hub.after_flush = self.send
         self._loop.add_reader(self._own_wake, self._woken)
+        self.send()
         self._receive()
+
+    async def synced(self) -> None:
+        """Until every other shard's subscriptions have arrived (``Engine.bus_synced``):
+        a client served before would publish past their subscribers, acknowledged and
+        delivered to nobody. A shard that does not answer is being restarted by the
+        supervisor, whose new process says hello in turn."""
+        polls = 0
+        while not self._engine.bus_synced():
+            await asyncio.sleep(SYNC_POLL_SECONDS)
+            polls += 1
+            if polls % SYNC_WARN_POLLS == 0:
+                log_event(logger, logging.WARNING, "waiting for the other shards' subscriptions")
 
     def close(self) -> None:
         self._hub.after_flush = None

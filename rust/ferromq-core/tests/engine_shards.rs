@@ -618,3 +618,23 @@ fn a_routed_message_reaches_a_persistent_subscriber_once_its_shard_stored_it() {
         vec![b"x".to_vec()]
     );
 }
+
+#[test]
+fn a_restarted_shard_is_synced_once_every_other_shard_sent_its_subscriptions() {
+    let mut node = durable_node();
+    offline_subscriber(
+        &mut node,
+        0,
+        &owned_by(0, "sub"),
+        "orders/#",
+        QoS::AtLeastOnce,
+    );
+    restart(&mut node, 1);
+    assert!(
+        !node.shards[1].engine.bus_synced(),
+        "a PUBLISH now would miss shard 0's subscriber"
+    );
+    node.exchange(); // shard 0 reads the HELLO and answers
+    node.exchange(); // shard 1 reads the SYNC and the subscriptions
+    assert!(node.shards[1].engine.bus_synced());
+}

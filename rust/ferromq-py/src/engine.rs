@@ -95,6 +95,11 @@ impl Engine {
         self.inner.bus_hello();
     }
 
+    /// Every other shard's subscriptions arrived since `bus_hello` (its `SYNC`).
+    fn bus_synced(&self) -> bool {
+        self.inner.bus_synced()
+    }
+
     fn connection_lost(&mut self, conn: u32, now: u64) {
         self.inner.connection_lost(conn, now);
     }

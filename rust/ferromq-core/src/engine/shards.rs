@@ -284,6 +284,15 @@ impl Engine {
         }
     }
 
+    /// Whether every other shard's `SYNC` (its subscriptions) arrived since
+    /// `bus_hello`: before, a PUBLISH here would miss their subscribers, so a started
+    /// shard serves no client until then (`node/bus_pump.py`).
+    pub fn bus_synced(&self) -> bool {
+        self.shards
+            .as_ref()
+            .is_none_or(|shards| !shards.awaiting_sync.contains(&true))
+    }
+
     fn outbox(&mut self, to: u16) -> Option<&mut Journal> {
         self.shards.as_mut()?.outboxes.get_mut(usize::from(to))
     }
