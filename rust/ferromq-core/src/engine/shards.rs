@@ -612,7 +612,10 @@ impl Engine {
                 wall_offset,
             );
         }
-        if !held {
+        // Another node's slot goes at once, as before: Kafka's round and the
+        // receiver's stored offset make that crossing once (`engine/cluster.rs`).
+        let waits = held && kept;
+        if !waits {
             if let Some(outbox) = shards.outboxes.get_mut(at) {
                 outbox.route(message, route, share_filter, wall_offset);
             }
@@ -622,7 +625,7 @@ impl Engine {
                 route,
                 message: message.clone(),
                 share_filter: share_filter.map(Into::into),
-                sent_in: (!held).then_some(0),
+                sent_in: (!waits).then_some(0),
                 journaled,
             });
         }
