@@ -139,6 +139,19 @@ pub(super) struct Unconfirmed {
     journaled: bool,
 }
 
+impl Unconfirmed {
+    /// Into `outbox` (first time or again), to be stamped with the next round.
+    fn write(&mut self, outbox: &mut Journal, wall_offset: i64) {
+        outbox.route(
+            &self.message,
+            self.route,
+            self.share_filter.as_deref(),
+            wall_offset,
+        );
+        self.sent_in = Some(0);
+    }
+}
+
 impl Shards {
     pub(super) fn new(me: u16, local: u16) -> Self {
         Shards {
@@ -224,13 +237,11 @@ impl Shards {
         self.next_round += 1;
         self.needs_round[at] = false;
         self.sent_round[at] = round;
+        // Every route written since the last round, wherever it stands in the queue:
+        // a held route released by the store sits before routes sent earlier.
         if let Some(queue) = self.unconfirmed.get_mut(at) {
-            for entry in queue.iter_mut().rev() {
-                match entry.sent_in {
-                    Some(0) => entry.sent_in = Some(round),
-                    Some(_) => break,
-                    None => {}
-                }
+            for entry in queue.iter_mut().filter(|entry| entry.sent_in == Some(0)) {
+                entry.sent_in = Some(round);
             }
         }
         round
@@ -646,13 +657,7 @@ impl Engine {
                 if batch != 0 && journal.has_unconfirmed_at(batch) {
                     continue;
                 }
-                shards.outboxes[at].route(
-                    &entry.message,
-                    entry.route,
-                    entry.share_filter.as_deref(),
-                    wall_offset,
-                );
-                entry.sent_in = Some(0);
+                entry.write(&mut shards.outboxes[at], wall_offset);
                 shards.needs_round[at] = true;
             }
         }
@@ -670,13 +675,7 @@ impl Engine {
             return;
         };
         for entry in queue.iter_mut().filter(|entry| entry.sent_in.is_some()) {
-            shards.outboxes[at].route(
-                &entry.message,
-                entry.route,
-                entry.share_filter.as_deref(),
-                wall_offset,
-            );
-            entry.sent_in = Some(0);
+            entry.write(&mut shards.outboxes[at], wall_offset);
             shards.needs_round[at] = true;
         }
     }
