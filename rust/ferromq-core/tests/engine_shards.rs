@@ -638,3 +638,41 @@ fn a_restarted_shard_is_synced_once_every_other_shard_sent_its_subscriptions() {
     node.exchange(); // shard 1 reads the SYNC and the subscriptions
     assert!(node.shards[1].engine.bus_synced());
 }
+
+#[test]
+fn a_message_routed_behind_a_held_qos2_one_does_not_overtake_and_drop_it() {
+    let mut node = durable_node();
+    let sub = owned_by(0, "sub");
+    offline_subscriber(&mut node, 0, &sub, "orders/#", QoS::ExactlyOnce);
+    let (durable_publisher, _) = node.shards[1].connect(with_expiry(
+        connect(&owned_by(1, "pub"), ProtocolVersion::V5, true),
+        300,
+    ));
+    let clean_publisher = connected(&mut node.shards[1], &owned_by(1, "other"));
+    // The first waits for its publisher's store (its packet id); the second, from a
+    // clean session, needs no store but is numbered after it.
+    for (publisher, version, payload, qos) in [
+        (
+            &durable_publisher,
+            ProtocolVersion::V5,
+            b"first",
+            QoS::ExactlyOnce,
+        ),
+        (&clean_publisher, V311, b"later", QoS::AtLeastOnce),
+    ] {
+        let wire = publish("orders/1", payload, qos, 5, false)
+            .to_bytes(version)
+            .unwrap();
+        let now = node.shards[1].now;
+        node.shards[1].engine.feed(publisher.conn, &wire, now);
+    }
+    node.exchange();
+    for _ in 0..4 {
+        node.shards[1].pump();
+        node.exchange();
+    }
+    assert_eq!(
+        resumed_payloads(&mut node, 0, &sub),
+        vec![b"first".to_vec(), b"later".to_vec()]
+    );
+}

@@ -625,7 +625,12 @@ impl Engine {
         }
         // Another node's slot goes at once, as before: Kafka's round and the
         // receiver's stored offset make that crossing once (`engine/cluster.rs`).
-        let waits = held && kept;
+        // A shard's receiver keeps the last number it applied, so routes kept for it
+        // cross in the order of their numbers: one behind a held route waits too.
+        let behind = shards.unconfirmed[at]
+            .back()
+            .is_some_and(|entry| entry.sent_in.is_none());
+        let waits = kept && (held || behind);
         if !waits {
             if let Some(outbox) = shards.outboxes.get_mut(at) {
                 outbox.route(message, route, share_filter, wall_offset);
@@ -643,8 +648,8 @@ impl Engine {
         self.needs_round(to, message);
     }
 
-    /// The store confirmed a batch: the held routes it covers cross now, in the order
-    /// they were routed.
+    /// The store confirmed a batch: the held routes it covers, and those behind them,
+    /// cross now, in the order they were routed (the first still held stops a slot's).
     pub(super) fn send_stored_routes(&mut self) {
         let journal = &self.journal;
         let wall_offset = self.wall_offset;
@@ -655,7 +660,7 @@ impl Engine {
             for entry in queue.iter_mut().filter(|entry| entry.sent_in.is_none()) {
                 let batch = entry.message.held_for_batch;
                 if batch != 0 && journal.has_unconfirmed_at(batch) {
-                    continue;
+                    break;
                 }
                 entry.write(&mut shards.outboxes[at], wall_offset);
                 shards.needs_round[at] = true;
@@ -823,7 +828,10 @@ impl Engine {
                     return Err(JournalError("route record cut off"));
                 }
                 let message = referenced(&last, body.get_u64_le())?;
-                if !self.first_time(from, body.get_u64_le()) {
+                let route = body.get_u64_le();
+                // QoS 0 is never sent again, so it neither needs nor moves the cursor
+                // (it may overtake a held QoS 2 route with a lower number).
+                if message.qos != QoS::AtMostOnce && !self.first_time(from, route) {
                     continue; // applied before a crash of its sender or of this shard
                 }
                 applied_any = true;
