@@ -368,6 +368,11 @@ impl Engine {
         self.inner.set_journal_flush_records(records);
     }
 
+    /// The store keeps no outbox of the bus (Redis): held QoS 2 routes cross at once.
+    fn set_store_keeps_bus(&mut self, keeps: bool) {
+        self.inner.set_store_keeps_bus(keeps);
+    }
+
     fn journal_pending(&self) -> usize {
         self.inner.journal_pending()
     }

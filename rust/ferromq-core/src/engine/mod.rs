@@ -268,6 +268,9 @@ pub struct Engine {
     /// SUBACKs per connection, sessions holding deliveries of a message whose packet
     /// id is not stored yet (`Message::held_for_batch`), BUS_ACKs owed to shards.
     barrier: crate::durability::Barrier<ConnId, persist::Reply>,
+    /// Whether the store keeps a shard's outbox and bus cursor (the embedded journal
+    /// does, Redis does not): only then does a held QoS 2 route wait for it.
+    store_keeps_bus: bool,
     /// Connections whose deliveries stopped at the engine's write high-water mark:
     /// drained again once `take_output` has emptied their buffer.
     refill: Vec<ConnId>,
@@ -327,6 +330,7 @@ impl Engine {
             journal: Journal::new(config.journal),
             shards: None,
             barrier: Default::default(),
+            store_keeps_bus: true,
             refill: Vec::new(),
             clock: 0,
             persist_signalled: false,

@@ -88,6 +88,15 @@ impl Engine {
         self.journal_flush_records = records;
     }
 
+    /// The store does not keep a shard's outbox and bus cursor (`Record::Outbox`,
+    /// `Record::BusCursor`: the Redis store). A journaled publisher's QoS 2 message
+    /// then crosses to other shards at once rather than once its packet id is stored,
+    /// since a crash in between would leave the id stored and the route nowhere (a
+    /// loss); the other order delivers it again at worst (docs/shards.md).
+    pub fn set_store_keeps_bus(&mut self, keeps: bool) {
+        self.store_keeps_bus = keeps;
+    }
+
     pub(super) fn journal_is_full(&self, pending: usize) -> bool {
         self.journal_flush_records > 0
             && pending >= self.journal_flush_records

@@ -602,7 +602,7 @@ impl Engine {
     /// `message` to slot `to` as one route (module header, "Exactly once across the
     /// bus"): at once, or for a held QoS 2 message once this shard's store has it.
     fn route_to(&mut self, to: u16, message: &Arc<Message>, share_filter: Option<&str>) {
-        let held = self.is_held(message);
+        let held = self.store_keeps_bus && self.is_held(message);
         let wall_offset = self.wall_offset;
         let Some(shards) = self.shards.as_mut() else {
             return;
@@ -612,7 +612,7 @@ impl Engine {
         let kept = message.qos != QoS::AtMostOnce && !shards.is_node(to);
         // A journaled publisher's QoS 2 message (`held_for_batch`): its packet id is
         // in the same batch as this record, so its crossing is stored with it.
-        let journaled = kept && message.held_for_batch != 0;
+        let journaled = kept && self.store_keeps_bus && message.held_for_batch != 0;
         if journaled {
             self.journal.outbox(
                 shards.place(),
@@ -627,8 +627,10 @@ impl Engine {
         // receiver's stored offset make that crossing once (`engine/cluster.rs`).
         // A shard's receiver keeps the last number it applied, so routes kept for it
         // cross in the order of their numbers: one behind a held route waits too.
-        let behind = shards.unconfirmed[at]
-            .back()
+        let behind = shards
+            .unconfirmed
+            .get(at)
+            .and_then(VecDeque::back)
             .is_some_and(|entry| entry.sent_in.is_none());
         let waits = kept && (held || behind);
         if !waits {
