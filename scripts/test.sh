@@ -8,6 +8,7 @@
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
 #   FERROMQ_CRASH_KILLS=25 ...       # the long crash matrix (tests/crash: 400 kills,
 #                                    # 3 a cell in CI's run)
+#   FERROMQ_TEST_PROCESSES=1 ...     # pytest in one process (3 by default)
 #
 # Services and Debian packages come from apt-get; Python packages from pip into
 # .venv (cached in ~/.cache/pip), ferromq itself as the manylinux wheel it builds once
@@ -170,8 +171,14 @@ SERVICES_DIR=$(mktemp -d)
 service_env=$(python tests/services.py start --state-dir "$SERVICES_DIR")
 eval "$service_env"
 
+# Three pytest processes (pytest-xdist), a test file each at a time: most of a test's
+# time is spent waiting on brokers, Redis and Kafka over sockets, not on a core, and a
+# file's module fixtures (a cluster of three nodes) stay in one process.
+PARALLEL=(-n "${FERROMQ_TEST_PROCESSES:-3}" --dist loadfile)
+
 step "python tests (one shard: tests/conftest.py runs each broker with workers = 1)"
-(cd /tmp && python -m pytest "$ROOT/tests" -p no:cacheprovider -q --durations=25)
+(cd /tmp && python -m pytest "$ROOT/tests" -p no:cacheprovider -q "${PARALLEL[@]}" \
+    --durations=25)
 
 step "python tests again on a node of two shards (workers = 2), under uvloop"
 # The integration suite once more with every broker a node of two shard processes; one
@@ -185,7 +192,7 @@ if [ "${FERROMQ_SLOW:-0}" = 1 ]; then
     two_shard_suites+=("$ROOT/tests/conformance")
 fi
 (cd /tmp && FERROMQ_SERVER__WORKERS=2 python -m pytest "${two_shard_suites[@]}" \
-    -p no:cacheprovider -q -k "not asyncio" --durations=15)
+    -p no:cacheprovider -q "${PARALLEL[@]}" -k "not asyncio" --durations=15)
 
 step "benchmarks run once as smoke tests (timings: benches/README.md)"
 (cd /tmp && python -m pytest "$ROOT/benches/micro" -p no:cacheprovider -q \
