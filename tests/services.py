@@ -15,7 +15,8 @@ under the directory it is given, and is ready only when it answers a real reques
   version with `mvn dependency:copy-dependencies` into ~/.cache/ferromq/kafka-<version>/libs
   (~/.m2 is Maven's own cache), so only the first run downloads. Start = write
   server.properties, `StorageTool format`, `kafka.Kafka`; ready when aiokafka's admin client
-  lists topics (the metadata path answers).
+  lists topics (the metadata path answers). It can be stopped and started again on its
+  ports with the same data directory (Kafka recovers its logs).
 
 Stopping is SIGTERM (Redis and Kafka both shut down cleanly on it), then SIGKILL after a
 grace period. A missing prerequisite raises `ServiceUnavailable` naming it and how to
@@ -26,7 +27,8 @@ Two faces:
   again on the same port, `.command()`), `start_redis_cluster(dir, nodes=3) ->
   RedisCluster` (`.nodes`, each a RedisServer; `.url` names the first) — the tests'
   and the benches' one way to run Redis — and
-  `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`), used by the session fixtures
+  `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`, `.start()` again on the same
+  ports and data), used by the session fixtures
   in tests/conftest.py and by benches;
 - a CLI for scripts/test.sh, whose services outlive the command that started them:
   `python tests/services.py start --state-dir DIR` starts both, records each one's pid in
@@ -195,9 +197,19 @@ class RedisCluster:
 
 @dataclass
 class KafkaServer(Service):
+    """A KRaft node that can be stopped and started again on its ports with the same
+    data directory (it recovers its logs, killed or not)."""
+
+    argv: list[str]
+    workdir: Path
+
     @property
     def bootstrap(self) -> str:
         return self.address
+
+    def start(self) -> None:
+        self.pid = _spawn(self.argv, self.workdir, self.log_path)
+        _wait_ready(self, lambda: _kafka_lists_topics(self.address), READY_TIMEOUT)
 
 
 # ---- processes --------------------------------------------------------------------------
@@ -424,9 +436,8 @@ def start_kafka(directory: Path) -> KafkaServer:
             f"Kafka StorageTool format failed:\n{formatted.stdout}{formatted.stderr}"
         )
     broker = [*jvm, *KAFKA_JVM, "kafka.Kafka", str(properties)]
-    pid = _spawn(broker, workdir, log_path)
-    server = KafkaServer("kafka", pid, f"127.0.0.1:{port}", log_path)
-    _wait_ready(server, lambda: _kafka_lists_topics(server.address), READY_TIMEOUT)
+    server = KafkaServer("kafka", 0, f"127.0.0.1:{port}", log_path, broker, workdir)
+    server.start()
     return server
 
 
