@@ -32,7 +32,7 @@ SMOKE_VENV=""
 POLICY_RC=/usr/sbin/policy-rc.d
 POLICY_RC_CREATED=""
 
-step() { printf '\n==== %s\n' "$*"; }
+step() { printf '\n==== %s (%s)\n' "$*" "$(date +%T)"; }
 
 on_exit() {
     if [ -n "$SERVICES_DIR" ]; then

@@ -269,6 +269,21 @@ def redis_server(tmp_path: Path) -> Iterator[services.RedisServer]:
     server.stop()
 
 
+@pytest.fixture
+def kafka_server(tmp_path: Path) -> Iterator[services.KafkaServer]:
+    """A real single-node Kafka of the test's own, which the test may freeze (SIGSTOP),
+    kill and start again on its ports (the session's ``kafka_bootstrap`` must stay up);
+    continued and stopped at the end."""
+    try:
+        server = services.start_kafka(tmp_path / "kafka")
+    except services.ServiceUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    yield server
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(server.pid, signal.SIGCONT)
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.RedisCluster]:
     """A real 3-node Redis Cluster (tests/services.py), started on first use."""

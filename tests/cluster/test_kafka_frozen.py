@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from tests import services
 from tests.cluster.conftest import ClusterFactory, wait_routed
@@ -35,22 +31,10 @@ HELD = 5  # cross-node messages published while Kafka is frozen
 WHILE_FROZEN = 2.0  # how long an absence is watched for while Kafka is frozen
 
 
-@pytest.fixture
-def kafka(tmp_path: Path) -> Iterator[services.KafkaServer]:
-    """A Kafka of this test's own, continued (if frozen) and stopped at the end."""
-    try:
-        server = services.start_kafka(tmp_path)
-    except services.ServiceUnavailable as error:
-        pytest.fail(str(error), pytrace=False)
-    yield server
-    os.kill(server.pid, signal.SIGCONT)
-    server.stop()
-
-
 def test_kafka_frozen_holds_cross_node_work_and_loses_nothing(
-    cluster_factory: ClusterFactory, kafka: services.KafkaServer
+    cluster_factory: ClusterFactory, kafka_server: services.KafkaServer
 ) -> None:
-    a, b = cluster_factory(2, kafka=kafka.bootstrap).nodes
+    a, b = cluster_factory(2, kafka=kafka_server.bootstrap).nodes
     local = connected(a, "frozen-local-sub", V5)
     assert subscribe(local, ("local/#", 1)) == [1]
     remote = connected(b, "frozen-remote-sub", V5)
@@ -59,7 +43,7 @@ def test_kafka_frozen_holds_cross_node_work_and_loses_nothing(
     local_pub = connected(a, "frozen-local-pub", V5)
     remote_pub = connected(a, "frozen-remote-pub", V5)
 
-    os.kill(kafka.pid, signal.SIGSTOP)
+    os.kill(kafka_server.pid, signal.SIGSTOP)
     # Same node: delivered and acknowledged as ever.
     publish(local_pub, "local/0", b"qos0")
     assert publish(local_pub, "local/1", b"qos1", qos=1) is not None  # its PUBACK
@@ -76,7 +60,7 @@ def test_kafka_frozen_holds_cross_node_work_and_loses_nothing(
     assert publish(local_pub, "local/2", b"still", qos=1) is not None
     assert receive(local, timeout=10)["payload"] == b"still"
 
-    os.kill(kafka.pid, signal.SIGCONT)
+    os.kill(kafka_server.pid, signal.SIGCONT)
     acks = [remote_pub.recv(timeout=60) for _ in range(HELD)]
     assert [(p["type"], p["packet_id"], p["reason_code"]) for p in acks] == [
         ("puback", n + 1, 0) for n in range(HELD)

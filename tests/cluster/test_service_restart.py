@@ -28,9 +28,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -48,17 +47,6 @@ BACKLOG = 20_000  # messages published and not yet delivered before the publishe
 # ~15 s to serve again (its old broker registration expires first, in 9 s), so three.
 REDIS_CASES = [(4, 1), (5, 1), (4, 2), (5, 2)]
 KAFKA_CASES = [(4, 1), (4, 2), (5, 2)]
-
-
-@pytest.fixture
-def kafka(tmp_path: Path) -> Iterator[services.KafkaServer]:
-    """A Kafka of this test's own, stopped at the end."""
-    try:
-        server = services.start_kafka(tmp_path)
-    except services.ServiceUnavailable as error:
-        pytest.fail(str(error), pytrace=False)
-    yield server
-    server.stop()
 
 
 def number(payload: bytes) -> int:
@@ -153,7 +141,7 @@ def test_redis_restart_loses_and_doubles_nothing(
 
 @pytest.mark.parametrize(("version", "qos"), KAFKA_CASES, ids=lambda value: str(value))
 def test_kafka_restart_loses_and_doubles_nothing(
-    kafka: services.KafkaServer, cluster_factory: ClusterFactory, version: int, qos: int
+    kafka_server: services.KafkaServer, cluster_factory: ClusterFactory, version: int, qos: int
 ) -> None:
-    cluster = cluster_factory(kafka=kafka.bootstrap, extra=QUEUE_ROOM)
-    restart_mid_stream(cluster, kafka, KAFKA_DOWN, f"kafka-{version}-{qos}", version, qos)
+    cluster = cluster_factory(kafka=kafka_server.bootstrap, extra=QUEUE_ROOM)
+    restart_mid_stream(cluster, kafka_server, KAFKA_DOWN, f"kafka-{version}-{qos}", version, qos)
