@@ -79,15 +79,34 @@ class ServiceUnavailable(RuntimeError):
     """A prerequisite is missing or the service did not come up; the message says which."""
 
 
+def _port_share() -> tuple[int, int]:
+    """(this process's index, the number of processes) among pytest-xdist's workers,
+    (0, 1) outside them: each worker takes only the ports of its own residue, so two
+    workers never pick the same free port between its check and its use."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2:
+        return 0, 1
+    return int(worker[2:]) % count, count
+
+
 def free_ports(count: int) -> list[int]:
-    """count distinct free loopback ports (all held open together while chosen)."""
-    sockets = [socket.socket() for _ in range(count)]
+    """count distinct free loopback ports (all held open together while chosen), of
+    this pytest worker's share."""
+    index, share = _port_share()
+    held: list[socket.socket] = []
+    chosen: list[int] = []
     try:
-        for sock in sockets:
+        while len(chosen) < count:
+            sock = socket.socket()
+            held.append(sock)
             sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
+            port = sock.getsockname()[1]
+            if port % share == index:
+                chosen.append(port)
+        return chosen
     finally:
-        for sock in sockets:
+        for sock in held:
             sock.close()
 
 
