@@ -25,20 +25,21 @@ import time
 import pytest
 
 from tests.cluster.conftest import Cluster, ClusterFactory, ClusterNode, wait_members, wait_routed
-from tests.crash.clients import IN_FLIGHT, Publisher, Subscriber, Tally, pump, settle
+from tests.crash.clients import (
+    IN_FLIGHT,
+    QUEUE_ROOM,
+    Publisher,
+    Subscriber,
+    Tally,
+    settle,
+    stream,
+)
 
 KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "1"))
 STREAM = 1.0  # seconds of publishing before a kill and after the reconnect
 RECONNECT_TIMEOUT = 60.0
-QUEUE_ROOM = "[session]\nqueue_limit = 50000\n"
 AT_ONCE, ONCE_DEAD = "at-once", "once-dead"
 SUBSCRIBERS_NODE, PUBLISHERS_NODE = "subscriber", "publisher"
-
-
-def stream(publisher: Publisher, subscriber: Subscriber, seconds: float) -> None:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        pump(publisher, subscriber, publishing=True)
 
 
 def reconnect(client: Publisher | Subscriber, node: ClusterNode) -> None:

@@ -12,10 +12,11 @@ and the store's writes are retried; while Kafka is away cross-node acknowledgeme
 are held and the records sent again.
 
 The publisher pauses while ``BACKLOG`` of its messages are published but not yet
-delivered, well below the subscriber's queue room: while Redis is away a QoS 1
-delivery to a persistent session waits for the store, but the publisher's PUBACK does
-not (it waits for Kafka), so an unpaced stream fills the subscriber's queue, and a
-queue over ``queue_limit`` drops by design, which is not what this test is about.
+delivered (``stream`` in tests/crash/clients.py), well below the subscriber's queue
+room: while Redis is away a QoS 1 delivery to a persistent session waits for the store,
+but the publisher's PUBACK does not (it waits for Kafka), so an unpaced stream fills the
+subscriber's queue, and a queue over ``queue_limit`` drops by design, which is not what
+this test is about.
 
 The stream must resume: a message published after the service answers again is
 acknowledged. Then it settles. No acknowledged message may be lost, no QoS 2 message
@@ -35,14 +36,12 @@ import pytest
 
 from tests import services
 from tests.cluster.conftest import Cluster, ClusterFactory, wait_routed
-from tests.crash.clients import Publisher, Subscriber, Tally, pump, settle
+from tests.crash.clients import QUEUE_ROOM, Publisher, Subscriber, Tally, settle, step, stream
 
 STREAM = 1.0  # seconds of publishing before the kill and after the stream resumed
 REDIS_DOWN = 2.0  # seconds Redis stays killed while the stream goes on
 KAFKA_DOWN = 3.0  # seconds Kafka stays killed while the stream goes on
 RESUME_TIMEOUT = 60.0  # for a message published after the restart to be acknowledged
-QUEUE_ROOM = "[session]\nqueue_limit = 50000\n"
-BACKLOG = 20_000  # messages published and not yet delivered before the publisher waits
 # (MQTT version, QoS): Redis restarts in a moment, so all four; a killed Kafka takes
 # ~15 s to serve again (its old broker registration expires first, in 9 s), so three.
 REDIS_CASES = [(4, 1), (5, 1), (4, 2), (5, 2)]
@@ -51,19 +50,6 @@ KAFKA_CASES = [(4, 1), (4, 2), (5, 2)]
 
 def number(payload: bytes) -> int:
     return int.from_bytes(payload, "big")
-
-
-def step(publisher: Publisher, subscriber: Subscriber) -> None:
-    """One round of both clients; the publisher publishes unless ``BACKLOG`` of its
-    messages are still on their way."""
-    backlog = publisher.next - len(subscriber.seen)
-    pump(publisher, subscriber, publishing=backlog < BACKLOG)
-
-
-def stream(publisher: Publisher, subscriber: Subscriber, seconds: float) -> None:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        step(publisher, subscriber)
 
 
 def stream_while(publisher: Publisher, subscriber: Subscriber, action: Callable[[], None]) -> None:
