@@ -429,9 +429,10 @@ class KafkaBus:
             await asyncio.sleep(RETRY_FIRST)
             return
         changes: dict[str, list[tuple[str, bool, int]]] = {}
+        seen = self._seen
         for records in batches.values():
             for record in records:
-                self._seen = record.offset + 1
+                seen = record.offset + 1
                 if record.key is None:
                     continue
                 node, _, filter_ = record.key.decode().partition(NODE_KEY_SEPARATOR)
@@ -447,6 +448,12 @@ class KafkaBus:
                 known = self._node_filters.setdefault(node, set())
                 (known.add if present else known.discard)(filter_)
                 changes.setdefault(node, []).append((filter_, present, record.offset))
+        if self._hub.after_flush is not None:
+            # What was matched on the index so far (its flush may come after this
+            # read in the loop's turn) leaves stamped with the position it was
+            # matched at: an adopter tells by it which way a message went.
+            self.send()
+        self._seen = seen
         for node, node_changes in changes.items():
             self._port.apply_subscriptions(self._engine, self.slot_of(node), node_changes)
         self._port.set_seen(self._engine, self._seen)
