@@ -33,6 +33,9 @@ struct Peer {
     delivered: Vec<Vec<u8>>,
     /// An outbound QoS 2 flow: packet id, payload, PUBREC seen.
     sending: Option<(u16, Vec<u8>, bool)>,
+    /// Published on the same packet id the moment the flow's PUBCOMP arrives, as a
+    /// client that reuses an id at once does.
+    then: Option<(u16, Vec<u8>)>,
 }
 
 impl Peer {
@@ -45,6 +48,7 @@ impl Peer {
             unreleased: HashSet::new(),
             delivered: Vec::new(),
             sending: None,
+            then: None,
         }
     }
 }
@@ -141,8 +145,14 @@ impl World {
                         Some(Packet::PubRel(Ack::new(ack.packet_id)))
                     }
                     Packet::PubComp(_) => {
+                        // The next flow starts now; to a broker that died, it goes
+                        // once the client is connected again (`connect_all`).
                         peer.sending = None;
-                        None
+                        peer.then.take().map(|(id, payload)| {
+                            let packet = publish("t", &payload, QoS::ExactlyOnce, id, false);
+                            peer.sending = Some((id, payload, false));
+                            packet
+                        })
                     }
                     _ => None,
                 };
@@ -244,6 +254,31 @@ fn an_inbound_qos2_message_is_delivered_exactly_once_whatever_the_crash_point() 
             "the publisher's flow ended"
         );
         assert!(world.peers[1].unreleased.is_empty(), "every PUBREL arrived");
+    }
+}
+
+#[test]
+fn a_packet_id_reused_at_once_after_pubcomp_is_a_new_message_whatever_the_crash_point() {
+    // The publisher sends "m2" on packet id 7 as soon as the PUBCOMP of "m1" (also
+    // 7) arrives. Had the PUBCOMP left before the store had the id's release, a
+    // crash would restore 7 as unreleased and take the DUP of "m2" for a
+    // retransmission of "m1": PUBRECed, never delivered [MQTT-4.3.3-9].
+    let world = || {
+        let mut world = publisher_and_subscribers();
+        world.peers[0].then = Some((7, b"m2".to_vec()));
+        world.publish(0, 7, b"m1");
+        world
+    };
+    let steps = world().settle(None);
+    for crash_at in 1..=steps {
+        let mut world = world();
+        world.settle(Some(crash_at));
+        assert_eq!(
+            world.peers[1].delivered,
+            vec![b"m1".to_vec(), b"m2".to_vec()],
+            "persistent subscriber, crash after step {crash_at}"
+        );
+        assert!(world.peers[0].sending.is_none() && world.peers[0].then.is_none());
     }
 }
 

@@ -7,8 +7,10 @@
 //! batch holding its packet id (and the routing's records before it) is stored
 //! (`Message::held_for_batch`): a crash before that leaves no copy anywhere, and
 //! the retransmission the client must make is routed as new; a crash after it
-//! leaves the id stored, so the retransmission is only PUBRECed. Outbound PUBREL
-//! of a journaled session waits for its stored Release record (`send_pubrel`). v5 topic aliases are resolved
+//! leaves the id stored, so the retransmission is only PUBRECed; the PUBCOMP that
+//! ends the flow waits for the id's stored release, so an id reused at once is new.
+//! Outbound PUBREL of a journaled session waits for its stored Release record
+//! (`send_pubrel`). v5 topic aliases are resolved
 //! per connection [MQTT-3.3.2-10..12]; a client with more unreleased QoS 2 messages
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
 //! Before any of that a PUBLISH passes the connection's rate quota (`quota`),
@@ -454,7 +456,10 @@ impl Engine {
         }
     }
 
-    /// PUBREL releases an inbound QoS 2 packet id [MQTT-4.3.3-10].
+    /// PUBREL releases an inbound QoS 2 packet id [MQTT-4.3.3-10]. The PUBCOMP waits,
+    /// as a PUBREC does, for the batch holding the release: a client may reuse the id
+    /// the moment PUBCOMP arrives, and a restart that still had the id would take the
+    /// new message's retransmission for the old one's and never route it.
     pub(super) fn handle_pubrel(&mut self, conn_id: ConnId, session: u32, packet_id: u16) {
         let released = self
             .session_mut(session)
@@ -466,6 +471,6 @@ impl Engine {
         if !released {
             comp.reason = ReasonCode::PacketIdentifierNotFound;
         }
-        self.write(conn_id, &Packet::PubComp(comp));
+        self.acknowledge(conn_id, Packet::PubComp(comp));
     }
 }
