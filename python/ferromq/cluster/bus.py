@@ -18,6 +18,10 @@ shards' rings carry inside a node, carried between nodes, with no link between t
   has confirmed (``Engine.journal_mark``), which only saves reading them again. A dead
   node's topic is read the same way by the survivor that adopted it
   (:meth:`KafkaBus.drain`), after :meth:`KafkaBus.adoption_marker`.
+- **Crossings.** A record carrying QoS 2 messages of journaled publishers lists them
+  in its ``crossings`` header; whoever restores a dead node's sessions reads the
+  headers of what it sent last (:meth:`KafkaBus.crossings_of`) and marks those its
+  store did not see arrive (:meth:`KafkaBus.mark_routed`).
 - **The subscription topic** (compacted, key ``<node>\\0<filter>``, value
   ``SUBSCRIPTION_VALUE`` or a tombstone) is read from the beginning by every node: the
   keys of other nodes are applied to the index as their pseudo-sessions
@@ -75,6 +79,8 @@ RECORD_BYTES: Final = 1024 * 1024
 MAX_RECORD: Final = 64 * 1024 * 1024
 #: Copies of each cluster topic: three, or every Kafka broker when there are fewer.
 MAX_REPLICAS: Final = 3
+#: The header listing the QoS 2 crossings a node record carries (engine/cluster.rs).
+CROSSINGS_HEADER: Final = "crossings"
 RETRY_FIRST: Final = 0.1
 RETRY_MAX: Final = 5.0
 
@@ -89,6 +95,8 @@ class _Send:
     seen: int = 0  # how far this node had read the subscription topic when it matched
     # told the record's offset once Kafka has it
     stored: asyncio.Future[int] | None = None
+    # the QoS 2 crossings it carries (ClusterPort.take), as its "crossings" header
+    crossings: bytes | None = None
 
 
 @dataclass
@@ -285,6 +293,54 @@ class KafkaBus:
         self._queued.set()
         return await last.stored + 1
 
+    async def crossings_of(self, sender: str, since_ms: int) -> bytes:
+        """The crossings header of every record ``sender`` produced to a node topic
+        from ``since_ms`` (unix ms) on, run together (engine/cluster.rs, "Crossing
+        QoS 2"): read once, to the end each topic had when the read began."""
+        nodes = (set(self._slots) | {self.node_id}) - {sender}
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            enable_auto_commit=False,
+            request_timeout_ms=self._timeout_ms,
+            fetch_max_bytes=MAX_RECORD,
+            max_partition_fetch_bytes=MAX_RECORD,
+        )
+        await consumer.start()
+        try:
+            existing = await consumer.topics()
+            partitions = [
+                TopicPartition(topic, 0)
+                for topic in sorted(node_topic(self._prefix, node) for node in nodes)
+                if topic in existing
+            ]
+            if not partitions:
+                return b""
+            consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
+            starts = await consumer.offsets_for_times({tp: since_ms for tp in partitions})
+            for tp in partitions:
+                start = starts.get(tp)
+                consumer.seek(tp, ends[tp] if start is None else start.offset)
+            key, entries = sender.encode(), bytearray()
+            reading = [tp for tp in partitions if await consumer.position(tp) < ends[tp]]
+            while reading:
+                batches = await consumer.getmany(*reading, timeout_ms=1000)
+                for records in batches.values():
+                    for record in records:
+                        if record.key == key:
+                            entries += next(
+                                (v for k, v in record.headers if k == CROSSINGS_HEADER), b""
+                            )
+                reading = [tp for tp in reading if await consumer.position(tp) < ends[tp]]
+            return bytes(entries)
+        finally:
+            await consumer.stop()
+
+    def mark_routed(self, entries: bytes) -> int:
+        """Restored sessions keep as received the crossings their store did not see
+        arrive (``ClusterPort.mark_routed``); how many."""
+        return self._port.mark_routed(self._engine, entries)
+
     def adoption_done(self, dead: str) -> None:
         """The dead node's topic is read: its sessions are like any other here."""
         self._port.adoption_done(self._engine, dead)
@@ -310,11 +366,19 @@ class KafkaBus:
     def send(self) -> None:
         """Queue what this tick produced for other nodes (``IOHub.after_flush``)."""
         port, engine = self._port, self._engine
-        for slot, records, round_ in port.take(engine, RECORD_BYTES):
+        for slot, records, round_, crossings in port.take(engine, RECORD_BYTES):
             node = self._nodes_at[slot]
             topic = node_topic(self._prefix, node)
             self._queue.append(
-                _Send(topic, self.node_id.encode(), records, slot, round_, self._seen)
+                _Send(
+                    topic,
+                    self.node_id.encode(),
+                    records,
+                    slot,
+                    round_,
+                    self._seen,
+                    crossings=crossings,
+                )
             )
         taken = port.take_subscriptions(engine)
         if taken is not None:
@@ -365,7 +429,10 @@ class KafkaBus:
         it matched what it carries (a moved session's stub needs it: engine/cluster.rs)."""
         if item.topic == self._subscriptions:
             return None
-        return [("seen", str(item.seen).encode())]
+        headers = [("seen", str(item.seen).encode())]
+        if item.crossings:
+            headers.append((CROSSINGS_HEADER, item.crossings))
+        return headers
 
     def _produced(self, future: asyncio.Future[object], item: _Send) -> None:
         if item.round:

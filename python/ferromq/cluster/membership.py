@@ -1,14 +1,16 @@
 """Cluster membership: who the nodes are and which of them are alive, kept in Redis.
 
-Every node registers itself at join in the ``<key_prefix>members`` hash (node id ->
-the JSON of its :class:`MemberInfo`; the entry stays after the node stops, so a dead
-node is still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (JSON:
-the ``started`` time of its incarnation and the node's figures of the moment, which
-the cluster's totals add up), written with ``PX ttl`` and refreshed every
-``heartbeat`` seconds by one task; a clean stop deletes it. A member is **alive**
-while that key exists, **dead** once it expires (``ttl`` after the last heartbeat),
-**adopted** while ``<key_prefix>adopted:<node_id>`` names the survivor that took over
-its sessions (:mod:`ferromq.cluster.ownership` sets it). ``key_prefix`` is the
+Every node registers itself at join in the ``<key_prefix>members`` hash (node id -> the
+JSON of its :class:`MemberInfo`; the entry stays after the node stops, so a dead node is
+still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (JSON: the
+``started`` time of its incarnation and the node's figures of the moment, which the
+cluster's totals add up), written with ``PX ttl`` and refreshed every ``heartbeat``
+seconds by one task; a clean stop deletes it. Each beat also writes
+``<key_prefix>last_beat:<node_id>`` (unix ms, no expiry), from which whoever restores
+the node's sessions reads what it sent last (:mod:`ferromq.cluster.ownership`). A member
+is **alive** while that key exists, **dead** once it expires (``ttl`` after the last
+heartbeat), **adopted** while ``<key_prefix>adopted:<node_id>`` names the survivor that
+took over its sessions (:mod:`ferromq.cluster.ownership` sets it). ``key_prefix`` is the
 cluster's (``redis.key_prefix + "cluster:"``, see docs/cluster.md).
 
 The same task reads every member after each heartbeat and calls the :meth:`on_change`
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -33,7 +36,13 @@ from typing import Literal
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
-from ferromq.cluster.names import adopted_key, alive_key, members_key, reply_text
+from ferromq.cluster.names import (
+    adopted_key,
+    alive_key,
+    last_beat_key,
+    members_key,
+    reply_text,
+)
 from ferromq.log import log_event
 
 __all__ = ["MemberInfo", "MemberState", "Membership", "State"]
@@ -185,6 +194,8 @@ class Membership:
         figures = dict(self._figures()) if self._figures is not None else {}
         beat = json.dumps({"started": self._me.started, "figures": figures})
         await self._redis.set(key, beat, px=self._ttl_ms)
+        last = last_beat_key(self._prefix, self._me.node_id)
+        await self._redis.set(last, round(time.time() * 1000))
 
     async def _run(self) -> None:
         while True:

@@ -56,6 +56,12 @@ def alive_key(kp: str, node_id: str) -> str:
     return f"{kp}alive:{node_id}"
 
 
+def last_beat_key(kp: str, node_id: str) -> str:
+    """When the node last beat (unix ms; no expiry): whoever restores its sessions
+    reads what it sent to other nodes from shortly before then."""
+    return f"{kp}last_beat:{node_id}"
+
+
 def adopted_key(kp: str, node_id: str) -> str:
     """The survivor that adopted a dead node's sessions."""
     return f"{kp}adopted:{node_id}"

@@ -49,6 +49,7 @@ from ferromq.cluster.names import (
     adopted_key,
     alive_key,
     cluster_key_prefix,
+    last_beat_key,
     owner_key,
     reply_text,
 )
@@ -73,6 +74,9 @@ POLL: Final = 0.005
 #: pool (100 connections) must keep room for membership and the control channel; a burst
 #: of CONNECTs waits its turn instead of meeting "Too many connections".
 CLAIMS_AT_ONCE: Final = 50
+#: How far behind a node's last heartbeat its store may be: what it sent to other
+#: nodes from this long before then is read when its sessions are restored.
+STORE_LAG: Final = 10.0
 #: Owner keys moved per pipelined round trip when a dead node is adopted.
 ADOPT_BATCH: Final = 1000
 
@@ -336,6 +340,7 @@ class Ownership:
                 data = await self._load_clients(moved)
                 if data:
                     self._engine.restore(data, self._hub.now())
+                await self.keep_crossings(dead)
             marker = await self._bus.adoption_marker(dead)
             self._bus.adopt_sessions(moved, dead, marker)
             self._hub.flush()
@@ -351,6 +356,26 @@ class Ownership:
         finally:
             self._bus.resume()
         self._adopting[dead] = asyncio.create_task(self._drain_adopted(dead))
+
+    async def keep_crossings(self, node: str) -> None:
+        """Sessions just restored from ``node``'s store (adopted, or this node's own at
+        start) keep as received the QoS 2 messages ``node`` had sent to other nodes
+        and their store did not see arrive, so their publishers' retransmissions are
+        not routed again (engine/cluster.rs, "Crossing QoS 2"). What it sent from
+        ``STORE_LAG`` before its last heartbeat on is read."""
+        last = await self._redis.get(last_beat_key(self._kp, node))
+        if last is None:
+            return  # it never beat: it never routed
+        since = int(last) - round(STORE_LAG * 1000)
+        kept = self._bus.mark_routed(await self._bus.crossings_of(node, since))
+        if kept:
+            log_event(
+                logger,
+                logging.WARNING,
+                "cluster: QoS 2 messages already routed kept as received",
+                node=node,
+                messages=kept,
+            )
 
     async def _drain_adopted(self, dead: str) -> None:
         """Read the dead node's topic on until it is quiet; then the node may return."""

@@ -413,3 +413,79 @@ fn a_node_topic_record_read_again_delivers_nothing_twice() {
     cluster.apply(1, records, 1, seen);
     assert_eq!(cluster.nodes[1].recv(&mut sub).len(), 1);
 }
+
+/// A persistent QoS 2 publisher on node 0 ("pub") whose message crossed to node 1's
+/// subscriber; node 0 then dies with its store behind Kafka ("Crossing QoS 2"): the
+/// store holds the publisher's session and `released` inbound ids freed, not the id
+/// of the message Kafka took. Returns the crossings Kafka carried and the store.
+fn crossed_past_the_store(released: u32) -> (Cluster, Vec<u8>, bytes::Bytes) {
+    let mut cluster = Cluster::new();
+    subscribed(&mut cluster, 1, "sub", "t");
+    let (publisher, _) = cluster.nodes[0].connect(with_expiry(connect("pub", V5, false), 600));
+    cluster.nodes[0].pump();
+    let mut store = cluster.nodes[0].store.clone().expect("a store");
+    if released != 0 {
+        let mut journal = ferromq_core::durability::record::Journal::new(true);
+        journal.inbound_released("pub", released);
+        store.extend_from_slice(&journal.take().expect("one record").1);
+    }
+    cluster.nodes[0].send(&publisher, publish("t", b"m", QoS::ExactlyOnce, 7, false));
+    cluster.tick();
+    let crossings = cluster.nodes[0]
+        .engine
+        .take_crossings(cluster.slot[0])
+        .expect("the QoS 2 message crossed");
+    cluster.deliver();
+    (cluster, crossings, store.freeze())
+}
+
+/// Node 0 restarted on `store`, the crossings marked, and "pub" back, retransmitting
+/// its QoS 2 PUBLISH with DUP: whether it was routed to node 1 again, and whether its
+/// PUBREC came at once (it waits for Kafka when routed).
+fn retransmission_routed(
+    cluster: &mut Cluster,
+    crossings: &[u8],
+    store: bytes::Bytes,
+) -> (bool, bool) {
+    let mut restarted = Harness::new(durable_config());
+    restarted.store = Some(Default::default());
+    restarted.now = cluster.nodes[0].now + 1_000;
+    let slot = restarted.engine.add_peer();
+    assert_eq!(slot, cluster.slot[0]);
+    restarted.engine.restore(store, restarted.now);
+    restarted.engine.peer_subscription(slot, "t", true, 0);
+    restarted.engine.mark_routed(crossings);
+    restarted.pump();
+    let (mut publisher, _) = restarted.connect(with_expiry(connect("pub", V5, false), 600));
+    let mut again = publish("t", b"m", QoS::ExactlyOnce, 7, false);
+    if let Packet::Publish(p) = &mut again {
+        p.dup = true;
+    }
+    restarted.send(&publisher, again);
+    restarted.pump();
+    let pubrec = restarted
+        .recv(&mut publisher)
+        .iter()
+        .any(|packet| matches!(packet, Packet::PubRec(ack) if ack.packet_id == 7));
+    (restarted.engine.take_peer(slot).is_some(), pubrec)
+}
+
+#[test]
+fn a_qos2_message_kafka_took_past_the_store_is_not_routed_again_after_a_crash() {
+    let (mut cluster, crossings, store) = crossed_past_the_store(0);
+    assert_eq!(
+        retransmission_routed(&mut cluster, &crossings, store),
+        (false, true),
+        "kept as received: PUBRECed, not routed"
+    );
+}
+
+#[test]
+fn a_crossing_from_before_a_stored_release_is_not_taken_for_the_retransmission() {
+    // The store counted one release after the crossing was sent (so the crossing's
+    // id went through the store and was freed): the id the client sends now is a
+    // new message, routed.
+    let (mut cluster, crossings, store) = crossed_past_the_store(1);
+    let (routed, _) = retransmission_routed(&mut cluster, &crossings, store);
+    assert!(routed, "a new message: routed");
+}

@@ -59,28 +59,44 @@ impl ClusterPort {
     }
 
     /// The records for each node since the last call, as Kafka record values (frames,
-    /// `durability/frame.rs`) of at most `max_bytes` (a single larger record alone): (slot, records, round), the
-    /// round on a node's last piece (0: no QoS 1/2 message among them).
+    /// `durability/frame.rs`) of at most `max_bytes` (a single larger record alone):
+    /// (slot, records, round, crossings), the round and the crossings
+    /// (`Engine::take_crossings`: the QoS 2 messages they carry, for a record header)
+    /// on a node's last piece, which Kafka has only once it has the pieces before it
+    /// (0 and None: no QoS 1/2 message, no QoS 2 crossing among them).
+    #[allow(clippy::type_complexity)]
     fn take<'py>(
         &self,
         py: Python<'py>,
         mut engine: PyRefMut<'_, Engine>,
         max_bytes: usize,
-    ) -> Vec<(u16, Bound<'py, PyBytes>, u64)> {
+    ) -> Vec<(u16, Bound<'py, PyBytes>, u64, Option<Bound<'py, PyBytes>>)> {
         let mut pieces = Vec::new();
         for &slot in &self.nodes {
             let Some((records, round)) = engine.inner.take_peer(slot) else {
                 continue;
             };
+            let crossings = engine.inner.take_crossings(slot);
             let cut =
                 frame_batch(records.clone(), max_bytes).unwrap_or_else(|_| vec![framed(&records)]);
             let last = cut.len() - 1;
             for (at, piece) in cut.into_iter().enumerate() {
-                let round = if at == last { round } else { 0 };
-                pieces.push((slot, PyBytes::new(py, &piece), round));
+                let (round, crossings) = if at == last {
+                    (round, crossings.as_deref().map(|c| PyBytes::new(py, c)))
+                } else {
+                    (0, None)
+                };
+                pieces.push((slot, PyBytes::new(py, &piece), round, crossings));
             }
         }
         pieces
+    }
+
+    /// Restored sessions meet the crossings a dead node sent last (`entries`: the
+    /// crossing headers of its records, run together): each one a session's store did
+    /// not see arrive is kept as received (`Engine::mark_routed`). Returns how many.
+    fn mark_routed(&self, mut engine: PyRefMut<'_, Engine>, entries: &[u8]) -> usize {
+        engine.inner.mark_routed(entries)
     }
 
     /// Apply the records node `slot` sent (one Kafka record, at `offset` of node

@@ -36,6 +36,7 @@
 //! | 12 | BusCursor | shard u16, shards u16, from u16, route u64 |
 //! | 13 | Applied | client, node, offset u64: the client holds what node `node`'s cluster topic carried up to that Kafka offset (`engine/cluster.rs`) |
 //! | 14 | Will | client, present u8, then when present: due at u64 (unix ms; 0 while its connection is open), will delay u32 (seconds), qos u8, retain u8, topic, properties blob (5.0 will properties), payload blob |
+//! | 15 | InboundReleased | client, count u32: how many inbound QoS 2 ids the client's PUBRELs released, as the Redis store counts them; only its load makes this record (`engine/cluster.rs`, "Crossing QoS 2") |
 //!
 //! `Outbox` and `BusCursor` are a node's shards' own (`engine/shards.rs`, "Exactly
 //! once across the bus"): a QoS 2 message of a journaled publisher routed to shard
@@ -98,6 +99,7 @@ pub(crate) const OUTBOX: u8 = 11;
 pub(crate) const BUS_CURSOR: u8 = 12;
 pub(crate) const APPLIED: u8 = 13;
 pub(crate) const WILL: u8 = 14;
+pub(crate) const INBOUND_RELEASED: u8 = 15;
 /// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
 /// preceding MESSAGE record to the receiving shard's subscribers. Body: message id
 /// u64, route u64 (the sender's number for this crossing, growing across its
@@ -196,6 +198,10 @@ pub enum Record {
         client: String,
         node: String,
         offset: u64,
+    },
+    InboundReleased {
+        client: String,
+        count: u32,
     },
     Will {
         client: String,
@@ -420,6 +426,14 @@ impl Journal {
             put_str(b, client);
             put_str(b, node);
             b.put_u64_le(offset);
+        });
+    }
+
+    /// `client`'s PUBRELs released `count` inbound QoS 2 ids (the Redis store's load).
+    pub fn inbound_released(&mut self, client: &str, count: u32) {
+        self.record(INBOUND_RELEASED, |b| {
+            put_str(b, client);
+            b.put_u32_le(count);
         });
     }
 
@@ -678,6 +692,10 @@ pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, Journal
             client: get_str(b)?,
             node: get_str(b)?,
             offset: get_u64(b)?,
+        },
+        INBOUND_RELEASED => Record::InboundReleased {
+            client: get_str(b)?,
+            count: get_u32(b)?,
         },
         WILL => {
             let client = get_str(b)?;

@@ -44,6 +44,18 @@
 //!   again (a restart, an adopter) delivers nothing twice. A QoS 1/2 delivery to a
 //!   journaled session waits for that batch before it is sent (`held_routed`): a
 //!   client never holds what the store may not.
+//! - **Crossing QoS 2.** A journaled publisher's QoS 2 message goes to Kafka at
+//!   once, and its packet id to the store at the same time, so a node killed between
+//!   the two leaves a message in Kafka whose retransmission the restored session
+//!   would route as new. So each Kafka record lists the crossings it carries, as
+//!   `(client, packet id, released)`, `released` the publisher's count of inbound ids
+//!   its PUBRELs freed ([`Session::inbound_released`], which the store counts before
+//!   each removal). Whoever restores a dead node's sessions (its adopter, or the node
+//!   itself at start) reads what that node produced last and calls
+//!   [`Engine::mark_routed`]: a crossing whose count is not below the stored one came
+//!   after the store's last release, so its id is in the store or was never stored;
+//!   not stored, it is kept as received, and the retransmission is only PUBRECed. One
+//!   at or below came before a release the store has, and so did its id.
 //! - **Adoption.** The adopter of a dead node announces the restored sessions'
 //!   filters, then tombstones the dead node's keys; the position after them is the
 //!   marker. A sender that had read that far routed a session's messages to the
@@ -101,6 +113,10 @@ pub(super) struct ClusterIndex {
     arrivals: u64,
     /// The offset of each other node's latest `present` key, by (slot, filter).
     key_offsets: HashMap<(u16, Box<str>), u64>,
+    /// The crossing entry of the QoS 2 PUBLISH being routed ("Crossing QoS 2").
+    crossing: Option<Vec<u8>>,
+    /// Per node slot, the crossing entries of the records in its outbox.
+    crossings: HashMap<u16, Vec<u8>>,
 }
 
 /// A node topic's record being applied: whose topic, its Kafka offset, and how far
@@ -141,6 +157,16 @@ impl ClusterIndex {
         }
     }
 
+    /// The QoS 2 PUBLISH being routed (if one is) went to node `slot`'s outbox.
+    pub(super) fn note_crossing(&mut self, slot: u16) {
+        if let Some(entry) = &self.crossing {
+            self.crossings
+                .entry(slot)
+                .or_default()
+                .extend_from_slice(entry);
+        }
+    }
+
     pub(super) fn lost(&mut self, filter: &str) {
         let Some(count) = self.filters.get_mut(filter) else {
             return;
@@ -172,6 +198,8 @@ impl Engine {
             arriving: None,
             arrivals: 0,
             key_offsets: HashMap::new(),
+            crossing: None,
+            crossings: HashMap::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
             if state.is_some() {
@@ -197,6 +225,69 @@ impl Engine {
         let at = usize::from(slot);
         let (_, records) = shards.outboxes.get_mut(at)?.take()?;
         Some((records, shards.start_round(slot)))
+    }
+
+    /// The crossing entries of the records [`Engine::take_peer`] just took for node
+    /// `slot` ("Crossing QoS 2"): `client (u16 LE length, UTF-8) | packet id u16 LE |
+    /// released u32 LE`, one after another; None when they carry none.
+    pub fn take_crossings(&mut self, slot: u16) -> Option<Vec<u8>> {
+        self.cluster_mut()?.crossings.remove(&slot)
+    }
+
+    /// A journaled publisher's QoS 2 PUBLISH with `packet_id` is being routed: what
+    /// goes to other nodes until [`Engine::end_crossing`] lists it.
+    pub(super) fn begin_crossing(&mut self, session: u32, packet_id: u16) {
+        let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        let client = state.client_id.as_bytes();
+        let mut entry = Vec::with_capacity(8 + client.len());
+        entry.extend_from_slice(&(client.len() as u16).to_le_bytes());
+        entry.extend_from_slice(client);
+        entry.extend_from_slice(&packet_id.to_le_bytes());
+        entry.extend_from_slice(&state.inbound_released.to_le_bytes());
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.crossing = Some(entry);
+        }
+    }
+
+    pub(super) fn end_crossing(&mut self) {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.crossing = None;
+        }
+    }
+
+    /// Restored sessions meet the crossings a dead node (or this node, before it
+    /// restarted) sent last (`entries` as [`Engine::take_crossings`] gives them, any
+    /// number run together): each one the session's store did not see arrive is kept
+    /// as received, journaled ("Crossing QoS 2"). Returns how many were kept.
+    pub fn mark_routed(&mut self, entries: &[u8]) -> usize {
+        let mut kept = 0;
+        let mut rest = entries;
+        while rest.len() >= 2 {
+            let length = usize::from(u16::from_le_bytes([rest[0], rest[1]]));
+            if rest.len() < 2 + length + 6 {
+                break;
+            }
+            let client = std::str::from_utf8(&rest[2..2 + length]).unwrap_or("");
+            let at = 2 + length;
+            let packet_id = u16::from_le_bytes([rest[at], rest[at + 1]]);
+            let released = u32::from_le_bytes(rest[at + 2..at + 6].try_into().expect("4 bytes"));
+            rest = &rest[at + 6..];
+            let Some(session) = self.by_client_id.get(client).copied() else {
+                continue;
+            };
+            let Some(state) = self.session_mut(session) else {
+                continue;
+            };
+            // `released` at or past the stored count (wrapping): after its last release.
+            let after_stored = released.wrapping_sub(state.inbound_released) < 1 << 31;
+            if state.journaled && after_stored && state.inbound_qos2.insert(packet_id) {
+                self.journal_inbound_qos2(session, packet_id, true);
+                kept += 1;
+            }
+        }
+        kept
     }
 
     /// Kafka has round `round` of slot `slot` (a node's topic, or the subscription

@@ -608,6 +608,11 @@ impl Engine {
             Record::BusCursor { shard, from, route } => {
                 self.restore_bus_cursor(shard, from, route);
             }
+            Record::InboundReleased { client, count } => {
+                if let Some(entry) = restoring.get_mut(&client) {
+                    entry.inbound_released = count;
+                }
+            }
             Record::Applied {
                 client,
                 node,
@@ -692,6 +697,7 @@ impl Engine {
             .map(|(filter, value)| (filter.into_boxed_str(), value))
             .collect();
         state.inbound_qos2.extend(restored.inbound_qos2);
+        state.inbound_released = restored.inbound_released;
         state.applied = restored
             .applied
             .into_iter()
@@ -791,6 +797,7 @@ struct Restoring {
     client_type: ClientType,
     subscriptions: HashMap<String, (u8, u32)>,
     inbound_qos2: Vec<u16>,
+    inbound_released: u32,
     deliveries: BTreeMap<Slot, Restored>,
     by_packet_id: HashMap<u16, Slot>,
     /// PUBREL-only entries seen, for their slots.

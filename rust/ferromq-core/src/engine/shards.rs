@@ -638,6 +638,11 @@ impl Engine {
                 outbox.route(message, route, share_filter, wall_offset);
             }
         }
+        if shards.is_node(to) {
+            if let Some(cluster) = shards.cluster.as_mut() {
+                cluster.note_crossing(to);
+            }
+        }
         if kept {
             shards.unconfirmed[at].push_back(Unconfirmed {
                 route,

@@ -10,7 +10,7 @@
 //! | `P{c}_messages` | ZSET | member: packet id; score: the delivery sequence, which keeps growing past the packet id wrap, so ZRANGE is delivery order |
 //! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim |
 //! | `P{c}_last_packet_id` | STRING | the packet id of the newest stored delivery (TBMQ's key; the engine derives ids from the sequence) |
-//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<node>` (the Kafka offset of a cluster node's topic the session holds deliveries up to, `engine/cluster.rs`) |
+//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<node>` (the Kafka offset of a cluster node's topic the session holds deliveries up to, `engine/cluster.rs`), `released` (inbound QoS 2 ids released so far, counted before each `SREM`: "Crossing QoS 2" there) |
 //! | `P{c}_subscriptions` | HASH | filter → `options u8, subscription id u32 LE` |
 //! | `P{c}_inbound_qos2` | SET | packet ids of inbound QoS 2 messages awaiting PUBREL |
 //! | `P{c}_will` | STRING | the session's will: the journal's Will record body after the client id |
@@ -532,6 +532,15 @@ impl RedisCodec {
                 packet_id,
                 held,
             } => {
+                if !*held {
+                    // Counted before the id goes: a store that has the release has
+                    // the count (`engine/cluster.rs`, "Crossing QoS 2"). Same slot.
+                    w.begin(4);
+                    w.bulk(b"HINCRBY");
+                    self.key(w, client, b"_session");
+                    w.bulk(b"released");
+                    w.bulk_int(1);
+                }
                 w.begin(3);
                 w.bulk(if *held { b"SADD" } else { b"SREM" });
                 self.key(w, client, b"_inbound_qos2");
@@ -748,6 +757,7 @@ fn record_client(record: &Record) -> &str {
         | Record::Release { client, .. }
         | Record::InboundQos2 { client, .. }
         | Record::Applied { client, .. }
+        | Record::InboundReleased { client, .. }
         | Record::Will { client, .. } => client,
         Record::Message(_)
         | Record::Retain { .. }
@@ -763,10 +773,12 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
     let mut expiry = None;
     let mut client_type = ClientType::Device;
     let mut applied = Vec::new();
+    let mut released = 0;
     for pair in session.items().chunks_exact(2) {
         let value = pair[1].bytes().map(|b| decimal(b)).transpose()?;
         match pair[0].bytes().map(|b| &b[..]) {
             Some(b"expiry") => expiry = value,
+            Some(b"released") => released = value.unwrap_or(0) as u32,
             Some(b"type") => client_type = ClientType::from_code(value.unwrap_or(0) as u8)?,
             Some(field) => {
                 if let (Some(node), Some(offset)) = (field.strip_prefix(b"applied:"), value) {
@@ -780,6 +792,9 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
         return Ok(()); // listed, but its session was removed
     };
     out.session(client, expiry as u32, client_type);
+    if released != 0 {
+        out.inbound_released(client, released);
+    }
     for (node, offset) in applied {
         out.applied(client, &node, offset);
     }
