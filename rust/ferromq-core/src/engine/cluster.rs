@@ -237,6 +237,9 @@ impl Engine {
     /// A journaled publisher's QoS 2 PUBLISH with `packet_id` is being routed: what
     /// goes to other nodes until [`Engine::end_crossing`] lists it.
     pub(super) fn begin_crossing(&mut self, session: u32, packet_id: u16) {
+        if self.cluster_mut().is_none() {
+            return;
+        }
         let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
             return;
         };
