@@ -361,10 +361,12 @@ cdef class MqttConnection:
         hub = self._hub
         self._transport = transport
         self._conn = hub.engine.open(hub.now(), self._framing)
-        hub._transports[self._conn] = transport
-        hub._connections[self._conn] = self
+        # One int object keys every dict of the hub (each conversion makes a new one).
+        key = self._conn
+        hub._transports[key] = transport
+        hub._connections[key] = self
         if self._peer is not None:
-            hub._peers[self._conn] = self._peer
+            hub._peers[key] = self._peer
         transport.set_write_buffer_limits(high=hub.write_high_water)
         self._receive = EngineReader(hub, self._conn)
 
@@ -417,4 +419,10 @@ cdef class MqttConnection:
 
 class MqttProtocol(MqttConnection, asyncio.BufferedProtocol):
     """What ``loop.create_server`` instantiates: the Cython core plus the asyncio
-    protocol interface, so uvloop and asyncio both treat it as buffered."""
+    protocol interface, so uvloop and asyncio both treat it as buffered.
+
+    No ``__dict__`` (asyncio's protocol classes have empty slots too): a subclass that
+    keeps attributes declares its own ``__slots__``, as an idle connection keeps its
+    protocol for its whole life (``docs/memory.md``)."""
+
+    __slots__ = ()

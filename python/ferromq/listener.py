@@ -73,7 +73,7 @@ The preamble, per connection and in this order (each step its own module; a plai
    (:meth:`~ferromq.admission.Admission.adopted`) and reports the client's address for
    it as for a PROXY header.
 
-The connection's admission slots are given back once (:meth:`Listeners._release`), by
+The connection's admission slots are given back once (:meth:`_Accepted.release`), by
 whichever ends it: the MQTT protocol, the upgrade protocol, the router, or a preamble
 or handshake that failed.
 
@@ -205,8 +205,18 @@ class _Accepted:
     """The client: the socket's peer, or the address its PROXY header named."""
     admitted: bool
     """Holding admission slots (from accept; on a proxy listener, from its header)."""
+    admission: Admission
     handed: bool = False
     """Handed over by the shard that accepted it (:mod:`ferromq.node.handover`)."""
+
+    def release(self) -> None:
+        """Give the connection's admission slots back, once (its protocol, its upgrade
+        and a failed start may each try), if it holds them. The bound method is the
+        ``release`` every protocol of the connection is given: one object per
+        connection, where a ``partial`` cost four (``docs/memory.md``)."""
+        if self.admitted:
+            self.admitted = False
+            self.admission.released(self.listener.config.name, self.peer[0])
 
     @property
     def named_peer(self) -> tuple[str, int] | None:
@@ -222,7 +232,12 @@ class _CountedProtocol(MqttProtocol):
     tells admission the connection is gone. While open, its connection id names its
     listener in ``names`` (for the connect log line); the engine is told the name too,
     for the stream's records. ``preread`` (bytes a protocol before it read: the
-    WebSocket upgrade's, the router's) goes to the engine first."""
+    WebSocket upgrade's, the router's) goes to the engine first.
+
+    Slots, no ``__dict__``: an idle connection keeps this object for its whole life,
+    and a dict of its six attributes cost 336 bytes (``docs/memory.md``)."""
+
+    __slots__ = ("_closed", "_engine", "_listener", "_names", "_preread", "_release")
 
     def __init__(
         self,
@@ -281,6 +296,8 @@ class _CertifiedProtocol(_CountedProtocol):
     verified client certificate's identity under its connection id while it lives.
     ``identity`` reads it from the transport (the TLS one, or a relayed hand-over's
     header)."""
+
+    __slots__ = ("_certificates", "_config", "_identity")
 
     def __init__(
         self,
@@ -366,6 +383,8 @@ class Listeners:
         self._counts = _Counts()
         self._certificates: dict[int, PeerCertificate] = {}
         self._names: dict[int, str] = {}  # open connections' listeners
+        # One bound method for every connection's protocol, not one each.
+        self._admission_closed = admission.closed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
         self._shard: ShardIdentity | None = None  # set in a node of several shards
@@ -582,8 +601,8 @@ class Listeners:
     ) -> None:
         # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
         # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
-        accepted = _Accepted(listener, conn, peer, admitted)
-        release = partial(self._release, accepted)
+        accepted = _Accepted(listener, conn, peer, admitted, self._admission)
+        release = accepted.release
         if listener.config.proxy_protocol:
             started = self._proxied(accepted, release)
         else:
@@ -693,7 +712,7 @@ class Listeners:
         """The MQTT protocol; ``certificate`` is a relayed hand-over's client identity."""
         assert self._hub is not None
         config = accepted.listener.config
-        closed = self._admission.closed
+        closed = self._admission_closed
         peer = accepted.named_peer  # for IOHub.peer (else the hub asks the transport)
         if config.require_certificate:
             identity: Callable[[asyncio.BaseTransport], str | None] = (
@@ -787,8 +806,10 @@ class Listeners:
         listener = self._listeners[handed.listener]
         self._admission.adopted(listener.config.name, handed.peer[0])
         assert self._loop is not None
-        accepted = _Accepted(listener, sock, handed.peer, admitted=True, handed=True)
-        release = partial(self._release, accepted)
+        accepted = _Accepted(
+            listener, sock, handed.peer, admitted=True, admission=self._admission, handed=True
+        )
+        release = accepted.release
         protocol = self._mqtt_protocol(
             accepted, release, handed.framing, handed.data, handed.certificate
         )
@@ -839,13 +860,6 @@ class Listeners:
             why=why,
             total=failures[kind],
         )
-
-    def _release(self, accepted: _Accepted) -> None:
-        """Give the connection's admission slots back, once (its protocol, its upgrade
-        and a failed start may each try), if it holds them."""
-        if accepted.admitted:
-            accepted.admitted = False
-            self._admission.released(accepted.listener.config.name, accepted.peer[0])
 
 
 def _relay_ended(task: asyncio.Task[object]) -> None:
