@@ -27,9 +27,17 @@ pub enum AliasUse {
     New(u16),
 }
 
+/// A connection's outbound aliases: the maximum, and the table once the first alias
+/// is given (boxed, so a connection that never gets one keeps 16 bytes, not 80:
+/// `docs/memory.md`).
 #[derive(Debug, Default)]
 pub struct OutboundAliases {
     max: u16,
+    table: Option<Box<AliasTable>>,
+}
+
+#[derive(Debug, Default)]
+struct AliasTable {
     by_topic: HashMap<Utf8Bytes, u16>,
     /// Index alias - 1: the topic and when it was last used (`clock`).
     slots: Vec<(Utf8Bytes, u64)>,
@@ -49,32 +57,36 @@ impl OutboundAliases {
         if self.max == 0 {
             return None;
         }
-        if let Some(alias) = self.by_topic.get(topic) {
+        let Some(table) = self.table.as_deref() else {
+            return Some(AliasUse::New(1));
+        };
+        if let Some(alias) = table.by_topic.get(topic) {
             return Some(AliasUse::Known(*alias));
         }
-        if self.slots.len() < usize::from(self.max) {
-            return Some(AliasUse::New(self.slots.len() as u16 + 1));
+        if table.slots.len() < usize::from(self.max) {
+            return Some(AliasUse::New(table.slots.len() as u16 + 1));
         }
-        let oldest = (0..self.slots.len()).min_by_key(|&index| self.slots[index].1)?;
+        let oldest = (0..table.slots.len()).min_by_key(|&index| table.slots[index].1)?;
         Some(AliasUse::New(oldest as u16 + 1))
     }
 
     /// Record that a PUBLISH using `alias` for `topic` was sent.
     pub fn commit(&mut self, topic: &Utf8Bytes, alias: AliasUse) {
-        self.clock += 1;
-        let clock = self.clock;
+        let table = self.table.get_or_insert_with(Box::default);
+        table.clock += 1;
+        let clock = table.clock;
         match alias {
-            AliasUse::Known(alias) => self.slots[usize::from(alias) - 1].1 = clock,
+            AliasUse::Known(alias) => table.slots[usize::from(alias) - 1].1 = clock,
             AliasUse::New(alias) => {
                 let index = usize::from(alias) - 1;
-                if index == self.slots.len() {
-                    self.slots.push((topic.clone(), clock));
+                if index == table.slots.len() {
+                    table.slots.push((topic.clone(), clock));
                 } else {
                     let (old, _) =
-                        std::mem::replace(&mut self.slots[index], (topic.clone(), clock));
-                    self.by_topic.remove(&old);
+                        std::mem::replace(&mut table.slots[index], (topic.clone(), clock));
+                    table.by_topic.remove(&old);
                 }
-                self.by_topic.insert(topic.clone(), alias);
+                table.by_topic.insert(topic.clone(), alias);
             }
         }
     }

@@ -72,11 +72,11 @@ impl Engine {
         };
         let token = conn.token;
         conn.auth_method = method.clone();
-        conn.auth = Some(AuthExchange {
+        conn.auth = Some(Box::new(AuthExchange {
             deadline,
             turn: Turn::Broker,
             final_data: None,
-        });
+        }));
         self.events.push(Event::Authenticate {
             conn: conn_id,
             token,
@@ -129,11 +129,11 @@ impl Engine {
         let expected = if conn.auth.is_some() {
             ReasonCode::ContinueAuthentication
         } else {
-            conn.auth = Some(AuthExchange {
+            conn.auth = Some(Box::new(AuthExchange {
                 deadline,
                 turn: Turn::Client,
                 final_data: None,
-            });
+            }));
             ReasonCode::ReAuthenticate
         };
         self.handle_auth_packet(conn_id, auth, expected, now);
@@ -179,7 +179,7 @@ impl Engine {
         self.conn_mut(conn_id)
             .filter(|c| c.token == token && !c.is_closed())?
             .auth
-            .as_mut()
+            .as_deref_mut()
             .filter(|a| a.turn == Turn::Broker)
     }
 

@@ -210,7 +210,7 @@ impl Engine {
         conn.keep_alive = keepalive;
         conn.connected_at = now;
         conn.aliases_out = OutboundAliases::new(aliases_out);
-        conn.rate = rate;
+        conn.rate = rate.map(Box::new);
         conn.user = user;
         conn.send_window = match connect.properties.get(PropertyId::ReceiveMaximum) {
             Some(Property::ReceiveMaximum(n)) => (*n).min(max_inflight),
@@ -309,7 +309,10 @@ impl Engine {
         connect: &Connect,
         client_id: &str,
     ) -> SessionAcl {
-        let given = self.conn_mut(conn_id).and_then(|c| c.acl.take());
+        let given = self
+            .conn_mut(conn_id)
+            .and_then(|c| c.acl.take())
+            .map(|acl| *acl);
         let mut acl = given.unwrap_or_else(|| {
             let binding = Binding {
                 username: connect.username.as_ref().map(|u| u.as_str().into()),

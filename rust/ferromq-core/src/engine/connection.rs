@@ -39,8 +39,10 @@ pub struct Connection {
     pub client_type: Option<crate::durability::record::ClientType>,
     /// The Authentication Method from CONNECT; every AUTH must repeat it.
     pub auth_method: Option<Utf8Bytes>,
-    /// An authentication exchange in progress (CONNECT or re-authentication).
-    pub auth: Option<AuthExchange>,
+    /// An authentication exchange in progress (CONNECT or re-authentication); boxed,
+    /// as are the other rarely set fields below, so an idle connection's slot stays
+    /// small (`docs/memory.md`).
+    pub auth: Option<Box<AuthExchange>>,
     pub decoder: FrameDecoder,
     pub out: BytesMut,
     /// The version from CONNECT (3.1.1 until then, for error replies).
@@ -61,14 +63,16 @@ pub struct Connection {
     pub send_window: u16,
     /// Largest packet the client accepts [MQTT-3.1.2-24 (v5 Maximum Packet Size)].
     pub client_max_packet: u32,
-    /// Inbound topic aliases of a v5 client.
-    pub topic_aliases: HashMap<u16, Utf8Bytes>,
+    /// Inbound topic aliases of a v5 client, from its first aliased PUBLISH: a box of
+    /// 8 bytes in every connection against an empty map's 48.
+    #[allow(clippy::box_collection)]
+    pub topic_aliases: Option<Box<HashMap<u16, Utf8Bytes>>>,
     /// Topic aliases the broker uses towards a v5 client.
     pub aliases_out: OutboundAliases,
     /// The v5 client's Request Problem Information (1 unless it sent 0).
     pub request_problem_info: bool,
     /// The connection's publish rate, when configured (`rate`).
-    pub rate: Option<PublishRate>,
+    pub rate: Option<Box<PublishRate>>,
     /// Its user name's entry, when a per-user limit is configured (`users`).
     pub user: Option<UserId>,
     /// Why its input is held, if it is (`hold`); `parked` holds what waits.
@@ -90,7 +94,7 @@ pub struct Connection {
     /// WebSocket framing state; None for a plain MQTT stream (`framing.rs`).
     pub websocket: Option<Box<WebSocket>>,
     /// The ACL binding Python's authentication answer gave, until CONNACK.
-    pub acl: Option<SessionAcl>,
+    pub acl: Option<Box<SessionAcl>>,
     /// Its packets are copied into `Trace` events (`trace`).
     pub traced: bool,
     /// The client's address, for the stream's `connected` / `auth_refused`
@@ -123,7 +127,7 @@ impl Connection {
             refill_queued: false,
             send_window: 0,
             client_max_packet: u32::MAX,
-            topic_aliases: HashMap::new(),
+            topic_aliases: None,
             aliases_out: OutboundAliases::default(),
             request_problem_info: true,
             rate: None,
@@ -151,5 +155,22 @@ impl Connection {
 
     pub fn is_closed(&self) -> bool {
         matches!(self.state, ConnState::Closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::session::Session;
+    use super::Connection;
+
+    /// Every open connection has a `Connection` and a `Session` slot in the engine's
+    /// vectors, so their sizes are bytes of every idle connection (`docs/memory.md`).
+    /// Rarely set fields are boxed; a new field that is not should be a choice.
+    #[test]
+    fn slot_sizes_stay_small() {
+        let (connection, session) = (size_of::<Connection>(), size_of::<Session>());
+        eprintln!("Connection {connection} B, Session {session} B");
+        assert!(connection <= 424, "Connection is {connection} B (was 424)");
+        assert!(session <= 560, "Session is {session} B (was 560)");
     }
 }

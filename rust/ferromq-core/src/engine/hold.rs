@@ -114,7 +114,7 @@ impl Engine {
             .and_then(|id| self.users.get_mut(id))
             .and_then(|u| u.rate.as_mut());
         let bytes = (publish.topic.len() + publish.payload.len()) as u64;
-        let Err(wait) = rate::admit(conn.rate.as_mut(), user, bytes, now) else {
+        let Err(wait) = rate::admit(conn.rate.as_deref_mut(), user, bytes, now) else {
             return Some(publish);
         };
         self.stats.publish_rate_exceeded += 1;

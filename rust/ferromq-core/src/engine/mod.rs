@@ -66,7 +66,7 @@ mod users;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 pub use admin::{
     AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
@@ -305,6 +305,23 @@ pub struct Engine {
     traced: std::collections::HashSet<Box<str>>,
     /// The `[stream]` export (`export`); None while off.
     stream: Option<Box<export::Stream>>,
+}
+
+/// A connection's output buffer up to this capacity is handed out whole by
+/// `take_output` (`take_written`).
+const SMALL_OUTPUT: usize = 64;
+
+/// The bytes written to `out`, taken. A buffer that never grew past a few control
+/// packets (CONNACK, SUBACK, PINGRESP) goes whole and `out` is left without an
+/// allocation: `split` would leave its few spare bytes, and the shared header it
+/// adds, with every idle connection (`docs/memory.md`). A larger buffer is split, so
+/// a busy connection keeps its capacity for the next writes.
+fn take_written(out: &mut BytesMut) -> BytesMut {
+    if out.capacity() <= SMALL_OUTPUT {
+        std::mem::take(out)
+    } else {
+        out.split()
+    }
 }
 
 impl Engine {
@@ -563,10 +580,10 @@ impl Engine {
                 self.output_bytes -= conn.out.len() as u64;
                 let bytes = match conn.websocket.as_deref_mut() {
                     None if conn.out.is_empty() => continue,
-                    None => conn.out.split().freeze(),
+                    None => take_written(&mut conn.out).freeze(),
                     // The MQTT bytes are copied behind the frame header; the buffer
                     // goes, as a TCP connection's does, so an idle one keeps none.
-                    Some(ws) => ws.wrap(&conn.out.split()),
+                    Some(ws) => ws.wrap(&take_written(&mut conn.out)),
                 };
                 if !bytes.is_empty() {
                     self.stats.bytes_sent += bytes.len() as u64;

@@ -224,11 +224,14 @@ impl Engine {
         if publish.topic.is_empty() {
             publish.topic = conn
                 .topic_aliases
-                .get(&alias)
+                .as_ref()
+                .and_then(|aliases| aliases.get(&alias))
                 .cloned()
                 .ok_or(ReasonCode::ProtocolError)?;
         } else {
-            conn.topic_aliases.insert(alias, publish.topic.clone());
+            conn.topic_aliases
+                .get_or_insert_with(Box::default)
+                .insert(alias, publish.topic.clone());
         }
         Ok(())
     }
