@@ -82,7 +82,7 @@ use super::Engine;
 /// header, "Adoption"). A session that took the record before (earlier in the same
 /// record) is checked by the caller.
 fn refuses(state: &Session, arriving: &Arriving) -> bool {
-    if let Some((dead, marker)) = &state.adopted_from {
+    if let Some((dead, marker)) = state.adopted_from.as_deref() {
         let from_dead = **dead == *arriving.topic;
         if from_dead != (arriving.seen < *marker) {
             return true;
@@ -449,7 +449,7 @@ impl Engine {
                 continue;
             };
             if let Some(state) = self.sessions[session as usize].as_mut() {
-                state.adopted_from = Some((dead.into(), marker));
+                state.adopted_from = Some(Box::new((dead.into(), marker)));
             }
         }
     }
@@ -459,7 +459,7 @@ impl Engine {
         for state in self.sessions.iter_mut().flatten() {
             if state
                 .adopted_from
-                .as_ref()
+                .as_deref()
                 .is_some_and(|(node, _)| **node == *dead)
             {
                 state.adopted_from = None;

@@ -94,8 +94,9 @@ pub struct Session {
     pub applied: Vec<(Box<str>, u64)>,
     /// Adopted from a dead node (its id) while the adopter reads its topic, and the
     /// subscription topic position from which senders route to the adopter instead
-    /// (`engine/cluster.rs`, "Adoption").
-    pub adopted_from: Option<(Box<str>, u64)>,
+    /// (`engine/cluster.rs`, "Adoption"). Boxed: set only while an adoption lasts,
+    /// it would otherwise cost every session 16 bytes (`docs/memory.md`).
+    pub adopted_from: Option<Box<(Box<str>, u64)>>,
     /// The node topic record it last took (`Engine::cluster_accepts`).
     pub accepted_arrival: u64,
 }
