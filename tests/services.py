@@ -45,6 +45,7 @@ import asyncio
 import base64
 import json
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -68,6 +69,7 @@ STORAGE_TOOL_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1")
 REDIS_ENV = "FERROMQ_TEST_REDIS_URL"
 KAFKA_ENV = "FERROMQ_TEST_KAFKA_BOOTSTRAP"
 READY_TIMEOUT = 60.0
+FREE_PORTS_FROM = 10_000  # test listeners take ports from here, outside the ephemeral range
 STOP_GRACE = 20.0
 
 # Children this process spawned, by pid: waited on directly. A pid read from a state file
@@ -90,21 +92,42 @@ def _port_share() -> tuple[int, int]:
     return int(worker[2:]) % count, count
 
 
+def _ephemeral_range() -> range:
+    """The ports the kernel gives outgoing connections (``ip_local_port_range``)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_ports(count: int) -> list[int]:
     """count distinct free loopback ports (all held open together while chosen), of
-    this pytest worker's share."""
+    this pytest worker's share, outside the ephemeral range: a port chosen there could
+    become the source port of any outgoing connection (a node's to Kafka, say) before
+    the broker binds it, and its listener would fail with "Address already in use"."""
     index, share = _port_share()
+    ephemeral = _ephemeral_range()
+    candidates = [
+        port
+        for port in range(FREE_PORTS_FROM, 65536)
+        if port % share == index and port not in ephemeral
+    ]
     held: list[socket.socket] = []
     chosen: list[int] = []
     try:
-        while len(chosen) < count:
+        for port in random.sample(candidates, len(candidates)):
             sock = socket.socket()
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
             held.append(sock)
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-            if port % share == index:
-                chosen.append(port)
-        return chosen
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+        raise ServiceUnavailable(f"no {count} free loopback ports outside {ephemeral}")
     finally:
         for sock in held:
             sock.close()

@@ -293,10 +293,11 @@ class KafkaBus:
         self._queued.set()
         return await last.stored + 1
 
-    async def crossings_of(self, sender: str, since_ms: int) -> bytes:
+    async def crossings_of(self, sender: str, since_ms: int, until_ms: int) -> bytes:
         """The crossings header of every record ``sender`` produced to a node topic
-        from ``since_ms`` (unix ms) on, run together (engine/cluster.rs, "Crossing
-        QoS 2"): read once, to the end each topic had when the read began."""
+        between ``since_ms`` and ``until_ms`` (unix ms), run together (engine/cluster.rs,
+        "Crossing QoS 2"). Only that window of each topic is read, however long the
+        sender was away."""
         nodes = (set(self._slots) | {self.node_id}) - {sender}
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
@@ -318,16 +319,19 @@ class KafkaBus:
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
             starts = await consumer.offsets_for_times({tp: since_ms for tp in partitions})
+            afters = await consumer.offsets_for_times({tp: until_ms for tp in partitions})
             for tp in partitions:
-                start = starts.get(tp)
+                start, after = starts.get(tp), afters.get(tp)
+                if after is not None:
+                    ends[tp] = after.offset
                 consumer.seek(tp, ends[tp] if start is None else start.offset)
             key, entries = sender.encode(), bytearray()
             reading = [tp for tp in partitions if await consumer.position(tp) < ends[tp]]
             while reading:
                 batches = await consumer.getmany(*reading, timeout_ms=1000)
-                for records in batches.values():
+                for tp, records in batches.items():
                     for record in records:
-                        if record.key == key:
+                        if record.key == key and record.offset < ends[tp]:
                             entries += next(
                                 (v for k, v in record.headers if k == CROSSINGS_HEADER), b""
                             )

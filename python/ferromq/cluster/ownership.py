@@ -362,12 +362,14 @@ class Ownership:
         start) keep as received the QoS 2 messages ``node`` had sent to other nodes
         and their store did not see arrive, so their publishers' retransmissions are
         not routed again (engine/cluster.rs, "Crossing QoS 2"). What it sent from
-        ``STORE_LAG`` before its last heartbeat on is read."""
+        ``STORE_LAG`` before its last heartbeat to ``STORE_LAG`` after is read (it beat
+        every second while it routed)."""
         last = await self._redis.get(last_beat_key(self._kp, node))
         if last is None:
             return  # it never beat: it never routed
-        since = int(last) - round(STORE_LAG * 1000)
-        kept = self._bus.mark_routed(await self._bus.crossings_of(node, since))
+        lag = round(STORE_LAG * 1000)
+        entries = await self._bus.crossings_of(node, int(last) - lag, int(last) + lag)
+        kept = self._bus.mark_routed(entries)
         if kept:
             log_event(
                 logger,
