@@ -29,14 +29,21 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests import services
 from tests.cluster.conftest import Cluster, ClusterFactory, wait_routed
-from tests.crash.clients import QUEUE_ROOM, Publisher, Subscriber, Tally, settle, step, stream
+from tests.crash.clients import (
+    QUEUE_ROOM,
+    Publisher,
+    Subscriber,
+    Tally,
+    settle,
+    step,
+    stream,
+    stream_while,
+)
 
 STREAM = 1.0  # seconds of publishing before the kill and after the stream resumed
 REDIS_DOWN = 2.0  # seconds Redis stays killed while the stream goes on
@@ -50,15 +57,6 @@ KAFKA_CASES = [(4, 1), (4, 2), (5, 2)]
 
 def number(payload: bytes) -> int:
     return int.from_bytes(payload, "big")
-
-
-def stream_while(publisher: Publisher, subscriber: Subscriber, action: Callable[[], None]) -> None:
-    """Run ``action`` (a service starting) in a thread while the stream goes on."""
-    with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(action)
-        while not running.done():
-            step(publisher, subscriber)
-        running.result()
 
 
 def stream_until_resumed(publisher: Publisher, subscriber: Subscriber, after: int) -> None:

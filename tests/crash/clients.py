@@ -22,6 +22,8 @@ from __future__ import annotations
 import select
 import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,6 +222,16 @@ def stream(publisher: Publisher, subscriber: Subscriber, seconds: float) -> None
     until = time.monotonic() + seconds
     while time.monotonic() < until:
         step(publisher, subscriber)
+
+
+def stream_while(publisher: Publisher, subscriber: Subscriber, action: Callable[[], None]) -> None:
+    """Run ``action`` (a service or a broker starting) in a thread while the paced
+    stream goes on; its exception, if any, is raised here."""
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(action)
+        while not running.done():
+            step(publisher, subscriber)
+        running.result()
 
 
 def settle(publisher: Publisher, subscriber: Subscriber, quiet: float = 1.0) -> None:

@@ -121,6 +121,7 @@ class _Reader:
     at_end: asyncio.Event = field(default_factory=asyncio.Event)
     # cleared while an adoption sets its marker: records wait
     running: asyncio.Event = field(default_factory=asyncio.Event)
+    records_applied: int = 0
 
     def __post_init__(self) -> None:
         self.running.set()
@@ -339,6 +340,12 @@ class KafkaBus:
             return bytes(entries)
         finally:
             await consumer.stop()
+
+    def records_applied(self, node_id: str) -> int:
+        """Records of ``node_id``'s topic applied so far by its reader here (0 when
+        none reads it)."""
+        reader = self._readers.get(node_id)
+        return reader.records_applied if reader is not None else 0
 
     def mark_routed(self, entries: bytes) -> int:
         """Restored sessions keep as received the crossings their store did not see
@@ -611,6 +618,7 @@ class KafkaBus:
                 log_event(logger, logging.ERROR, "cluster: node records refused", error=str(exc))
             self._counters.batches_received += 1
             self._counters.bytes_received += len(value)
+            reader.records_applied += 1
             self._hub.flush()
         reader.pending.append((offset + 1, self._engine.journal_mark()))
 

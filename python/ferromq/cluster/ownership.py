@@ -380,12 +380,13 @@ class Ownership:
             )
 
     async def _drain_adopted(self, dead: str) -> None:
-        """Read the dead node's topic on until it is quiet; then the node may return."""
+        """Read the dead node's topic on until it is quiet (its own records only: this
+        node's topic may be busy for ever); then the node may return."""
         quiet_since = time.monotonic()
-        seen = self._bus.figures().bytes_received
+        seen = self._bus.records_applied(dead)
         while time.monotonic() - quiet_since < ADOPTION_QUIET:
             await asyncio.sleep(1.0)
-            now_seen = self._bus.figures().bytes_received
+            now_seen = self._bus.records_applied(dead)
             if now_seen != seen:
                 seen, quiet_since = now_seen, time.monotonic()
         await self._bus.stop_draining(dead)
