@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from aiokafka.errors import KafkaError
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
@@ -368,7 +369,18 @@ class Ownership:
         if last is None:
             return  # it never beat: it never routed
         lag = round(STORE_LAG * 1000)
-        entries = await self._bus.crossings_of(node, int(last) - lag, int(last) + lag)
+        try:
+            entries = await self._bus.crossings_of(node, int(last) - lag, int(last) + lag)
+        except (KafkaError, OSError) as exc:
+            # The restore goes on: at worst a retransmission is routed again.
+            log_event(
+                logger,
+                logging.WARNING,
+                "cluster: crossings not read; a QoS 2 retransmission may be routed again",
+                node=node,
+                error=str(exc),
+            )
+            return
         kept = self._bus.mark_routed(entries)
         if kept:
             log_event(
