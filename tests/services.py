@@ -116,7 +116,8 @@ def free_ports(count: int) -> list[int]:
     held: list[socket.socket] = []
     chosen: list[int] = []
     try:
-        for port in random.sample(candidates, len(candidates)):
+        random.shuffle(candidates)
+        for port in candidates:
             sock = socket.socket()
             try:
                 sock.bind(("127.0.0.1", port))

@@ -172,12 +172,18 @@ class KafkaBus:
         self._admin = AIOKafkaAdminClient(
             bootstrap_servers=bootstrap, request_timeout_ms=self._timeout_ms
         )
-        self._index_consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
+        self._index_consumer = self._consumer()
+
+    def _consumer(self, **group: str) -> AIOKafkaConsumer:
+        """A consumer of this cluster's Kafka that commits only when told and takes a
+        record of any size the topics take; ``group`` adds a consumer group's keys."""
+        return AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
             enable_auto_commit=False,
             request_timeout_ms=self._timeout_ms,
             fetch_max_bytes=MAX_RECORD,
             max_partition_fetch_bytes=MAX_RECORD,
+            **group,
         )
 
     # -- start and stop -------------------------------------------------------------
@@ -300,13 +306,7 @@ class KafkaBus:
         "Crossing QoS 2"). Only that window of each topic is read, however long the
         sender was away."""
         nodes = (set(self._slots) | {self.node_id}) - {sender}
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            enable_auto_commit=False,
-            request_timeout_ms=self._timeout_ms,
-            fetch_max_bytes=MAX_RECORD,
-            max_partition_fetch_bytes=MAX_RECORD,
-        )
+        consumer = self._consumer()
         await consumer.start()
         try:
             existing = await consumer.topics()
@@ -542,14 +542,8 @@ class KafkaBus:
         """Apply ``node_id``'s topic from its committed offset on (this node's own, or
         an adopted dead node's), committing as the store confirms; returns once it is
         read to its end at least once."""
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=node_topic(self._prefix, node_id),
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            request_timeout_ms=self._timeout_ms,
-            fetch_max_bytes=MAX_RECORD,
-            max_partition_fetch_bytes=MAX_RECORD,
+        consumer = self._consumer(
+            group_id=node_topic(self._prefix, node_id), auto_offset_reset="earliest"
         )
         await consumer.start()
         partition = TopicPartition(node_topic(self._prefix, node_id), 0)

@@ -237,9 +237,9 @@ impl Engine {
     /// A journaled publisher's QoS 2 PUBLISH with `packet_id` is being routed: what
     /// goes to other nodes until [`Engine::end_crossing`] lists it.
     pub(super) fn begin_crossing(&mut self, session: u32, packet_id: u16) {
-        if self.cluster_mut().is_none() {
+        let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) else {
             return;
-        }
+        };
         let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
             return;
         };
@@ -249,9 +249,7 @@ impl Engine {
         entry.extend_from_slice(client);
         entry.extend_from_slice(&packet_id.to_le_bytes());
         entry.extend_from_slice(&state.inbound_released.to_le_bytes());
-        if let Some(cluster) = self.cluster_mut() {
-            cluster.crossing = Some(entry);
-        }
+        cluster.crossing = Some(entry);
     }
 
     pub(super) fn end_crossing(&mut self) {
