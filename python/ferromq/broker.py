@@ -368,7 +368,7 @@ class Broker:
             if self.config.storage.backend == "redis":
                 flush_interval_ms = self.config.redis.flush_interval_ms
                 self.engine.set_journal_flush_records(self.config.redis.batch_size)
-                self.engine.set_store_keeps_bus(False)
+                self.engine.set_store_per_client(True)
             self._persister = Persister(self.engine, store, hub.flush, flush_interval_ms / 1000)
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)

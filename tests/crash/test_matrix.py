@@ -6,6 +6,9 @@ message crosses the bus), kills the broker the cell's way at random moments
 (`trial.py`), and checks what the subscriber's application saw: no acknowledged message
 lost, no QoS 2 message twice, no QoS 1 message twice except as a DUP redelivery.
 
+The node of two shards runs on the Redis store too, where a batch is applied per client
+rather than whole (`docs/shards.md`, "Exactly once across the bus").
+
 `FERROMQ_CRASH_KILLS` sets the kills per cell (3 in the test command; the long run sets
 hundreds), `FERROMQ_CRASH_SEED` the random moments (a failure names its seed).
 """
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,7 @@ from tests.crash.trial import Trial
 KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "3"))
 SEED = int(os.environ.get("FERROMQ_CRASH_SEED", "0"))
 CELLS = [(1, "process"), (2, "supervisor"), (2, "shard"), (2, "group")]
+NODE_CELLS = [cell for cell in CELLS if cell[0] > 1]
 
 
 @pytest.mark.parametrize("version", [4, 5], ids=["3.1.1", "5.0"])
@@ -31,11 +37,31 @@ CELLS = [(1, "process"), (2, "supervisor"), (2, "shard"), (2, "group")]
 def test_nothing_acknowledged_is_lost_nothing_doubled(
     tmp_path: Path, shards: int, kill: str, qos: int, version: int
 ) -> None:
-    seed = SEED + zlib.crc32(f"{shards}{kill}{qos}{version}".encode())
-    trial = Trial(tmp_path, shards, qos, version, seed=seed)
+    check(Trial, tmp_path, shards, kill, qos, version, store="")
+
+
+@pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])
+@pytest.mark.parametrize(("shards", "kill"), NODE_CELLS, ids=[f"{n}x-{k}" for n, k in NODE_CELLS])
+def test_on_redis_nothing_acknowledged_is_lost_nothing_doubled(
+    tmp_path: Path, redis_url: str, shards: int, kill: str, qos: int
+) -> None:
+    check(partial(Trial, redis_url=redis_url), tmp_path, shards, kill, qos, 5, store="redis ")
+
+
+def check(
+    trial_of: Callable[..., Trial],
+    tmp_path: Path,
+    shards: int,
+    kill: str,
+    qos: int,
+    version: int,
+    store: str,
+) -> None:
+    seed = SEED + zlib.crc32(f"{store}{shards}{kill}{qos}{version}".encode())
+    trial = trial_of(tmp_path, shards, qos, version, seed=seed)
     tally = trial.run(kill, KILLS)
     # the long run's figures (pytest -rA)
-    print(f"{shards}x {kill} QoS {qos} v{version}, {trial.kills} kills: {tally}")
+    print(f"{store}{shards}x {kill} QoS {qos} v{version}, {trial.kills} kills: {tally}")
     assert tally.acknowledged > KILLS * 30, tally
     assert not tally.lost, (
         f"lost after {trial.kills} kills (seed {seed}): {tally}; kills {trial.history}"

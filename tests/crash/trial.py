@@ -81,8 +81,17 @@ class Trial:
         version: int,
         across: bool = True,
         seed: int = 0,
+        redis_url: str | None = None,
     ) -> None:
         self.tmp_path, self.shards = tmp_path, shards
+        # The embedded store in the trial's directory, or Redis under a key prefix
+        # of the trial's own.
+        self.store = '[storage]\nfsync = "batch"\n'
+        if redis_url is not None:
+            self.store = (
+                f'[storage]\nbackend = "redis"\n[redis]\nurl = "{redis_url}"\n'
+                f'key_prefix = "crash-{os.getpid()}-{id(self)}:"\n'
+            )
         self.random = random.Random(seed)
         publisher_id, subscriber_id = ids_on_shards(shards, across and shards > 1)
         topic = f"crash/{qos}/{version}"
@@ -98,10 +107,9 @@ class Trial:
         self.broker = start_broker(
             self.tmp_path,
             "uvloop",
-            config_text=f"[server]\nworkers = {self.shards}\n",
+            config_text=f"[server]\nworkers = {self.shards}\n{self.store}",
             env={
                 "FERROMQ_STORAGE__PATH": str(self.tmp_path / "data"),
-                "FERROMQ_STORAGE__FSYNC": "batch",
                 "FERROMQ_SESSION__QUEUE_LIMIT": "60000",
             },
         )

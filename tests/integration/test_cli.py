@@ -208,6 +208,10 @@ def test_the_pid_file_exists_while_serving_and_guards_against_a_second_broker(
     pid_file = tmp_path / "ferromq.pid"
     pid_file.write_text("999999999\n")  # left by a process that is gone: stale
     first = serve(served, tmp_path, loop, "-p", str(free_port()), "--pid-file", str(pid_file))
+    # Written once every listener accepts: a moment after the port does.
+    deadline = time.monotonic() + 10
+    while pid_file.read_text() != f"{first.process.pid}\n" and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert pid_file.read_text() == f"{first.process.pid}\n"
 
     second = run("serve", "-p", str(free_port()), "--pid-file", str(pid_file))

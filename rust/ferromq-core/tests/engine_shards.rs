@@ -19,6 +19,8 @@ struct Node {
     rings: [(Writer, Reader); 2],
     /// Records each shard applied from the other, in total.
     applied: [usize; 2],
+    /// The stores apply batches per client, as Redis does (`set_store_per_client`).
+    per_client: bool,
     _regions: [OwnedRegion; 2],
 }
 
@@ -42,6 +44,7 @@ impl Node {
                 (to_1.writer(), to_1.reader()),
             ],
             applied: [0, 0],
+            per_client: false,
             _regions: regions,
         }
     }
@@ -456,13 +459,21 @@ fn nothing_a_client_subscribed_to_overtakes_its_held_suback() {
 
 /// Two durable shards: each store confirms every batch when its shard pumps.
 fn durable_node() -> Node {
+    durable_node_kept(false)
+}
+
+/// Two durable shards whose stores apply batches per client (`per_client`, Redis)
+/// or whole (the embedded log).
+fn durable_node_kept(per_client: bool) -> Node {
     let mut node = Node::new();
+    node.per_client = per_client;
     node.shards = [
         Harness::new(durable_config()),
         Harness::new(durable_config()),
     ];
     for (me, shard) in node.shards.iter_mut().enumerate() {
         shard.engine.set_shards(me as u16, 2);
+        shard.engine.set_store_per_client(per_client);
         shard.store = Some(BytesMut::new());
     }
     node
@@ -474,6 +485,7 @@ fn restart(node: &mut Node, k: usize) {
     let mut shard = Harness::new(durable_config());
     shard.now = node.shards[k].now + 1_000;
     shard.engine.set_shards(k as u16, 2);
+    shard.engine.set_store_per_client(node.per_client);
     let report = shard.engine.restore(stored.clone(), shard.now);
     assert_eq!(report.error, None);
     shard.store = Some(BytesMut::from(&stored[..]));
@@ -534,7 +546,16 @@ fn a_route_the_dead_receiver_read_but_never_stored_goes_to_its_new_process() {
 
 #[test]
 fn a_route_sent_again_after_its_receiver_stored_it_is_applied_once() {
-    let mut node = durable_node();
+    route_sent_again_after_its_receiver_stored_it(false);
+}
+
+#[test]
+fn a_route_sent_again_to_a_store_kept_per_client_is_applied_once_per_session() {
+    route_sent_again_after_its_receiver_stored_it(true);
+}
+
+fn route_sent_again_after_its_receiver_stored_it(per_client: bool) {
+    let mut node = durable_node_kept(per_client);
     let (sub, publisher_id) = (owned_by(0, "sub"), owned_by(1, "pub"));
     offline_subscriber(&mut node, 0, &sub, "orders/#", QoS::AtLeastOnce);
     let publisher = connected(&mut node.shards[1], &publisher_id);
@@ -554,21 +575,34 @@ fn a_route_sent_again_after_its_receiver_stored_it_is_applied_once() {
     assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
 }
 
-#[test]
-fn a_held_qos2_message_crosses_only_once_its_publishers_shard_stored_it() {
-    let mut node = durable_node();
+/// A persistent QoS 2 subscriber of `orders/#` owned by shard 0, offline, and a
+/// persistent v5 publisher connected to shard 1.
+fn qos2_pair(node: &mut Node) -> (String, Client) {
     let (sub, publisher_id) = (owned_by(0, "sub"), owned_by(1, "pub"));
-    offline_subscriber(&mut node, 0, &sub, "orders/#", QoS::ExactlyOnce);
+    offline_subscriber(node, 0, &sub, "orders/#", QoS::ExactlyOnce);
     let (publisher, _) = node.shards[1].connect(with_expiry(
         connect(&publisher_id, ProtocolVersion::V5, true),
         300,
     ));
-    // Without the store's confirmation (no pump), nothing may cross.
-    let wire = publish("orders/1", b"x", QoS::ExactlyOnce, 5, false)
+    (sub, publisher)
+}
+
+/// A QoS 2 PUBLISH to `topic` fed to `shard` without a pump: its store has not
+/// confirmed the batch holding it.
+fn feed_unstored(shard: &mut Harness, publisher: &Client, topic: &str) {
+    let wire = publish(topic, b"x", QoS::ExactlyOnce, 5, false)
         .to_bytes(ProtocolVersion::V5)
         .unwrap();
-    let now = node.shards[1].now;
-    node.shards[1].engine.feed(publisher.conn, &wire, now);
+    let now = shard.now;
+    shard.engine.feed(publisher.conn, &wire, now);
+}
+
+#[test]
+fn a_held_qos2_message_crosses_only_once_its_publishers_shard_stored_it() {
+    let mut node = durable_node();
+    let (sub, publisher) = qos2_pair(&mut node);
+    // Without the store's confirmation (no pump), nothing may cross.
+    feed_unstored(&mut node.shards[1], &publisher, "orders/1");
     let early = node.shards[1].engine.take_bus(0).unwrap_or_default();
     assert!(
         !early.windows(b"orders/1".len()).any(|w| w == b"orders/1"),
@@ -582,6 +616,77 @@ fn a_held_qos2_message_crosses_only_once_its_publishers_shard_stored_it() {
         node.exchange();
     }
     assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
+}
+
+/// The whole node dies once the publisher's shard stored its QoS 2 message (the
+/// packet id and the kept route) and the subscriber's shard stored the delivery, but
+/// before the confirmation came back: both restart, the route is sent again from
+/// the publisher's store, and the subscriber gets the message once.
+fn qos2_route_kept_across_a_whole_node_kill(per_client: bool) {
+    let mut node = durable_node_kept(per_client);
+    let (sub, publisher) = qos2_pair(&mut node);
+    feed_unstored(&mut node.shards[1], &publisher, "orders/1");
+    node.shards[1].persist();
+    let routed = node.shards[1]
+        .engine
+        .take_bus(0)
+        .expect("routed once stored");
+    let now = node.shards[0].now;
+    node.shards[0].engine.bus_receive(1, routed, now).unwrap();
+    node.shards[0].persist();
+    restart(&mut node, 0);
+    restart(&mut node, 1);
+    for _ in 0..4 {
+        node.exchange();
+    }
+    assert_eq!(resumed_payloads(&mut node, 0, &sub), vec![b"x".to_vec()]);
+}
+
+#[test]
+fn a_qos2_route_crosses_once_across_a_whole_node_kill() {
+    qos2_route_kept_across_a_whole_node_kill(false);
+}
+
+#[test]
+fn a_qos2_route_crosses_once_across_a_whole_node_kill_with_a_store_kept_per_client() {
+    qos2_route_kept_across_a_whole_node_kill(true);
+}
+
+#[test]
+fn a_confirmed_route_is_dropped_from_a_store_kept_per_client() {
+    let mut node = durable_node_kept(true);
+    let (_, publisher) = qos2_pair(&mut node);
+    node.shards[1].send(
+        &publisher,
+        publish("orders/1", b"x", QoS::ExactlyOnce, 5, false),
+    );
+    for _ in 0..4 {
+        node.exchange();
+    }
+    node.shards[1].persist();
+    let stored = node.shards[1].store.clone().expect("durable").freeze();
+    let kinds = record_kinds(&stored);
+    assert_eq!(
+        kinds.iter().filter(|kind| **kind == 11).count(),
+        1,
+        "one Outbox record: {kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|kind| **kind == 16).count(),
+        1,
+        "dropped once its receiver confirmed it: {kinds:?}"
+    );
+}
+
+/// The kinds of the records in batch framing (`kind u8 | length u32 | body`).
+fn record_kinds(mut batch: &[u8]) -> Vec<u8> {
+    let mut kinds = Vec::new();
+    while batch.len() >= 5 {
+        let len = u32::from_le_bytes(batch[1..5].try_into().unwrap()) as usize;
+        kinds.push(batch[0]);
+        batch = &batch[5 + len..];
+    }
+    kinds
 }
 
 #[test]

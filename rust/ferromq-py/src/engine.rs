@@ -368,9 +368,10 @@ impl Engine {
         self.inner.set_journal_flush_records(records);
     }
 
-    /// The store keeps no outbox of the bus (Redis): held QoS 2 routes cross at once.
-    fn set_store_keeps_bus(&mut self, keeps: bool) {
-        self.inner.set_store_keeps_bus(keeps);
+    /// The store applies a batch per client, not whole (Redis): bus cursors are kept
+    /// per session and confirmed outbox routes dropped explicitly.
+    fn set_store_per_client(&mut self, per_client: bool) {
+        self.inner.set_store_per_client(per_client);
     }
 
     fn journal_pending(&self) -> usize {

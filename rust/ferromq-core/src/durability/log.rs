@@ -2,7 +2,7 @@
 //! and snapshots), and the reader of every record stream (batch framing or the
 //! stored log format), with its recovery.
 //!
-//! **Stored log format, version 2** (`LOG_VERSION`; the embedded store's segment
+//! **Stored log format, version 3** (`LOG_VERSION`; the embedded store's segment
 //! files and snapshots). A file starts with the header `"FMQJ" | version u16 |
 //! reserved u16 (0)`, then records framed `kind u8 | body length u32 | crc32c u32 |
 //! body`, where the CRC32C (Castagnoli) covers the kind, the length and the body
@@ -10,13 +10,15 @@
 //! Version 2 (issue 24) adds record kinds 11 to 14 (`Outbox`, `BusCursor`,
 //! `Applied`, `Will`): its framing is version 1's, and the bump makes a build of
 //! version 1 refuse such a store with one line rather than skip the records it does
-//! not know (a pending will, a route still crossing). Version 0 is the format before
+//! not know (a pending will, a route still crossing). Version 3 (issue 24) adds the
+//! publisher at the end of an `Outbox` record (a version 2 build would take the
+//! longer record for damage and skip it: a route still crossing). Version 0 is the format before
 //! headers: no header, batch framing, no CRC. Files of every release are read as
 //! they are (`tests/golden/journal-v<N>`, `CHANGELOG.md`). A reader meets a header at any
 //! record boundary (the segments of a log are read as one stream; `'F'` is no record
 //! kind), takes the version from it, and refuses a version above its own.
 //!
-//! Recovery (`RecordReader::recovering`): a version 1 or 2 record whose kind, length or
+//! Recovery (`RecordReader::recovering`): a version 1 to 3 record whose kind, length or
 //! CRC does not check out is damage; the reader scans forward byte by byte to the
 //! next position where a header or a whole record with a matching CRC starts,
 //! reports the skipped range (`Damage`) and goes on, so one flipped byte costs one
@@ -34,7 +36,7 @@ use super::record::{decode_record, JournalError, Record, SESSION, WILL};
 /// The stored log's magic: the first bytes of every file written in version 1 or later.
 pub const LOG_MAGIC: [u8; 4] = *b"FMQJ";
 /// The stored log format this build writes (and the newest it reads).
-pub const LOG_VERSION: u16 = 2;
+pub const LOG_VERSION: u16 = 3;
 pub const LOG_HEADER_LEN: usize = 8;
 const BATCH_FRAME: usize = 5;
 const LOG_FRAME: usize = 9;

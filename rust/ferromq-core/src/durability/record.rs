@@ -32,11 +32,12 @@
 //! | 8 | Release | client, packet id u16 |
 //! | 9 | InboundQos2 | client, packet id u16, held u8 |
 //! | 10 | Retain | topic, message id u64 (0 clears) |
-//! | 11 | Outbox | shard u16, shards u16, to u16, route u64, message id u64, share filter ("" none) |
+//! | 11 | Outbox | shard u16, shards u16, to u16, route u64, message id u64, share filter ("" none), publisher (the client whose QoS 2 PUBLISH it carries; since log version 3, "" when read from version 2) |
 //! | 12 | BusCursor | shard u16, shards u16, from u16, route u64 |
 //! | 13 | Applied | client, node, offset u64: the client holds what node `node`'s cluster topic carried up to that Kafka offset (`engine/cluster.rs`) |
 //! | 14 | Will | client, present u8, then when present: due at u64 (unix ms; 0 while its connection is open), will delay u32 (seconds), qos u8, retain u8, topic, properties blob (5.0 will properties), payload blob |
 //! | 15 | InboundReleased | client, count u32: how many inbound QoS 2 ids the client's PUBRELs released, as the Redis store counts them; only its load makes this record (`engine/cluster.rs`, "Crossing QoS 2") |
+//! | 16 | OutboxDone | publisher, route u64: shard `to` confirmed that `Outbox` route, so a store that keeps outboxes per publisher (Redis) drops it; written only for such a store, never in a stored log |
 //!
 //! `Outbox` and `BusCursor` are a node's shards' own (`engine/shards.rs`, "Exactly
 //! once across the bus"): a QoS 2 message of a journaled publisher routed to shard
@@ -100,6 +101,7 @@ pub(crate) const BUS_CURSOR: u8 = 12;
 pub(crate) const APPLIED: u8 = 13;
 pub(crate) const WILL: u8 = 14;
 pub(crate) const INBOUND_RELEASED: u8 = 15;
+pub(crate) const OUTBOX_DONE: u8 = 16;
 /// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
 /// preceding MESSAGE record to the receiving shard's subscribers. Body: message id
 /// u64, route u64 (the sender's number for this crossing, growing across its
@@ -188,6 +190,11 @@ pub enum Record {
         route: u64,
         message_id: u64,
         share_filter: String,
+        publisher: String,
+    },
+    OutboxDone {
+        publisher: String,
+        route: u64,
     },
     BusCursor {
         shard: BusPlace,
@@ -207,6 +214,18 @@ pub enum Record {
         client: String,
         will: Option<StoredWill>,
     },
+}
+
+/// A QoS 2 route kept until its receiving shard confirms it (`Record::Outbox`):
+/// which shard of how many keeps it, where it goes, its number, the shared group it
+/// is for, and whose PUBLISH it carries.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptRoute<'a> {
+    pub shard: BusPlace,
+    pub to: u16,
+    pub route: u64,
+    pub share_filter: Option<&'a str>,
+    pub publisher: &'a str,
 }
 
 /// Which shard of how many wrote a bus record into its journal.
@@ -491,24 +510,25 @@ impl Journal {
         });
     }
 
-    /// A QoS 2 message of a journaled publisher routed to shard `to`, kept until `to`
-    /// confirms it (`Record::Outbox`).
-    pub fn outbox(
-        &mut self,
-        shard: BusPlace,
-        to: u16,
-        route: u64,
-        message: &Message,
-        share_filter: Option<&str>,
-        wall_offset: i64,
-    ) {
+    /// A QoS 2 message of a journaled publisher routed to another shard, kept until
+    /// that shard confirms it (`Record::Outbox`).
+    pub fn outbox(&mut self, kept: &KeptRoute, message: &Message, wall_offset: i64) {
         self.message(message, wall_offset);
         self.record(OUTBOX, |b| {
-            put_place(b, shard);
-            b.put_u16_le(to);
-            b.put_u64_le(route);
+            put_place(b, kept.shard);
+            b.put_u16_le(kept.to);
+            b.put_u64_le(kept.route);
             b.put_u64_le(message.id);
-            put_str(b, share_filter.unwrap_or(""));
+            put_str(b, kept.share_filter.unwrap_or(""));
+            put_str(b, kept.publisher);
+        });
+    }
+
+    /// Publisher `publisher`'s route `route` was confirmed (`Record::OutboxDone`).
+    pub fn outbox_done(&mut self, publisher: &str, route: u64) {
+        self.record(OUTBOX_DONE, |b| {
+            put_str(b, publisher);
+            b.put_u64_le(route);
         });
     }
 
@@ -682,6 +702,16 @@ pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, Journal
             route: get_u64(b)?,
             message_id: get_u64(b)?,
             share_filter: get_str(b)?,
+            // Version 2 wrote no publisher.
+            publisher: if b.has_remaining() {
+                get_str(b)?
+            } else {
+                String::new()
+            },
+        },
+        OUTBOX_DONE => Record::OutboxDone {
+            publisher: get_str(b)?,
+            route: get_u64(b)?,
         },
         BUS_CURSOR => Record::BusCursor {
             shard: get_place(b)?,
@@ -868,5 +898,35 @@ mod tests {
         let mut j = Journal::new(false);
         j.session_end("c");
         assert!(j.take().is_none());
+    }
+
+    #[test]
+    fn an_outbox_record_of_log_version_2_reads_with_no_publisher() {
+        let kept = KeptRoute {
+            shard: BusPlace { me: 1, shards: 2 },
+            to: 0,
+            route: 9,
+            share_filter: None,
+            publisher: "pub",
+        };
+        let mut j = Journal::new(true);
+        j.outbox(&kept, &message(3), 0);
+        let (_, data) = j.take().unwrap();
+        let records: Vec<Record> = RecordReader::new(data.clone())
+            .map(Result::unwrap)
+            .collect();
+        let Record::Outbox { publisher, .. } = &records[1] else {
+            panic!("{records:?}");
+        };
+        assert_eq!(publisher, "pub");
+        // Version 2 ended the body at the share filter: the same record, 5 bytes
+        // ("pub" and its length) shorter.
+        let start = data.len() - 5 - 29;
+        let mut v2 = data[..data.len() - 5].to_vec();
+        v2[start + 1..start + 5].copy_from_slice(&24u32.to_le_bytes());
+        let records: Vec<Record> = RecordReader::new(v2.into()).map(Result::unwrap).collect();
+        assert!(
+            matches!(&records[1], Record::Outbox { route: 9, publisher, .. } if publisher.is_empty())
+        );
     }
 }

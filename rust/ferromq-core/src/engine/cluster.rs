@@ -65,34 +65,14 @@
 //!   ([`Engine::adopt_sessions`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::codec::{QoS, ReasonCode};
+use crate::codec::ReasonCode;
 
 use super::lifecycle::DisconnectReason;
-use super::message::Message;
-use super::session::Session;
 use super::shards::Shards;
 use super::Engine;
-
-/// Whether `state` refuses the node topic record `arriving`: it holds that record's
-/// offset already, or it was adopted and the record came the other way (module
-/// header, "Adoption"). A session that took the record before (earlier in the same
-/// record) is checked by the caller.
-fn refuses(state: &Session, arriving: &Arriving) -> bool {
-    if let Some((dead, marker)) = state.adopted_from.as_deref() {
-        let from_dead = **dead == *arriving.topic;
-        if from_dead != (arriving.seen < *marker) {
-            return true;
-        }
-    }
-    state
-        .applied
-        .iter()
-        .any(|(topic, at)| **topic == *arriving.topic && *at >= arriving.offset)
-}
 
 /// This node's subscribers per filter, and the changes other nodes have not heard of.
 #[derive(Debug)]
@@ -107,25 +87,12 @@ pub(super) struct ClusterIndex {
     stubs: Vec<Stub>,
     /// How far this node has read the subscription topic (Python tells it).
     seen: u64,
-    /// The node topic record being applied (`peer_receive`).
-    arriving: Option<Arriving>,
-    /// Counts the records applied, so a session decides once per record.
-    arrivals: u64,
     /// The offset of each other node's latest `present` key, by (slot, filter).
     key_offsets: HashMap<(u16, Box<str>), u64>,
     /// The crossing entry of the QoS 2 PUBLISH being routed ("Crossing QoS 2").
     crossing: Option<Vec<u8>>,
     /// Per node slot, the crossing entries of the records in its outbox.
     crossings: HashMap<u16, Vec<u8>>,
-}
-
-/// A node topic's record being applied: whose topic, its Kafka offset, and how far
-/// its sender had read the subscription topic when it matched what it carries.
-#[derive(Debug)]
-struct Arriving {
-    topic: Box<str>,
-    offset: u64,
-    seen: u64,
 }
 
 #[derive(Debug)]
@@ -195,8 +162,6 @@ impl Engine {
             changes: Vec::new(),
             stubs: Vec::new(),
             seen: 0,
-            arriving: None,
-            arrivals: 0,
             key_offsets: HashMap::new(),
             crossing: None,
             crossings: HashMap::new(),
@@ -237,7 +202,11 @@ impl Engine {
     /// A journaled publisher's QoS 2 PUBLISH with `packet_id` is being routed: what
     /// goes to other nodes until [`Engine::end_crossing`] lists it.
     pub(super) fn begin_crossing(&mut self, session: u32, packet_id: u16) {
-        let Some(cluster) = self.shards.as_mut().and_then(|s| s.cluster.as_mut()) else {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        shards.publishing = Some(session);
+        let Some(cluster) = shards.cluster.as_mut() else {
             return;
         };
         let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
@@ -253,8 +222,11 @@ impl Engine {
     }
 
     pub(super) fn end_crossing(&mut self) {
-        if let Some(cluster) = self.cluster_mut() {
-            cluster.crossing = None;
+        if let Some(shards) = self.shards.as_mut() {
+            shards.publishing = None;
+            if let Some(cluster) = shards.cluster.as_mut() {
+                cluster.crossing = None;
+            }
         }
     }
 
@@ -340,101 +312,10 @@ impl Engine {
         seen: u64,
         now: u64,
     ) -> Result<usize, crate::durability::record::JournalError> {
-        if let Some(cluster) = self.cluster_mut() {
-            cluster.arrivals += 1;
-            cluster.arriving = Some(Arriving {
-                topic: topic.into(),
-                offset,
-                seen,
-            });
-        }
+        self.begin_arrival(topic.into(), offset, Some(seen));
         let applied = self.bus_receive(slot, records, now);
-        if let Some(cluster) = self.cluster_mut() {
-            cluster.arriving = None;
-        }
+        self.end_arrival();
         applied
-    }
-
-    /// Whether local session `session` takes what the node topic record being
-    /// applied brings (true outside one): not when it holds that record's offset
-    /// already, nor when it was adopted and the record came the other way (module
-    /// header, "Adoption"). Taking it moves the session's offset for that topic,
-    /// journaled with the deliveries, once per record.
-    pub(super) fn cluster_accepts(&mut self, session: u32) -> bool {
-        let Some((arriving, arrival)) = self
-            .shards
-            .as_ref()
-            .and_then(|shards| shards.cluster.as_ref())
-            .and_then(|cluster| Some((cluster.arriving.as_ref()?, cluster.arrivals)))
-        else {
-            return true;
-        };
-        let Some(state) = self
-            .sessions
-            .get_mut(session as usize)
-            .and_then(Option::as_mut)
-        else {
-            return false;
-        };
-        if state.accepted_arrival == arrival {
-            return true;
-        }
-        if refuses(state, arriving) {
-            return false;
-        }
-        match state
-            .applied
-            .iter_mut()
-            .find(|(topic, _)| **topic == *arriving.topic)
-        {
-            Some((_, at)) => *at = arriving.offset,
-            None => state
-                .applied
-                .push((arriving.topic.clone(), arriving.offset)),
-        }
-        state.accepted_arrival = arrival;
-        if state.journaled {
-            self.journal
-                .applied(&state.client_id, &arriving.topic, arriving.offset);
-        }
-        true
-    }
-
-    /// `message` as another shard's route or a node topic record brings it to local
-    /// sessions: a QoS 1/2 one reaching a journaled session is sent to nobody before
-    /// the store has its delivery (and the route's number, or the session's offset of
-    /// the topic) (`Message::held_for_batch`), so a crash never leaves a client
-    /// holding what the bus or the topic will bring again under a new packet id.
-    pub(super) fn held_routed(
-        &self,
-        message: Arc<Message>,
-        mut sessions: impl Iterator<Item = u32>,
-    ) -> Arc<Message> {
-        if message.qos == QoS::AtMostOnce || message.held_for_batch != 0 {
-            return message;
-        }
-        // From a node topic: only the sessions that take the record (not held already).
-        let arriving = self
-            .shards
-            .as_ref()
-            .and_then(|shards| shards.cluster.as_ref())
-            .and_then(|cluster| Some((cluster.arriving.as_ref()?, cluster.arrivals)));
-        // Only a journaled session that takes it writes a record the hold waits for.
-        let takes_and_journals = |session: u32| {
-            self.sessions
-                .get(session as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|state| {
-                    state.journaled
-                        && arriving.is_none_or(|(arriving, arrival)| {
-                            state.accepted_arrival == arrival || !refuses(state, arriving)
-                        })
-                })
-        };
-        if !sessions.any(takes_and_journals) {
-            return message;
-        }
-        Arc::new(message.held_until(self.journal.current_batch()))
     }
 
     /// Sessions restored from dead node `dead`'s store (`clients`): until
@@ -472,10 +353,9 @@ impl Engine {
             .as_ref()
             .and_then(|shards| shards.cluster.as_ref())
             .map_or(0, |cluster| {
-                cluster
-                    .arriving
-                    .as_ref()
-                    .map_or(cluster.seen, |arriving| arriving.seen)
+                self.arriving()
+                    .and_then(|(arriving, _)| arriving.seen)
+                    .unwrap_or(cluster.seen)
             })
     }
 
@@ -665,7 +545,7 @@ impl Engine {
     /// that session alone, if it is here.
     pub(super) fn receive_forwarded(&mut self, mut out: super::Outgoing, client: &str, now: u64) {
         match self.by_client_id.get(client).copied() {
-            Some(session) if self.cluster_accepts(session) => {
+            Some(session) if self.accepts_arrival(session) => {
                 out.message = self.held_routed(out.message, std::iter::once(session));
                 self.deliver(session, out, now);
             }

@@ -32,6 +32,7 @@ mod acl;
 mod admin;
 mod alias_out;
 mod announce;
+mod arrival;
 mod auth;
 mod cluster;
 mod config;
@@ -268,9 +269,9 @@ pub struct Engine {
     /// SUBACKs per connection, sessions holding deliveries of a message whose packet
     /// id is not stored yet (`Message::held_for_batch`), BUS_ACKs owed to shards.
     barrier: crate::durability::Barrier<ConnId, persist::Reply>,
-    /// Whether the store keeps a shard's outbox and bus cursor (the embedded journal
-    /// does, Redis does not): only then does a held QoS 2 route wait for it.
-    store_keeps_bus: bool,
+    /// The store applies a batch per client, not whole (Redis; the embedded log
+    /// is whole): a shard then keeps its bus cursors per session (`shards.rs`).
+    store_per_client: bool,
     /// Connections whose deliveries stopped at the engine's write high-water mark:
     /// drained again once `take_output` has emptied their buffer.
     refill: Vec<ConnId>,
@@ -347,7 +348,7 @@ impl Engine {
             journal: Journal::new(config.journal),
             shards: None,
             barrier: Default::default(),
-            store_keeps_bus: true,
+            store_per_client: false,
             refill: Vec::new(),
             clock: 0,
             persist_signalled: false,

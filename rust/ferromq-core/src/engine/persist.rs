@@ -88,13 +88,14 @@ impl Engine {
         self.journal_flush_records = records;
     }
 
-    /// The store does not keep a shard's outbox and bus cursor (`Record::Outbox`,
-    /// `Record::BusCursor`: the Redis store). A journaled publisher's QoS 2 message
-    /// then crosses to other shards at once rather than once its packet id is stored,
-    /// since a crash in between would leave the id stored and the route nowhere (a
-    /// loss); the other order delivers it again at worst (docs/shards.md).
-    pub fn set_store_keeps_bus(&mut self, keeps: bool) {
-        self.store_keeps_bus = keeps;
+    /// The store applies a journal batch per client, each client's records at once
+    /// but not the batch as a whole (the Redis store). A shard then keeps, per
+    /// session, the last route it took from each shard (an `Applied` record beside
+    /// the deliveries, not one `BusCursor` per batch), and the store drops a
+    /// confirmed `Outbox` route when told (`Record::OutboxDone`) rather than at
+    /// compaction (`shards.rs`, "Exactly once across the bus").
+    pub fn set_store_per_client(&mut self, per_client: bool) {
+        self.store_per_client = per_client;
     }
 
     pub(super) fn journal_is_full(&self, pending: usize) -> bool {
@@ -600,11 +601,15 @@ impl Engine {
                 route,
                 message_id,
                 share_filter,
+                publisher,
             } => {
                 if let Some(message) = messages.get(&message_id) {
-                    self.restore_outbox(shard, to, route, message.clone(), share_filter);
+                    let message = message.clone();
+                    self.restore_outbox(shard, to, route, message, share_filter, publisher);
                 }
             }
+            // Between the engine and a store kept per client only: never loaded.
+            Record::OutboxDone { .. } => {}
             Record::BusCursor { shard, from, route } => {
                 self.restore_bus_cursor(shard, from, route);
             }

@@ -283,7 +283,7 @@ impl Engine {
                 }
                 continue;
             }
-            if routed && (delivery.group.is_some() || !self.cluster_accepts(delivery.client)) {
+            if routed && (delivery.group.is_some() || !self.accepts_arrival(delivery.client)) {
                 continue;
             }
             let qos = message.qos.min(delivery.qos);

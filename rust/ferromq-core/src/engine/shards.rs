@@ -45,6 +45,13 @@
 //!   anywhere, and after it the restarted sender sends it again from its journal. A
 //!   restarted receiver ignores routes and rounds from a shard until that shard's
 //!   `SYNC` (the routes before it are sent again after it, the rounds renumbered).
+//!   A store that applies a batch per client rather than whole (Redis,
+//!   `Engine::set_store_per_client`) cannot store one cursor with every session's
+//!   deliveries: there each session keeps its own cursor of each shard
+//!   (`arrival.rs`), and the store keeps the `Outbox` with the publisher's keys,
+//!   written before its packet id, and drops it when the receiver confirms the route
+//!   (`OutboxDone`). A route to a shared group's member is picked again when sent
+//!   again, so there it is at least once.
 //!
 //! Sessions never move between shards: a client id has one owner shard
 //! ([`crate::bus::shard_of`]) and connections are handed to it before their CONNECT
@@ -61,8 +68,8 @@ use bytes::{Buf, Bytes};
 
 use crate::codec::{ProtocolVersion, QoS, SubscriptionOptions};
 use crate::durability::record::{
-    decode_record, get_str, BusPlace, Journal, JournalError, Record, BUS_ACK, BUS_ROUND, HELLO,
-    ROUTE, ROUTE_SHARED, SYNC,
+    decode_record, get_str, BusPlace, Journal, JournalError, KeptRoute, Record, BUS_ACK, BUS_ROUND,
+    HELLO, ROUTE, ROUTE_SHARED, SYNC,
 };
 use crate::durability::Ticket;
 use crate::topic::GroupRef;
@@ -124,6 +131,16 @@ pub(super) struct Shards {
     applied: Vec<u64>,
     /// Per local slot: this process started and has not yet had that shard's `SYNC`.
     awaiting_sync: Vec<bool>,
+    /// The journaled publisher whose QoS 2 PUBLISH is being routed, if one is
+    /// (`Engine::begin_crossing`): its routes are kept as `Outbox` records.
+    pub(super) publishing: Option<u32>,
+    /// The route or node topic record being applied, and a count of those applied,
+    /// so a session decides once per record (`Engine::accepts_arrival`).
+    pub(super) arriving: Option<super::arrival::Arriving>,
+    pub(super) arrivals: u64,
+    /// Per local slot, its name as a session's cursor of it (`shard:<n>`, "Exactly
+    /// once across the bus" with a store kept per client).
+    cursor_names: Vec<Arc<str>>,
 }
 
 /// A route to another shard of the node, kept until that shard confirms its round.
@@ -135,8 +152,9 @@ pub(super) struct Unconfirmed {
     /// In the outbox since, in the round numbered so (0: not taken yet); None while
     /// it waits for this shard's store (a held QoS 2 message, or one behind it).
     sent_in: Option<u64>,
-    /// Written to this shard's journal as an `Outbox` record (snapshot writes it).
-    journaled: bool,
+    /// Kept in this shard's store as an `Outbox` record of this publisher (a
+    /// snapshot writes it again; a store kept per client drops it when confirmed).
+    publisher: Option<Box<str>>,
 }
 
 impl Unconfirmed {
@@ -170,6 +188,10 @@ impl Shards {
             unconfirmed: (0..local).map(|_| VecDeque::new()).collect(),
             applied: vec![0; usize::from(local)],
             awaiting_sync: vec![false; usize::from(local)],
+            publishing: None,
+            arriving: None,
+            arrivals: 0,
+            cursor_names: (0..local).map(|n| format!("shard:{n}").into()).collect(),
         }
     }
 
@@ -343,12 +365,22 @@ impl Engine {
     }
 
     pub(super) fn round_confirmed(&mut self, from: u16, round: u64) {
+        let per_client = self.store_per_client;
+        let journal = &mut self.journal;
         if let Some(shards) = self.shards.as_mut() {
             let at = usize::from(from);
             let acked = &mut shards.acked_round[at];
             *acked = (*acked).max(round);
             if let Some(queue) = shards.unconfirmed.get_mut(at) {
-                queue.retain(|entry| !matches!(entry.sent_in, Some(r) if r != 0 && r <= round));
+                queue.retain(|entry| {
+                    let confirmed = matches!(entry.sent_in, Some(r) if r != 0 && r <= round);
+                    if let Some(publisher) = entry.publisher.as_deref().filter(|_| confirmed) {
+                        if per_client {
+                            journal.outbox_done(publisher, entry.route);
+                        }
+                    }
+                    !confirmed
+                });
             }
         }
         self.release_replies();
@@ -602,7 +634,7 @@ impl Engine {
     /// `message` to slot `to` as one route (module header, "Exactly once across the
     /// bus"): at once, or for a held QoS 2 message once this shard's store has it.
     fn route_to(&mut self, to: u16, message: &Arc<Message>, share_filter: Option<&str>) {
-        let held = self.store_keeps_bus && self.is_held(message);
+        let held = self.is_held(message);
         let wall_offset = self.wall_offset;
         let Some(shards) = self.shards.as_mut() else {
             return;
@@ -612,16 +644,20 @@ impl Engine {
         let kept = message.qos != QoS::AtMostOnce && !shards.is_node(to);
         // A journaled publisher's QoS 2 message (`held_for_batch`): its packet id is
         // in the same batch as this record, so its crossing is stored with it.
-        let journaled = kept && self.store_keeps_bus && message.held_for_batch != 0;
-        if journaled {
-            self.journal.outbox(
-                shards.place(),
+        let publisher = shards
+            .publishing
+            .filter(|_| kept && message.held_for_batch != 0)
+            .and_then(|session| self.sessions.get(session as usize)?.as_ref())
+            .map(|state| state.client_id.clone());
+        if let Some(publisher) = publisher.as_deref() {
+            let kept = KeptRoute {
+                shard: shards.place(),
                 to,
                 route,
-                message,
                 share_filter,
-                wall_offset,
-            );
+                publisher,
+            };
+            self.journal.outbox(&kept, message, wall_offset);
         }
         // Another node's slot goes at once, as before: Kafka's round and the
         // receiver's stored offset make that crossing once (`engine/cluster.rs`).
@@ -649,7 +685,7 @@ impl Engine {
                 message: message.clone(),
                 share_filter: share_filter.map(Into::into),
                 sent_in: (!waits).then_some(0),
-                journaled,
+                publisher,
             });
         }
         self.needs_round(to, message);
@@ -701,6 +737,7 @@ impl Engine {
         route: u64,
         message: Arc<Message>,
         share_filter: String,
+        publisher: String,
     ) {
         let Some(shards) = self.shards.as_mut() else {
             return;
@@ -718,7 +755,7 @@ impl Engine {
             message,
             share_filter: (!share_filter.is_empty()).then(|| share_filter.into()),
             sent_in: Some(0),
-            journaled: true,
+            publisher: Some(publisher.into()),
         });
     }
 
@@ -741,15 +778,18 @@ impl Engine {
         };
         let place = shards.place();
         for (to, queue) in shards.unconfirmed.iter().enumerate() {
-            for entry in queue.iter().filter(|entry| entry.journaled) {
-                out.outbox(
-                    place,
-                    to as u16,
-                    entry.route,
-                    &entry.message,
-                    entry.share_filter.as_deref(),
-                    self.wall_offset,
-                );
+            for entry in queue.iter() {
+                let Some(publisher) = entry.publisher.as_deref() else {
+                    continue;
+                };
+                let kept = KeptRoute {
+                    shard: place,
+                    to: to as u16,
+                    route: entry.route,
+                    share_filter: entry.share_filter.as_deref(),
+                    publisher,
+                };
+                out.outbox(&kept, &entry.message, self.wall_offset);
             }
         }
         for (from, &route) in shards.applied.iter().enumerate() {
@@ -842,11 +882,26 @@ impl Engine {
                     continue; // applied before a crash of its sender or of this shard
                 }
                 applied_any = true;
+                // With a store kept per client, each session keeps its own cursor
+                // of the shard (`arrival.rs`): the shard's alone would not be
+                // stored with every session's deliveries.
+                let cursor = self
+                    .shards
+                    .as_ref()
+                    .filter(|_| self.store_per_client && message.qos != QoS::AtMostOnce)
+                    .and_then(|shards| shards.cursor_names.get(usize::from(from)).cloned());
+                let per_session = cursor.is_some();
+                if let Some(source) = cursor {
+                    self.begin_arrival(source, route, None);
+                }
                 if kind == ROUTE {
                     self.fan_out_routed(message, now);
                 } else {
                     let filter = get_str(&mut body)?;
                     self.receive_shared(message, &filter, now);
+                }
+                if per_session {
+                    self.end_arrival();
                 }
                 continue;
             }
@@ -892,7 +947,8 @@ impl Engine {
         }
         if applied_any && self.journal.pending_records() > journaled_before {
             // With the records the routes made: stored, it says they are.
-            if let Some(shards) = self.shards.as_ref().filter(|s| from < s.local) {
+            let whole = !self.store_per_client;
+            if let Some(shards) = self.shards.as_ref().filter(|s| whole && from < s.local) {
                 let (place, route) = (shards.place(), shards.applied[usize::from(from)]);
                 self.journal.bus_cursor(place, from, route);
             }

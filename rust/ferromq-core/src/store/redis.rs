@@ -10,10 +10,11 @@
 //! | `P{c}_messages` | ZSET | member: packet id; score: the delivery sequence, which keeps growing past the packet id wrap, so ZRANGE is delivery order |
 //! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim |
 //! | `P{c}_last_packet_id` | STRING | the packet id of the newest stored delivery (TBMQ's key; the engine derives ids from the sequence) |
-//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<node>` (the Kafka offset of a cluster node's topic the session holds deliveries up to, `engine/cluster.rs`), `released` (inbound QoS 2 ids released so far, counted before each `SREM`: "Crossing QoS 2" there) |
+//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<source>` (how far the session holds deliveries of a cluster node's topic, its Kafka offset, or of shard `n` of its node, `shard:<n>` and a route number: `engine/arrival.rs`), `released` (inbound QoS 2 ids released so far, counted before each `SREM`: "Crossing QoS 2" there) |
 //! | `P{c}_subscriptions` | HASH | filter → `options u8, subscription id u32 LE` |
 //! | `P{c}_inbound_qos2` | SET | packet ids of inbound QoS 2 messages awaiting PUBREL |
 //! | `P{c}_will` | STRING | the session's will: the journal's Will record body after the client id |
+//! | `P{c}_outbox` | HASH | route number → a QoS 2 route of this publisher's kept until its shard confirms it (`Outbox`, dropped at `OutboxDone`): `shard u16, shards u16, to u16, share filter (u16 length, UTF-8)`, then the journal's Message record body |
 //! | `Pclients` | SET | every client with a stored session: what `load` reads |
 //! | `Pretained` | HASH | topic → the journal's Message record body |
 //!
@@ -61,8 +62,8 @@ use bytes::Bytes;
 use crate::codec::QoS;
 use crate::durability::log::RecordReader;
 use crate::durability::record::{
-    decode_record, message_header, ClientType, Journal, JournalError, Record, ACK, APPLIED,
-    BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN, WILL,
+    decode_record, message_header, BusPlace, ClientType, Journal, JournalError, KeptRoute, Record,
+    ACK, APPLIED, BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, OUTBOX_DONE, RELEASE, RETAIN, WILL,
 };
 use crate::engine::Message;
 
@@ -113,12 +114,12 @@ end
 return 0
 "#;
 
-pub const REMOVE_ALL: &str = r#"-- ferromq remove_all: KEYS messages, last_packet_id, session, subscriptions, inbound_qos2, will
+pub const REMOVE_ALL: &str = r#"-- ferromq remove_all: KEYS messages, last_packet_id, session, subscriptions, inbound_qos2, will, outbox
 local prefix = KEYS[1] .. '_'
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   redis.call('DEL', prefix .. id)
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', unpack(KEYS))
 return 0
 "#;
 
@@ -209,7 +210,7 @@ pub struct RedisCodec {
 }
 
 /// Replies to [`RedisCodec::load_commands`] per client.
-pub const LOAD_REPLIES_PER_CLIENT: usize = 5;
+pub const LOAD_REPLIES_PER_CLIENT: usize = 6;
 
 impl RedisCodec {
     pub fn new(prefix: &str, max_messages: u32, message_ttl_ms: u64) -> RedisCodec {
@@ -287,9 +288,11 @@ impl RedisCodec {
                     ops.push(op);
                 }
                 RETAIN => self.retain(&mut w, decode_record(kind, body)?, &messages)?,
-                // A node of shards on Redis keeps its bus in memory only: a route that
-                // was crossing when the whole node died is delivered at least once.
-                OUTBOX | BUS_CURSOR => {}
+                OUTBOX => self.outbox_route(&mut w, decode_record(kind, body)?, &messages)?,
+                OUTBOX_DONE => self.session_command(&mut w, &decode_record(kind, body)?, eval),
+                // Written for a store whose batches are whole only: here each session
+                // keeps its cursor of each shard (`applied:shard:<n>`).
+                BUS_CURSOR => {}
                 _ => {
                     let record = decode_record(kind, body)?;
                     let client = record_client(&record);
@@ -313,9 +316,20 @@ impl RedisCodec {
     /// neither call is sent. Safe because the engine reuses a packet id only after its
     /// previous delivery's removal was journaled, which this keeps (it comes earlier).
     /// A delivery whose PUBREC arrived keeps its save: the PUBREL state is stored.
+    /// Of a session's positions of one source (`Applied`), only the last is sent.
     fn net(ops: &[Op]) -> Vec<&Op> {
         let mut saved: HashMap<u16, usize> = HashMap::new();
         let mut dropped = vec![false; ops.len()];
+        let mut positioned: Vec<&str> = Vec::new();
+        for (index, op) in ops.iter().enumerate().rev() {
+            if let Op::Applied { node, .. } = op {
+                if positioned.contains(&node.as_str()) {
+                    dropped[index] = true;
+                } else {
+                    positioned.push(node);
+                }
+            }
+        }
         for (index, op) in ops.iter().enumerate() {
             match op {
                 Op::Save { packet_id, .. } => {
@@ -563,8 +577,52 @@ impl RedisCodec {
                     self.key(w, client, b"_will");
                 }
             }
+            Record::OutboxDone { publisher, route } => {
+                w.begin(3);
+                w.bulk(b"HDEL");
+                self.key(w, publisher, b"_outbox");
+                w.bulk_int(*route);
+            }
             _ => unreachable!("deliveries, messages and retained are handled apart"),
         }
+    }
+
+    /// A kept route (`Record::Outbox`) into its publisher's `_outbox` hash, before
+    /// the `SADD` of the packet id it carries (the next record of that client): a
+    /// store that has the id has the route, on the same node in the same order.
+    fn outbox_route(
+        &self,
+        out: &mut Outbox,
+        record: Record,
+        messages: &HashMap<u64, Bytes>,
+    ) -> Result<(), JournalError> {
+        let Record::Outbox {
+            shard,
+            to,
+            route,
+            message_id,
+            share_filter,
+            publisher,
+        } = record
+        else {
+            unreachable!("called for Outbox only");
+        };
+        let body = messages.get(&message_id).ok_or(JournalError(
+            "an outbox record names a message not in its batch",
+        ))?;
+        let mut head = Vec::with_capacity(8 + share_filter.len());
+        head.extend_from_slice(&shard.me.to_le_bytes());
+        head.extend_from_slice(&shard.shards.to_le_bytes());
+        head.extend_from_slice(&to.to_le_bytes());
+        head.extend_from_slice(&(share_filter.len() as u16).to_le_bytes());
+        head.extend_from_slice(share_filter.as_bytes());
+        let w = out.to(self.client_node(&publisher, b"_outbox"));
+        w.begin(4);
+        w.bulk(b"HSET");
+        self.key(w, &publisher, b"_outbox");
+        w.bulk_int(route);
+        w.bulk_parts(&[&head, body]);
+        Ok(())
     }
 
     fn retain(
@@ -724,6 +782,7 @@ const LOAD_KEYS: [&[u8]; LOAD_REPLIES_PER_CLIENT] = [
     b"_inbound_qos2",
     b"_messages",
     b"_will",
+    b"_outbox",
 ];
 
 /// The key a session record's command names first.
@@ -733,17 +792,19 @@ fn session_key(record: &Record) -> &'static [u8] {
         Record::Subscribe { .. } | Record::Unsubscribe { .. } => b"_subscriptions",
         Record::InboundQos2 { .. } => b"_inbound_qos2",
         Record::Will { .. } => b"_will",
+        Record::OutboxDone { .. } => b"_outbox",
         _ => b"_session",
     }
 }
 
-const CLIENT_KEYS: [&[u8]; 6] = [
+const CLIENT_KEYS: [&[u8]; 7] = [
     b"_messages",
     b"_last_packet_id",
     b"_session",
     b"_subscriptions",
     b"_inbound_qos2",
     b"_will",
+    b"_outbox",
 ];
 
 fn record_client(record: &Record) -> &str {
@@ -759,15 +820,13 @@ fn record_client(record: &Record) -> &str {
         | Record::Applied { client, .. }
         | Record::InboundReleased { client, .. }
         | Record::Will { client, .. } => client,
-        Record::Message(_)
-        | Record::Retain { .. }
-        | Record::Outbox { .. }
-        | Record::BusCursor { .. } => "",
+        Record::Outbox { publisher, .. } | Record::OutboxDone { publisher, .. } => publisher,
+        Record::Message(_) | Record::Retain { .. } | Record::BusCursor { .. } => "",
     }
 }
 
 fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<(), JournalError> {
-    let [session, subscriptions, inbound, deliveries, will] = replies else {
+    let [session, subscriptions, inbound, deliveries, will, outbox] = replies else {
         unreachable!("chunks of LOAD_REPLIES_PER_CLIENT");
     };
     let mut expiry = None;
@@ -844,7 +903,38 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
             out.release(client, packet_id);
         }
     }
+    for pair in outbox.items().chunks_exact(2) {
+        let (Some(route), Some(value)) = (pair[0].bytes(), pair[1].bytes()) else {
+            continue;
+        };
+        let (shard, to, share_filter, body) = stored_route(value)?;
+        let kept = KeptRoute {
+            shard,
+            to,
+            route: decimal(route)?,
+            share_filter: (!share_filter.is_empty()).then_some(share_filter.as_str()),
+            publisher: client,
+        };
+        out.outbox(&kept, &stored_message(body)?, 0);
+    }
     Ok(())
+}
+
+/// An `_outbox` value: the keeping shard, the receiving one, the share filter and
+/// the message (`RedisCodec::outbox_route`).
+fn stored_route(value: &Bytes) -> Result<(BusPlace, u16, String, Bytes), JournalError> {
+    let short = JournalError("stored route cut short");
+    let head = value.get(..8).ok_or(short)?;
+    let field = |at: usize| u16::from_le_bytes([head[at], head[at + 1]]);
+    let shard = BusPlace {
+        me: field(0),
+        shards: field(2),
+    };
+    let filter_end = 8 + usize::from(field(6));
+    let filter = value.get(8..filter_end).ok_or(short)?;
+    let filter =
+        String::from_utf8(filter.to_vec()).map_err(|_| JournalError("share filter not UTF-8"))?;
+    Ok((shard, field(4), filter, value.slice(filter_end..)))
 }
 
 type Delivery = (u8, QoS, bool, Vec<u32>, Bytes);
@@ -1140,12 +1230,14 @@ mod tests {
                 bulk(&second),
             ]),
             Reply::Bulk(None), // no will
+            array(vec![]),     // no kept route
             // "gone": listed in clients but its session hash was removed
             array(vec![]),
             array(vec![]),
             array(vec![]),
             array(vec![]),
             Reply::Bulk(None),
+            array(vec![]),
             array(vec![bulk(b"r/t"), bulk(&apply[11][4..])]),
         ];
         let records = codec
@@ -1378,10 +1470,79 @@ mod tests {
             array(vec![]),
             Reply::Error("NOSCRIPT No matching script".into()),
             Reply::Bulk(None),
+            array(vec![]),
         ];
         let error = codec()
             .load_records(&["c".into()], &[(0, &replies)])
             .unwrap_err();
         assert!(error.0.contains("NOSCRIPT"));
+    }
+
+    #[test]
+    fn a_kept_route_is_stored_before_its_packet_id_and_dropped_once_confirmed() {
+        let codec = codec();
+        let m = message(7, None);
+        let place = BusPlace { me: 1, shards: 2 };
+        let kept = KeptRoute {
+            shard: place,
+            to: 0,
+            route: 42,
+            share_filter: Some("$share/g/a/#"),
+            publisher: "c",
+        };
+        let mut j = Journal::new(true);
+        j.outbox(&kept, &m, 0);
+        j.inbound_qos2("c", 5, true);
+        j.outbox_done("c", 42);
+        let (_, data) = j.take().unwrap();
+        let (bytes, _) = one(codec.batch(data, 0, false).unwrap());
+        let cmds = commands(&bytes);
+        let heads: Vec<String> = cmds.iter().map(|c| text(&c[..3]).join(" ")).collect();
+        assert_eq!(
+            heads,
+            [
+                "HSET p:{c}_outbox 42",
+                "SADD p:{c}_inbound_qos2 5",
+                "HDEL p:{c}_outbox 42"
+            ]
+        );
+        // Loaded back: the route as kept, its publisher the client it is stored with.
+        let value = cmds[0][3].clone();
+        let replies = vec![
+            array(vec![bulk(b"expiry"), bulk(b"60")]),
+            array(vec![]),
+            array(vec![bulk(b"5")]),
+            array(vec![]),
+            Reply::Bulk(None),
+            array(vec![bulk(b"42"), Reply::Bulk(Some(value))]),
+        ];
+        let records = codec.load_records(&["c".into()], &[(0, &replies)]).unwrap();
+        let outbox: Vec<Record> = RecordReader::new(records)
+            .map(Result::unwrap)
+            .filter(|r| matches!(r, Record::Outbox { .. }))
+            .collect();
+        assert_eq!(
+            outbox,
+            [Record::Outbox {
+                shard: place,
+                to: 0,
+                route: 42,
+                message_id: 7,
+                share_filter: "$share/g/a/#".into(),
+                publisher: "c".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_sessions_positions_of_one_source_send_only_the_last() {
+        let mut j = Journal::new(true);
+        j.applied("c", "shard:1", 5);
+        j.applied("c", "node-b", 9);
+        j.applied("c", "shard:1", 6);
+        let (_, data) = j.take().unwrap();
+        let (bytes, _) = one(codec().batch(data, 0, false).unwrap());
+        let apply = text(&commands(&bytes)[0]);
+        assert_eq!(apply[7..], ["C", "node-b", "9", "C", "shard:1", "6"]);
     }
 }
