@@ -6,8 +6,9 @@ message crosses the bus), kills the broker the cell's way at random moments
 (`trial.py`), and checks what the subscriber's application saw: no acknowledged message
 lost, no QoS 2 message twice, no QoS 1 message twice except as a DUP redelivery.
 
-The node of two shards runs on the Redis store too, where a batch is applied per client
-rather than whole (`docs/shards.md`, "Exactly once across the bus").
+Every cell runs on the Redis store too (MQTT 5.0), where a batch is applied per client
+rather than whole (`store/redis.rs`, "Order"; `docs/shards.md`, "Exactly once across the
+bus").
 
 `FERROMQ_CRASH_KILLS` sets the kills per cell (3 in the test command; the long run sets
 hundreds), `FERROMQ_CRASH_SEED` the random moments (a failure names its seed).
@@ -28,7 +29,6 @@ from tests.crash.trial import Trial
 KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "3"))
 SEED = int(os.environ.get("FERROMQ_CRASH_SEED", "0"))
 CELLS = [(1, "process"), (2, "supervisor"), (2, "shard"), (2, "group")]
-NODE_CELLS = [cell for cell in CELLS if cell[0] > 1]
 
 
 @pytest.mark.parametrize("version", [4, 5], ids=["3.1.1", "5.0"])
@@ -41,7 +41,7 @@ def test_nothing_acknowledged_is_lost_nothing_doubled(
 
 
 @pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])
-@pytest.mark.parametrize(("shards", "kill"), NODE_CELLS, ids=[f"{n}x-{k}" for n, k in NODE_CELLS])
+@pytest.mark.parametrize(("shards", "kill"), CELLS, ids=[f"{n}x-{k}" for n, k in CELLS])
 def test_on_redis_nothing_acknowledged_is_lost_nothing_doubled(
     tmp_path: Path, redis_url: str, shards: int, kill: str, qos: int
 ) -> None:

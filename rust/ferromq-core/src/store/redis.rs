@@ -43,7 +43,12 @@
 //! Order: Redis runs a connection's commands in the order sent, and every command
 //! naming a client is sent in journal order (a client's pending deliveries are
 //! flushed before any other record of that client), so the stored state is the
-//! journal's. Different clients' commands may interleave: they share no key.
+//! journal's. Different clients' commands may interleave: they share no key. One
+//! exception keeps a QoS 2 PUBLISH whole: the inbound ids received in a batch
+//! (`SADD`) go after every delivery of the batch (before a later record of their own
+//! client), so on one server a store that has the id has the deliveries and kept
+//! routes the message made, even when a crash cut the pipeline short, and the
+//! publisher's retransmission, only PUBRECed, loses nothing.
 //!
 //! ## Redis Cluster ([`RedisCodec::set_slots`])
 //!
@@ -63,7 +68,7 @@ use crate::codec::QoS;
 use crate::durability::log::RecordReader;
 use crate::durability::record::{
     decode_record, message_header, BusPlace, ClientType, Journal, JournalError, KeptRoute, Record,
-    ACK, APPLIED, BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, OUTBOX_DONE, RELEASE, RETAIN, WILL,
+    ACK, APPLIED, BUS_CURSOR, ENQUEUE, MESSAGE, OUTBOX, RELEASE, RETAIN, WILL,
 };
 use crate::engine::Message;
 
@@ -271,6 +276,8 @@ impl RedisCodec {
         let mut messages: HashMap<u64, Bytes> = HashMap::new();
         let mut groups: HashMap<String, Vec<Op>> = HashMap::new();
         let mut order: Vec<String> = Vec::new();
+        // Inbound QoS 2 ids received in this batch go last (module header, "Order").
+        let mut received: Vec<Record> = Vec::new();
         let mut reader = RecordReader::new(data);
         while let Some(frame) = reader.next_raw() {
             let (kind, body) = frame?;
@@ -289,16 +296,26 @@ impl RedisCodec {
                 }
                 RETAIN => self.retain(&mut w, decode_record(kind, body)?, &messages)?,
                 OUTBOX => self.outbox_route(&mut w, decode_record(kind, body)?, &messages)?,
-                OUTBOX_DONE => self.session_command(&mut w, &decode_record(kind, body)?, eval),
                 // Written for a store whose batches are whole only: here each session
                 // keeps its cursor of each shard (`applied:shard:<n>`).
                 BUS_CURSOR => {}
                 _ => {
                     let record = decode_record(kind, body)?;
+                    if matches!(record, Record::InboundQos2 { held: true, .. }) {
+                        received.push(record);
+                        continue;
+                    }
                     let client = record_client(&record);
                     if let Some(ops) = groups.remove(client) {
                         self.apply(&mut w, client, &ops, eval);
                     }
+                    received.retain(|earlier| {
+                        let own = record_client(earlier) == client;
+                        if own {
+                            self.session_command(&mut w, earlier, eval);
+                        }
+                        !own
+                    });
                     self.session_command(&mut w, &record, eval);
                 }
             }
@@ -307,6 +324,9 @@ impl RedisCodec {
             if let Some(ops) = groups.remove(&client) {
                 self.apply(&mut w, &client, &ops, eval);
             }
+        }
+        for record in &received {
+            self.session_command(&mut w, record, eval);
         }
         Ok(w.finish())
     }
@@ -1544,5 +1564,34 @@ mod tests {
         let (bytes, _) = one(codec().batch(data, 0, false).unwrap());
         let apply = text(&commands(&bytes)[0]);
         assert_eq!(apply[7..], ["C", "node-b", "9", "C", "shard:1", "6"]);
+    }
+
+    #[test]
+    fn a_qos2_publishers_packet_id_goes_after_the_deliveries_its_message_made() {
+        let m = message(7, None);
+        let mut j = Journal::new(true);
+        j.enqueue("sub", 1, 1, &m, QoS::ExactlyOnce, false, &[], 0);
+        j.inbound_qos2("pub", 5, true);
+        j.enqueue("other", 1, 1, &m, QoS::ExactlyOnce, false, &[], 0);
+        j.inbound_qos2("late", 6, true);
+        j.session_end("late");
+        let (_, data) = j.take().unwrap();
+        let (bytes, _) = one(codec().batch(data, 0, false).unwrap());
+        let heads: Vec<String> = commands(&bytes)
+            .iter()
+            .map(|c| text(&c[..3]).join(" "))
+            .collect();
+        assert_eq!(
+            heads,
+            [
+                // a later record of its own client still comes after it
+                "SADD p:{late}_inbound_qos2 6",
+                "EVALSHA sha-remove-all 7",
+                "SREM p:clients late",
+                "EVALSHA sha-apply 3",
+                "EVALSHA sha-apply 3",
+                "SADD p:{pub}_inbound_qos2 5",
+            ]
+        );
     }
 }
