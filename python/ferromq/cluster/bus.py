@@ -82,6 +82,9 @@ MAX_REPLICAS: Final = 3
 #: The header listing the QoS 2 crossings a node record carries (engine/cluster.rs).
 CROSSINGS_HEADER: Final = "crossings"
 RETRY_FIRST: Final = 0.1
+# How long a store write waits for Kafka to have the QoS 2 crossings taken before it
+# (``crossings_in_kafka``): while Kafka is away, local acknowledgements go on.
+CROSSINGS_WAIT: Final = 1.0
 RETRY_MAX: Final = 5.0
 
 
@@ -161,6 +164,8 @@ class KafkaBus:
         self._tasks: list[asyncio.Task[None]] = []
         self._flush_scheduled = False
         self._rounds_in_flight = 0  # produced records whose round Kafka has not confirmed
+        # Records carrying QoS 2 crossings that Kafka does not have yet (``stored``).
+        self._crossings_unstored: set[asyncio.Future[int]] = set()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
@@ -380,6 +385,11 @@ class KafkaBus:
         for slot, records, round_, crossings in port.take(engine, RECORD_BYTES):
             node = self._nodes_at[slot]
             topic = node_topic(self._prefix, node)
+            stored: asyncio.Future[int] | None = None
+            if crossings:
+                stored = asyncio.get_running_loop().create_future()
+                self._crossings_unstored.add(stored)
+                stored.add_done_callback(self._crossings_unstored.discard)
             self._queue.append(
                 _Send(
                     topic,
@@ -388,6 +398,7 @@ class KafkaBus:
                     slot,
                     round_,
                     self._seen,
+                    stored=stored,
                     crossings=crossings,
                 )
             )
@@ -403,6 +414,17 @@ class KafkaBus:
                 port.confirmed(engine, slot, round_)
         if self._queue:
             self._queued.set()
+
+    async def crossings_in_kafka(self) -> None:
+        """Until Kafka has every record carrying a QoS 2 crossing that the engine
+        routed so far (its outboxes are taken first), or ``CROSSINGS_WAIT`` passed: the
+        persister's wait before a store write. A publisher's packet id stored before
+        Kafka had its message, and the node killed between the two, would make the
+        retransmission only PUBRECed, the message in no node topic (docs/cluster.md,
+        "Crossing QoS 2")."""
+        self.send()
+        if self._crossings_unstored:
+            await asyncio.wait(set(self._crossings_unstored), timeout=CROSSINGS_WAIT)
 
     def _enqueue_key(self, filter_: str, present: bool, round_: int) -> None:
         key = subscription_key(self.node_id, filter_)
