@@ -8,6 +8,9 @@
 - A client leaves B without DISCONNECT; its will waits for its delay. B is killed and
   started again at once: it restores the pending will from the store and publishes it
   when it is due.
+- Clean sessions (3.1.1 clean session, 5.0 expiry 0) on B with wills: B is killed, C
+  adopts B's clients and publishes both wills at once; a clean client that had sent
+  DISCONNECT before the kill has no will to publish.
 """
 
 from __future__ import annotations
@@ -41,10 +44,11 @@ def watching(node: ClusterNode, topic: str) -> RawClient:
     return watcher
 
 
-def wills_within(watcher: RawClient, seconds: float) -> list[bytes]:
-    got = []
+def wills_within(watcher: RawClient, seconds: float, enough: int | None = None) -> list[bytes]:
+    """The wills ``watcher`` gets within ``seconds``, or until it has ``enough``."""
+    got: list[bytes] = []
     deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
+    while (left := deadline - time.monotonic()) > 0 and len(got) != enough:
         try:
             packet = watcher.recv(timeout=left)
         except TimeoutError:
@@ -80,6 +84,32 @@ def test_a_will_on_a_killed_node_is_published_by_its_adopter(
     else:
         assert got[:1] == [b"gone"], "the adopter publishes the will"
         assert time.monotonic() - killed_at >= WILL_DELAY, "not before its delay"
+    client.close()
+    watcher.close()
+
+
+def test_the_wills_of_clean_sessions_on_a_killed_node_are_published_by_its_adopter(
+    cluster_factory: ClusterFactory,
+) -> None:
+    a, b, c = cluster_factory().nodes
+    topic = "wills/clean"
+    watcher = watching(a, topic)
+    clean = []
+    for client_id, version in [("clean-311", 4), ("clean-5", V5), ("polite", V5)]:
+        will = {"topic": topic, "payload": client_id.encode(), "qos": 1, "retain": False}
+        clean.append(connected(b, client_id, version, will=will))
+    bystander = connected(b, "clean-bystander", V5, **persistent(V5, seconds=600))
+    wait_routed(a, b)
+    clean[2].send({"type": "disconnect"})  # a normal disconnect: its will is discarded
+    time.sleep(0.5)  # B stored that
+    b.kill()
+    for client in clean:
+        client.close()
+    bystander.close()
+    client, connack = connect(c, "clean-bystander", V5, connack_timeout=60, **persistent(V5, 600))
+    assert connack["reason_code"] == 0
+    got = wills_within(watcher, ARRIVAL_TIMEOUT, enough=2) + wills_within(watcher, 2)
+    assert sorted(got) == [b"clean-311", b"clean-5"], "the adopter publishes both, once"
     client.close()
     watcher.close()
 

@@ -128,7 +128,9 @@ class AuthGate:
                 event.client_id,
                 event.method,
                 certificate.identity if certificate is not None else None,
-                may_persist=not event.clean_start or event.protocol >= 5,
+                # A clean 3.1.1 session ends with its connection, but a cluster
+                # keeps its will for the node that adopts this one's clients.
+                may_persist=not event.clean_start or event.protocol >= 5 or event.has_will,
             )
             if certificate is not None and certificate.as_username:
                 self._run(conn, token, _ready(certificate_outcome(certificate)))

@@ -25,6 +25,7 @@ pub(crate) struct Authenticate {
     password: Option<Py<PyBytes>>,
     protocol: u8,
     clean_start: bool,
+    has_will: bool,
     method: Option<String>,
     data: Option<Py<PyBytes>>,
 }
@@ -194,6 +195,7 @@ pub(crate) fn events_from_core(
                 password,
                 protocol,
                 clean_start,
+                has_will,
                 method,
                 data,
             } => Authenticate {
@@ -204,6 +206,7 @@ pub(crate) fn events_from_core(
                 password: bytes(py, password),
                 protocol,
                 clean_start,
+                has_will,
                 method,
                 data: bytes(py, data),
             }

@@ -85,6 +85,7 @@ impl Engine {
             password: connect.password.as_ref().map(|p| p.to_vec()),
             protocol: connect.protocol.level(),
             clean_start: connect.clean_start,
+            has_will: connect.will.is_some(),
             method: method.map(|m| m.as_str().to_owned()),
             data: auth_data(&connect.properties),
         });

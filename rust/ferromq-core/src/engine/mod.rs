@@ -157,6 +157,8 @@ pub enum Event {
         password: Option<Vec<u8>>,
         protocol: u8,
         clean_start: bool,
+        /// The CONNECT carries a will (a cluster stores it even for a clean session).
+        has_will: bool,
         /// Authentication Method and Data (MQTT 5 enhanced authentication).
         method: Option<String>,
         data: Option<Vec<u8>>,

@@ -345,10 +345,23 @@ impl Engine {
 
     /// The session's will as the store must hold it: the connection's (`due_at` 0),
     /// one waiting for its delay (`due_at` in engine ms), or none. A session holding
-    /// no stored will writes nothing for none.
+    /// no stored will writes nothing for none. On a cluster a clean session's will is
+    /// stored too (the store keeps nothing else of it), so the node that adopts a
+    /// dead node's clients publishes it (`docs/cluster.md`, "Wills").
     pub(super) fn journal_will(&mut self, session: u32, will: Option<(&Will, u64)>) {
         let wall_offset = self.wall_offset;
-        let Some((journal, state)) = self.journaled(session) else {
+        let clustered = self.journal.is_enabled()
+            && self
+                .shards
+                .as_ref()
+                .is_some_and(|shards| shards.cluster.is_some());
+        let journal = &mut self.journal;
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+            .filter(|state| state.journaled || clustered)
+        else {
             return;
         };
         if will.is_none() && !state.will_stored {

@@ -867,7 +867,22 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
             None => {}
         }
     }
-    let Some(expiry) = expiry else {
+    let stored_will = match will.bytes() {
+        Some(value) => {
+            let mut body = bytes::BytesMut::new();
+            body.extend_from_slice(&(client.len() as u16).to_le_bytes());
+            body.extend_from_slice(client.as_bytes());
+            body.extend_from_slice(value);
+            let Record::Will { will, .. } = decode_record(WILL, body.freeze())? else {
+                unreachable!("a WILL body decodes to a Will");
+            };
+            will
+        }
+        None => None,
+    };
+    // No session but a will: a cluster node's clean session (only its will is
+    // stored), restored ending at once, so its will is published.
+    let Some(expiry) = expiry.or(stored_will.is_some().then_some(0)) else {
         return Ok(()); // listed, but its session was removed
     };
     out.session(client, expiry as u32, client_type);
@@ -877,14 +892,8 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
     for (node, offset) in applied {
         out.applied(client, &node, offset);
     }
-    if let Some(value) = will.bytes() {
-        let mut body = bytes::BytesMut::new();
-        body.extend_from_slice(&(client.len() as u16).to_le_bytes());
-        body.extend_from_slice(client.as_bytes());
-        body.extend_from_slice(value);
-        if let Record::Will { will, .. } = decode_record(WILL, body.freeze())? {
-            out.will(client, will.as_ref());
-        }
+    if stored_will.is_some() {
+        out.will(client, stored_will.as_ref());
     }
     for pair in subscriptions.items().chunks_exact(2) {
         let (Some(filter), Some(value)) = (pair[0].bytes(), pair[1].bytes()) else {
@@ -1012,6 +1021,7 @@ fn decimal(text: &[u8]) -> Result<u64, JournalError> {
 mod tests {
     use super::*;
     use crate::codec::{Properties, Property};
+    use crate::durability::record::StoredWill;
     use crate::engine::EngineConfig;
     use crate::store::resp::Replies;
     use crate::topic::ShareStrategy;
@@ -1593,5 +1603,44 @@ mod tests {
                 "SADD p:{pub}_inbound_qos2 5",
             ]
         );
+    }
+
+    #[test]
+    fn a_client_with_only_a_will_loads_as_a_session_ending_at_once() {
+        let will = crate::codec::Will {
+            topic: "gone/c".try_into().unwrap(),
+            payload: Bytes::from_static(b"bye"),
+            qos: QoS::AtLeastOnce,
+            retain: false,
+            properties: Properties::default(),
+        };
+        let stored = StoredWill {
+            due_at: 0,
+            delay_seconds: 0,
+            will,
+        };
+        let mut j = Journal::new(true);
+        j.will("c", Some(&stored));
+        let (_, data) = j.take().unwrap();
+        let (bytes, _) = one(codec().batch(data, 0, false).unwrap());
+        let set = &commands(&bytes)[0];
+        assert_eq!(text(&set[..2]), ["SET", "p:{c}_will"]);
+        let replies = vec![
+            array(vec![]),
+            array(vec![]),
+            array(vec![]),
+            array(vec![]),
+            Reply::Bulk(Some(set[2].clone())),
+            array(vec![]),
+        ];
+        let records = codec()
+            .load_records(&["c".into()], &[(0, &replies)])
+            .unwrap();
+        let decoded: Vec<Record> = RecordReader::new(records).map(Result::unwrap).collect();
+        assert!(matches!(
+            &decoded[..],
+            [Record::Session { expiry_interval: 0, .. }, Record::Will { will: Some(w), .. }]
+                if w == &stored
+        ));
     }
 }
