@@ -10,21 +10,32 @@
 //! QoS state → encode inside this module with no callback out: Python runs per
 //! event, never per message (docs/architecture.md, "The one rule").
 //!
-//! Layout: `acl` (rules and each session's binding, checked per message), `connection` (per socket), `session` (outlives sockets), `queue` (bounded
-//! per-session FIFO), `message` (one `Arc` per PUBLISH), and the handlers split by
-//! concern: `connect` (CONNECT, CONNACK, takeover, close, will), `auth` (Python's
-//! CONNECT decision, AUTH exchanges, re-authentication), `publish` (inbound
-//! QoS flows and routing), `delivery` (outbound window, queue, resend), `subscribe`
-//! (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe), `retained_cursor` (retained
-//! messages a new subscription still has to receive), `timers` (keep alive, expiry,
-//! will delay), `shared` (shared-group queues and redistribution), `names` (names
-//! refused although they decode: Response Topic, control characters), and the
-//! limits: `rate` and `users` (publish rates per client and per user name), `hold`
-//! (reading less from a publisher), `memory` (the memory budget), `retained_store`
-//! (retained payloads and their limits); `lifecycle` (why a connection ends, the
-//! client events logs are made of), `trace` (per-client packet trace) and `admin`
-//! (the admin API: paginated queries and operator actions, bounded work per call),
-//! `export` (the `[stream]` records for the data pipeline).
+//! Layout. State: `connection` (per socket), `session` (outlives sockets), `queue`
+//! (bounded per-session FIFO), `message` (one `Arc` per PUBLISH), `config` (the
+//! limits Python fills in), `stats` (counters for $SYS and metrics). The handlers,
+//! split by concern: `connect` (CONNECT, CONNACK, takeover, close, will), `auth`
+//! (Python's CONNECT decision, AUTH exchanges, re-authentication), `announce` (the
+//! CONNACK properties offered and the reason code for breaking each), `framing` (MQTT
+//! over TCP/TLS or in WebSocket frames), `publish` (inbound QoS flows and routing),
+//! `delivery` (outbound window, queue, resend), `alias_out` (broker → client topic
+//! aliases), `subscribe` (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe),
+//! `retained_cursor` (retained messages a new subscription still has to receive),
+//! `timers` (keep alive, expiry, will delay), `shared` (shared-group queues and
+//! redistribution), `names` (names refused although they decode: Response Topic,
+//! control characters), `diagnostics` (Reason Strings and User Properties the broker
+//! sends, the client's Maximum Packet Size), `acl` (rules and each session's binding,
+//! checked per message). The limits: `rate` and `users` (publish rates per client
+//! and per user name), `hold` (reading less from a publisher), `memory` (the memory
+//! budget), `retained_store` (retained payloads and their limits). Durability:
+//! `persist` (the journal, the acknowledgements that wait for the store, restore and
+//! snapshot), `split` (the journal split between a device and an application store),
+//! `stream` (APPLICATION shared groups served through a Kafka consumer group). Scale:
+//! `shards` (one of a node's shards, the bus), `cluster` (one node of a cluster),
+//! `arrival` (a route or node topic record taken once per session). Around them:
+//! `lifecycle` (why a connection ends, the client events logs are made of), `trace`
+//! (per-client packet trace), `admin` (the admin API: paginated queries and operator
+//! actions, bounded work per call), `export` (the `[stream]` records for the data
+//! pipeline).
 //!
 //! Time is engine milliseconds (`now`), monotonic, from the caller.
 
