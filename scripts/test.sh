@@ -6,7 +6,7 @@
 #   FERROMQ_SLOW=1 bash scripts/test.sh   # also the conformance suite at two shards and
 #                                         # the large-scale load comparison
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
-#   FERROMQ_CRASH_KILLS=25 ...       # the long crash matrix (tests/crash: 400 kills,
+#   FERROMQ_CRASH_KILLS=25 ...       # the long crash matrix (tests/crash: 600 kills,
 #                                    # 3 a cell in CI's run)
 #   FERROMQ_TEST_PROCESSES=1 ...     # pytest in one process (3 by default)
 #
