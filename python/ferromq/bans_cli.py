@@ -8,62 +8,21 @@ The file is ``--file FILE``, or else ``[bans] file`` of the configuration (``--c
 FILE`` and ``FERROMQ_*``, as ``serve`` reads it); ``add`` creates it when missing. The
 running broker applies the file on SIGHUP (``kill -HUP``), closing the connections a
 new ban matches. Every change is checked as the broker will read it and rewrites the
-file whole (:func:`ferromq.textfile.replace_text`). Exit status 2 for a bad request
+file whole (:func:`ferromq.bans.edit_ban_file`). Exit status 2 for a bad request
 (a ban already there or not there, a bad address, an unreadable file).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from functools import partial
-from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from ferromq.config import (
-    BanList,
-    ConfigError,
-    load_ban_file,
-    parse_ban_list,
-    toml_table,
-)
+from ferromq.bans import BAN_KINDS, ban_entries, edit_ban_file
+from ferromq.config import load_ban_file
 from ferromq.file_cli import file_subcommands
-from ferromq.textfile import replace_text
 
-__all__ = ["BAN_KINDS", "ban_entries", "edit_ban_file", "register"]
-
-# kind (the option) → BanList field, and how one is named in messages
-BAN_KINDS: Final = {
-    "client_id": ("client_ids", "client id"),
-    "username": ("usernames", "user name"),
-    "address": ("addresses", "address"),
-}
-
-
-def edit_ban_file(path: Path, kind: str, value: str, add: bool) -> str:
-    """Add or remove one ban of ``kind`` (a :data:`BAN_KINDS` key) in the bans file at
-    ``path`` (created by an add), checked as the broker will read it; returns what
-    was done. Raises :class:`~ferromq.config.ConfigError` naming file and value (a ban
-    already there or not there, a bad address, an unreadable file). Also the admin
-    API's (:mod:`ferromq.admin.api`)."""
-    bans = BanList() if add and not path.exists() else load_ban_file(path)
-    key, shown = BAN_KINDS[kind]
-    table = {field: list(values) for field, values in asdict(bans).items()}
-    if (value in table[key]) == add:
-        state = "already banned" if add else "not banned"
-        raise ConfigError(f"bans file {path}: {shown} {value!r} is {state}")
-    if add:
-        table[key].append(value)
-    else:
-        table[key].remove(value)
-    parse_ban_list(table, f"bans file {path}")  # refuse what the broker would refuse
-    replace_text(path, "\n".join(toml_table("# ferromq bans (ferromq bans add | remove)", table)))
-    return f"{'banned' if add else 'unbanned'} {shown} {value!r} in {path}"
-
-
-def ban_entries(bans: BanList) -> list[tuple[str, str]]:
-    """``(kind, value)`` of every ban in ``bans``, kinds in :data:`BAN_KINDS` order."""
-    return [(kind, value) for kind, (key, _) in BAN_KINDS.items() for value in getattr(bans, key)]
+__all__ = ["register"]
 
 
 def _change(args: argparse.Namespace, add: bool) -> str:

@@ -95,11 +95,12 @@ from ferromq.auth.certificate import OpenProvider
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
-from ferromq.listener import ListenError, Listeners
+from ferromq.listener import Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.shutdown import Shutdown
+from ferromq.sockets import ListenError
 from ferromq.storage import Store, StoreUnavailable, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
@@ -307,7 +308,7 @@ class Broker:
     async def start(self, restored: Callable[[], Awaitable[None]] | None = None) -> None:
         """Bind, restore, serve; ``restored`` is awaited between restoring and accepting
         (a shard waits there for its supervisor). Raises
-        :class:`~ferromq.listener.ListenError` (nothing created on disk yet) or
+        :class:`~ferromq.sockets.ListenError` (nothing created on disk yet) or
         :class:`StoreUnavailable`."""
         loop = asyncio.get_running_loop()
         config = self.config

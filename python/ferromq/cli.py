@@ -67,6 +67,7 @@ from ferromq.config import (
     override_workers,
     render_toml,
 )
+from ferromq.exits import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.log import configure_logging, log_as_shard
 from ferromq.node.identity import ShardIdentity
 from ferromq.node.link import ShardLink, stop_with_supervisor
@@ -74,10 +75,6 @@ from ferromq.node.workers import pin_shard, worker_count
 from ferromq.pidfile import PidFile
 from ferromq.pipeline import cli as pipeline_cli
 from ferromq.shutdown import Shutdown
-
-EXIT_CONFIG_ERROR = 2
-EXIT_STORE_UNAVAILABLE = 3
-EXIT_CANNOT_LISTEN = 4
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -158,10 +155,6 @@ def usable_config_or_exit(args: argparse.Namespace) -> Config:
         raise SystemExit(EXIT_CONFIG_ERROR) from None
 
 
-def fail(error: Exception) -> None:
-    print(f"ferromq: error: {error}", file=sys.stderr)
-
-
 def check_config(args: argparse.Namespace) -> int:
     config = usable_config_or_exit(args)
     if args.json:
@@ -227,7 +220,7 @@ def _run_broker(
     says stop), stopping within ``[server] shutdown_timeout`` (:mod:`ferromq.shutdown`);
     a start-up failure is ``report``-ed with its exit status, which is returned."""
     from ferromq.broker import serve as run_broker
-    from ferromq.listener import ListenError
+    from ferromq.sockets import ListenError
     from ferromq.storage import StoreUnavailable
 
     async def main() -> None:

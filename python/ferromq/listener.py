@@ -138,10 +138,11 @@ from ferromq.node.handover import (
 )
 from ferromq.node.identity import ShardIdentity
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
+from ferromq.sockets import ListenError, bind_sockets
 from ferromq.tls import certificate_identity, server_context
 from ferromq.websocket_upgrade import UpgradeProtocol
 
-__all__ = ["ListenError", "Listeners", "bind_sockets"]
+__all__ = ["Listeners"]
 
 logger = logging.getLogger("ferromq.listener")
 
@@ -149,7 +150,6 @@ ACCEPT_BATCH: Final = 128
 """Sockets accepted per readiness of one listening socket."""
 ACCEPT_PAUSE: Final = 0.25
 """Seconds accepting pauses after running out of file descriptors."""
-BACKLOG: Final = 4096
 
 _Address: TypeAlias = tuple[Any, ...]
 """What ``accept`` gives for a TCP peer: (host, port) or (host, port, flow, scope)."""
@@ -160,10 +160,6 @@ _EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 # accept() failures of one connection that ended before it was taken (accept(2), "Error
 # handling"): skip it and go on.
 _PEER_GONE: Final = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
-
-
-class ListenError(Exception):
-    """A listener that cannot be opened; the message names it, its address and why."""
 
 
 @dataclass
@@ -328,36 +324,6 @@ class _CertifiedProtocol(_CountedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._certificates.pop(self.conn, None)
         super().connection_lost(exc)
-
-
-def bind_sockets(where: str, host: str, port: int, reuse_port: bool = False) -> list[socket.socket]:
-    """Listening, non-blocking sockets for every address ``host`` resolves to (also the
-    admin listener's); with ``reuse_port``, ``SO_REUSEPORT``: the shards of a node all
-    listen on the address and the kernel spreads new connections over them. Raises
-    :class:`ListenError` naming ``where``, having closed what it opened."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise ListenError(f"{where}: cannot resolve host {host!r}: {exc.strerror}") from None
-    sockets: list[socket.socket] = []
-    for family, kind, proto, _, address in dict.fromkeys(infos):
-        sock = socket.socket(family, kind, proto)
-        sockets.append(sock)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if reuse_port:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(BACKLOG)
-            sock.setblocking(False)
-        except OSError as exc:
-            for opened in sockets:
-                opened.close()
-            shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
-            raise ListenError(f"{where}: cannot listen on {shown}:{port}: {exc.strerror}") from None
-    return sockets
 
 
 def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from ferromq.config import ConfigError
-from ferromq.textfile import replace_text
+from ferromq.fileio import replace_text
 
 __all__ = ["PidFile"]
 

@@ -17,8 +17,8 @@ Actions that change the engine (kick, delete a session, subscribe, publish, clea
 retained message) flush its output at once, as any event handler does. Nothing here
 runs per message.
 
-Users and bans are files (:mod:`ferromq.auth.users`, the bans file of
-:mod:`ferromq.bans_cli`): the API edits them with the CLI's helpers and applies them at
+Users and bans are files (:mod:`ferromq.auth.users`, :mod:`ferromq.bans`): the API edits
+them with the helpers the CLI uses and applies them at
 once — users through a new provider chain (as SIGHUP builds it), bans through
 ``Admission.use`` (``Broker.apply_bans``), which closes connected clients a new ban
 matches. ``POST /reload`` runs SIGHUP's reload.
@@ -86,7 +86,7 @@ from ferromq.admin.views import (
 from ferromq.auth import provider_from_config
 from ferromq.auth.scram import ScramCredential
 from ferromq.auth.users import UserRecord, add_user, delete_user, load_users
-from ferromq.bans_cli import BAN_KINDS, ban_entries, edit_ban_file
+from ferromq.bans import BAN_KINDS, ban_entries, edit_ban_file
 from ferromq.config import ConfigError, load_ban_file
 
 if TYPE_CHECKING:

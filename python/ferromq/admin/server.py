@@ -2,8 +2,8 @@
 
 A broker's (:meth:`AdminServer.bind`) follows the MQTT listeners' start-up: it is bound
 with ``Listeners.bind``, before the store is opened (the token file is read, the TLS
-context built, the sockets bound by :func:`ferromq.listener.bind_sockets`, so a port in
-use is the same one-line :class:`~ferromq.listener.ListenError` and exit status 4, and
+context built, the sockets bound by :func:`ferromq.sockets.bind_sockets`, so a port in
+use is the same one-line :class:`~ferromq.sockets.ListenError` and exit status 4, and
 leaves nothing on disk); :meth:`AdminServer.start` serves once the MQTT listeners
 accept; :meth:`AdminServer.close` stops it first thing at shutdown. A shard of a node
 binds its private unix socket instead (``private``: plain HTTP, the same token;
@@ -29,9 +29,9 @@ from aiohttp import web
 from ferromq.admin.auth import bearer_auth, load_token
 from ferromq.admin.routes import MODULES, AdminRoutes, Routes
 from ferromq.config import AdminConfig, ListenerConfig
-from ferromq.listener import bind_sockets
 from ferromq.log import log_event
 from ferromq.node.private import bind_private, shown
+from ferromq.sockets import bind_sockets
 from ferromq.tls import server_context
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from ferromq.admin.schema import (
     string,
 )
 from ferromq.auth.provider import CLIENT_TYPES
-from ferromq.bans_cli import BAN_KINDS
+from ferromq.bans import BAN_KINDS
 from ferromq.cluster.figures import NODE_FIGURES
 from ferromq.log import peer_text
 

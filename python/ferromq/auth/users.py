@@ -36,7 +36,7 @@ from ferromq.auth.mosquitto import MosquittoHash, MosquittoHashError
 from ferromq.auth.provider import CLIENT_TYPES, ClientType
 from ferromq.auth.scram import ScramCredential
 from ferromq.config import ConfigError, toml_table, toml_value
-from ferromq.textfile import replace_text
+from ferromq.fileio import replace_text
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -38,8 +38,8 @@ from ferromq.admin.routes import NODE_MODULES, NodeRoutes, Routes
 from ferromq.admin.server import AdminServer, admin_tls_context
 from ferromq.admin.shards import Shards
 from ferromq.config import AdminConfig, Config
-from ferromq.listener import bind_sockets
 from ferromq.node.private import private_address
+from ferromq.sockets import bind_sockets
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
@@ -77,7 +77,7 @@ def bind_node_admin(
     """The node's admin listener over ``shard_count`` shards, bound and not yet serving
     (``node``: the supervisor's pid, by default this process's); None when ``[admin]``
     is off. Bound before the shards start, a port in use fails the node's start as a
-    broker's does (:class:`~ferromq.listener.ListenError`: exit 4; ``ConfigError``: a
+    broker's does (:class:`~ferromq.sockets.ListenError`: exit 4; ``ConfigError``: a
     token file that cannot be read, exit 2) and a request made while the shards start
     waits in the backlog. Then ``await server.start()``, and ``await server.close()``
     at shutdown."""

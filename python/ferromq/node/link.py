@@ -31,7 +31,7 @@ import signal
 import socket
 from typing import Final
 
-from ferromq.storage.embedded import write_all
+from ferromq.fileio import write_all
 
 __all__ = [
     "RESTORED",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import socket
 
-from ferromq.listener import BACKLOG, ListenError
+from ferromq.sockets import BACKLOG, ListenError
 
 __all__ = ["bind_private", "private_address", "shown"]
 
@@ -27,7 +27,7 @@ def private_address(node: int, what: str, index: int) -> str:
 
 def bind_private(where: str, address: str) -> socket.socket:
     """A listening, non-blocking unix socket at ``address``. Raises
-    :class:`~ferromq.listener.ListenError` naming ``where``."""
+    :class:`~ferromq.sockets.ListenError` naming ``where``."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind(address)

@@ -64,14 +64,14 @@ from typing import TYPE_CHECKING, Final
 
 from ferromq import sd_notify
 from ferromq._core import Bus, NodeCounters
-from ferromq.cli import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.config import Config, ConfigError, listener_path
-from ferromq.listener import ListenError, bind_sockets
+from ferromq.exits import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.log import install_handler, log_event, log_handler, relay_line
 from ferromq.node.bus_pump import ring_capacity
 from ferromq.node.identity import ENV, ShardIdentity
 from ferromq.node.link import RESTORED, SERVE, SERVING, STOP, parse_failed
 from ferromq.pidfile import PidFile
+from ferromq.sockets import ListenError, bind_sockets
 from ferromq.storage import StoreUnavailable, layout
 from ferromq.storage.embedded import lock_directory
 

@@ -56,7 +56,7 @@ class ShardSys:
         return private_address(self._node, "sys", index)
 
     async def start(self) -> None:
-        """Serve this shard's figures. Raises :class:`~ferromq.listener.ListenError`."""
+        """Serve this shard's figures. Raises :class:`~ferromq.sockets.ListenError`."""
         sock = bind_private("shard $SYS socket", self._address(self._shard.index))
         self._server = asyncio.create_task(self._serve(sock))
 

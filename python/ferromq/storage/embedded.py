@@ -63,6 +63,7 @@ from ferromq._core import (
     journal_header,
     journal_log_records,
 )
+from ferromq.fileio import fsync_directory, write_all
 from ferromq.storage import StoreUnavailable
 
 __all__ = [
@@ -88,20 +89,6 @@ def _segment_name(number: int) -> str:
 
 def _segment_number(segment: Path) -> int:
     return int(_SEGMENT.fullmatch(segment.name)[1])  # type: ignore[index]
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _lock_directory(path: Path) -> int:

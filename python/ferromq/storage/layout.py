@@ -33,7 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from ferromq.storage.embedded import fsync_directory, write_all
+from ferromq.fileio import fsync_directory, write_all
 
 __all__ = ["MANIFEST", "commit", "previous_layout", "recorded_workers", "shard_path"]
 

@@ -63,10 +63,10 @@ from typing import Final, Literal
 
 from ferromq._core import StreamBatch, avro_container_header
 from ferromq.config import Config
+from ferromq.fileio import fsync_directory, write_all
 from ferromq.log import log_error, log_event
 from ferromq.node.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
-from ferromq.storage.embedded import fsync_directory, write_all
 from ferromq.storage.persister import IO_ERRORS, RETRY_FIRST, RETRY_MAX
 from ferromq.stream.sink import SinkHealth, stream_directory
 
