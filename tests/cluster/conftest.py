@@ -36,8 +36,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker, serving, spawn_serve
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import get
+from tests.mqtt_raw import RawClient
 from tests.services import free_ports
 
 LOOPS = ("uvloop", "asyncio")

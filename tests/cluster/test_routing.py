@@ -23,8 +23,9 @@ import pytest
 
 from tests.cluster.conftest import Cluster, wait_routed
 from tests.integration.test_auth_clients import stop
-from tests.integration.test_broker_clients import SCENARIOS, Placement, paho_client, subscribe
+from tests.integration.test_broker_clients import SCENARIOS, Placement
 from tests.integration.test_redis_store import wait_for
+from tests.paho_clients import paho_client, subscribe
 
 COUNT = 20
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from tests.conftest import RunningBroker
-from tests.integration.mqtt_raw import RawClient
+from tests.mqtt_raw import RawClient
 
 from .support import (
     V5,

@@ -13,7 +13,7 @@ import pytest
 from ferromq.auth.scram import ScramCredential
 from ferromq.auth.users import UserRecord, save_users
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
+from tests.mqtt_raw import RawClient
 from tests.scram_client import ScramClient
 
 from .support import V5, VERSIONS, closed_with, open_client, ping, prop, publish, subscribe

@@ -24,7 +24,6 @@ import paho.mqtt.client as paho
 
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_accept_path import connects, subscribed, sys_value
-from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_tls import (
     Pki,
     pki,  # noqa: F401 (a fixture)
@@ -32,6 +31,7 @@ from tests.integration.test_tls import (
     wait_closed,
     wait_for_sys_value,
 )
+from tests.paho_clients import paho_client, subscribe
 
 MEMORY = '[storage]\nbackend = "memory"\n[sys]\ninterval = 1\n'
 ATTACKERS = 100

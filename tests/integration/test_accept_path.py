@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
+from tests.mqtt_raw import RawClient
 from tests.services import free_port
 
 NOFILE = 32

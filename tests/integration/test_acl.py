@@ -25,10 +25,10 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_reload import hang_up
 from tests.json_service import json_service
 from tests.jwt_keys import SigningKey
+from tests.mqtt_raw import RawClient
 from tests.tls_certs import authority
 
 VERSIONS = pytest.mark.parametrize("version", [4, 5])

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.conftest import Starter
 from tests.integration.test_admin_metrics import TOKEN, admin_config, wait_for
 from tests.integration.test_auth_clients import paho_connect, stop, users_add
-from tests.integration.test_broker_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, subscribe
 from tests.services import free_port
 
 

@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Starter, ferromq_command
 from tests.integration.test_auth_clients import paho_connect, stop, users_add
-from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_redis_store import wait_for
+from tests.paho_clients import paho_client, subscribe
 from tests.services import RedisServer, free_port
 from tests.tls_certs import authority
 

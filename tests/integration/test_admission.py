@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, Starter, ferromq_command
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_accept_path import (
     connected,
     connects,
@@ -25,6 +24,7 @@ from tests.integration.test_accept_path import (
     sys_value,
 )
 from tests.integration.test_reload import hang_up
+from tests.mqtt_raw import RawClient
 from tests.services import free_port
 
 MEMORY = '[storage]\nbackend = "memory"\n[sys]\ninterval = 1\n'

@@ -11,68 +11,16 @@ from __future__ import annotations
 import queue
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
-
-
-def paho_client(
-    broker: RunningBroker,
-    client_id: str,
-    version: int,
-    clean: bool = True,
-    on_message: Callable[[paho.MQTTMessage], None] | None = None,
-    configure: Callable[[paho.Client], None] | None = None,
-    transport: Literal["tcp", "websockets"] = "tcp",
-) -> tuple[paho.Client, queue.Queue[paho.MQTTMessage]]:
-    """A connected paho client running its network loop; messages go to the returned
-    inbox, or to `on_message` (set before CONNECT, so queued messages are seen);
-    `configure` runs before CONNECT (e.g. ``tls_set``); ``transport`` "websockets" is
-    MQTT over WebSocket at paho's default path, /mqtt."""
-    protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
-    kwargs = {} if version == 5 else {"clean_session": clean}
-    client = paho.Client(
-        CallbackAPIVersion.VERSION2,
-        client_id=client_id,
-        protocol=protocol,
-        transport=transport,
-        **kwargs,
-    )
-    inbox: queue.Queue[paho.MQTTMessage] = queue.Queue()
-    deliver = on_message or inbox.put
-    client.on_message = lambda _c, _u, message: deliver(message)
-    connected = threading.Event()
-    client.on_connect = lambda *_: connected.set()
-    if configure is not None:
-        configure(client)
-    if version == 5:
-        props = Properties(PacketTypes.CONNECT)
-        props.SessionExpiryInterval = 0 if clean else 300
-        client.connect(broker.host, broker.port, clean_start=clean, properties=props)
-    else:
-        client.connect(broker.host, broker.port)
-    client.loop_start()
-    assert connected.wait(5), "no CONNACK"
-    return client, inbox
-
-
-def subscribe(client: paho.Client, topic: str, qos: int) -> None:
-    done = threading.Event()
-    client.on_subscribe = lambda *_: done.set()
-    client.subscribe(topic, qos)
-    assert done.wait(5), "no SUBACK"
+from tests.mqtt_raw import RawClient
+from tests.paho_clients import paho_client, round_trip, subscribe
 
 
 @pytest.mark.parametrize("version", [4, 5])
@@ -81,21 +29,6 @@ def test_paho_round_trip(broker: RunningBroker, version: int, qos: int) -> None:
     sub, inbox = paho_client(broker, f"sub-{version}-{qos}", version)
     pub, _ = paho_client(broker, f"pub-{version}-{qos}", version)
     round_trip(sub, inbox, pub, qos)
-
-
-def round_trip(
-    sub: paho.Client, inbox: queue.Queue[paho.MQTTMessage], pub: paho.Client, qos: int
-) -> None:
-    """20 messages from ``pub`` reach ``sub`` in order at ``qos``; both disconnect."""
-    subscribe(sub, "plant/+/temp", qos)
-    for i in range(20):
-        pub.publish(f"plant/{i % 3}/temp", f"{i}".encode(), qos=qos).wait_for_publish(5)
-    got = [inbox.get(timeout=5) for _ in range(20)]
-    assert [m.payload for m in got] == [f"{i}".encode() for i in range(20)]
-    assert {m.qos for m in got} == {qos}
-    for client in (sub, pub):
-        client.disconnect()
-        client.loop_stop()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pytest
 
 import ferromq
 from tests.conftest import RunningBroker, ferromq_command
-from tests.integration.test_broker_clients import paho_client, round_trip
+from tests.paho_clients import paho_client, round_trip
 from tests.services import free_port
 
 MEMORY = {"FERROMQ_STORAGE__BACKEND": "memory"}

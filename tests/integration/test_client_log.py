@@ -28,10 +28,10 @@ from tests.conftest import (
     suite_shards,
     untagged,
 )
-from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_proxy_protocol import v1
 from tests.integration.test_reload import hang_up
+from tests.mqtt_raw import RawClient
+from tests.paho_clients import paho_client, subscribe
 
 MEMORY = '[storage]\nbackend = "memory"\n'
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
+from tests.mqtt_raw import RawClient
 from tests.store_layout import segment_of
 
 LOOPS = ["uvloop", "asyncio"]

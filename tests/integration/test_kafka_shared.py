@@ -18,13 +18,13 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError
 
 from ferromq.storage.kafka import shared_topic_name
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_kafka_store import (
     APP,
     kafka_config,
     publish_counting,
     unique_prefix,
 )
+from tests.mqtt_raw import RawClient
 
 GROUP = "$share/workers/jobs/#"
 PARTITIONS = 4

@@ -27,8 +27,8 @@ from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_admin_api import api, disconnects, paged_client_ids, token_config
 from tests.integration.test_admin_metrics import TOKEN, Samples, get, scrape, value, wait_for
 from tests.integration.test_auth_clients import stop
-from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_ctl import ok
+from tests.paho_clients import paho_client, subscribe
 from tests.services import free_port
 
 WORKERS = 2

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 
 from tests.conftest import RunningBroker
-from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_broker_clients import paho_client
+from tests.mqtt_raw import RawClient
+from tests.paho_clients import paho_client
 
 TOTAL = 2000
 

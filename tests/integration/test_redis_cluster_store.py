@@ -18,8 +18,6 @@ import redis
 
 from ferromq._core import key_hash_slot
 from tests.conftest import Starter, free_port
-from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_broker_clients import paho_client
 from tests.integration.test_offline_seam import seed_002
 from tests.integration.test_redis_store import (
     LOOPS,
@@ -31,6 +29,8 @@ from tests.integration.test_redis_store import (
     receive,
     redis_config,
 )
+from tests.mqtt_raw import RawClient
+from tests.paho_clients import paho_client
 from tests.services import RedisCluster, RedisServer
 
 

@@ -22,9 +22,9 @@ import pytest
 
 from ferromq import bench
 from tests.conftest import RunningBroker, Starter, free_port
-from tests.integration.mqtt_raw import RawClient
-from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_offline_seam import seed_002
+from tests.mqtt_raw import RawClient
+from tests.paho_clients import paho_client, subscribe
 from tests.services import RedisServer
 
 LOOPS = ["uvloop", "asyncio"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker, suite_shards
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_auth_clients import users_add
+from tests.mqtt_raw import RawClient
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_broker_clients import paho_client, subscribe
 from tests.integration.test_workers import alive, node_serving, shard_pids, with_retries
+from tests.paho_clients import paho_client, subscribe
 from tests.services import RedisServer
 
 SHUTDOWN_TIMEOUT = 3

@@ -29,8 +29,8 @@ from tests.conformance.support import (
     subscribe,
 )
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_broker_clients import paho_client
-from tests.integration.test_broker_clients import subscribe as paho_subscribe
+from tests.paho_clients import paho_client
+from tests.paho_clients import subscribe as paho_subscribe
 
 
 def stop(client: paho.Client) -> None:

@@ -11,13 +11,13 @@ import re
 from pathlib import Path
 
 from ferromq._core import JOURNAL_FORMAT_VERSION, journal_header
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_embedded_store import (
     broker_on,
     persistent_subscriber,
     queued_payloads,
 )
 from tests.integration.test_store_lock import EXIT_STORE_UNAVAILABLE, serve_once
+from tests.mqtt_raw import RawClient
 from tests.store_layout import segment_of
 
 MESSAGES = 20

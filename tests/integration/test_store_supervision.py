@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_embedded_store import persistent_subscriber, queued_payloads
+from tests.mqtt_raw import RawClient
 from tests.store_layout import store_pid, sys_tree_of
 
 PAYLOAD = b"x" * 200

@@ -21,10 +21,10 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import admin_config, get, scrape, value
 from tests.integration.test_auth_clients import paho_connect, stop, users_add
 from tests.integration.test_embedded_store import publish_until_killed
+from tests.mqtt_raw import RawClient
 from tests.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]

@@ -39,12 +39,12 @@ from tests.conftest import (
     start_broker,
     suite_shards,
 )
-from tests.integration.mqtt_raw import RawClient
 from tests.integration.test_admin_metrics import admin_config, scrape, value
-from tests.integration.test_broker_clients import paho_client
 from tests.integration.test_kafka_store import frozen, wait_for_log
 from tests.integration.test_redis_cluster_store import serve_exit
 from tests.integration.test_redis_store import wait_for
+from tests.mqtt_raw import RawClient
+from tests.paho_clients import paho_client
 from tests.services import free_port
 
 SCHEMA = parse_schema(json.loads(schema_text()))

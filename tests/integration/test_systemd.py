@@ -26,7 +26,7 @@ import pytest
 
 from ferromq.config import load_config
 from tests.conftest import ferromq_command, start_broker
-from tests.integration.test_broker_clients import paho_client
+from tests.paho_clients import paho_client
 from tests.unit.test_cli import run_cli
 
 SYSTEMD_DOCS = Path(__file__).resolve().parents[2] / "docs" / "systemd"

@@ -21,10 +21,10 @@ import pytest
 from ferromq import bench
 from ferromq._core import BenchError
 from tests.conftest import RunningBroker, Starter
-from tests.integration.mqtt_raw import RawClient, sys_value_reaches
 from tests.integration.test_auth_clients import users_add
-from tests.integration.test_broker_clients import paho_client, round_trip
 from tests.integration.test_reload import hang_up
+from tests.mqtt_raw import RawClient, sys_value_reaches
+from tests.paho_clients import paho_client, round_trip
 from tests.services import free_port
 from tests.tls_certs import Authority, Pem, authority
 

@@ -15,8 +15,6 @@ import pytest
 
 from ferromq._core import encode
 from tests.conftest import RunningBroker, Starter
-from tests.integration.mqtt_raw import sys_value_reaches
-from tests.integration.test_broker_clients import paho_client, round_trip
 from tests.integration.test_tls import (
     Pki,
     client_context,
@@ -26,6 +24,8 @@ from tests.integration.test_tls import (
     wait_for_log,
 )
 from tests.integration.ws_raw import WsRawClient, client_frame, upgrade_request
+from tests.mqtt_raw import sys_value_reaches
+from tests.paho_clients import paho_client, round_trip
 
 __all__ = ["pki", "ws_config"]  # pki: the fixture, shared with test_tls
 

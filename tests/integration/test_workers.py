@@ -32,7 +32,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.integration.test_broker_clients import paho_client, round_trip, subscribe
+from tests.paho_clients import paho_client, round_trip, subscribe
 from tests.services import free_port
 
 
