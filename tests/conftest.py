@@ -85,6 +85,15 @@ class RunningBroker:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_for_log(self, *parts: str, timeout: float = 60.0) -> str:
+        """Until one line of the log holds every part; the whole log then. A shard's
+        lines reach the node's log a moment after what they report."""
+        deadline = time.monotonic() + timeout
+        while not any(all(p in line for p in parts) for line in self.log().splitlines()):
+            assert time.monotonic() < deadline, f"no log line with {parts}:\n{self.log()[-3000:]}"
+            time.sleep(0.05)
+        return self.log()
+
     def shards(self) -> dict[int, str]:
         """A node's shard processes (the supervisor's children): pid → start time."""
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")

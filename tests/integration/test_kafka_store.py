@@ -246,15 +246,6 @@ def test_a_session_end_drops_its_kafka_queue(
         broker.stop()
 
 
-def wait_for_log(broker: RunningBroker, *parts: str) -> None:
-    """Until one line of the broker's log holds every part (a minute at most)."""
-    for _ in range(600):
-        if any(all(p in line for p in parts) for line in broker.log().splitlines()):
-            return
-        threading.Event().wait(0.1)
-    raise AssertionError(f"no log line with {parts}:\n{broker.log()[-3000:]}")
-
-
 def freeze(pid: int) -> None:
     """SIGSTOP ``pid`` and wait until every thread of it has stopped: the signal is
     only queued when ``kill`` returns, and a JVM thread already on a CPU of a loaded
@@ -301,7 +292,7 @@ def test_kafka_down_holds_the_puback_until_it_returns(tmp_path: Path, loop: str)
 
         with frozen(kafka.pid):
             pub.send({"type": "publish", "topic": "t", "qos": 1, "packet_id": 2, "payload": b"1"})
-            wait_for_log(broker, "store write failed", f"kafka at {kafka.bootstrap}")
+            broker.wait_for_log("store write failed", f"kafka at {kafka.bootstrap}")
             with pytest.raises(TimeoutError):
                 pub.recv(timeout=0.2)  # no PUBACK while the store cannot take it
         puback = pub.recv(timeout=60)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker, Starter
-from tests.integration.test_tls import Pki, client_context, pki, tls_keys, wait_for_log
+from tests.integration.test_tls import Pki, client_context, pki, tls_keys
 from tests.integration.ws_raw import WsRawClient
 from tests.json_service import json_service
 from tests.mqtt_raw import RawClient, sys_value_reaches
@@ -51,7 +51,7 @@ def rejected_peer(broker: RunningBroker, client: RawClient | WsRawClient) -> str
     """Break the protocol (a second CONNECT) and read the peer the broker logs."""
     client.connect("proxied")
     client.send({"type": "connect", "protocol_version": 4, "client_id": "again"})
-    log = wait_for_log(broker, "connection rejected")
+    log = broker.wait_for_log("connection rejected")
     line = next(line for line in log.splitlines() if "connection rejected" in line)
     return line.split("peer=")[1].split(" ")[0]
 
@@ -141,7 +141,7 @@ def test_connections_without_a_valid_header_are_closed_and_counted(
     refused(broker, connect)  # plain MQTT, no header
     refused(broker, b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\rX")  # malformed
     refused(broker, b"PROXY TCP4 1.2.3")  # then nothing: the connect timeout
-    log = wait_for_log(broker, "no valid PROXY header")
+    log = broker.wait_for_log("no valid PROXY header")
     assert 'why="no PROXY protocol header"' in log
     client = RawClient(broker.host, broker.port, preamble=v1("192.0.2.8", 8))
     client.connect("sys-reader")
@@ -151,7 +151,7 @@ def test_connections_without_a_valid_header_are_closed_and_counted(
 def test_headers_only_from_trusted_addresses(started: Starter, loop: str) -> None:
     broker = started(loop, proxy_config('proxy_trusted = ["10.0.0.0/8"]\n'))
     refused(broker, v1("192.0.2.7", 1))
-    log = wait_for_log(broker, "no valid PROXY header")
+    log = broker.wait_for_log("no valid PROXY header")
     assert "listeners[0] (default).proxy_trusted" in log
     trusting = started(loop, proxy_config('proxy_trusted = ["10.0.0.0/8", "127.0.0.1"]\n'))
     client = RawClient(trusting.host, trusting.port, preamble=v1("192.0.2.7", 1))
@@ -169,7 +169,7 @@ def test_admission_sees_the_headers_address(started: Starter, loop: str) -> None
         ),
     )
     refused(broker, v1("192.0.2.66", 1))
-    log = wait_for_log(broker, "connection refused at accept")
+    log = broker.wait_for_log("connection refused at accept")
     assert "peer=192.0.2.66:1" in log and "reason=banned" in log
     # Two clients behind the one proxy address: one connection per address each.
     first = RawClient(broker.host, broker.port, preamble=v1("192.0.2.67", 1))

@@ -40,7 +40,7 @@ from tests.conftest import (
     suite_shards,
 )
 from tests.integration.test_admin_metrics import admin_config, scrape, value
-from tests.integration.test_kafka_store import frozen, wait_for_log
+from tests.integration.test_kafka_store import frozen
 from tests.integration.test_redis_cluster_store import serve_exit
 from tests.integration.test_redis_store import wait_for
 from tests.mqtt_raw import RawClient
@@ -202,12 +202,12 @@ def test_after_kafka_holds_the_puback_until_kafka_has_the_record(
 
         with frozen(own_kafka.pid):
             pub.send(publish_packet(2))
-            wait_for_log(broker, "stream to kafka failing", own_kafka.bootstrap)
+            broker.wait_for_log("stream to kafka failing", own_kafka.bootstrap)
             with pytest.raises(TimeoutError):
                 pub.recv(timeout=0.2)  # no PUBACK while Kafka cannot take the record
         puback = pub.recv(timeout=60)
         assert (puback["type"], puback["packet_id"]) == ("puback", 2)
-        wait_for_log(broker, "stream to kafka recovered")
+        broker.wait_for_log("stream to kafka recovered")
     finally:
         broker.stop()
     messages = read_records(own_kafka.bootstrap, f"{prefix}messages", 2)
@@ -278,7 +278,7 @@ def test_async_serves_without_kafka_and_a_restart_sends_what_it_spilled(
     broker = start_broker(tmp_path, loop, stream_config(absent, prefix, "async"), env)
     payloads = [b"%d" % n for n in range(20)]
     try:
-        wait_for_log(broker, "stream to kafka failing", absent)
+        broker.wait_for_log("stream to kafka failing", absent)
         publish(broker, "alone", "site/alone/t", payloads)  # every PUBACK arrives
     finally:
         assert broker.stop(timeout=30) == 0
@@ -307,8 +307,8 @@ def test_a_spill_too_small_for_the_backlog_is_counted(
         # More than the sink's memory queue (MEMORY_BYTES, 32 MiB): the rest must go
         # to the spill, which holds 4 KiB.
         publish(broker, "flood", "site/flood/t", [big] * 400)
-        wait_for_log(broker, "stream records dropped", "spill_full")
-        wait_for_log(broker, "stream to kafka failing")
+        broker.wait_for_log("stream records dropped", "spill_full")
+        broker.wait_for_log("stream to kafka failing")
         samples = scrape(admin)
     assert value(samples, "ferromq_stream_dropped_spill_full_total") >= 50
     assert value(samples, "ferromq_stream_spill_bytes") <= 4096

@@ -69,14 +69,6 @@ def tls_client(
     return RawClient(broker.host, broker.port, version, tls=client_context(cafile, cert))
 
 
-def wait_for_log(broker: RunningBroker, text: str, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while text not in broker.log():
-        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{broker.log()}"
-        time.sleep(0.05)
-    return broker.log()
-
-
 @pytest.mark.parametrize("version", [4, 5])
 @pytest.mark.parametrize("qos", [0, 1])
 def test_paho_round_trip_over_tls(
@@ -159,7 +151,7 @@ def test_require_certificate_refuses_clients_without_a_valid_one(
     refused_at_handshake(broker, client_context(pki.ca.cafile))
     stranger = authority(tmp_path, "stranger").issue("stranger", "device-7")
     refused_at_handshake(broker, client_context(pki.ca.cafile, stranger))
-    log = wait_for_log(broker, "TLS handshake failed")
+    log = broker.wait_for_log("TLS handshake failed")
     assert "peer=127.0.0.1:" in log
     client = tls_client(broker, pki.ca.cafile, pki.client)
     assert client.connect("with-cert")["reason_code"] == 0
@@ -180,7 +172,7 @@ def test_certificate_identity_is_the_user_name(
     client = tls_client(broker, pki.ca.cafile, pki.client, version=5)
     # The CONNECT's user name is replaced and no password is needed.
     assert client.connect("dev-7", username="mallory")["reason_code"] == 0
-    log = wait_for_log(broker, "authenticated")
+    log = broker.wait_for_log("authenticated")
     line = next(line for line in log.splitlines() if "authenticated" in line)
     assert f"username={identity}" in line and "mallory" not in line
 
@@ -203,7 +195,7 @@ def test_a_certificate_user_needs_no_password_beside_a_users_file(
     assert RawClient(broker.host, tcp_port).connect("anon")["reason_code"] == 5
     alice = RawClient(broker.host, tcp_port)
     assert alice.connect("alice", username="alice", password=b"alice pw")["reason_code"] == 0
-    assert "username=device-7" in wait_for_log(broker, "username=alice")
+    assert "username=device-7" in broker.wait_for_log("username=alice")
 
 
 def test_a_certificate_without_the_identity_is_refused(
@@ -232,7 +224,7 @@ def test_tls_1_2_minimum_refuses_a_tls_1_1_client(started: Starter, loop: str, p
             pytest.skip(f"this OpenSSL refuses TLS 1.1 on the client side: {exc}")
     else:
         pytest.fail("a TLS 1.1 handshake succeeded")
-    assert "UNSUPPORTED_PROTOCOL" in wait_for_log(broker, "TLS handshake failed")
+    assert "UNSUPPORTED_PROTOCOL" in broker.wait_for_log("TLS handshake failed")
     assert tls_client(broker, pki.ca.cafile).connect("modern")["reason_code"] == 0
 
 

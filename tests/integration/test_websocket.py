@@ -21,7 +21,6 @@ from tests.integration.test_tls import (
     generator_delivers_exactly_once,
     pki,
     tls_keys,
-    wait_for_log,
 )
 from tests.integration.ws_raw import WsRawClient, client_frame, upgrade_request
 from tests.mqtt_raw import sys_value_reaches
@@ -145,7 +144,7 @@ def test_a_malformed_frame_closes_that_connection_only(
     offender.send_raw(frame)
     assert offender.close_status() == status
     offender.wait_closed()
-    wait_for_log(broker, "connection rejected")
+    broker.wait_for_log("connection rejected")
     # The other client goes on, and a new one gets in.
     publisher = WsRawClient(broker.host, broker.port)
     publisher.connect("publisher")
@@ -185,7 +184,7 @@ def test_upgrades_refused_with_an_http_error(started: Starter, loop: str) -> Non
     ]
     for request, status in cases:
         assert http_answer(broker, request).startswith(f"HTTP/1.1 {status}"), request[:40]
-    log = wait_for_log(broker, "WebSocket upgrade refused")
+    log = broker.wait_for_log("WebSocket upgrade refused")
     assert 'why="404 no WebSocket endpoint at /mqtt; use /things"' in log
     client = WsRawClient(host, broker.port, **good)
     assert client.connect("allowed")["reason_code"] == 0
@@ -209,7 +208,7 @@ def test_wss_keeps_the_certificate_identity(started: Starter, loop: str, pki: Pk
     broker = started(loop, ws_config(listener))
     client = WsRawClient(broker.host, broker.port, tls=client_context(pki.ca.cafile, pki.client))
     assert client.connect("dev-7")["reason_code"] == 0
-    log = wait_for_log(broker, "authenticated")
+    log = broker.wait_for_log("authenticated")
     assert "username=device-7" in log
 
 
