@@ -374,10 +374,11 @@ impl Engine {
             if let Some(queue) = shards.unconfirmed.get_mut(at) {
                 queue.retain(|entry| {
                     let confirmed = matches!(entry.sent_in, Some(r) if r != 0 && r <= round);
-                    if let Some(publisher) = entry.publisher.as_deref().filter(|_| confirmed) {
-                        if per_client {
+                    match entry.publisher.as_deref() {
+                        Some(publisher) if confirmed && per_client => {
                             journal.outbox_done(publisher, entry.route);
                         }
+                        _ => {}
                     }
                     !confirmed
                 });
