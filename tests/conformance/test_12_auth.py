@@ -103,7 +103,7 @@ def test_scram_exchange_connects_with_the_server_signature(auth_broker: RunningB
     assert subscribe(client, ("a/b", 1)) == [1]
     publish(client, "a/b", b"hello")
     assert client.recv()["payload"] == b"hello"
-    assert "client_type=device" in auth_broker.log()
+    auth_broker.wait_for_log("client_type=device")
 
 
 def test_scram_wrong_password_is_refused_with_0x86(auth_broker: RunningBroker) -> None:
@@ -191,7 +191,7 @@ def test_reauthentication_succeeds_while_messages_flow(auth_broker: RunningBroke
     assert again.server_signature_ok(prop(done, "authentication_data"))
     publish(publisher, "t", b"after", qos=1)
     assert client.recv()["payload"] == b"after"
-    assert "reauthenticated" in auth_broker.log()
+    auth_broker.wait_for_log("reauthenticated")
 
 
 def test_failed_reauthentication_disconnects_with_0x87(auth_broker: RunningBroker) -> None:

@@ -130,7 +130,7 @@ def test_restart_gives_back_sessions_queues_and_retained(tmp_path: Path, loop: s
 
     broker = broker_on(store, tmp_path, loop)
     try:
-        assert "store restored" in broker.log()
+        broker.wait_for_log("store restored")
         keeper = RawClient(broker.host, broker.port, version=4)
         assert keeper.connect("keeper", clean=False)["session_present"] is True
         got = drain(keeper)
@@ -192,7 +192,7 @@ def test_a_torn_log_tail_is_cut_off_and_the_rest_restored(tmp_path: Path) -> Non
 
     broker = broker_on(store, tmp_path, "asyncio")
     try:
-        assert "store tail unreadable, cut off" in broker.log()
+        broker.wait_for_log("store tail unreadable, cut off")
         keeper = RawClient(broker.host, broker.port, version=4)
         keeper.connect("keeper", clean=False)
         assert [p["payload"] for p in drain(keeper)] == [b"a"]

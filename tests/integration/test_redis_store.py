@@ -119,7 +119,7 @@ def kill_9_mid_stream(started: Starter, loop: str, config: str) -> None:
     client.disconnect()
     client.loop_stop()
     assert received == sorted(received), "order kept across the restart"
-    assert "store restored store=redis sessions=" in broker.log()
+    broker.wait_for_log("store restored store=redis sessions=")
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -250,7 +250,7 @@ def test_scripts_flushed_from_redis_are_sent_again_with_eval(
     publisher.publish("flush/t", b"after", qos=1).wait_for_publish(10)
     publisher.disconnect()
     publisher.loop_stop()
-    assert "redis lost its scripts; batch sent again with EVAL" in broker.log()
+    broker.wait_for_log("redis lost its scripts; batch sent again with EVAL")
     assert [m.payload for m in receive(broker, "flushed", 2)] == [b"before", b"after"]
 
 
@@ -309,4 +309,4 @@ def test_a_broker_stopped_while_redis_is_down_still_exits(
     publisher.loop_stop()
     assert broker.stop(timeout=60) == 0
     assert not unacknowledged.is_published()
-    assert "store unavailable at shutdown" in broker.log()
+    broker.wait_for_log("store unavailable at shutdown")

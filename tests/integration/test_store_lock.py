@@ -63,6 +63,6 @@ def test_a_holder_killed_with_sigkill_does_not_block_the_next_start(
     assert (store / "LOCK").exists(), "the file stays; the lock does not"
     second = broker_on(store, tmp_path, loop)
     try:
-        assert "store restored" in second.log()
+        second.wait_for_log("store restored")
     finally:
         assert second.stop() == 0

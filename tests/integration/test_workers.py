@@ -189,7 +189,7 @@ def test_sigterm_stops_the_node_cleanly_and_leaves_no_process(tmp_path: Path, lo
     assert len(shards) == 2
     assert node.stop() == 0
     assert not any(alive(pid) for pid in shards)
-    assert "node stopped workers=2" in node.log()
+    node.wait_for_log("node stopped workers=2")
 
 
 def test_sigterm_to_every_process_at_once_is_a_clean_stop(tmp_path: Path, loop: str) -> None:
@@ -268,7 +268,7 @@ def test_a_shard_that_keeps_dying_stops_the_node(tmp_path: Path, loop: str) -> N
         if death < 4:
             with_retries(lambda pid=pid: shard_pids(node)[0] != pid)
     assert node.process.wait(30) == 1
-    assert "shard keeps dying, node stopping shard=0 deaths=5" in node.log()
+    node.wait_for_log("shard keeps dying, node stopping shard=0 deaths=5")
 
 
 def test_the_pid_file_holds_the_supervisor(tmp_path: Path, loop: str) -> None:
