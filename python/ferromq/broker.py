@@ -370,10 +370,7 @@ class Broker:
                 flush_interval_ms = self.config.redis.flush_interval_ms
                 self.engine.set_journal_flush_records(self.config.redis.batch_size)
                 self.engine.set_store_per_client(True)
-            before_write = self.cluster.bus.crossings_in_kafka if self.cluster is not None else None
-            self._persister = Persister(
-                self.engine, store, hub.flush, flush_interval_ms / 1000, before_write
-            )
+            self._persister = Persister(self.engine, store, hub.flush, flush_interval_ms / 1000)
             self._persister.start()
             self._streams = streamed_groups(self.engine, store, hub, self.config)
         if config.stream.enabled:

@@ -8,10 +8,11 @@ claim waits until the node is found dead and adopted) or once that node lists th
 victim dead, and the stream goes on, then settles. No acknowledged message may be
 lost, no QoS 2 message delivered twice, and a QoS 1 message only again with DUP.
 
-The publisher's node killed after Kafka took a routed QoS 2 message but before its
-store had the publisher's packet id: the restorer reads the crossings that node sent
-last and keeps those ids as received, so the retransmission is not routed again
-(engine/cluster.rs, "Crossing QoS 2").
+A journaled publisher's QoS 2 message goes to Kafka only once its node's store has
+its packet id and its routes; the publisher's node killed between the two leaves the
+routes in the store, which whoever restores the publisher sends again to each
+destination whose topic lacks them (engine/cluster.rs, "Crossing QoS 2"). With a
+second subscriber on the third node, a message crosses to two nodes at once.
 
 ``FERROMQ_CRASH_KILLS`` (default 1) kills per trial: the killed node is started again
 after each kill, and the next kill takes the node the same client is on then.
@@ -57,52 +58,72 @@ def reconnect(client: Publisher | Subscriber, node: ClusterNode) -> None:
                 raise
 
 
+def peer_port(client: Subscriber) -> int:
+    assert client.client is not None
+    return int(client.client.sock.getpeername()[1])
+
+
 def node_of(cluster: Cluster, port: int) -> ClusterNode:
     return next(node for node in cluster.nodes if node.port == port)
 
 
 @pytest.mark.parametrize(
-    ("version", "qos", "victim", "when"),
+    ("version", "qos", "victim", "when", "nodes_subscribed"),
     [
-        (5, 2, SUBSCRIBERS_NODE, AT_ONCE),
-        (4, 2, SUBSCRIBERS_NODE, ONCE_DEAD),
-        (4, 1, SUBSCRIBERS_NODE, AT_ONCE),
-        (5, 2, PUBLISHERS_NODE, AT_ONCE),
-        (4, 2, PUBLISHERS_NODE, ONCE_DEAD),
-        (5, 1, PUBLISHERS_NODE, AT_ONCE),
+        (5, 2, SUBSCRIBERS_NODE, AT_ONCE, 1),
+        (4, 2, SUBSCRIBERS_NODE, ONCE_DEAD, 1),
+        (4, 1, SUBSCRIBERS_NODE, AT_ONCE, 1),
+        (5, 2, PUBLISHERS_NODE, AT_ONCE, 1),
+        (4, 2, PUBLISHERS_NODE, ONCE_DEAD, 1),
+        (5, 1, PUBLISHERS_NODE, AT_ONCE, 1),
+        (5, 2, PUBLISHERS_NODE, AT_ONCE, 2),
     ],
     ids=lambda value: str(value),
 )
 def test_kill_9_of_a_node_loses_and_doubles_nothing(
-    cluster_factory: ClusterFactory, version: int, qos: int, victim: str, when: str
+    cluster_factory: ClusterFactory,
+    version: int,
+    qos: int,
+    victim: str,
+    when: str,
+    nodes_subscribed: int,
 ) -> None:
     cluster = cluster_factory(extra=QUEUE_ROOM)
-    a, b, _ = cluster.nodes
-    name = f"{victim}-{version}-{qos}-{when}"
+    a, b, c = cluster.nodes
+    name = f"{victim}-{version}-{qos}-{when}-{nodes_subscribed}"
     topic = f"exactly/{name}"
     publisher = Publisher(f"pub-{name}", topic, qos, version)
     subscriber = Subscriber(f"sub-{name}", topic, qos, version)
     subscriber.connect(b.host, b.port, subscribe=True)
     wait_routed(b, a)
+    # On the third node: it stays up, and the publisher moves to it.
+    others = [Subscriber(f"sub-{name}-c", topic, qos, version)] if nodes_subscribed == 2 else []
+    for other in others:
+        other.connect(c.host, c.port, subscribe=True)
+        wait_routed(c, a)
     publisher.connect(a.host, a.port)
     for kill in range(KILLS):
-        stream(publisher, subscriber, STREAM)
+        stream(publisher, subscriber, STREAM, others)
         moving = subscriber if victim == SUBSCRIBERS_NODE else publisher
         staying = publisher if moving is subscriber else subscriber
         assert moving.client is not None and staying.client is not None
         dead = node_of(cluster, moving.client.sock.getpeername()[1])
         stayed = node_of(cluster, staying.client.sock.getpeername()[1])
         target = next(node for node in cluster.nodes if node not in (dead, stayed))
+        also_moving = [o for o in others if o.client and peer_port(o) == dead.port]
         dead.kill()
         if when == ONCE_DEAD:
             wait_members(target, alive=2, states={dead.node_id: "dead"})
         reconnect(moving, target)
-        stream(publisher, subscriber, STREAM)
-        settle(publisher, subscriber)
-        tally = Tally.of(publisher, subscriber)
-        print(f"{name} kill {kill + 1}: {tally}")  # shown with pytest -s
-        assert tally.lost == [], f"kill {kill + 1}: {tally}"
-        assert tally.duplicated == [], f"kill {kill + 1}: {tally}"
+        for other in also_moving:
+            reconnect(other, target)
+        stream(publisher, subscriber, STREAM, others)
+        settle(publisher, subscriber, others=others)
+        for reader in (subscriber, *others):
+            tally = Tally.of(publisher, reader)
+            print(f"{name} kill {kill + 1}, {reader.client_id}: {tally}")  # pytest -s
+            assert tally.lost == [], f"kill {kill + 1}, {reader.client_id}: {tally}"
+            assert tally.duplicated == [], f"kill {kill + 1}, {reader.client_id}: {tally}"
         if kill + 1 < KILLS:
             dead.start()
             wait_members(target, alive=3)

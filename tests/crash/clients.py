@@ -22,7 +22,7 @@ from __future__ import annotations
 import select
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,20 +187,31 @@ def _number(payload: bytes) -> int:
 
 
 def pump(
-    publisher: Publisher, subscriber: Subscriber, publishing: bool, stop_at: str | None = None
+    publisher: Publisher,
+    subscriber: Subscriber,
+    publishing: bool,
+    stop_at: str | None = None,
+    others: Sequence[Subscriber] = (),
 ) -> tuple[int, bool]:
-    """One round of both clients: fill the publisher's window (when ``publishing``),
-    read and answer what arrived. Returns the number of new deliveries and whether it
-    stopped at a ``stop_at`` packet ("new" or "pubrel"): read by the subscriber, not
-    answered, the moment to kill a broker. Raises ConnectionError when a broker went
-    away."""
+    """One round of the clients: fill the publisher's window (when ``publishing``),
+    read and answer what arrived (at ``subscriber`` and the ``others`` subscribed to
+    the same topic). Returns the number of new deliveries and whether it stopped at a
+    ``stop_at`` packet ("new" or "pubrel"): read by ``subscriber``, not answered, the
+    moment to kill a broker. Raises ConnectionError when a broker went away."""
     assert publisher.client is not None and subscriber.client is not None
     if publishing:
         publisher.fill()
-    select.select([publisher.client.sock, subscriber.client.sock], [], [], 0.05)
+    readers = [subscriber, *others]
+    sockets = [publisher.client.sock] + [s.client.sock for s in readers if s.client]
+    select.select(sockets, [], [], 0.05)
     for packet in publisher.client.poll():
         publisher.handle(packet)
     fresh = 0
+    for other in others:
+        assert other.client is not None
+        for packet in other.client.poll():
+            fresh += other.read(packet) == "new"
+            other.answer(packet)
     for packet in subscriber.client.poll():
         seen = subscriber.read(packet)
         fresh += seen == "new"
@@ -210,18 +221,20 @@ def pump(
     return fresh, False
 
 
-def step(publisher: Publisher, subscriber: Subscriber) -> None:
-    """One round of both clients; the publisher publishes unless ``BACKLOG`` of its
-    messages are published and not yet delivered."""
-    backlog = publisher.next - len(subscriber.seen)
-    pump(publisher, subscriber, publishing=backlog < BACKLOG)
+def step(publisher: Publisher, subscriber: Subscriber, others: Sequence[Subscriber] = ()) -> None:
+    """One round of the clients; the publisher publishes unless ``BACKLOG`` of its
+    messages are published and not yet delivered to every subscriber."""
+    backlog = publisher.next - min(len(s.seen) for s in (subscriber, *others))
+    pump(publisher, subscriber, publishing=backlog < BACKLOG, others=others)
 
 
-def stream(publisher: Publisher, subscriber: Subscriber, seconds: float) -> None:
+def stream(
+    publisher: Publisher, subscriber: Subscriber, seconds: float, others: Sequence[Subscriber] = ()
+) -> None:
     """Publish for ``seconds``, paced by ``BACKLOG``, reading and answering as it goes."""
     until = time.monotonic() + seconds
     while time.monotonic() < until:
-        step(publisher, subscriber)
+        step(publisher, subscriber, others)
 
 
 def stream_while(publisher: Publisher, subscriber: Subscriber, action: Callable[[], None]) -> None:
@@ -234,13 +247,18 @@ def stream_while(publisher: Publisher, subscriber: Subscriber, action: Callable[
         running.result()
 
 
-def settle(publisher: Publisher, subscriber: Subscriber, quiet: float = 1.0) -> None:
-    """Run both clients without new messages until every flow is complete and nothing
+def settle(
+    publisher: Publisher,
+    subscriber: Subscriber,
+    quiet: float = 1.0,
+    others: Sequence[Subscriber] = (),
+) -> None:
+    """Run the clients without new messages until every flow is complete and nothing
     has arrived for ``quiet`` seconds (at most 30 s)."""
     quiet_since = time.monotonic()
     deadline = quiet_since + 30
     while time.monotonic() < deadline:
-        fresh, _ = pump(publisher, subscriber, publishing=False)
+        fresh, _ = pump(publisher, subscriber, publishing=False, others=others)
         if fresh or publisher.flows:
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since > quiet:

@@ -18,10 +18,12 @@ shards' rings carry inside a node, carried between nodes, with no link between t
   has confirmed (``Engine.journal_mark``), which only saves reading them again. A dead
   node's topic is read the same way by the survivor that adopted it
   (:meth:`KafkaBus.drain`), after :meth:`KafkaBus.adoption_marker`.
-- **Crossings.** A record carrying QoS 2 messages of journaled publishers lists them
-  in its ``crossings`` header; whoever restores a dead node's sessions reads the
-  headers of what it sent last (:meth:`KafkaBus.crossings_of`) and marks those its
-  store did not see arrive (:meth:`KafkaBus.mark_routed`).
+- **Crossings.** A journaled publisher's QoS 2 message goes to Kafka once the store
+  has its packet id and its route (engine/cluster.rs, "Crossing QoS 2"); a record
+  carrying such routes lists them, ``(publisher, route)``, in its ``crossings``
+  header. Whoever restores a publisher whose store still keeps routes looks for each
+  in its destination's topic (:meth:`KafkaBus.settle_crossings`) and sends again the
+  ones it does not find.
 - **The subscription topic** (compacted, key ``<node>\\0<filter>``, value
   ``SUBSCRIPTION_VALUE`` or a tombstone) is read from the beginning by every node: the
   keys of other nodes are applied to the index as their pseudo-sessions
@@ -55,6 +57,7 @@ from ferromq._core import (
     ClusterPort,
     Engine,
     FrameVersionError,
+    crossing_entries,
     subscription_present,
 )
 from ferromq._protocol import IOHub
@@ -79,12 +82,9 @@ RECORD_BYTES: Final = 1024 * 1024
 MAX_RECORD: Final = 64 * 1024 * 1024
 #: Copies of each cluster topic: three, or every Kafka broker when there are fewer.
 MAX_REPLICAS: Final = 3
-#: The header listing the QoS 2 crossings a node record carries (engine/cluster.rs).
+#: The header listing the kept QoS 2 routes a node record carries (engine/cluster.rs).
 CROSSINGS_HEADER: Final = "crossings"
 RETRY_FIRST: Final = 0.1
-# How long a store write waits for Kafka to have the QoS 2 crossings taken before it
-# (``crossings_in_kafka``): while Kafka is away, local acknowledgements go on.
-CROSSINGS_WAIT: Final = 1.0
 RETRY_MAX: Final = 5.0
 
 
@@ -98,7 +98,7 @@ class _Send:
     seen: int = 0  # how far this node had read the subscription topic when it matched
     # told the record's offset once Kafka has it
     stored: asyncio.Future[int] | None = None
-    # the QoS 2 crossings it carries (ClusterPort.take), as its "crossings" header
+    # the kept QoS 2 routes it carries (ClusterPort.take), as its "crossings" header
     crossings: bytes | None = None
 
 
@@ -164,8 +164,7 @@ class KafkaBus:
         self._tasks: list[asyncio.Task[None]] = []
         self._flush_scheduled = False
         self._rounds_in_flight = 0  # produced records whose round Kafka has not confirmed
-        # Records carrying QoS 2 crossings that Kafka does not have yet (``stored``).
-        self._crossings_unstored: set[asyncio.Future[int]] = set()
+        self._settling = asyncio.Lock()
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
             acks="all",
@@ -263,7 +262,7 @@ class KafkaBus:
         """The engine slot standing for ``node_id`` (made the first time it is seen)."""
         slot = self._slots.get(node_id)
         if slot is None:
-            slot = self._slots[node_id] = self._port.add_node(self._engine)
+            slot = self._slots[node_id] = self._port.add_node(self._engine, node_id)
             self._nodes_at[slot] = node_id
         return slot
 
@@ -305,57 +304,84 @@ class KafkaBus:
         self._queued.set()
         return await last.stored + 1
 
-    async def crossings_of(self, sender: str, since_ms: int, until_ms: int) -> bytes:
-        """The crossings header of every record ``sender`` produced to a node topic
-        between ``since_ms`` and ``until_ms`` (unix ms), run together (engine/cluster.rs,
-        "Crossing QoS 2"). Only that window of each topic is read, however long the
-        sender was away."""
-        nodes = (set(self._slots) | {self.node_id}) - {sender}
+    async def settle_crossings(self, since_ms: int) -> tuple[int, int]:
+        """The kept QoS 2 routes to other nodes that the sessions just restored here
+        still have in their store (engine/cluster.rs, "Crossing QoS 2"): each one its
+        destination's topic holds (a ``crossings`` header naming it, in a record
+        written from ``since_ms`` on) is dropped, each other one is sent to that
+        topic again and dropped once Kafka has it. Returns (found, sent again)."""
+        async with self._settling:  # one at a time: a route is sent again once
+            return await self._settle_crossings(since_ms)
+
+    async def _settle_crossings(self, since_ms: int) -> tuple[int, int]:
+        restored = self._port.restored(self._engine)
+        if not restored:
+            return 0, 0
+        held = await self._crossings_in({node for _, _, node in restored}, since_ms)
+        found = sent = 0
+        for publisher, route, node in restored:
+            if (publisher, route) not in held.get(node, set()):
+                records = self._port.records(self._engine, route)
+                if records is None:
+                    continue
+                value, header = records
+                await self._producer.send_and_wait(
+                    node_topic(self._prefix, node),
+                    value,
+                    key=self.node_id.encode(),
+                    headers=[("seen", str(self._seen).encode()), (CROSSINGS_HEADER, header)],
+                )
+                sent += 1
+            else:
+                found += 1
+            self._port.settled(self._engine, route)
+        return found, sent
+
+    async def _crossings_in(
+        self, nodes: set[str], since_ms: int
+    ) -> dict[str, set[tuple[str, int]]]:
+        """The kept routes the ``crossings`` headers of ``nodes``' topics list, in
+        records written from ``since_ms`` to now, whoever wrote them."""
         consumer = self._consumer()
         await consumer.start()
         try:
             existing = await consumer.topics()
-            partitions = [
-                TopicPartition(topic, 0)
-                for topic in sorted(node_topic(self._prefix, node) for node in nodes)
-                if topic in existing
-            ]
+            by_topic = {node_topic(self._prefix, node): node for node in nodes}
+            partitions = [TopicPartition(t, 0) for t in sorted(by_topic) if t in existing]
+            held: dict[str, set[tuple[str, int]]] = {node: set() for node in nodes}
             if not partitions:
-                return b""
+                return held
             consumer.assign(partitions)
             ends = await consumer.end_offsets(partitions)
             starts = await consumer.offsets_for_times({tp: since_ms for tp in partitions})
-            afters = await consumer.offsets_for_times({tp: until_ms for tp in partitions})
             for tp in partitions:
-                start, after = starts.get(tp), afters.get(tp)
-                if after is not None:
-                    ends[tp] = after.offset
+                start = starts.get(tp)
                 consumer.seek(tp, ends[tp] if start is None else start.offset)
-            key, entries = sender.encode(), bytearray()
             reading = [tp for tp in partitions if await consumer.position(tp) < ends[tp]]
             while reading:
                 batches = await consumer.getmany(*reading, timeout_ms=1000)
                 for tp, records in batches.items():
+                    listed = held[by_topic[tp.topic]]
                     for record in records:
-                        if record.key == key and record.offset < ends[tp]:
-                            entries += next(
-                                (v for k, v in record.headers if k == CROSSINGS_HEADER), b""
-                            )
+                        if record.offset < ends[tp]:
+                            for k, v in record.headers:
+                                if k == CROSSINGS_HEADER:
+                                    listed.update(crossing_entries(v))
                 reading = [tp for tp in reading if await consumer.position(tp) < ends[tp]]
-            return bytes(entries)
+            return held
         finally:
             await consumer.stop()
+
+    def crossings_pending(self, publisher: str) -> bool:
+        """Whether ``publisher`` has QoS 2 routes to other nodes that Kafka has not
+        confirmed (a session handed over alive waits for them)."""
+        return self._port.pending(self._engine, publisher)
 
     def records_applied(self, node_id: str) -> int:
         """Records of ``node_id``'s topic applied so far by its reader here (0 when
         none reads it)."""
         reader = self._readers.get(node_id)
         return reader.records_applied if reader is not None else 0
-
-    def mark_routed(self, entries: bytes) -> int:
-        """Restored sessions keep as received the crossings their store did not see
-        arrive (``ClusterPort.mark_routed``); how many."""
-        return self._port.mark_routed(self._engine, entries)
 
     def adoption_done(self, dead: str) -> None:
         """The dead node's topic is read: its sessions are like any other here."""
@@ -385,11 +411,6 @@ class KafkaBus:
         for slot, records, round_, crossings in port.take(engine, RECORD_BYTES):
             node = self._nodes_at[slot]
             topic = node_topic(self._prefix, node)
-            stored: asyncio.Future[int] | None = None
-            if crossings:
-                stored = asyncio.get_running_loop().create_future()
-                self._crossings_unstored.add(stored)
-                stored.add_done_callback(self._crossings_unstored.discard)
             self._queue.append(
                 _Send(
                     topic,
@@ -398,7 +419,6 @@ class KafkaBus:
                     slot,
                     round_,
                     self._seen,
-                    stored=stored,
                     crossings=crossings,
                 )
             )
@@ -414,17 +434,6 @@ class KafkaBus:
                 port.confirmed(engine, slot, round_)
         if self._queue:
             self._queued.set()
-
-    async def crossings_in_kafka(self) -> None:
-        """Until Kafka has every record carrying a QoS 2 crossing that the engine
-        routed so far (its outboxes are taken first), or ``CROSSINGS_WAIT`` passed: the
-        persister's wait before a store write. A publisher's packet id stored before
-        Kafka had its message, and the node killed between the two, would make the
-        retransmission only PUBRECed, the message in no node topic (docs/cluster.md,
-        "Crossing QoS 2")."""
-        self.send()
-        if self._crossings_unstored:
-            await asyncio.wait(set(self._crossings_unstored), timeout=CROSSINGS_WAIT)
 
     def _enqueue_key(self, filter_: str, present: bool, round_: int) -> None:
         key = subscription_key(self.node_id, filter_)

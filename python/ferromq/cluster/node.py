@@ -120,7 +120,7 @@ class ClusterNode:
 
     async def start(self) -> None:
         """Once restored: serve as a node of the cluster."""
-        await self.ownership.keep_crossings(self.node_id)
+        await self.ownership.settle_crossings(self.node_id)
         await self.bus.serve()
         await self.ownership.start()
         self.membership.on_change(self._member_changed)

@@ -75,9 +75,12 @@ POLL: Final = 0.005
 #: pool (100 connections) must keep room for membership and the control channel; a burst
 #: of CONNECTs waits its turn instead of meeting "Too many connections".
 CLAIMS_AT_ONCE: Final = 50
-#: How far behind a node's last heartbeat its store may be: what it sent to other
+#: How far behind a node's last heartbeat its store may be: what was sent to other
 #: nodes from this long before then is read when its sessions are restored.
 STORE_LAG: Final = 10.0
+#: How long a node handing a session over alive waits for Kafka to confirm the
+#: session's QoS 2 routes to other nodes (engine/cluster.rs, "Crossing QoS 2").
+CROSSINGS_WAIT: Final = 5.0
 #: Owner keys moved per pipelined round trip when a dead node is adopted.
 ADOPT_BATCH: Final = 1000
 
@@ -202,6 +205,7 @@ class Ownership:
         data = await self._load_clients([client_id])
         if data:
             self._engine.restore(data, self._hub.now())
+            await self.settle_crossings(previous)
 
     async def _settle_previous_owner(self, client_id: str, key: str) -> None:
         """Before claiming: a live owner releases the session (its store then has it
@@ -282,7 +286,22 @@ class Ownership:
             client_id, self._bus.slot_of(to), round(MOVE_GRACE * 1000), self._hub.now()
         )
         self._hub.flush()
+        # Its QoS 2 routes to other nodes confirmed by Kafka and dropped from the
+        # store, so the new owner has none to settle.
+        deadline = time.monotonic() + CROSSINGS_WAIT
+        while self._bus.crossings_pending(client_id) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL)
+        if self._bus.crossings_pending(client_id):
+            log_event(
+                logger,
+                logging.WARNING,
+                "cluster: session handed over with QoS 2 routes Kafka has not confirmed",
+                client_id=client_id,
+                to=to,
+            )
+        batch = self._engine.journal_mark() if batch is not None else None
         if batch:
+            self._hub.flush()
             while not self._engine.journal_confirmed(batch):
                 await asyncio.sleep(POLL)
         log_event(logger, logging.INFO, "cluster: session moved", client_id=client_id, to=to)
@@ -341,7 +360,7 @@ class Ownership:
                 data = await self._load_clients(moved)
                 if data:
                     self._engine.restore(data, self._hub.now())
-                await self.keep_crossings(dead)
+                await self.settle_crossings(dead)
             marker = await self._bus.adoption_marker(dead)
             self._bus.adopt_sessions(moved, dead, marker)
             self._hub.flush()
@@ -358,37 +377,37 @@ class Ownership:
             self._bus.resume()
         self._adopting[dead] = asyncio.create_task(self._drain_adopted(dead))
 
-    async def keep_crossings(self, node: str) -> None:
-        """Sessions just restored from ``node``'s store (adopted, or this node's own at
-        start) keep as received the QoS 2 messages ``node`` had sent to other nodes
-        and their store did not see arrive, so their publishers' retransmissions are
-        not routed again (engine/cluster.rs, "Crossing QoS 2"). What it sent from
-        ``STORE_LAG`` before its last heartbeat to ``STORE_LAG`` after is read (it beat
-        every second while it routed)."""
+    async def settle_crossings(self, node: str) -> None:
+        """Sessions just restored from ``node``'s store (adopted, this node's own at
+        start, or a claimed one) may keep QoS 2 routes to other nodes that Kafka did
+        not confirm before ``node`` stopped: each is looked for in its destination's
+        topic and sent again where it is missing (engine/cluster.rs, "Crossing QoS 2").
+        What was written from ``STORE_LAG`` before ``node``'s last heartbeat on is
+        read (it beat every second while it routed)."""
         last = await self._redis.get(last_beat_key(self._kp, node))
-        if last is None:
-            return  # it never beat: it never routed
-        lag = round(STORE_LAG * 1000)
+        since = (int(last) if last is not None else round(time.time() * 1000)) - round(
+            STORE_LAG * 1000
+        )
         try:
-            entries = await self._bus.crossings_of(node, int(last) - lag, int(last) + lag)
+            found, sent = await self._bus.settle_crossings(since)
         except (KafkaError, OSError) as exc:
-            # The restore goes on: at worst a retransmission is routed again.
+            # Kept in the store: settled at the session's next restore.
             log_event(
                 logger,
                 logging.WARNING,
-                "cluster: crossings not read; a QoS 2 retransmission may be routed again",
+                "cluster: QoS 2 routes of restored sessions not settled",
                 node=node,
                 error=str(exc),
             )
             return
-        kept = self._bus.mark_routed(entries)
-        if kept:
+        if found or sent:
             log_event(
                 logger,
                 logging.WARNING,
-                "cluster: QoS 2 messages already routed kept as received",
+                "cluster: QoS 2 routes of restored sessions settled",
                 node=node,
-                messages=kept,
+                in_kafka=found,
+                sent_again=sent,
             )
 
     async def _drain_adopted(self, dead: str) -> None:

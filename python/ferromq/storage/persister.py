@@ -5,11 +5,9 @@ second one when a store's batch size is reached (``Engine.set_journal_flush_reco
 The persister waits ``flush_interval`` after the first (0: the next loop turn), or
 less if the second comes, and writes everything pending as one batch; while a batch is
 being written new records accumulate and go out as the next batch the moment it returns
-(group commit). On a cluster a batch waits, before it is written, until Kafka has the
-QoS 2 crossings routed before it (``before_write``; at most a second). After each write
-it calls
-``Engine.journal_done(batch)``, which releases the PUBACK/PUBREC held for that batch,
-and flushes the IO hub so they leave this loop turn.
+(group commit). After each write it calls ``Engine.journal_done(batch)``, which
+releases the PUBACK/PUBREC held for that batch, and flushes the IO hub so they leave
+this loop turn.
 
 Supervision: the persister never ends while the broker runs. A failed write is not
 confirmed, so nothing waiting for it is acknowledged; the batch is retried with
@@ -32,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ferromq._core import Engine
@@ -71,12 +69,8 @@ class Persister:
         store: Store,
         flush_output: Callable[[], None],
         flush_interval: float = 0.0,
-        before_write: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.engine = engine
-        # Awaited before each batch taken from the engine is written (a cluster's
-        # Kafka first: ``KafkaBus.crossings_in_kafka``).
-        self._before_write = before_write
         self.store = store
         self._flush_output = flush_output
         self._flush_interval = flush_interval
@@ -145,8 +139,6 @@ class Persister:
         while True:
             if self._unwritten is None:
                 self._unwritten = self.engine.take_journal()
-                if self._unwritten is not None and self._before_write is not None:
-                    await self._before_write()
             if self._unwritten is None:
                 await self._compact_if_due()
                 return

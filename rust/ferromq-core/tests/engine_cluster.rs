@@ -34,8 +34,13 @@ impl Cluster {
         ];
         for node in &mut nodes {
             node.store = Some(Default::default());
+            // A cluster's store is Redis: kept routes are dropped once confirmed.
+            node.engine.set_store_per_client(true);
         }
-        let slot = [nodes[0].engine.add_peer(), nodes[1].engine.add_peer()];
+        let slot = [
+            nodes[0].engine.add_peer(NODE_IDS[1]),
+            nodes[1].engine.add_peer(NODE_IDS[0]),
+        ];
         Cluster {
             nodes,
             slot,
@@ -414,78 +419,144 @@ fn a_node_topic_record_read_again_delivers_nothing_twice() {
     assert_eq!(cluster.nodes[1].recv(&mut sub).len(), 1);
 }
 
-/// A persistent QoS 2 publisher on node 0 ("pub") whose message crossed to node 1's
-/// subscriber; node 0 then dies with its store behind Kafka ("Crossing QoS 2"): the
-/// store holds the publisher's session and `released` inbound ids freed, not the id
-/// of the message Kafka took. Returns the crossings Kafka carried and the store.
-fn crossed_past_the_store(released: u32) -> (Cluster, Vec<u8>, bytes::Bytes) {
+/// Node 0 with a persistent QoS 2 publisher "pub", node 1 with a subscriber "sub" of
+/// "t" (its SUBACK given).
+fn publisher_and_subscriber() -> (Cluster, Client, Client) {
     let mut cluster = Cluster::new();
-    subscribed(&mut cluster, 1, "sub", "t");
+    let sub = subscribed(&mut cluster, 1, "sub", "t");
     let (publisher, _) = cluster.nodes[0].connect(with_expiry(connect("pub", V5, false), 600));
     cluster.nodes[0].pump();
-    let mut store = cluster.nodes[0].store.clone().expect("a store");
-    if released != 0 {
-        let mut journal = ferromq_core::durability::record::Journal::new(true);
-        journal.inbound_released("pub", released);
-        store.extend_from_slice(&journal.take().expect("one record").1);
-    }
-    cluster.nodes[0].send(&publisher, publish("t", b"m", QoS::ExactlyOnce, 7, false));
-    cluster.tick();
-    let crossings = cluster.nodes[0]
-        .engine
-        .take_crossings(cluster.slot[0])
-        .expect("the QoS 2 message crossed");
-    cluster.deliver();
-    (cluster, crossings, store.freeze())
+    (cluster, publisher, sub)
 }
 
-/// Node 0 restarted on `store`, the crossings marked, and "pub" back, retransmitting
-/// its QoS 2 PUBLISH with DUP: whether it was routed to node 1 again, and whether its
-/// PUBREC came at once (it waits for Kafka when routed).
-fn retransmission_routed(
-    cluster: &mut Cluster,
-    crossings: &[u8],
-    store: bytes::Bytes,
-) -> (bool, bool) {
+/// Node 0 restarted on its store, Kafka having what `in_kafka` says: the restored
+/// crossings settled as `ferromq.cluster.ownership` settles them (sent again to node
+/// 1 when Kafka lacked them); returns the restarted node and its `restored` list.
+fn restarted_node_0(cluster: &mut Cluster) -> (Harness, Vec<(String, u64, String)>) {
+    let store = cluster.nodes[0].store.clone().expect("a store").freeze();
     let mut restarted = Harness::new(durable_config());
     restarted.store = Some(Default::default());
+    restarted.engine.set_store_per_client(true);
     restarted.now = cluster.nodes[0].now + 1_000;
-    let slot = restarted.engine.add_peer();
-    assert_eq!(slot, cluster.slot[0]);
+    let slot = restarted.engine.add_peer(NODE_IDS[1]);
     restarted.engine.restore(store, restarted.now);
     restarted.engine.peer_subscription(slot, "t", true, 0);
-    restarted.engine.mark_routed(crossings);
-    restarted.pump();
-    let (mut publisher, _) = restarted.connect(with_expiry(connect("pub", V5, false), 600));
+    let restored = restarted.engine.take_restored_crossings();
+    (restarted, restored)
+}
+
+/// "pub" back on `node`, retransmitting its QoS 2 PUBLISH 7 with DUP: whether it was
+/// routed to node 1 again, and whether its PUBREC came.
+fn retransmission_routed(node: &mut Harness) -> (bool, bool) {
+    let (mut publisher, _) = node.connect(with_expiry(connect("pub", V5, false), 600));
     let mut again = publish("t", b"m", QoS::ExactlyOnce, 7, false);
     if let Packet::Publish(p) = &mut again {
         p.dup = true;
     }
-    restarted.send(&publisher, again);
-    restarted.pump();
-    let pubrec = restarted
+    node.send(&publisher, again);
+    let pubrec = node
         .recv(&mut publisher)
         .iter()
         .any(|packet| matches!(packet, Packet::PubRec(ack) if ack.packet_id == 7));
-    (restarted.engine.take_peer(slot).is_some(), pubrec)
+    let slot = node.engine.cluster_slot() - 1;
+    (node.engine.take_peer(slot).is_some(), pubrec)
 }
 
 #[test]
-fn a_qos2_message_kafka_took_past_the_store_is_not_routed_again_after_a_crash() {
-    let (mut cluster, crossings, store) = crossed_past_the_store(0);
+fn a_qos2_crossing_goes_to_kafka_only_once_its_packet_id_is_stored() {
+    let (mut cluster, publisher, mut sub) = publisher_and_subscriber();
+    // The store takes the batch but has not confirmed it yet.
+    let store = cluster.nodes[0].store.take();
+    cluster.nodes[0].send(&publisher, publish("t", b"m", QoS::ExactlyOnce, 7, false));
+    cluster.tick();
+    assert!(
+        cluster.in_kafka.is_empty(),
+        "nothing for Kafka before the store has it"
+    );
+    cluster.nodes[0].store = store;
+    cluster.nodes[0].pump();
+    cluster.tick();
+    let crossings = cluster.nodes[0]
+        .engine
+        .take_crossings(cluster.slot[0])
+        .expect("the record lists the kept route");
+    let listed = ferromq_core::engine::crossing_entries(&crossings);
+    assert!(
+        matches!(listed.as_slice(), [(publisher, _)] if publisher == "pub"),
+        "{listed:?}"
+    );
+    cluster.deliver();
     assert_eq!(
-        retransmission_routed(&mut cluster, &crossings, store),
-        (false, true),
-        "kept as received: PUBRECed, not routed"
+        payloads(&cluster.nodes[1].recv(&mut sub)),
+        vec![b"m".to_vec()]
     );
 }
 
 #[test]
-fn a_crossing_from_before_a_stored_release_is_not_taken_for_the_retransmission() {
-    // The store counted one release after the crossing was sent (so the crossing's
-    // id went through the store and was freed): the id the client sends now is a
-    // new message, routed.
-    let (mut cluster, crossings, store) = crossed_past_the_store(1);
-    let (routed, _) = retransmission_routed(&mut cluster, &crossings, store);
-    assert!(routed, "a new message: routed");
+fn a_crossing_kafka_confirmed_is_not_restored() {
+    let (mut cluster, publisher, _sub) = publisher_and_subscriber();
+    cluster.nodes[0].send(&publisher, publish("t", b"m", QoS::ExactlyOnce, 7, false));
+    cluster.tick();
+    cluster.deliver();
+    cluster.nodes[0].pump();
+    let (mut restarted, restored) = restarted_node_0(&mut cluster);
+    assert!(
+        restored.is_empty(),
+        "dropped from the store at Kafka's round: {restored:?}"
+    );
+    assert_eq!(
+        retransmission_routed(&mut restarted),
+        (false, true),
+        "PUBRECed, not routed"
+    );
+}
+
+#[test]
+fn a_crossing_the_store_has_and_kafka_lacks_is_sent_again_once() {
+    let (mut cluster, publisher, mut sub) = publisher_and_subscriber();
+    cluster.nodes[0].send(&publisher, publish("t", b"m", QoS::ExactlyOnce, 7, false));
+    // Node 0 dies after its store took the batch, before Kafka took the record.
+    cluster.tick();
+    cluster.in_kafka.clear();
+    let (mut restarted, restored) = restarted_node_0(&mut cluster);
+    let [(client, route, to_node)] = restored.as_slice() else {
+        panic!("one kept route: {restored:?}");
+    };
+    assert_eq!((client.as_str(), to_node.as_str()), ("pub", NODE_IDS[1]));
+    // Not in node 1's topic: sent again, then settled.
+    let (records, listed) = restarted
+        .engine
+        .crossing_records(*route)
+        .expect("its records");
+    assert_eq!(
+        ferromq_core::engine::crossing_entries(&listed),
+        [("pub".to_string(), *route)]
+    );
+    restarted.engine.crossing_settled(*route);
+    cluster.apply(1, records, 0, cluster.topic);
+    assert_eq!(
+        payloads(&cluster.nodes[1].recv(&mut sub)),
+        vec![b"m".to_vec()]
+    );
+    assert!(restarted.engine.take_restored_crossings().is_empty());
+    // The retransmission is the same message: PUBRECed, not routed again.
+    assert_eq!(retransmission_routed(&mut restarted), (false, true));
+    // Settled in the store too: a second restart has nothing to send.
+    restarted.pump();
+    cluster.nodes[0] = restarted;
+    assert!(restarted_node_0(&mut cluster).1.is_empty());
+}
+
+#[test]
+fn a_node_handing_a_session_over_waits_for_its_crossings() {
+    let (mut cluster, publisher, _sub) = publisher_and_subscriber();
+    cluster.nodes[0].send(&publisher, publish("t", b"m", QoS::ExactlyOnce, 7, false));
+    cluster.tick();
+    assert!(
+        cluster.nodes[0].engine.crossings_pending("pub"),
+        "Kafka has not confirmed it"
+    );
+    assert!(!cluster.nodes[0].engine.crossings_pending("other"));
+    cluster.deliver();
+    assert!(!cluster.nodes[0].engine.crossings_pending("pub"));
 }

@@ -100,7 +100,7 @@ fn confirm_by_shard_1(zero: &mut Harness) {
 
 fn cluster_node(subscriber: bool) -> (Harness, u16, Option<Client>) {
     let mut h = Harness::new(EngineConfig::default());
-    let peer = h.engine.add_peer();
+    let peer = h.engine.add_peer("golden-peer");
     let client = subscriber.then(|| {
         let mut client = subscribed(&mut h, "golden-node-sub", "golden/#");
         // Its SUBACK waits until the subscription topic has the filter.

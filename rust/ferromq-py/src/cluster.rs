@@ -20,7 +20,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         PyBytes::new(m.py(), &SUBSCRIPTION_VALUE),
     )?;
     m.add_function(wrap_pyfunction!(subscription_present, m)?)?;
+    m.add_function(wrap_pyfunction!(crossing_entries, m)?)?;
     Ok(())
+}
+
+/// The (publisher, route) entries of a node record's `crossings` header.
+#[pyfunction]
+fn crossing_entries(header: &[u8]) -> Vec<(String, u64)> {
+    ferromq_core::engine::crossing_entries(header)
 }
 
 /// Whether a key of the subscription topic with this value is present (a tombstone,
@@ -51,9 +58,9 @@ impl ClusterPort {
         ClusterPort { nodes: Vec::new() }
     }
 
-    /// A slot for another node; its pseudo-session holds that node's filters.
-    fn add_node(&mut self, mut engine: PyRefMut<'_, Engine>) -> u16 {
-        let slot = engine.inner.add_peer();
+    /// A slot for node `name`; its pseudo-session holds that node's filters.
+    fn add_node(&mut self, mut engine: PyRefMut<'_, Engine>, name: &str) -> u16 {
+        let slot = engine.inner.add_peer(name);
         self.nodes.push(slot);
         slot
     }
@@ -61,9 +68,9 @@ impl ClusterPort {
     /// The records for each node since the last call, as Kafka record values (frames,
     /// `durability/frame.rs`) of at most `max_bytes` (a single larger record alone):
     /// (slot, records, round, crossings), the round and the crossings
-    /// (`Engine::take_crossings`: the QoS 2 messages they carry, for a record header)
-    /// on a node's last piece, which Kafka has only once it has the pieces before it
-    /// (0 and None: no QoS 1/2 message, no QoS 2 crossing among them).
+    /// (`Engine::take_crossings`: the kept QoS 2 routes they carry, for a record
+    /// header) on a node's last piece, which Kafka has only once it has the pieces
+    /// before it (0 and None: no QoS 1/2 message, no kept route among them).
     #[allow(clippy::type_complexity)]
     fn take<'py>(
         &self,
@@ -92,11 +99,36 @@ impl ClusterPort {
         pieces
     }
 
-    /// Restored sessions meet the crossings a dead node sent last (`entries`: the
-    /// crossing headers of its records, run together): each one a session's store did
-    /// not see arrive is kept as received (`Engine::mark_routed`). Returns how many.
-    fn mark_routed(&self, mut engine: PyRefMut<'_, Engine>, entries: &[u8]) -> usize {
-        engine.inner.mark_routed(entries)
+    /// The kept QoS 2 routes to other nodes that restored sessions' stores hold:
+    /// (publisher, route, destination node) each, to settle with `settled` once the
+    /// destination's topic has each (sent again with `records` when it had not).
+    fn restored(&self, mut engine: PyRefMut<'_, Engine>) -> Vec<(String, u64, String)> {
+        engine.inner.take_restored_crossings()
+    }
+
+    /// Restored route `route` as a node record value (a frame) and its crossings
+    /// header, to produce again.
+    fn records<'py>(
+        &self,
+        py: Python<'py>,
+        engine: PyRef<'_, Engine>,
+        route: u64,
+    ) -> Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let (records, listed) = engine.inner.crossing_records(route)?;
+        Some((
+            PyBytes::new(py, &framed(&records)),
+            PyBytes::new(py, &listed),
+        ))
+    }
+
+    /// Restored route `route` is in its destination's topic: the store drops it.
+    fn settled(&self, mut engine: PyRefMut<'_, Engine>, route: u64) {
+        engine.inner.crossing_settled(route);
+    }
+
+    /// Whether `publisher` has QoS 2 routes to other nodes Kafka has not confirmed.
+    fn pending(&self, engine: PyRef<'_, Engine>, publisher: &str) -> bool {
+        engine.inner.crossings_pending(publisher)
     }
 
     /// Apply the records node `slot` sent (one Kafka record, at `offset` of node

@@ -32,11 +32,11 @@
 //! | 8 | Release | client, packet id u16 |
 //! | 9 | InboundQos2 | client, packet id u16, held u8 |
 //! | 10 | Retain | topic, message id u64 (0 clears) |
-//! | 11 | Outbox | shard u16, shards u16, to u16, route u64, message id u64, share filter ("" none), publisher (the client whose QoS 2 PUBLISH it carries; since log version 3, "" when read from version 2) |
+//! | 11 | Outbox | shard u16, shards u16, to u16, route u64, message id u64, share filter ("" none), publisher (the client whose QoS 2 PUBLISH it carries; since log version 3, "" when read from version 2), then for a route to another node of a cluster only: that node's id (`engine/cluster.rs`, "Crossing QoS 2"; never in a stored log: a cluster's store is Redis) |
 //! | 12 | BusCursor | shard u16, shards u16, from u16, route u64 |
 //! | 13 | Applied | client, node, offset u64: the client holds what node `node`'s cluster topic carried up to that Kafka offset (`engine/cluster.rs`) |
 //! | 14 | Will | client, present u8, then when present: due at u64 (unix ms; 0 while its connection is open), will delay u32 (seconds), qos u8, retain u8, topic, properties blob (5.0 will properties), payload blob |
-//! | 15 | InboundReleased | client, count u32: how many inbound QoS 2 ids the client's PUBRELs released, as the Redis store counts them; only its load makes this record (`engine/cluster.rs`, "Crossing QoS 2") |
+//! | 15 | (retired 2026-11-28: InboundReleased, which only the Redis store's load made, never in a stored log) |
 //! | 16 | OutboxDone | publisher, route u64: shard `to` confirmed that `Outbox` route, so a store that keeps outboxes per publisher (Redis) drops it; written only for such a store, never in a stored log |
 //!
 //! `Outbox` and `BusCursor` are a node's shards' own (`engine/shards.rs`, "Exactly
@@ -100,7 +100,6 @@ pub(crate) const OUTBOX: u8 = 11;
 pub(crate) const BUS_CURSOR: u8 = 12;
 pub(crate) const APPLIED: u8 = 13;
 pub(crate) const WILL: u8 = 14;
-pub(crate) const INBOUND_RELEASED: u8 = 15;
 pub(crate) const OUTBOX_DONE: u8 = 16;
 /// Bus only (engine/shards.rs), never in a stored log: deliver the message of the
 /// preceding MESSAGE record to the receiving shard's subscribers. Body: message id
@@ -191,6 +190,8 @@ pub enum Record {
         message_id: u64,
         share_filter: String,
         publisher: String,
+        /// The cluster node it crosses to ("" for a shard of this node).
+        to_node: String,
     },
     OutboxDone {
         publisher: String,
@@ -206,23 +207,20 @@ pub enum Record {
         node: String,
         offset: u64,
     },
-    InboundReleased {
-        client: String,
-        count: u32,
-    },
     Will {
         client: String,
         will: Option<StoredWill>,
     },
 }
 
-/// A QoS 2 route kept until its receiving shard confirms it (`Record::Outbox`):
-/// which shard of how many keeps it, where it goes, its number, the shared group it
-/// is for, and whose PUBLISH it carries.
+/// A QoS 2 route kept until its receiver confirms it (`Record::Outbox`): which
+/// shard of how many keeps it, where it goes (a shard's slot, or a cluster node's
+/// id), its number, the shared group it is for, and whose PUBLISH it carries.
 #[derive(Debug, Clone, Copy)]
 pub struct KeptRoute<'a> {
     pub shard: BusPlace,
     pub to: u16,
+    pub to_node: Option<&'a str>,
     pub route: u64,
     pub share_filter: Option<&'a str>,
     pub publisher: &'a str,
@@ -448,14 +446,6 @@ impl Journal {
         });
     }
 
-    /// `client`'s PUBRELs released `count` inbound QoS 2 ids (the Redis store's load).
-    pub fn inbound_released(&mut self, client: &str, count: u32) {
-        self.record(INBOUND_RELEASED, |b| {
-            put_str(b, client);
-            b.put_u32_le(count);
-        });
-    }
-
     /// `client`'s connection has `will` (`None`: it has none any more).
     pub fn will(&mut self, client: &str, will: Option<&StoredWill>) {
         self.record(WILL, |b| {
@@ -521,6 +511,9 @@ impl Journal {
             b.put_u64_le(message.id);
             put_str(b, kept.share_filter.unwrap_or(""));
             put_str(b, kept.publisher);
+            if let Some(node) = kept.to_node {
+                put_str(b, node);
+            }
         });
     }
 
@@ -708,6 +701,11 @@ pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, Journal
             } else {
                 String::new()
             },
+            to_node: if b.has_remaining() {
+                get_str(b)?
+            } else {
+                String::new()
+            },
         },
         OUTBOX_DONE => Record::OutboxDone {
             publisher: get_str(b)?,
@@ -722,10 +720,6 @@ pub(crate) fn decode_record(kind: u8, mut body: Bytes) -> Result<Record, Journal
             client: get_str(b)?,
             node: get_str(b)?,
             offset: get_u64(b)?,
-        },
-        INBOUND_RELEASED => Record::InboundReleased {
-            client: get_str(b)?,
-            count: get_u32(b)?,
         },
         WILL => {
             let client = get_str(b)?;
@@ -905,6 +899,7 @@ mod tests {
         let kept = KeptRoute {
             shard: BusPlace { me: 1, shards: 2 },
             to: 0,
+            to_node: None,
             route: 9,
             share_filter: None,
             publisher: "pub",
@@ -928,5 +923,30 @@ mod tests {
         assert!(
             matches!(&records[1], Record::Outbox { route: 9, publisher, .. } if publisher.is_empty())
         );
+    }
+
+    #[test]
+    fn a_route_to_another_node_names_it_and_one_to_a_shard_does_not() {
+        let mut j = Journal::new(true);
+        for to_node in [Some("node-b"), None] {
+            let kept = KeptRoute {
+                shard: BusPlace { me: 0, shards: 1 },
+                to: 2,
+                to_node,
+                route: 7,
+                share_filter: None,
+                publisher: "pub",
+            };
+            j.outbox(&kept, &message(3), 0);
+        }
+        let (_, data) = j.take().unwrap();
+        let nodes: Vec<String> = RecordReader::new(data)
+            .map(Result::unwrap)
+            .filter_map(|record| match record {
+                Record::Outbox { to_node, .. } => Some(to_node),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(nodes, ["node-b", ""]);
     }
 }

@@ -44,18 +44,22 @@
 //!   again (a restart, an adopter) delivers nothing twice. A QoS 1/2 delivery to a
 //!   journaled session waits for that batch before it is sent (`held_routed`): a
 //!   client never holds what the store may not.
-//! - **Crossing QoS 2.** A journaled publisher's QoS 2 message goes to Kafka at
-//!   once, and its packet id to the store at the same time, so a node killed between
-//!   the two leaves a message in Kafka whose retransmission the restored session
-//!   would route as new. So each Kafka record lists the crossings it carries, as
-//!   `(client, packet id, released)`, `released` the publisher's count of inbound ids
-//!   its PUBRELs freed ([`Session::inbound_released`], which the store counts before
-//!   each removal). Whoever restores a dead node's sessions (its adopter, or the node
-//!   itself at start) reads what that node produced last and calls
-//!   [`Engine::mark_routed`]: a crossing whose count is not below the stored one came
-//!   after the store's last release, so its id is in the store or was never stored;
-//!   not stored, it is kept as received, and the retransmission is only PUBRECed. One
-//!   at or below came before a release the store has, and so did its id.
+//! - **Crossing QoS 2.** A journaled publisher's QoS 2 message crosses to another
+//!   node as it crosses to a shard (`shards.rs`, "Exactly once across the bus"): the
+//!   store batch holding its packet id holds an `Outbox` record naming the node (in
+//!   the publisher's `{c}_outbox`, written before the id), and the route goes to
+//!   Kafka only once that batch is stored. So a store without the id has no copy
+//!   anywhere (the retransmission is new), and one with it has the route. Each
+//!   Kafka record lists the kept routes it carries, `(publisher, route)`, in a
+//!   header ([`Engine::take_crossings`]); once Kafka has the record the route is
+//!   dropped from the store (`OutboxDone`, at the round's confirmation). Whoever
+//!   restores the publisher (an adopter, the node itself at start, a node it moved
+//!   to) finds the routes its store still keeps ([`Engine::take_restored_crossings`])
+//!   and, for each, whether the destination node's topic holds it already (a header
+//!   naming it): if so it is dropped ([`Engine::crossing_settled`]), if not it is sent
+//!   again ([`Engine::crossing_records`]), once, to that topic, whose stored offsets
+//!   make it arrive once. A node that hands a session over alive first waits until
+//!   its routes are settled ([`Engine::crossings_pending`]).
 //! - **Adoption.** The adopter of a dead node announces the restored sessions'
 //!   filters, then tombstones the dead node's keys; the position after them is the
 //!   marker. A sender that had read that far routed a session's messages to the
@@ -70,8 +74,13 @@ use bytes::Bytes;
 
 use crate::codec::ReasonCode;
 
+use std::sync::Arc;
+
+use crate::durability::record::{Journal, KeptRoute};
+
 use super::lifecycle::DisconnectReason;
-use super::shards::Shards;
+use super::message::Message;
+use super::shards::{Shards, Unconfirmed};
 use super::Engine;
 
 /// This node's subscribers per filter, and the changes other nodes have not heard of.
@@ -89,10 +98,49 @@ pub(super) struct ClusterIndex {
     seen: u64,
     /// The offset of each other node's latest `present` key, by (slot, filter).
     key_offsets: HashMap<(u16, Box<str>), u64>,
-    /// The crossing entry of the QoS 2 PUBLISH being routed ("Crossing QoS 2").
-    crossing: Option<Vec<u8>>,
-    /// Per node slot, the crossing entries of the records in its outbox.
+    /// Per node slot, the kept routes its outbox carries ("Crossing QoS 2"), as
+    /// [`Engine::take_crossings`] gives them.
     crossings: HashMap<u16, Vec<u8>>,
+    /// Each other node's id, by slot.
+    names: HashMap<u16, Box<str>>,
+    /// Kept routes to other nodes restored from the store, by route number, until
+    /// Python settles them ("Crossing QoS 2").
+    restored: HashMap<u64, RestoredCrossing>,
+}
+
+/// One entry of a record's crossings: `publisher (u16 LE length, UTF-8) | route u64 LE`.
+fn put_crossing(out: &mut Vec<u8>, publisher: &str, route: u64) {
+    out.extend_from_slice(&(publisher.len() as u16).to_le_bytes());
+    out.extend_from_slice(publisher.as_bytes());
+    out.extend_from_slice(&route.to_le_bytes());
+}
+
+/// The (publisher, route) entries of a record's crossings, as
+/// [`Engine::take_crossings`] gives them (a cut-short tail is ignored).
+pub fn crossing_entries(mut listed: &[u8]) -> Vec<(String, u64)> {
+    let mut entries = Vec::new();
+    while listed.len() >= 2 {
+        let end = 2 + usize::from(u16::from_le_bytes([listed[0], listed[1]]));
+        let Some(route) = listed.get(end..end + 8) else {
+            break;
+        };
+        let publisher = String::from_utf8_lossy(&listed[2..end]).into_owned();
+        entries.push((
+            publisher,
+            u64::from_le_bytes(route.try_into().expect("8 bytes")),
+        ));
+        listed = &listed[end + 8..];
+    }
+    entries
+}
+
+/// A journaled publisher's QoS 2 route to another node, restored from the store.
+#[derive(Debug)]
+struct RestoredCrossing {
+    publisher: Box<str>,
+    to_node: Box<str>,
+    share_filter: Option<Box<str>>,
+    message: Arc<Message>,
 }
 
 #[derive(Debug)]
@@ -124,14 +172,40 @@ impl ClusterIndex {
         }
     }
 
-    /// The QoS 2 PUBLISH being routed (if one is) went to node `slot`'s outbox.
-    pub(super) fn note_crossing(&mut self, slot: u16) {
-        if let Some(entry) = &self.crossing {
-            self.crossings
-                .entry(slot)
-                .or_default()
-                .extend_from_slice(entry);
-        }
+    /// Kept route `entry` went into node `slot`'s outbox.
+    pub(super) fn note_crossing(&mut self, slot: u16, entry: &Unconfirmed) {
+        let Some(publisher) = entry.publisher.as_deref() else {
+            return;
+        };
+        put_crossing(
+            self.crossings.entry(slot).or_default(),
+            publisher,
+            entry.route,
+        );
+    }
+
+    /// Node `slot`'s id.
+    pub(super) fn node_name(&self, slot: u16) -> Option<&str> {
+        self.names.get(&slot).map(AsRef::as_ref)
+    }
+
+    pub(super) fn restore_crossing(&mut self, kept: &KeptRoute, message: Arc<Message>) {
+        let Some(to_node) = kept.to_node else {
+            return;
+        };
+        self.restored.insert(
+            kept.route,
+            RestoredCrossing {
+                publisher: kept.publisher.into(),
+                to_node: to_node.into(),
+                share_filter: kept.share_filter.map(Into::into),
+                message,
+            },
+        );
+    }
+
+    pub(super) fn forget_crossing(&mut self, route: u64) {
+        self.restored.remove(&route);
     }
 
     pub(super) fn lost(&mut self, filter: &str) {
@@ -163,8 +237,9 @@ impl Engine {
             stubs: Vec::new(),
             seen: 0,
             key_offsets: HashMap::new(),
-            crossing: None,
             crossings: HashMap::new(),
+            names: HashMap::new(),
+            restored: HashMap::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
             if state.is_some() {
@@ -176,11 +251,16 @@ impl Engine {
         shards.cluster = Some(index);
     }
 
-    /// A slot for another node of the cluster (its pseudo-session in the index, its
+    /// A slot for node `name` of the cluster (its pseudo-session in the index, its
     /// outbox, its rounds).
-    pub fn add_peer(&mut self) -> u16 {
+    pub fn add_peer(&mut self, name: &str) -> u16 {
         self.enable_cluster();
-        self.shards.as_mut().expect("enabled").add_slot()
+        let shards = self.shards.as_mut().expect("enabled");
+        let slot = shards.add_slot();
+        if let Some(cluster) = shards.cluster.as_mut() {
+            cluster.names.insert(slot, name.into());
+        }
+        slot
     }
 
     /// The records for node `slot` since the last call, and the round that carries
@@ -192,75 +272,79 @@ impl Engine {
         Some((records, shards.start_round(slot)))
     }
 
-    /// The crossing entries of the records [`Engine::take_peer`] just took for node
-    /// `slot` ("Crossing QoS 2"): `client (u16 LE length, UTF-8) | packet id u16 LE |
-    /// released u32 LE`, one after another; None when they carry none.
+    /// The kept routes the records [`Engine::take_peer`] just took for node `slot`
+    /// carry ("Crossing QoS 2"): `publisher (u16 LE length, UTF-8) | route u64 LE`,
+    /// one after another; None when they carry none.
     pub fn take_crossings(&mut self, slot: u16) -> Option<Vec<u8>> {
         self.cluster_mut()?.crossings.remove(&slot)
     }
 
-    /// A journaled publisher's QoS 2 PUBLISH with `packet_id` is being routed: what
-    /// goes to other nodes until [`Engine::end_crossing`] lists it.
-    pub(super) fn begin_crossing(&mut self, session: u32, packet_id: u16) {
-        let Some(shards) = self.shards.as_mut() else {
-            return;
-        };
-        shards.publishing = Some(session);
-        let Some(cluster) = shards.cluster.as_mut() else {
-            return;
-        };
-        let Some(state) = self.sessions.get(session as usize).and_then(Option::as_ref) else {
-            return;
-        };
-        let client = state.client_id.as_bytes();
-        let mut entry = Vec::with_capacity(8 + client.len());
-        entry.extend_from_slice(&(client.len() as u16).to_le_bytes());
-        entry.extend_from_slice(client);
-        entry.extend_from_slice(&packet_id.to_le_bytes());
-        entry.extend_from_slice(&state.inbound_released.to_le_bytes());
-        cluster.crossing = Some(entry);
+    /// A journaled publisher's QoS 2 PUBLISH is being routed: its routes to other
+    /// shards and nodes are kept ("Crossing QoS 2") until [`Engine::end_crossing`].
+    pub(super) fn begin_crossing(&mut self, session: u32) {
+        if let Some(shards) = self.shards.as_mut() {
+            shards.publishing = Some(session);
+        }
     }
 
     pub(super) fn end_crossing(&mut self) {
         if let Some(shards) = self.shards.as_mut() {
             shards.publishing = None;
-            if let Some(cluster) = shards.cluster.as_mut() {
-                cluster.crossing = None;
-            }
         }
     }
 
-    /// Restored sessions meet the crossings a dead node (or this node, before it
-    /// restarted) sent last (`entries` as [`Engine::take_crossings`] gives them, any
-    /// number run together): each one the session's store did not see arrive is kept
-    /// as received, journaled ("Crossing QoS 2"). Returns how many were kept.
-    pub fn mark_routed(&mut self, entries: &[u8]) -> usize {
-        let mut kept = 0;
-        let mut rest = entries;
-        while rest.len() >= 2 {
-            let length = usize::from(u16::from_le_bytes([rest[0], rest[1]]));
-            if rest.len() < 2 + length + 6 {
-                break;
-            }
-            let client = std::str::from_utf8(&rest[2..2 + length]).unwrap_or("");
-            let at = 2 + length;
-            let packet_id = u16::from_le_bytes([rest[at], rest[at + 1]]);
-            let released = u32::from_le_bytes(rest[at + 2..at + 6].try_into().expect("4 bytes"));
-            rest = &rest[at + 6..];
-            let Some(session) = self.by_client_id.get(client).copied() else {
-                continue;
-            };
-            let Some(state) = self.session_mut(session) else {
-                continue;
-            };
-            // `released` at or past the stored count (wrapping): after its last release.
-            let after_stored = released.wrapping_sub(state.inbound_released) < 1 << 31;
-            if state.journaled && after_stored && state.inbound_qos2.insert(packet_id) {
-                self.journal_inbound_qos2(session, packet_id, true);
-                kept += 1;
-            }
-        }
-        kept
+    /// The kept routes to other nodes that restored sessions' stores hold and that
+    /// were not yet asked for: (publisher, route, destination node id) each
+    /// ("Crossing QoS 2"). Each is settled with [`Engine::crossing_settled`], after
+    /// being sent again ([`Engine::crossing_records`]) if Kafka did not have it.
+    pub fn take_restored_crossings(&mut self) -> Vec<(String, u64, String)> {
+        let Some(cluster) = self.cluster_mut() else {
+            return Vec::new();
+        };
+        let mut taken: Vec<_> = cluster
+            .restored
+            .iter()
+            .map(|(&route, c)| (c.publisher.to_string(), route, c.to_node.to_string()))
+            .collect();
+        taken.sort_by_key(|(_, route, _)| *route);
+        taken
+    }
+
+    /// Restored route `route` as node records (what [`Engine::take_peer`] gives) and
+    /// their crossings (what [`Engine::take_crossings`] gives), to be produced to its
+    /// destination node's topic again.
+    pub fn crossing_records(&self, route: u64) -> Option<(Bytes, Vec<u8>)> {
+        let cluster = self.shards.as_ref()?.cluster.as_ref()?;
+        let crossing = cluster.restored.get(&route)?;
+        let mut records = Journal::for_bus();
+        let share_filter = crossing.share_filter.as_deref();
+        records.route(&crossing.message, route, share_filter, self.wall_offset);
+        let mut listed = Vec::new();
+        put_crossing(&mut listed, &crossing.publisher, route);
+        records.take().map(|(_, records)| (records, listed))
+    }
+
+    /// Restored route `route` is in its destination's topic (it was, or was sent
+    /// again): the store drops it (`OutboxDone`).
+    pub fn crossing_settled(&mut self, route: u64) {
+        let Some(crossing) = self.cluster_mut().and_then(|c| c.restored.remove(&route)) else {
+            return;
+        };
+        self.journal.outbox_done(&crossing.publisher, route);
+    }
+
+    /// Whether `publisher` has QoS 2 routes to other nodes that Kafka has not
+    /// confirmed yet: a node handing its session over waits for them (and then
+    /// for the store to drop them), so the new owner has none to settle.
+    pub fn crossings_pending(&self, publisher: &str) -> bool {
+        self.shards.as_ref().is_some_and(|shards| {
+            shards.unconfirmed.iter().enumerate().any(|(slot, queue)| {
+                shards.is_node(slot as u16)
+                    && queue
+                        .iter()
+                        .any(|entry| entry.publisher.as_deref() == Some(publisher))
+            })
+        })
     }
 
     /// Kafka has round `round` of slot `slot` (a node's topic, or the subscription

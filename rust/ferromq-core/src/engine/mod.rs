@@ -84,6 +84,7 @@ pub use admin::{
     AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
     MAX_PAGE, SCAN_BUDGET,
 };
+pub use cluster::crossing_entries;
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use export::{StreamConfig, StreamKey, StreamSettingError};
 pub use framing::Framing;

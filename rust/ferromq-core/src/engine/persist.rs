@@ -32,7 +32,7 @@ use bytes::Bytes;
 use crate::codec::{Packet, Property, PropertyId, QoS, Will};
 use crate::durability::log::{Damage, RecordReader};
 use crate::durability::record::{
-    ClientType, Journal, JournalError, Record, StoredMessage, StoredWill,
+    ClientType, Journal, JournalError, KeptRoute, Record, StoredMessage, StoredWill,
 };
 
 use super::message::{next_message_id, Message};
@@ -615,21 +615,25 @@ impl Engine {
                 message_id,
                 share_filter,
                 publisher,
+                to_node,
             } => {
                 if let Some(message) = messages.get(&message_id) {
-                    let message = message.clone();
-                    self.restore_outbox(shard, to, route, message, share_filter, publisher);
+                    let kept = KeptRoute {
+                        shard,
+                        to,
+                        to_node: (!to_node.is_empty()).then_some(to_node.as_str()),
+                        route,
+                        share_filter: (!share_filter.is_empty()).then_some(share_filter.as_str()),
+                        publisher: &publisher,
+                    };
+                    self.restore_outbox(kept, message.clone());
                 }
             }
-            // Between the engine and a store kept per client only: never loaded.
-            Record::OutboxDone { .. } => {}
+            // A store kept per client drops the route instead; a log that has both
+            // (a test's) drops it here.
+            Record::OutboxDone { route, .. } => self.forget_outbox(route),
             Record::BusCursor { shard, from, route } => {
                 self.restore_bus_cursor(shard, from, route);
-            }
-            Record::InboundReleased { client, count } => {
-                if let Some(entry) = restoring.get_mut(&client) {
-                    entry.inbound_released = count;
-                }
             }
             Record::Applied {
                 client,
@@ -715,7 +719,6 @@ impl Engine {
             .map(|(filter, value)| (filter.into_boxed_str(), value))
             .collect();
         state.inbound_qos2.extend(restored.inbound_qos2);
-        state.inbound_released = restored.inbound_released;
         state.applied = restored
             .applied
             .into_iter()
@@ -815,7 +818,6 @@ struct Restoring {
     client_type: ClientType,
     subscriptions: HashMap<String, (u8, u32)>,
     inbound_qos2: Vec<u16>,
-    inbound_released: u32,
     deliveries: BTreeMap<Slot, Restored>,
     by_packet_id: HashMap<u16, Slot>,
     /// PUBREL-only entries seen, for their slots.

@@ -125,7 +125,7 @@ impl Engine {
                     }
                     self.export_message(session, &publish, now);
                     if journaled {
-                        self.begin_crossing(session, publish.packet_id);
+                        self.begin_crossing(session);
                     }
                     let delivered = self.route(message, now);
                     self.end_crossing();
@@ -468,13 +468,9 @@ impl Engine {
     /// the moment PUBCOMP arrives, and a restart that still had the id would take the
     /// new message's retransmission for the old one's and never route it.
     pub(super) fn handle_pubrel(&mut self, conn_id: ConnId, session: u32, packet_id: u16) {
-        let released = self.session_mut(session).is_some_and(|state| {
-            let released = state.inbound_qos2.remove(&packet_id);
-            if released {
-                state.inbound_released = state.inbound_released.wrapping_add(1);
-            }
-            released
-        });
+        let released = self
+            .session_mut(session)
+            .is_some_and(|state| state.inbound_qos2.remove(&packet_id));
         if released {
             self.journal_inbound_qos2(session, packet_id, false);
         }

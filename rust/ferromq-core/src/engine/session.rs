@@ -76,10 +76,6 @@ pub struct Session {
     pub client_type: ClientType,
     /// True once the journal holds this session.
     pub journaled: bool,
-    /// Inbound QoS 2 packet ids released so far (PUBREL), wrapping: a cluster's
-    /// routed QoS 2 messages carry it, and an adopter tells by it which of them its
-    /// store saw arrive (`engine/cluster.rs`, "Crossing QoS 2").
-    pub inbound_released: u32,
     /// Filter → (options byte, subscription id or 0), kept for journaled sessions.
     pub subscriptions: HashMap<Box<str>, (u8, u32)>,
     pub next_sequence: u64,
@@ -116,7 +112,6 @@ impl Session {
             pending_will: None,
             client_type: ClientType::Device,
             journaled: false,
-            inbound_released: 0,
             subscriptions: HashMap::new(),
             next_sequence: 0,
             acl: SessionAcl::default(),

@@ -126,7 +126,7 @@ pub(super) struct Shards {
     /// The number the next route gets (module header, "Exactly once").
     next_route: u64,
     /// Per local slot: routes sent or waiting to be sent and not yet confirmed.
-    unconfirmed: Vec<VecDeque<Unconfirmed>>,
+    pub(super) unconfirmed: Vec<VecDeque<Unconfirmed>>,
     /// Per local slot: the last route applied from that shard.
     applied: Vec<u64>,
     /// Per local slot: this process started and has not yet had that shard's `SYNC`.
@@ -143,10 +143,11 @@ pub(super) struct Shards {
     cursor_names: Vec<Arc<str>>,
 }
 
-/// A route to another shard of the node, kept until that shard confirms its round.
+/// A route to another shard of the node (or a journaled publisher's QoS 2 message to
+/// another node of a cluster), kept until its receiver confirms its round.
 #[derive(Debug)]
 pub(super) struct Unconfirmed {
-    route: u64,
+    pub(super) route: u64,
     message: Arc<Message>,
     share_filter: Option<Box<str>>,
     /// In the outbox since, in the round numbered so (0: not taken yet); None while
@@ -154,7 +155,7 @@ pub(super) struct Unconfirmed {
     sent_in: Option<u64>,
     /// Kept in this shard's store as an `Outbox` record of this publisher (a
     /// snapshot writes it again; a store kept per client drops it when confirmed).
-    publisher: Option<Box<str>>,
+    pub(super) publisher: Option<Box<str>>,
 }
 
 impl Unconfirmed {
@@ -211,6 +212,7 @@ impl Shards {
     /// A new slot past the others: another node, or the subscription topic.
     pub(super) fn add_slot(&mut self) -> u16 {
         self.outboxes.push(Journal::for_bus());
+        self.unconfirmed.push(VecDeque::new());
         self.needs_round.push(false);
         self.sent_round.push(0);
         self.acked_round.push(0);
@@ -642,28 +644,35 @@ impl Engine {
         };
         let route = shards.take_route();
         let at = usize::from(to);
-        let kept = message.qos != QoS::AtMostOnce && !shards.is_node(to);
+        let to_node = shards.is_node(to);
         // A journaled publisher's QoS 2 message (`held_for_batch`): its packet id is
-        // in the same batch as this record, so its crossing is stored with it.
+        // in the same batch as this record, so its crossing is stored with it. To a
+        // shard every QoS 1/2 route is kept (a restarted shard gets them again); to
+        // another node only those (Kafka's round makes the others durable, and the
+        // receiver's stored offset takes each record once: `engine/cluster.rs`).
         let publisher = shards
             .publishing
-            .filter(|_| kept && message.held_for_batch != 0)
+            .filter(|_| message.qos != QoS::AtMostOnce && message.held_for_batch != 0)
+            .filter(|_| !to_node || message.qos == QoS::ExactlyOnce)
             .and_then(|session| self.sessions.get(session as usize)?.as_ref())
             .map(|state| state.client_id.clone());
+        let kept = match to_node {
+            false => message.qos != QoS::AtMostOnce,
+            true => publisher.is_some(),
+        };
         if let Some(publisher) = publisher.as_deref() {
             let kept = KeptRoute {
                 shard: shards.place(),
                 to,
+                to_node: shards.cluster.as_ref().and_then(|c| c.node_name(to)),
                 route,
                 share_filter,
                 publisher,
             };
             self.journal.outbox(&kept, message, wall_offset);
         }
-        // Another node's slot goes at once, as before: Kafka's round and the
-        // receiver's stored offset make that crossing once (`engine/cluster.rs`).
-        // A shard's receiver keeps the last number it applied, so routes kept for it
-        // cross in the order of their numbers: one behind a held route waits too.
+        // Kept routes cross in the order of their numbers (a shard's receiver keeps
+        // the last number it applied): one behind a held route waits too.
         let behind = shards
             .unconfirmed
             .get(at)
@@ -675,19 +684,21 @@ impl Engine {
                 outbox.route(message, route, share_filter, wall_offset);
             }
         }
-        if shards.is_node(to) {
-            if let Some(cluster) = shards.cluster.as_mut() {
-                cluster.note_crossing(to);
-            }
-        }
         if kept {
-            shards.unconfirmed[at].push_back(Unconfirmed {
+            let mut entry = Unconfirmed {
                 route,
                 message: message.clone(),
                 share_filter: share_filter.map(Into::into),
-                sent_in: (!waits).then_some(0),
+                sent_in: None,
                 publisher,
-            });
+            };
+            if !waits {
+                entry.sent_in = Some(0);
+                if let Some(cluster) = shards.cluster.as_mut() {
+                    cluster.note_crossing(to, &entry);
+                }
+            }
+            shards.unconfirmed[at].push_back(entry);
         }
         self.needs_round(to, message);
     }
@@ -708,6 +719,9 @@ impl Engine {
                 }
                 entry.write(&mut shards.outboxes[at], wall_offset);
                 shards.needs_round[at] = true;
+                if let Some(cluster) = shards.cluster.as_mut() {
+                    cluster.note_crossing(at as u16, entry);
+                }
             }
         }
     }
@@ -730,34 +744,48 @@ impl Engine {
     }
 
     /// A route this shard's journal kept (`Record::Outbox`), restored unconfirmed: it
-    /// is sent again once the bus starts (`bus_hello`).
-    pub(super) fn restore_outbox(
-        &mut self,
-        place: BusPlace,
-        to: u16,
-        route: u64,
-        message: Arc<Message>,
-        share_filter: String,
-        publisher: String,
-    ) {
+    /// is sent again once the bus starts (`bus_hello`). One to another node of a
+    /// cluster waits for Python to find whether Kafka has it (`engine/cluster.rs`,
+    /// "Crossing QoS 2").
+    pub(super) fn restore_outbox(&mut self, kept: KeptRoute, message: Arc<Message>) {
         let Some(shards) = self.shards.as_mut() else {
             return;
         };
-        if place != shards.place() || to == shards.me || to >= shards.local {
+        shards.next_route = shards.next_route.max(kept.route + 1);
+        if kept.to_node.is_some() {
+            if let Some(cluster) = shards.cluster.as_mut() {
+                cluster.restore_crossing(&kept, message);
+            }
+            return;
+        }
+        let to = kept.to;
+        if kept.shard != shards.place() || to == shards.me || to >= shards.local {
             return; // another layout's: its receivers are not this node's shards
         }
-        shards.next_route = shards.next_route.max(route + 1);
         let queue = &mut shards.unconfirmed[usize::from(to)];
-        if queue.iter().any(|entry| entry.route == route) {
+        if queue.iter().any(|entry| entry.route == kept.route) {
             return;
         }
         queue.push_back(Unconfirmed {
-            route,
+            route: kept.route,
             message,
-            share_filter: (!share_filter.is_empty()).then(|| share_filter.into()),
+            share_filter: kept.share_filter.map(Into::into),
             sent_in: Some(0),
-            publisher: Some(publisher.into()),
+            publisher: Some(kept.publisher.into()),
         });
+    }
+
+    /// Kept route `route` was confirmed after it was stored (`Record::OutboxDone`).
+    pub(super) fn forget_outbox(&mut self, route: u64) {
+        let Some(shards) = self.shards.as_mut() else {
+            return;
+        };
+        for queue in &mut shards.unconfirmed {
+            queue.retain(|entry| entry.route != route);
+        }
+        if let Some(cluster) = shards.cluster.as_mut() {
+            cluster.forget_crossing(route);
+        }
     }
 
     /// The last route from `from` this shard's store had applied (`Record::BusCursor`).
@@ -786,6 +814,7 @@ impl Engine {
                 let kept = KeptRoute {
                     shard: place,
                     to: to as u16,
+                    to_node: shards.cluster.as_ref().and_then(|c| c.node_name(to as u16)),
                     route: entry.route,
                     share_filter: entry.share_filter.as_deref(),
                     publisher,

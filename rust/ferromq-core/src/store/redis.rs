@@ -10,11 +10,11 @@
 //! | `P{c}_messages` | ZSET | member: packet id; score: the delivery sequence, which keeps growing past the packet id wrap, so ZRANGE is delivery order |
 //! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim |
 //! | `P{c}_last_packet_id` | STRING | the packet id of the newest stored delivery (TBMQ's key; the engine derives ids from the sequence) |
-//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<source>` (how far the session holds deliveries of a cluster node's topic, its Kafka offset, or of shard `n` of its node, `shard:<n>` and a route number: `engine/arrival.rs`), `released` (inbound QoS 2 ids released so far, counted before each `SREM`: "Crossing QoS 2" there) |
+//! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<source>` (how far the session holds deliveries of a cluster node's topic, its Kafka offset, or of shard `n` of its node, `shard:<n>` and a route number: `engine/arrival.rs`) |
 //! | `P{c}_subscriptions` | HASH | filter → `options u8, subscription id u32 LE` |
 //! | `P{c}_inbound_qos2` | SET | packet ids of inbound QoS 2 messages awaiting PUBREL |
 //! | `P{c}_will` | STRING | the session's will: the journal's Will record body after the client id |
-//! | `P{c}_outbox` | HASH | route number → a QoS 2 route of this publisher's kept until its shard confirms it (`Outbox`, dropped at `OutboxDone`): `shard u16, shards u16, to u16, share filter (u16 length, UTF-8)`, then the journal's Message record body |
+//! | `P{c}_outbox` | HASH | route number → a QoS 2 route of this publisher's kept until its shard (or cluster node) confirms it (`Outbox`, dropped at `OutboxDone`): `shard u16, shards u16, to u16, share filter (u16 length, UTF-8)`, then the journal's Message record body; `shards` 0 is a route to another node, its filter field `<node>\0<share filter>` |
 //! | `Pclients` | SET | every client with a stored session: what `load` reads |
 //! | `Pretained` | HASH | topic → the journal's Message record body |
 //!
@@ -566,15 +566,6 @@ impl RedisCodec {
                 packet_id,
                 held,
             } => {
-                if !*held {
-                    // Counted before the id goes: a store that has the release has
-                    // the count (`engine/cluster.rs`, "Crossing QoS 2"). Same slot.
-                    w.begin(4);
-                    w.bulk(b"HINCRBY");
-                    self.key(w, client, b"_session");
-                    w.bulk(b"released");
-                    w.bulk_int(1);
-                }
                 w.begin(3);
                 w.bulk(if *held { b"SADD" } else { b"SREM" });
                 self.key(w, client, b"_inbound_qos2");
@@ -623,6 +614,7 @@ impl RedisCodec {
             message_id,
             share_filter,
             publisher,
+            to_node,
         } = record
         else {
             unreachable!("called for Outbox only");
@@ -630,12 +622,19 @@ impl RedisCodec {
         let body = messages.get(&message_id).ok_or(JournalError(
             "an outbox record names a message not in its batch",
         ))?;
-        let mut head = Vec::with_capacity(8 + share_filter.len());
+        // No layout has 0 shards: 0 says the route goes to another node, and its
+        // filter field is `<node>\0<share filter>` (a build that does not know this
+        // takes it for another layout's route and leaves it).
+        let (shards, filter) = match to_node.as_str() {
+            "" => (shard.shards, share_filter),
+            node => (0, format!("{node}\0{share_filter}")),
+        };
+        let mut head = Vec::with_capacity(8 + filter.len());
         head.extend_from_slice(&shard.me.to_le_bytes());
-        head.extend_from_slice(&shard.shards.to_le_bytes());
+        head.extend_from_slice(&shards.to_le_bytes());
         head.extend_from_slice(&to.to_le_bytes());
-        head.extend_from_slice(&(share_filter.len() as u16).to_le_bytes());
-        head.extend_from_slice(share_filter.as_bytes());
+        head.extend_from_slice(&(filter.len() as u16).to_le_bytes());
+        head.extend_from_slice(filter.as_bytes());
         let w = out.to(self.client_node(&publisher, b"_outbox"));
         w.begin(4);
         w.bulk(b"HSET");
@@ -838,7 +837,6 @@ fn record_client(record: &Record) -> &str {
         | Record::Release { client, .. }
         | Record::InboundQos2 { client, .. }
         | Record::Applied { client, .. }
-        | Record::InboundReleased { client, .. }
         | Record::Will { client, .. } => client,
         Record::Outbox { publisher, .. } | Record::OutboxDone { publisher, .. } => publisher,
         Record::Message(_) | Record::Retain { .. } | Record::BusCursor { .. } => "",
@@ -852,12 +850,10 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
     let mut expiry = None;
     let mut client_type = ClientType::Device;
     let mut applied = Vec::new();
-    let mut released = 0;
     for pair in session.items().chunks_exact(2) {
         let value = pair[1].bytes().map(|b| decimal(b)).transpose()?;
         match pair[0].bytes().map(|b| &b[..]) {
             Some(b"expiry") => expiry = value,
-            Some(b"released") => released = value.unwrap_or(0) as u32,
             Some(b"type") => client_type = ClientType::from_code(value.unwrap_or(0) as u8)?,
             Some(field) => {
                 if let (Some(node), Some(offset)) = (field.strip_prefix(b"applied:"), value) {
@@ -886,9 +882,6 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
         return Ok(()); // listed, but its session was removed
     };
     out.session(client, expiry as u32, client_type);
-    if released != 0 {
-        out.inbound_released(client, released);
-    }
     for (node, offset) in applied {
         out.applied(client, &node, offset);
     }
@@ -936,10 +929,11 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
         let (Some(route), Some(value)) = (pair[0].bytes(), pair[1].bytes()) else {
             continue;
         };
-        let (shard, to, share_filter, body) = stored_route(value)?;
+        let (shard, to, share_filter, to_node, body) = stored_route(value)?;
         let kept = KeptRoute {
             shard,
             to,
+            to_node: to_node.as_deref(),
             route: decimal(route)?,
             share_filter: (!share_filter.is_empty()).then_some(share_filter.as_str()),
             publisher: client,
@@ -949,9 +943,10 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
     Ok(())
 }
 
-/// An `_outbox` value: the keeping shard, the receiving one, the share filter and
-/// the message (`RedisCodec::outbox_route`).
-fn stored_route(value: &Bytes) -> Result<(BusPlace, u16, String, Bytes), JournalError> {
+/// An `_outbox` value: the keeping shard, the receiving one, the share filter, the
+/// receiving node for a route to another node (`shards` 0: the filter field is
+/// `<node>\0<share filter>`), and the message (`RedisCodec::outbox_route`).
+fn stored_route(value: &Bytes) -> Result<StoredRoute, JournalError> {
     let short = JournalError("stored route cut short");
     let head = value.get(..8).ok_or(short)?;
     let field = |at: usize| u16::from_le_bytes([head[at], head[at + 1]]);
@@ -963,8 +958,14 @@ fn stored_route(value: &Bytes) -> Result<(BusPlace, u16, String, Bytes), Journal
     let filter = value.get(8..filter_end).ok_or(short)?;
     let filter =
         String::from_utf8(filter.to_vec()).map_err(|_| JournalError("share filter not UTF-8"))?;
-    Ok((shard, field(4), filter, value.slice(filter_end..)))
+    let (to_node, filter) = match (shard.shards, filter.split_once('\0')) {
+        (0, Some((node, filter))) => (Some(node.to_owned()), filter.to_owned()),
+        _ => (None, filter),
+    };
+    Ok((shard, field(4), filter, to_node, value.slice(filter_end..)))
 }
+
+type StoredRoute = (BusPlace, u16, String, Option<String>, Bytes);
 
 type Delivery = (u8, QoS, bool, Vec<u32>, Bytes);
 
@@ -1510,58 +1511,66 @@ mod tests {
 
     #[test]
     fn a_kept_route_is_stored_before_its_packet_id_and_dropped_once_confirmed() {
-        let codec = codec();
-        let m = message(7, None);
-        let place = BusPlace { me: 1, shards: 2 };
-        let kept = KeptRoute {
-            shard: place,
-            to: 0,
-            route: 42,
-            share_filter: Some("$share/g/a/#"),
-            publisher: "c",
-        };
-        let mut j = Journal::new(true);
-        j.outbox(&kept, &m, 0);
-        j.inbound_qos2("c", 5, true);
-        j.outbox_done("c", 42);
-        let (_, data) = j.take().unwrap();
-        let (bytes, _) = one(codec.batch(data, 0, false).unwrap());
-        let cmds = commands(&bytes);
-        let heads: Vec<String> = cmds.iter().map(|c| text(&c[..3]).join(" ")).collect();
-        assert_eq!(
-            heads,
-            [
-                "HSET p:{c}_outbox 42",
-                "SADD p:{c}_inbound_qos2 5",
-                "HDEL p:{c}_outbox 42"
-            ]
-        );
-        // Loaded back: the route as kept, its publisher the client it is stored with.
-        let value = cmds[0][3].clone();
-        let replies = vec![
-            array(vec![bulk(b"expiry"), bulk(b"60")]),
-            array(vec![]),
-            array(vec![bulk(b"5")]),
-            array(vec![]),
-            Reply::Bulk(None),
-            array(vec![bulk(b"42"), Reply::Bulk(Some(value))]),
-        ];
-        let records = codec.load_records(&["c".into()], &[(0, &replies)]).unwrap();
-        let outbox: Vec<Record> = RecordReader::new(records)
-            .map(Result::unwrap)
-            .filter(|r| matches!(r, Record::Outbox { .. }))
-            .collect();
-        assert_eq!(
-            outbox,
-            [Record::Outbox {
+        // To a shard, and to another node of a cluster (its place's `shards` 0).
+        for (to_node, stored_shards) in [(None, 2), (Some("node-b"), 0)] {
+            let codec = codec();
+            let m = message(7, None);
+            let place = BusPlace { me: 1, shards: 2 };
+            let kept = KeptRoute {
                 shard: place,
                 to: 0,
+                to_node,
                 route: 42,
-                message_id: 7,
-                share_filter: "$share/g/a/#".into(),
-                publisher: "c".into(),
-            }]
-        );
+                share_filter: Some("$share/g/a/#"),
+                publisher: "c",
+            };
+            let mut j = Journal::new(true);
+            j.outbox(&kept, &m, 0);
+            j.inbound_qos2("c", 5, true);
+            j.outbox_done("c", 42);
+            let (_, data) = j.take().unwrap();
+            let (bytes, _) = one(codec.batch(data, 0, false).unwrap());
+            let cmds = commands(&bytes);
+            let heads: Vec<String> = cmds.iter().map(|c| text(&c[..3]).join(" ")).collect();
+            assert_eq!(
+                heads,
+                [
+                    "HSET p:{c}_outbox 42",
+                    "SADD p:{c}_inbound_qos2 5",
+                    "HDEL p:{c}_outbox 42"
+                ]
+            );
+            // Loaded back: the route as kept, its publisher the client it is stored with.
+            let value = cmds[0][3].clone();
+            let replies = vec![
+                array(vec![bulk(b"expiry"), bulk(b"60")]),
+                array(vec![]),
+                array(vec![bulk(b"5")]),
+                array(vec![]),
+                Reply::Bulk(None),
+                array(vec![bulk(b"42"), Reply::Bulk(Some(value))]),
+            ];
+            let records = codec.load_records(&["c".into()], &[(0, &replies)]).unwrap();
+            let outbox: Vec<Record> = RecordReader::new(records)
+                .map(Result::unwrap)
+                .filter(|r| matches!(r, Record::Outbox { .. }))
+                .collect();
+            assert_eq!(
+                outbox,
+                [Record::Outbox {
+                    shard: BusPlace {
+                        me: 1,
+                        shards: stored_shards
+                    },
+                    to: 0,
+                    route: 42,
+                    message_id: 7,
+                    share_filter: "$share/g/a/#".into(),
+                    publisher: "c".into(),
+                    to_node: to_node.unwrap_or("").into(),
+                }]
+            );
+        }
     }
 
     #[test]
