@@ -38,12 +38,13 @@ from tests.crash.clients import Publisher, Subscriber, Tally, pump, settle
 KILLS = ("process", "supervisor", "shard", "group")
 
 
-def ids_on_shards(shards: int, across: bool) -> tuple[str, str]:
-    """A publisher and a subscriber client id, owned by different shards when
-    ``across`` (their messages then cross the bus), else by the same one."""
+def ids_on_shards(shards: int, across: bool, subscriber_prefix: str = "") -> tuple[str, str]:
+    """A publisher and a subscriber client id (starting with ``subscriber_prefix``),
+    owned by different shards when ``across`` (their messages then cross the bus),
+    else by the same one."""
     publisher = "crash-pub"
     for n in range(1000):
-        subscriber = f"crash-sub-{n}"
+        subscriber = f"{subscriber_prefix}crash-sub-{n}"
         if (shard_of(subscriber, shards) != shard_of(publisher, shards)) == across:
             return publisher, subscriber
     raise AssertionError("no such client id")
@@ -82,18 +83,31 @@ class Trial:
         across: bool = True,
         seed: int = 0,
         redis_url: str | None = None,
+        kafka_bootstrap: str | None = None,
     ) -> None:
         self.tmp_path, self.shards = tmp_path, shards
         # The embedded store in the trial's directory, or Redis under a key prefix
-        # of the trial's own.
+        # of the trial's own; with Kafka, the subscriber is an APPLICATION client
+        # whose queue is a Kafka topic under a prefix of the trial's own.
+        own = f"crash-{os.getpid()}-{id(self)}"
         self.store = '[storage]\nfsync = "batch"\n'
+        subscriber_prefix = ""
         if redis_url is not None:
             self.store = (
                 f'[storage]\nbackend = "redis"\n[redis]\nurl = "{redis_url}"\n'
-                f'key_prefix = "crash-{os.getpid()}-{id(self)}:"\n'
+                f'key_prefix = "{own}:"\n'
+            )
+        if kafka_bootstrap is not None:
+            subscriber_prefix = "app-"
+            self.store += (
+                f'application_client_prefixes = ["{subscriber_prefix}"]\n'
+                'application_store = "kafka"\n'
+                f'[kafka]\nbootstrap_servers = "{kafka_bootstrap}"\ntopic_prefix = "{own}."\n'
             )
         self.random = random.Random(seed)
-        publisher_id, subscriber_id = ids_on_shards(shards, across and shards > 1)
+        publisher_id, subscriber_id = ids_on_shards(
+            shards, across and shards > 1, subscriber_prefix
+        )
         topic = f"crash/{qos}/{version}"
         self.publisher = Publisher(publisher_id, topic, qos, version)
         self.subscriber = Subscriber(subscriber_id, topic, qos, version)

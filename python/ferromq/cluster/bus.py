@@ -20,7 +20,7 @@ shards' rings carry inside a node, carried between nodes, with no link between t
   (:meth:`KafkaBus.drain`), after :meth:`KafkaBus.adoption_marker`.
 - **Crossings.** A journaled publisher's QoS 2 message goes to Kafka once the store
   has its packet id and its route (engine/cluster.rs, "Crossing QoS 2"); a record
-  carrying such routes lists them, ``(publisher, route)``, in its ``crossings``
+  carrying such routes lists them, ``(publisher, route)``, in its ``kept_routes``
   header. Whoever restores a publisher whose store still keeps routes looks for each
   in its destination's topic (:meth:`KafkaBus.settle_crossings`) and sends again the
   ones it does not find.
@@ -83,7 +83,7 @@ MAX_RECORD: Final = 64 * 1024 * 1024
 #: Copies of each cluster topic: three, or every Kafka broker when there are fewer.
 MAX_REPLICAS: Final = 3
 #: The header listing the kept QoS 2 routes a node record carries (engine/cluster.rs).
-CROSSINGS_HEADER: Final = "crossings"
+KEPT_ROUTES_HEADER: Final = "kept_routes"
 RETRY_FIRST: Final = 0.1
 RETRY_MAX: Final = 5.0
 
@@ -98,7 +98,7 @@ class _Send:
     seen: int = 0  # how far this node had read the subscription topic when it matched
     # told the record's offset once Kafka has it
     stored: asyncio.Future[int] | None = None
-    # the kept QoS 2 routes it carries (ClusterPort.take), as its "crossings" header
+    # the kept QoS 2 routes it carries (ClusterPort.take), as its "kept_routes" header
     crossings: bytes | None = None
 
 
@@ -307,7 +307,7 @@ class KafkaBus:
     async def settle_crossings(self, since_ms: int) -> tuple[int, int]:
         """The kept QoS 2 routes to other nodes that the sessions just restored here
         still have in their store (engine/cluster.rs, "Crossing QoS 2"): each one its
-        destination's topic holds (a ``crossings`` header naming it, in a record
+        destination's topic holds (a ``kept_routes`` header naming it, in a record
         written from ``since_ms`` on) is dropped, each other one is sent to that
         topic again and dropped once Kafka has it. Returns (found, sent again)."""
         async with self._settling:  # one at a time: a route is sent again once
@@ -329,7 +329,7 @@ class KafkaBus:
                     node_topic(self._prefix, node),
                     value,
                     key=self.node_id.encode(),
-                    headers=[("seen", str(self._seen).encode()), (CROSSINGS_HEADER, header)],
+                    headers=[("seen", str(self._seen).encode()), (KEPT_ROUTES_HEADER, header)],
                 )
                 sent += 1
             else:
@@ -340,7 +340,7 @@ class KafkaBus:
     async def _crossings_in(
         self, nodes: set[str], since_ms: int
     ) -> dict[str, set[tuple[str, int]]]:
-        """The kept routes the ``crossings`` headers of ``nodes``' topics list, in
+        """The kept routes the ``kept_routes`` headers of ``nodes``' topics list, in
         records written from ``since_ms`` to now, whoever wrote them."""
         consumer = self._consumer()
         await consumer.start()
@@ -365,7 +365,7 @@ class KafkaBus:
                     for record in records:
                         if record.offset < ends[tp]:
                             for k, v in record.headers:
-                                if k == CROSSINGS_HEADER:
+                                if k == KEPT_ROUTES_HEADER:
                                     listed.update(crossing_entries(v))
                 reading = [tp for tp in reading if await consumer.position(tp) < ends[tp]]
             return held
@@ -473,7 +473,7 @@ class KafkaBus:
             return None
         headers = [("seen", str(item.seen).encode())]
         if item.crossings:
-            headers.append((CROSSINGS_HEADER, item.crossings))
+            headers.append((KEPT_ROUTES_HEADER, item.crossings))
         return headers
 
     def _produced(self, future: asyncio.Future[object], item: _Send) -> None:

@@ -24,7 +24,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The (publisher, route) entries of a node record's `crossings` header.
+/// The (publisher, route) entries of a node record's `kept_routes` header.
 #[pyfunction]
 fn crossing_entries(header: &[u8]) -> Vec<(String, u64)> {
     ferromq_core::engine::crossing_entries(header)
