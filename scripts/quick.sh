@@ -22,10 +22,14 @@ step() { printf '\n==== %s (%s)\n' "$*" "$(date +%T)"; }
 step "build: the compiled modules (incremental)"
 pip install -q -e . --no-build-isolation --no-deps
 
-step "lint: ruff, mypy --strict, cargo fmt, clippy"
+step "lint: ruff, mypy --strict, stubtest, cargo fmt, clippy"
 ruff check python tests benches scripts
 ruff format --check python tests benches scripts
 mypy
+# the hand-written .pyi of the compiled modules against the build, from /tmp as in CI
+root=$PWD
+(cd /tmp && python -m mypy.stubtest ferromq._core ferromq._protocol \
+    --mypy-config-file "$root/pyproject.toml")
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 

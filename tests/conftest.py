@@ -308,3 +308,15 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """host:port of a real single-node KRaft Kafka (tests/services.py)."""
     yield from _session_service(services.KAFKA_ENV, services.start_kafka, tmp_path_factory)
+
+
+def hang_up(broker: RunningBroker, line: str) -> None:
+    """SIGHUP, then wait until the broker logs ``line`` once more than before (each
+    shard of a node once: every one has reloaded)."""
+    expected = broker.log().count(line) + suite_shards()
+    broker.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 15
+    while broker.log().count(line) < expected:
+        assert broker.process.poll() is None, f"SIGHUP ended the broker:\n{broker.log()}"
+        assert time.monotonic() < deadline, f"no {line!r} after SIGHUP:\n{broker.log()}"
+        time.sleep(0.05)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -76,3 +76,33 @@ def round_trip(
     for client in (sub, pub):
         client.disconnect()
         client.loop_stop()
+
+
+def paho_connect(
+    broker: RunningBroker, client_id: str, version: int, username: str, password: str
+) -> tuple[paho.Client, Any, queue.Queue[paho.MQTTMessage]]:
+    """Connect and wait for the CONNACK; returns the client, its reason code and inbox."""
+    protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol)
+    client.username_pw_set(username, password)
+    inbox: queue.Queue[paho.MQTTMessage] = queue.Queue()
+    client.on_message = lambda _c, _u, message: inbox.put(message)
+    answered: queue.Queue[Any] = queue.Queue()
+    client.on_connect = lambda _c, _u, _f, reason_code, _p: answered.put(reason_code)
+    client.connect(broker.host, broker.port)
+    client.loop_start()
+    reason_code = answered.get(timeout=5)
+    return client, reason_code, inbox
+
+
+def stop(client: paho.Client) -> None:
+    client.disconnect()
+    client.loop_stop()
+
+
+def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
+    """The reason paho reports for a CONNECT of ``username`` (client id
+    ``<username>-<version>``); the client is disconnected again."""
+    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
+    stop(client)
+    return str(code)

@@ -72,6 +72,7 @@ __all__ = [
     "__version__",
     "avro_container_header",
     "connect_client_id",
+    "crossing_entries",
     "encode",
     "encode_many",
     "journal_format_version",

@@ -22,10 +22,9 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.cluster.conftest import Cluster, wait_routed
-from tests.integration.test_auth_clients import stop
 from tests.integration.test_broker_clients import SCENARIOS, Placement
-from tests.integration.test_redis_store import wait_for
-from tests.paho_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, stop, subscribe
+from tests.waiting import wait_for
 
 COUNT = 20
 

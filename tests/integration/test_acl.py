@@ -24,8 +24,7 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_reload import hang_up
+from tests.conftest import RunningBroker, hang_up, start_broker
 from tests.json_service import json_service
 from tests.jwt_keys import SigningKey
 from tests.mqtt_raw import RawClient

@@ -26,10 +26,10 @@ import paho.mqtt.client as paho
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from tests.commands import users_add
 from tests.conftest import Starter
 from tests.integration.test_admin_metrics import TOKEN, admin_config, wait_for
-from tests.integration.test_auth_clients import paho_connect, stop, users_add
-from tests.paho_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, paho_connect, stop, subscribe
 from tests.services import free_port
 
 

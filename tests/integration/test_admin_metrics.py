@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.commands import users_add
 from tests.conftest import Starter, ferromq_command
-from tests.integration.test_auth_clients import paho_connect, stop, users_add
-from tests.integration.test_redis_store import wait_for
-from tests.paho_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, paho_connect, stop, subscribe
 from tests.services import RedisServer, free_port
 from tests.tls_certs import authority
+from tests.waiting import wait_for
 
 TOKEN = "0pen sesame"
 

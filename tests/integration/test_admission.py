@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningBroker, Starter, ferromq_command
+from tests.conftest import RunningBroker, Starter, ferromq_command, hang_up
 from tests.integration.test_accept_path import (
     connected,
     connects,
@@ -23,7 +23,6 @@ from tests.integration.test_accept_path import (
     subscribed,
     sys_value,
 )
-from tests.integration.test_reload import hang_up
 from tests.mqtt_raw import RawClient
 from tests.services import free_port
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands import serve_error, users_add
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_auth_clients import connack, serve_error, users_add
+from tests.paho_clients import connack
 from tests.unit.test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook

@@ -4,43 +4,19 @@ password, a users file that cannot be loaded; under uvloop and asyncio."""
 
 from __future__ import annotations
 
-import os
-import queue
 import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.conftest import RunningBroker, ferromq_command, start_broker
+from tests.commands import serve_error, users_add
+from tests.conftest import RunningBroker, start_broker
+from tests.paho_clients import paho_connect, stop
 
 USERS = {"sensor": ("s3nsor pw", "device"), "dashboard": ("dash pw", "application")}
-
-
-def users_add(
-    path: Path, name: str, password: str, *options: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            *ferromq_command(),
-            "users",
-            "add",
-            name,
-            "--password-stdin",
-            "--file",
-            str(path),
-            *options,
-        ],
-        input=password + "\n",
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
@@ -51,36 +27,6 @@ def auth_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runn
     running = start_broker(tmp_path, request.param, f'[auth]\nusers_file = "{users}"\n')
     yield running
     running.stop()
-
-
-def paho_connect(
-    broker: RunningBroker, client_id: str, version: int, username: str, password: str
-) -> tuple[paho.Client, Any, queue.Queue[paho.MQTTMessage]]:
-    """Connect and wait for the CONNACK; returns the client, its reason code and inbox."""
-    protocol = paho.MQTTv5 if version == 5 else paho.MQTTv311
-    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=protocol)
-    client.username_pw_set(username, password)
-    inbox: queue.Queue[paho.MQTTMessage] = queue.Queue()
-    client.on_message = lambda _c, _u, message: inbox.put(message)
-    answered: queue.Queue[Any] = queue.Queue()
-    client.on_connect = lambda _c, _u, _f, reason_code, _p: answered.put(reason_code)
-    client.connect(broker.host, broker.port)
-    client.loop_start()
-    reason_code = answered.get(timeout=5)
-    return client, reason_code, inbox
-
-
-def stop(client: paho.Client) -> None:
-    client.disconnect()
-    client.loop_stop()
-
-
-def connack(broker: RunningBroker, username: str, password: str, version: int) -> str:
-    """The reason paho reports for a CONNECT of ``username`` (client id
-    ``<username>-<version>``); the client is disconnected again."""
-    client, code, _ = paho_connect(broker, f"{username}-{version}", version, username, password)
-    stop(client)
-    return str(code)
 
 
 @pytest.mark.parametrize("version", [4, 5])
@@ -146,23 +92,6 @@ def test_users_add_writes_a_credential_and_refuses_a_duplicate(tmp_path: Path) -
     assert users.read_text() == text
     empty = users_add(users, "nobody", "")
     assert empty.returncode == 2 and "empty password" in empty.stderr
-
-
-def serve_error(tmp_path: Path, config_text: str, env: dict[str, str] | None = None) -> str:
-    """The one line `ferromq serve` exits 2 with for ``config_text``."""
-    config = tmp_path / "ferromq.toml"
-    config.write_text(config_text)
-    result = subprocess.run(
-        [*ferromq_command(), "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, **(env or {})},
-    )
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 def test_serve_refuses_a_users_file_it_cannot_load(tmp_path: Path) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.commands import serve_error, users_add
 from tests.conftest import start_broker
-from tests.integration.test_auth_clients import connack, serve_error, users_add
 from tests.json_service import json_service
+from tests.paho_clients import connack
 from tests.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from ferromq._core import shard_of
+from tests.commands import serve_error
 from tests.conftest import RunningBroker, start_broker, suite_workers
-from tests.integration.test_auth_clients import connack, paho_connect, serve_error, stop
 from tests.json_service import json_service
 from tests.jwt_keys import ALGORITHMS, SigningKey
+from tests.paho_clients import connack, paho_connect, stop
 from tests.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import start_broker
-from tests.integration.test_auth_clients import connack, users_add
-from tests.integration.test_reload import hang_up
+from tests.commands import users_add
+from tests.conftest import hang_up, start_broker
 from tests.json_service import json_service
 from tests.jwt_keys import SigningKey
+from tests.paho_clients import connack
 
 
 def allow_svc(_method: str, _path: str, body: Any) -> tuple[int, Any]:

@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import (
     RunningBroker,
     Starter,
+    hang_up,
     owner_tag,
     serving,
     start_broker,
@@ -29,7 +30,6 @@ from tests.conftest import (
     untagged,
 )
 from tests.integration.test_proxy_protocol import v1
-from tests.integration.test_reload import hang_up
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client, subscribe
 

@@ -20,8 +20,8 @@ from tests.integration.test_admin_api import api, token_config
 from tests.integration.test_admin_metrics import TOKEN, get
 from tests.integration.test_ctl import ok
 from tests.integration.test_dashboard import Dashboard, browser  # noqa: F401 (a fixture)
-from tests.integration.test_redis_store import wait_for
 from tests.services import free_ports
+from tests.waiting import wait_for
 
 
 def node_config(node_id: str, admin_port: int, kafka: str, redis: str, unique: str) -> str:

@@ -17,8 +17,7 @@ from pathlib import Path
 from tests.conftest import Starter, ferromq_command
 from tests.integration.test_admin_api import disconnects, token_config
 from tests.integration.test_admin_metrics import TOKEN, wait_for
-from tests.integration.test_auth_clients import stop
-from tests.paho_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, stop, subscribe
 from tests.services import free_port
 
 

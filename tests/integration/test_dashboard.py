@@ -37,10 +37,9 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_admin_api import api, disconnects, token_config
 from tests.integration.test_admin_metrics import TOKEN, admin_config
-from tests.integration.test_auth_clients import stop
-from tests.integration.test_redis_store import wait_for
-from tests.paho_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, stop, subscribe
 from tests.services import free_port
+from tests.waiting import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

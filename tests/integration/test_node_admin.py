@@ -26,9 +26,8 @@ from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_admin_api import api, disconnects, paged_client_ids, token_config
 from tests.integration.test_admin_metrics import TOKEN, Samples, get, scrape, value, wait_for
-from tests.integration.test_auth_clients import stop
 from tests.integration.test_ctl import ok
-from tests.paho_clients import paho_client, subscribe
+from tests.paho_clients import paho_client, stop, subscribe
 from tests.services import free_port
 
 WORKERS = 2

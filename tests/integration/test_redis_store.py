@@ -13,7 +13,6 @@ import queue
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,17 +25,10 @@ from tests.integration.test_offline_seam import seed_002
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client, subscribe
 from tests.services import RedisServer
+from tests.waiting import wait_for
 
 LOOPS = ["uvloop", "asyncio"]
 _prefixes = itertools.count()
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting until {what}")
-        time.sleep(0.02)
 
 
 def redis_config(url: str, *, cluster: bool = False) -> str:

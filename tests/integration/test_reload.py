@@ -6,15 +6,13 @@ a changed setting that needs a restart is logged as such."""
 
 from __future__ import annotations
 
-import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningBroker, start_broker, suite_shards
-from tests.integration.test_auth_clients import users_add
+from tests.commands import users_add
+from tests.conftest import RunningBroker, hang_up, start_broker
 from tests.mqtt_raw import RawClient
 
 
@@ -43,18 +41,6 @@ def connack_code(broker: RunningBroker, client_id: str, user: str, password: str
         return int(connack["reason_code"])
     finally:
         client.close()
-
-
-def hang_up(broker: RunningBroker, line: str) -> None:
-    """SIGHUP, then wait until the broker logs ``line`` once more than before (each
-    shard of a node once: every one has reloaded)."""
-    expected = broker.log().count(line) + suite_shards()
-    broker.process.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + 15
-    while broker.log().count(line) < expected:
-        assert broker.process.poll() is None, f"SIGHUP ended the broker:\n{broker.log()}"
-        assert time.monotonic() < deadline, f"no {line!r} after SIGHUP:\n{broker.log()}"
-        time.sleep(0.05)
 
 
 def still_served(client: RawClient, topic: str) -> bool:

@@ -42,10 +42,10 @@ from tests.conftest import (
 from tests.integration.test_admin_metrics import admin_config, scrape, value
 from tests.integration.test_kafka_store import frozen
 from tests.integration.test_redis_cluster_store import serve_exit
-from tests.integration.test_redis_store import wait_for
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client
 from tests.services import free_port
+from tests.waiting import wait_for
 
 SCHEMA = parse_schema(json.loads(schema_text()))
 PARTITIONS = 3

@@ -20,9 +20,8 @@ import pytest
 
 from ferromq import bench
 from ferromq._core import BenchError
-from tests.conftest import RunningBroker, Starter
-from tests.integration.test_auth_clients import users_add
-from tests.integration.test_reload import hang_up
+from tests.commands import users_add
+from tests.conftest import RunningBroker, Starter, hang_up
 from tests.mqtt_raw import RawClient, sys_value_reaches
 from tests.paho_clients import paho_client, round_trip
 from tests.services import free_port

@@ -27,9 +27,9 @@ from ferromq.cli import build_parser
 from ferromq.pipeline.command import run_spec
 from ferromq.pipeline.runner import start_queries
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_redis_store import wait_for
 from tests.pipeline.tables import wait_for_table
 from tests.services import free_port
+from tests.waiting import wait_for
 
 DEVICES = 3
 READINGS = 300  # per device
