@@ -27,6 +27,7 @@ from ferromq._core import shard_of
 from ferromq.node.workers import worker_count
 from tests import services
 from tests.services import free_port
+from tests.tls_certs import Pki, authority
 
 # The brokers the suite starts run the number of workers the test command names
 # (FERROMQ_SERVER__WORKERS=2 for the suite at two shards); unset, one, whatever the
@@ -320,3 +321,10 @@ def hang_up(broker: RunningBroker, line: str) -> None:
         assert broker.process.poll() is None, f"SIGHUP ended the broker:\n{broker.log()}"
         assert time.monotonic() < deadline, f"no {line!r} after SIGHUP:\n{broker.log()}"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    ca = authority(tmp_path)
+    client = ca.issue("client", "device-7", uris=("urn:dev:7",))
+    return Pki(ca, ca.server(), client)

@@ -1,11 +1,13 @@
 """Certificates the TLS tests make for themselves with ``cryptography``: one CA, a
 server certificate for 127.0.0.1 / localhost, client certificates with a chosen Common
-Name and SANs, all written as PEM files."""
+Name and SANs, all written as PEM files; ``Pki``, the set most tests use (the ``pki``
+fixture of tests/conftest.py), a TLS listener's config keys and a client's context."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,3 +108,25 @@ def authority(directory: Path, name: str = "test") -> Authority:
     ca = Authority(directory, name, key, certificate)
     ca.cafile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     return ca
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca: Authority
+    server: Pem
+    client: Pem  # CN "device-7", SAN URI "urn:dev:7"
+
+
+def tls_keys(pki: Pki, extra: str = "") -> str:
+    return (
+        'protocol = "tls"\n'
+        f'certfile = "{pki.server.cert}"\nkeyfile = "{pki.server.key}"\n'
+        f'cafile = "{pki.ca.cafile}"\n{extra}'
+    )
+
+
+def client_context(cafile: Path, cert: Pem | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(cafile))
+    if cert is not None:
+        context.load_cert_chain(cert.cert, cert.key)
+    return context

@@ -24,14 +24,9 @@ import paho.mqtt.client as paho
 
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_accept_path import connects, subscribed, sys_value
-from tests.integration.test_tls import (
-    Pki,
-    pki,  # noqa: F401 (a fixture)
-    tls_config,
-    wait_closed,
-    wait_for_sys_value,
-)
+from tests.integration.test_tls import tls_config, wait_closed, wait_for_sys_value
 from tests.paho_clients import paho_client, subscribe
+from tests.tls_certs import Pki
 
 MEMORY = '[storage]\nbackend = "memory"\n[sys]\ninterval = 1\n'
 ATTACKERS = 100
@@ -117,7 +112,7 @@ def test_a_connect_flood_from_one_address_is_banned(started: Starter, loop: str)
 def test_a_tls_handshake_flood_is_closed_and_counted(
     started: Starter,
     loop: str,
-    pki: Pki,  # noqa: F811 (test_tls's fixture, imported)
+    pki: Pki,
 ) -> None:
     broker = started(
         loop, tls_config(pki, sections='[limits]\nconnect_timeout = "1s"\n[sys]\ninterval = 1\n')

@@ -25,12 +25,10 @@ import pytest
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_proxy_protocol import v1
-from tests.integration.test_tls import Pki, client_context, pki, tls_keys
 from tests.integration.ws_raw import WsRawClient
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client, subscribe
-
-__all__ = ["pki"]  # the fixture, shared with test_tls
+from tests.tls_certs import Pki, client_context, tls_keys
 
 CLIENTS = 12
 """Client ids per test: both shards own some (checked by :func:`_ids`)."""

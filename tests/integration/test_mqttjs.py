@@ -15,10 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Starter
-from tests.integration.test_tls import Pki, pki, tls_keys
 from tests.integration.test_websocket import ws_config
-
-__all__ = ["pki"]  # the fixture, shared with test_tls
+from tests.tls_certs import Pki, tls_keys
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 

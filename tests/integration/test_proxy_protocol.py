@@ -16,12 +16,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker, Starter
-from tests.integration.test_tls import Pki, client_context, pki, tls_keys
 from tests.integration.ws_raw import WsRawClient
 from tests.json_service import json_service
 from tests.mqtt_raw import RawClient, sys_value_reaches
-
-__all__ = ["pki"]  # the fixture, shared with test_tls
+from tests.tls_certs import Pki, client_context, tls_keys
 
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 

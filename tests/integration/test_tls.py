@@ -13,7 +13,6 @@ import ssl
 import subprocess
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,41 +24,12 @@ from tests.conftest import RunningBroker, Starter, hang_up
 from tests.mqtt_raw import RawClient, sys_value_reaches
 from tests.paho_clients import paho_client, round_trip
 from tests.services import free_port
-from tests.tls_certs import Authority, Pem, authority
-
-
-@dataclass(frozen=True)
-class Pki:
-    ca: Authority
-    server: Pem
-    client: Pem  # CN "device-7", SAN URI "urn:dev:7"
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    ca = authority(tmp_path)
-    client = ca.issue("client", "device-7", uris=("urn:dev:7",))
-    return Pki(ca, ca.server(), client)
-
-
-def tls_keys(pki: Pki, extra: str = "") -> str:
-    return (
-        'protocol = "tls"\n'
-        f'certfile = "{pki.server.cert}"\nkeyfile = "{pki.server.key}"\n'
-        f'cafile = "{pki.ca.cafile}"\n{extra}'
-    )
+from tests.tls_certs import Pem, Pki, authority, client_context, tls_keys
 
 
 def tls_config(pki: Pki, extra: str = "", sections: str = "") -> str:
     """A broker whose first listener (moved by FERROMQ_LISTEN) is TLS."""
     return f'[[listeners]]\n{tls_keys(pki, extra)}\n[storage]\nbackend = "memory"\n{sections}'
-
-
-def client_context(cafile: Path, cert: Pem | None = None) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(cafile))
-    if cert is not None:
-        context.load_cert_chain(cert.cert, cert.key)
-    return context
 
 
 def tls_client(

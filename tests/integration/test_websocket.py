@@ -15,18 +15,11 @@ import pytest
 
 from ferromq._core import encode
 from tests.conftest import RunningBroker, Starter
-from tests.integration.test_tls import (
-    Pki,
-    client_context,
-    generator_delivers_exactly_once,
-    pki,
-    tls_keys,
-)
+from tests.integration.test_tls import generator_delivers_exactly_once
 from tests.integration.ws_raw import WsRawClient, client_frame, upgrade_request
 from tests.mqtt_raw import sys_value_reaches
 from tests.paho_clients import paho_client, round_trip
-
-__all__ = ["pki", "ws_config"]  # pki: the fixture, shared with test_tls
+from tests.tls_certs import Pki, client_context, tls_keys
 
 
 def ws_config(listener: str = "", sections: str = "") -> str:
