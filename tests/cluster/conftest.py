@@ -35,8 +35,8 @@ from typing import Any
 
 import pytest
 
+from tests.admin_client import get
 from tests.conftest import RunningBroker, serving, spawn_serve
-from tests.integration.test_admin_metrics import get
 from tests.mqtt_raw import RawClient
 from tests.services import free_ports
 

@@ -13,8 +13,6 @@ in the served OpenAPI document the API does not honour.
 
 from __future__ import annotations
 
-import json
-import queue
 import threading
 import urllib.error
 import urllib.parse
@@ -22,50 +20,19 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as paho
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from tests.admin_client import TOKEN, api, disconnects, paged_client_ids, token_config
 from tests.commands import users_add
 from tests.conftest import Starter
-from tests.integration.test_admin_metrics import TOKEN, admin_config, wait_for
 from tests.paho_clients import paho_client, paho_connect, stop, subscribe
 from tests.services import free_port
-
-
-def token_config(port: int, extra: str = "") -> str:
-    return extra + admin_config(port, f'token = "{TOKEN}"\n')
-
-
-def api(
-    port: int, method: str, path: str, body: object = None, token: str | None = TOKEN
-) -> tuple[int, Any]:
-    """Status and JSON answer (None when empty) of ``method /api/v1<path>``."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/api/v1{path}", data=data, method=method
-    )
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as error:
-        status, raw = error.code, error.read()
-    return status, json.loads(raw) if raw else None
+from tests.waiting import wait_for
 
 
 def quoted(text: str) -> str:
     return urllib.parse.quote(text, safe="")
-
-
-def disconnects(client: paho.Client) -> queue.Queue[str]:
-    """The reason of each DISCONNECT the broker sends ``client``, as paho names it."""
-    reasons: queue.Queue[str] = queue.Queue()
-    client.on_disconnect = lambda _c, _u, _f, reason, _p: reasons.put(str(reason))
-    return reasons
 
 
 def test_clients_are_listed_shown_and_kicked(started: Starter, loop: str) -> None:
@@ -114,18 +81,6 @@ def test_clients_are_listed_shown_and_kicked(started: Starter, loop: str) -> Non
     assert status == 404 and error == {"error": "no session for client id 'nobody'"}
     for client in (v5, v3):
         stop(client)
-
-
-def paged_client_ids(port: int, limit: int) -> list[str]:
-    """The client ids of ``/clients``, ``limit`` a page, following ``next``."""
-    seen: list[str] = []
-    cursor: int | None = 0
-    while cursor is not None:
-        status, page = api(port, "GET", f"/clients?limit={limit}&cursor={cursor}")
-        assert status == 200 and len(page["items"]) <= limit
-        seen += [item["client_id"] for item in page["items"]]
-        cursor = page["next"]
-    return seen
 
 
 def test_client_pages_follow_next(started: Starter, loop: str) -> None:

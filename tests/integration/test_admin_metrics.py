@@ -20,52 +20,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.admin_client import TOKEN, admin_config, get, scrape, value
 from tests.commands import users_add
 from tests.conftest import Starter, ferromq_command
 from tests.paho_clients import paho_client, paho_connect, stop, subscribe
 from tests.services import RedisServer, free_port
 from tests.tls_certs import authority
 from tests.waiting import wait_for
-
-TOKEN = "0pen sesame"
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def admin_config(port: int, extra: str = "") -> str:
-    return f"[admin]\nenabled = true\nport = {port}\n{extra}"
-
-
-def get(
-    port: int, path: str, token: str | None = None, tls: ssl.SSLContext | None = None
-) -> tuple[int, bytes]:
-    """Status and body of ``GET path`` on the admin listener (HTTPS with ``tls``)."""
-    scheme = "https" if tls else "http"
-    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10, context=tls) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-def scrape(port: int, token: str | None = None) -> Samples:
-    """Every sample of ``/metrics``, by name and labels."""
-    status, body = get(port, "/metrics", token)
-    assert status == 200, body
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(body.decode())
-        for sample in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
 
 
 def test_metrics_rise_by_the_traffic_paho_made(started: Starter, loop: str) -> None:

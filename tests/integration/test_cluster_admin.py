@@ -15,10 +15,8 @@ import uuid
 
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from tests.admin_client import TOKEN, api, get, ok, token_config
 from tests.conftest import RunningBroker, Starter
-from tests.integration.test_admin_api import api, token_config
-from tests.integration.test_admin_metrics import TOKEN, get
-from tests.integration.test_ctl import ok
 from tests.integration.test_dashboard import Dashboard, browser  # noqa: F401 (a fixture)
 from tests.services import free_ports
 from tests.waiting import wait_for

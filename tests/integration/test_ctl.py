@@ -14,26 +14,11 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests.admin_client import TOKEN, ctl, disconnects, ok, token_config
 from tests.conftest import Starter, ferromq_command
-from tests.integration.test_admin_api import disconnects, token_config
-from tests.integration.test_admin_metrics import TOKEN, wait_for
 from tests.paho_clients import paho_client, stop, subscribe
 from tests.services import free_port
-
-
-def ctl(port: int, *args: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ferromq_command(), "ctl", "--url", f"http://127.0.0.1:{port}", "--token", token, *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-
-
-def ok(port: int, *args: str) -> str:
-    result = ctl(port, *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+from tests.waiting import wait_for
 
 
 def test_clients_and_sessions_listed_shown_kicked_deleted(started: Starter, loop: str) -> None:

@@ -34,9 +34,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from tests.admin_client import TOKEN, admin_config, api, disconnects, token_config
 from tests.conftest import RunningBroker, Starter
-from tests.integration.test_admin_api import api, disconnects, token_config
-from tests.integration.test_admin_metrics import TOKEN, admin_config
 from tests.paho_clients import paho_client, stop, subscribe
 from tests.services import free_port
 from tests.waiting import wait_for

@@ -23,12 +23,22 @@ import paho.mqtt.client as paho
 import pytest
 
 from ferromq._core import shard_of
+from tests.admin_client import (
+    TOKEN,
+    Samples,
+    api,
+    disconnects,
+    get,
+    ok,
+    paged_client_ids,
+    scrape,
+    token_config,
+    value,
+)
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_admin_api import api, disconnects, paged_client_ids, token_config
-from tests.integration.test_admin_metrics import TOKEN, Samples, get, scrape, value, wait_for
-from tests.integration.test_ctl import ok
 from tests.paho_clients import paho_client, stop, subscribe
 from tests.services import free_port
+from tests.waiting import wait_for
 
 WORKERS = 2
 NodeStarter = Callable[[str, str], tuple[RunningBroker, int]]

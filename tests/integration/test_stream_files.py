@@ -20,9 +20,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from tests.admin_client import admin_config, get, scrape, value
 from tests.commands import users_add
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_admin_metrics import admin_config, get, scrape, value
 from tests.integration.test_embedded_store import publish_until_killed
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_connect, stop

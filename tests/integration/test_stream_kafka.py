@@ -32,6 +32,7 @@ from fastavro import parse_schema, schemaless_reader
 from ferromq.stream import schema_text
 from ferromq.stream.spill import Spill
 from tests import services
+from tests.admin_client import admin_config, scrape, value
 from tests.conftest import (
     RunningBroker,
     Starter,
@@ -39,7 +40,6 @@ from tests.conftest import (
     start_broker,
     suite_shards,
 )
-from tests.integration.test_admin_metrics import admin_config, scrape, value
 from tests.integration.test_kafka_store import frozen
 from tests.integration.test_redis_cluster_store import serve_exit
 from tests.mqtt_raw import RawClient
