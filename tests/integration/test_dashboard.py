@@ -17,8 +17,10 @@ Chromium and its driver missing is a failure naming the packages, never a skip.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -120,9 +123,21 @@ class Dashboard:
         )
         return None if text is None else float(text.replace(",", ""))
 
-    def accept_confirmation(self) -> None:
-        WebDriverWait(self.driver, WAIT).until(expected_conditions.alert_is_present())
-        self.driver.switch_to.alert.accept()
+    def click_and_confirm(self, selector: str) -> None:
+        """Click the button at ``selector`` and accept the confirmation it asks for. The
+        page may replace the button's row as it is clicked (a list refreshed), and then
+        no confirmation comes: the button is found and clicked again."""
+        deadline = time.monotonic() + WAIT
+        while True:
+            with contextlib.suppress(StaleElementReferenceException):
+                self.driver.find_element(By.CSS_SELECTOR, selector).click()
+            try:
+                WebDriverWait(self.driver, 2).until(expected_conditions.alert_is_present())
+            except TimeoutException:
+                assert time.monotonic() < deadline, f"no confirmation after clicking {selector}"
+                continue
+            self.driver.switch_to.alert.accept()
+            return
 
     def console_errors(self) -> list[str]:
         return [
@@ -179,8 +194,7 @@ def test_health_and_a_connected_client_found_and_kicked(
     assert shot.read_bytes().startswith(PNG_SIGNATURE)
 
     reasons = disconnects(sensor)
-    browser.find_element(By.CSS_SELECTOR, "#clients-table button.danger").click()
-    page.accept_confirmation()
+    page.click_and_confirm("#clients-table button.danger")
     assert reasons.get(timeout=WAIT) == "Administrative action"
     sensor.loop_stop()  # no reconnection
     # Its session (expiry 0) ends with the connection, as the table shows once refreshed.
@@ -228,8 +242,7 @@ def test_a_message_published_from_the_form_reaches_a_subscriber_and_is_retained(
         By.CSS_SELECTOR, '#retained-table tr[data-topic="dash/light"] button'
     ).click()
     page.until(lambda: page.text("retained-payload") == "lights on", "the retained message read")
-    browser.find_element(By.CSS_SELECTOR, "#retained-table button.danger").click()
-    page.accept_confirmation()
+    page.click_and_confirm("#retained-table button.danger")
     page.until(lambda: page.rows("retained-table") == [], "the cleared message gone")
     assert api(page.admin_port, "GET", "/retained/dash/light")[0] == 404
     assert page.console_errors() == []
