@@ -441,7 +441,7 @@ fn restarted_node_0(cluster: &mut Cluster) -> (Harness, Vec<(String, u64, String
     let slot = restarted.engine.add_peer(NODE_IDS[1]);
     restarted.engine.restore(store, restarted.now);
     restarted.engine.peer_subscription(slot, "t", true, 0);
-    let restored = restarted.engine.take_restored_crossings();
+    let restored = restarted.engine.restored_crossings();
     (restarted, restored)
 }
 
@@ -538,7 +538,7 @@ fn a_crossing_the_store_has_and_kafka_lacks_is_sent_again_once() {
         payloads(&cluster.nodes[1].recv(&mut sub)),
         vec![b"m".to_vec()]
     );
-    assert!(restarted.engine.take_restored_crossings().is_empty());
+    assert!(restarted.engine.restored_crossings().is_empty());
     // The retransmission is the same message: PUBRECed, not routed again.
     assert_eq!(retransmission_routed(&mut restarted), (false, true));
     // Settled in the store too: a second restart has nothing to send.

@@ -102,8 +102,8 @@ impl ClusterPort {
     /// The kept QoS 2 routes to other nodes that restored sessions' stores hold:
     /// (publisher, route, destination node) each, to settle with `settled` once the
     /// destination's topic has each (sent again with `records` when it had not).
-    fn restored(&self, mut engine: PyRefMut<'_, Engine>) -> Vec<(String, u64, String)> {
-        engine.inner.take_restored_crossings()
+    fn restored(&self, engine: PyRef<'_, Engine>) -> Vec<(String, u64, String)> {
+        engine.inner.restored_crossings()
     }
 
     /// Restored route `route` as a node record value (a frame) and its crossings

@@ -54,7 +54,7 @@
 //!   header ([`Engine::take_crossings`]); once Kafka has the record the route is
 //!   dropped from the store (`OutboxDone`, at the round's confirmation). Whoever
 //!   restores the publisher (an adopter, the node itself at start, a node it moved
-//!   to) finds the routes its store still keeps ([`Engine::take_restored_crossings`])
+//!   to) finds the routes its store still keeps ([`Engine::restored_crossings`])
 //!   and, for each, whether the destination node's topic holds it already (a header
 //!   naming it): if so it is dropped ([`Engine::crossing_settled`]), if not it is sent
 //!   again ([`Engine::crossing_records`]), once, to that topic, whose stored offsets
@@ -294,20 +294,20 @@ impl Engine {
     }
 
     /// The kept routes to other nodes that restored sessions' stores hold and that
-    /// were not yet asked for: (publisher, route, destination node id) each
+    /// are not settled yet: (publisher, route, destination node id) each
     /// ("Crossing QoS 2"). Each is settled with [`Engine::crossing_settled`], after
     /// being sent again ([`Engine::crossing_records`]) if Kafka did not have it.
-    pub fn take_restored_crossings(&mut self) -> Vec<(String, u64, String)> {
-        let Some(cluster) = self.cluster_mut() else {
+    pub fn restored_crossings(&self) -> Vec<(String, u64, String)> {
+        let Some(cluster) = self.shards.as_ref().and_then(|s| s.cluster.as_ref()) else {
             return Vec::new();
         };
-        let mut taken: Vec<_> = cluster
+        let mut restored: Vec<_> = cluster
             .restored
             .iter()
             .map(|(&route, c)| (c.publisher.to_string(), route, c.to_node.to_string()))
             .collect();
-        taken.sort_by_key(|(_, route, _)| *route);
-        taken
+        restored.sort_by_key(|(_, route, _)| *route);
+        restored
     }
 
     /// Restored route `route` as node records (what [`Engine::take_peer`] gives) and

@@ -159,8 +159,16 @@ pub(super) struct Unconfirmed {
 }
 
 impl Unconfirmed {
-    /// Into `outbox` (first time or again), to be stamped with the next round.
-    fn write(&mut self, outbox: &mut Journal, wall_offset: i64) {
+    /// Into `outbox` (first time or again), to be stamped with the next round; one
+    /// to another node is listed among that outbox's crossings (`cluster`, given for
+    /// a node's slot `to` only: `engine/cluster.rs`, "Crossing QoS 2").
+    fn write(
+        &mut self,
+        outbox: &mut Journal,
+        cluster: Option<&mut super::cluster::ClusterIndex>,
+        to: u16,
+        wall_offset: i64,
+    ) {
         outbox.route(
             &self.message,
             self.route,
@@ -168,6 +176,9 @@ impl Unconfirmed {
             wall_offset,
         );
         self.sent_in = Some(0);
+        if let Some(cluster) = cluster {
+            cluster.note_crossing(to, self);
+        }
     }
 }
 
@@ -656,9 +667,10 @@ impl Engine {
             .filter(|_| !to_node || message.qos == QoS::ExactlyOnce)
             .and_then(|session| self.sessions.get(session as usize)?.as_ref())
             .map(|state| state.client_id.clone());
-        let kept = match to_node {
-            false => message.qos != QoS::AtMostOnce,
-            true => publisher.is_some(),
+        let kept = if to_node {
+            publisher.is_some()
+        } else {
+            message.qos != QoS::AtMostOnce
         };
         if let Some(publisher) = publisher.as_deref() {
             let kept = KeptRoute {
@@ -679,25 +691,23 @@ impl Engine {
             .and_then(VecDeque::back)
             .is_some_and(|entry| entry.sent_in.is_none());
         let waits = kept && (held || behind);
-        if !waits {
-            if let Some(outbox) = shards.outboxes.get_mut(at) {
-                outbox.route(message, route, share_filter, wall_offset);
+        let mut entry = kept.then(|| Unconfirmed {
+            route,
+            message: message.clone(),
+            share_filter: share_filter.map(Into::into),
+            sent_in: None,
+            publisher,
+        });
+        if let (false, Some(outbox)) = (waits, shards.outboxes.get_mut(at)) {
+            match entry.as_mut() {
+                Some(entry) => {
+                    let cluster = shards.cluster.as_mut().filter(|_| to_node);
+                    entry.write(outbox, cluster, to, wall_offset);
+                }
+                None => outbox.route(message, route, share_filter, wall_offset),
             }
         }
-        if kept {
-            let mut entry = Unconfirmed {
-                route,
-                message: message.clone(),
-                share_filter: share_filter.map(Into::into),
-                sent_in: None,
-                publisher,
-            };
-            if !waits {
-                entry.sent_in = Some(0);
-                if let Some(cluster) = shards.cluster.as_mut() {
-                    cluster.note_crossing(to, &entry);
-                }
-            }
+        if let Some(entry) = entry {
             shards.unconfirmed[at].push_back(entry);
         }
         self.needs_round(to, message);
@@ -717,11 +727,10 @@ impl Engine {
                 if batch != 0 && journal.has_unconfirmed_at(batch) {
                     break;
                 }
-                entry.write(&mut shards.outboxes[at], wall_offset);
+                let to = at as u16;
+                let cluster = shards.cluster.as_mut().filter(|_| to >= shards.local);
+                entry.write(&mut shards.outboxes[at], cluster, to, wall_offset);
                 shards.needs_round[at] = true;
-                if let Some(cluster) = shards.cluster.as_mut() {
-                    cluster.note_crossing(at as u16, entry);
-                }
             }
         }
     }
@@ -738,7 +747,7 @@ impl Engine {
             return;
         };
         for entry in queue.iter_mut().filter(|entry| entry.sent_in.is_some()) {
-            entry.write(&mut shards.outboxes[at], wall_offset);
+            entry.write(&mut shards.outboxes[at], None, to, wall_offset);
             shards.needs_round[at] = true;
         }
     }
