@@ -10,11 +10,9 @@ Every cell runs on the Redis store too (MQTT 5.0), where a batch is applied per 
 rather than whole (`store/redis.rs`, "Order"; `docs/shards.md`, "Exactly once across the
 bus").
 
-With `FERROMQ_CRASH_KAFKA=1` every cell runs once more with the subscriber an APPLICATION
-client whose queue is in Kafka (`storage.application_store = "kafka"`,
-`storage/kafka.py`). Its QoS 1 cells hold; its QoS 2 cells do not yet (loss and
-duplicates, on one shard too: docs/architecture.md, "APPLICATION clients in Kafka"),
-which is why the test command does not set it.
+Every cell runs once more with the subscriber an APPLICATION client whose queue is in
+Kafka (`storage.application_store = "kafka"`, `storage/split.py`), on the embedded store
+and on Redis as the primary store (MQTT 5.0).
 
 `FERROMQ_CRASH_KILLS` sets the kills per cell (3 in the test command; the long run sets
 hundreds), `FERROMQ_CRASH_SEED` the random moments (a failure names its seed).
@@ -34,7 +32,6 @@ from tests.crash.trial import Trial
 
 KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "3"))
 SEED = int(os.environ.get("FERROMQ_CRASH_SEED", "0"))
-KAFKA = os.environ.get("FERROMQ_CRASH_KAFKA") == "1"
 CELLS = [(1, "process"), (2, "supervisor"), (2, "shard"), (2, "group")]
 
 
@@ -55,14 +52,22 @@ def test_on_redis_nothing_acknowledged_is_lost_nothing_doubled(
     check(partial(Trial, redis_url=redis_url), tmp_path, shards, kill, qos, 5, store="redis ")
 
 
-@pytest.mark.skipif(not KAFKA, reason="FERROMQ_CRASH_KAFKA=1 runs the Kafka store's cells")
 @pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])
 @pytest.mark.parametrize(("shards", "kill"), CELLS, ids=[f"{n}x-{k}" for n, k in CELLS])
+@pytest.mark.parametrize("primary", ["embedded", "redis"])
 def test_on_kafka_nothing_acknowledged_is_lost_nothing_doubled(
-    tmp_path: Path, kafka_bootstrap: str, shards: int, kill: str, qos: int
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    primary: str,
+    shards: int,
+    kill: str,
+    qos: int,
 ) -> None:
-    trial_of = partial(Trial, kafka_bootstrap=kafka_bootstrap)
-    check(trial_of, tmp_path, shards, kill, qos, 5, store="kafka ")
+    redis_url = request.getfixturevalue("redis_url") if primary == "redis" else None
+    trial_of = partial(Trial, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
+    store = "kafka " if primary == "embedded" else "redis+kafka "
+    check(trial_of, tmp_path, shards, kill, qos, 5, store=store)
 
 
 def check(

@@ -90,20 +90,22 @@ class Trial:
         # of the trial's own; with Kafka, the subscriber is an APPLICATION client
         # whose queue is a Kafka topic under a prefix of the trial's own.
         own = f"crash-{os.getpid()}-{id(self)}"
-        self.store = '[storage]\nfsync = "batch"\n'
+        storage = 'fsync = "batch"\n'
+        sections = ""
         subscriber_prefix = ""
         if redis_url is not None:
-            self.store = (
-                f'[storage]\nbackend = "redis"\n[redis]\nurl = "{redis_url}"\n'
-                f'key_prefix = "{own}:"\n'
-            )
+            storage = 'backend = "redis"\n'
+            sections += f'[redis]\nurl = "{redis_url}"\nkey_prefix = "{own}:"\n'
         if kafka_bootstrap is not None:
             subscriber_prefix = "app-"
-            self.store += (
+            storage += (
                 f'application_client_prefixes = ["{subscriber_prefix}"]\n'
                 'application_store = "kafka"\n'
+            )
+            sections += (
                 f'[kafka]\nbootstrap_servers = "{kafka_bootstrap}"\ntopic_prefix = "{own}."\n'
             )
+        self.store = "[storage]\n" + storage + sections
         self.random = random.Random(seed)
         publisher_id, subscriber_id = ids_on_shards(
             shards, across and shards > 1, subscriber_prefix

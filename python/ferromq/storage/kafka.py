@@ -8,19 +8,21 @@ extra partitions, if configured, stay empty) with key ``c``, a ``packet_id`` hea
 value the journal's Message and Enqueue records (sequence, packet id, QoS, ...), so
 ``Engine.restore`` reads the values back as they are.
 
-- ``write(ops, produced)``: the operations the splitter (``ferromq._core.JournalSplitter``)
+- ``write(ops, progress)``: the operations the splitter (``ferromq._core.JournalSplitter``)
   took out of one journal batch. All of the batch's records are sent at once (one Kafka
   batch per client, so one future to wait for, not one per record) and awaited
   together (acks=all by default, idempotent producer), then acknowledgements move each
   client's cursor to the offset after the longest acknowledged prefix (acks arrive out of
-  order). Cursors are committed in the background, one round at a time, so a busy client
-  is committed once per round trip, not per batch; a crash may repeat what was acknowledged
-  since the last round (at least once), never skip. ``produced`` keeps the offsets of
-  records already stored, so a retried batch does not produce them twice. A session's end
-  drops its records (DeleteRecords) and commits the cursor at the end of the log before
-  the batch counts, so a new session starts empty; the topic stays for the next session.
+  order) and the cursors they moved are committed before the batch counts, with the
+  acknowledged offsets after the cursor in the commit's metadata (``done:<a>-<b>,...``),
+  so no completed delivery is loaded again (a PUBREL waits for the batch). ``progress``
+  keeps the offsets of records already stored and whether the batch's acknowledgements
+  were counted, so a retried batch does neither twice. A session's end drops its records
+  (DeleteRecords) and commits the cursor at the end of the log, so a new session starts
+  empty; the topic stays for the next session.
 - ``load(clients)``: per application session the primary store knows, the records from its
-  committed offset to the end of the log, as journal bytes.
+  committed offset to the end of the log but those the metadata names done, as journal
+  bytes.
 - Streamed shared groups (engine/stream.rs): the journal names a group's stream like a
   client, a NUL then its ``$share/`` filter. Its records go to the group's topic
   (:func:`shared_topic_name`, ``kafka.shared_partitions`` partitions, chosen by the
@@ -39,12 +41,11 @@ application clients are few and each takes a stream (TBMQ's consumer per client)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import heapq
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -58,7 +59,9 @@ from ferromq.storage import StoreUnavailable
 __all__ = [
     "AckedPrefix",
     "KafkaStore",
+    "Progress",
     "create_topic",
+    "done_runs",
     "is_stream",
     "shared_topic_name",
     "topic_name",
@@ -71,7 +74,10 @@ _NOT_TOPIC_CHAR: Final = re.compile(r"[^a-zA-Z0-9._-]")
 _TOPIC_ALREADY_EXISTS: Final = 36
 _PACKET_ID: Final = "packet_id"
 PARTITION: Final = 0
-COMMIT_RETRY: Final = 1.0
+_DONE: Final = "done:"
+# Kafka's default offset.metadata.max.bytes is 4096: done runs past this many characters
+# are left out (those deliveries may repeat after a crash: at least once).
+MAX_METADATA: Final = 4000
 MAX_BATCH: Final = 512 * 1024  # bytes of one client's records per produce request
 
 
@@ -116,42 +122,98 @@ def is_stream(client: str) -> bool:
 
 class AckedPrefix:
     """A client's stored deliveries not yet acknowledged, by offset; the cursor is the
-    first of them (or the log end when there is none)."""
+    first of them (or the log end when there is none). Offsets acknowledged after the
+    cursor are ``done``: what the commit's metadata names."""
 
     def __init__(self, end: int = 0) -> None:
         self.end = end
         self._unacked: list[int] = []  # heap of offsets, lazily cleaned
         self._packet_of: dict[int, int] = {}  # offset -> packet id
         self._offset_of: dict[int, int] = {}  # packet id -> offset
+        self._done: set[int] = set()  # acknowledged, after the cursor (lazily cleaned)
 
     def stored(self, offset: int, packet_id: int) -> None:
-        if offset in self._packet_of:
+        if offset in self._packet_of or offset in self._done:
             return  # a retried batch: already known
         superseded = self._offset_of.get(packet_id)
         if superseded is not None:
             # The same delivery stored twice (a produce retried after a lost reply), or
             # a packet id reused before the cursor caught up: the older needs no ack.
             self._packet_of.pop(superseded, None)
+            self._done.add(superseded)
         self._packet_of[offset] = packet_id
         self._offset_of[packet_id] = offset
         heapq.heappush(self._unacked, offset)
+        self.end = max(self.end, offset + 1)
+
+    def skipped(self, offset: int) -> None:
+        """A record read back that a commit named done."""
+        self._done.add(offset)
         self.end = max(self.end, offset + 1)
 
     def acked(self, packet_id: int) -> None:
         offset = self._offset_of.pop(packet_id, None)
         if offset is not None:
             del self._packet_of[offset]
+            self._done.add(offset)
 
     def clear(self) -> None:
         self._unacked.clear()
         self._packet_of.clear()
         self._offset_of.clear()
+        self._done.clear()
 
     def cursor(self) -> int:
         """The offset after the longest acknowledged prefix."""
         while self._unacked and self._unacked[0] not in self._packet_of:
             heapq.heappop(self._unacked)
         return self._unacked[0] if self._unacked else self.end
+
+    def done(self) -> str:
+        """The commit's metadata: the acknowledged offsets after the cursor, as
+        inclusive runs ``done:<a>-<b>,...`` (cut at ``MAX_METADATA`` characters)."""
+        cursor = self.cursor()
+        self._done = {offset for offset in self._done if offset >= cursor}
+        runs: list[str] = []
+        size = len(_DONE)
+        for first, last in _runs(sorted(self._done)):
+            run = f"{first}-{last}"
+            size += len(run) + 1
+            if size > MAX_METADATA:
+                break
+            runs.append(run)
+        return _DONE + ",".join(runs)
+
+
+def _runs(offsets: list[int]) -> list[tuple[int, int]]:
+    """Sorted offsets as inclusive runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and runs[-1][1] == offset - 1:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
+
+
+def done_runs(metadata: str) -> list[tuple[int, int]]:
+    """The inclusive runs of offsets a commit's metadata names done (none for metadata
+    of another form)."""
+    if not metadata.startswith(_DONE) or metadata == _DONE:
+        return []
+    runs: list[tuple[int, int]] = []
+    for run in metadata.removeprefix(_DONE).split(","):
+        first, _, last = run.partition("-")
+        runs.append((int(first), int(last)))
+    return runs
+
+
+@dataclass
+class Progress:
+    """How far one batch's write got, kept across its retries."""
+
+    produced: dict[int, int] = field(default_factory=dict)  # op index -> offset
+    counted: bool = False  # the acknowledgements moved the cursors
 
 
 @dataclass
@@ -161,7 +223,7 @@ class _Cursor:
 
     topic: TopicPartition
     consumer: AIOKafkaConsumer
-    committed: int
+    committed: tuple[int, str]  # offset, metadata
     pending: AckedPrefix
     dropped: bool = False  # the session ended: drop what the log holds
 
@@ -200,9 +262,6 @@ class KafkaStore:
         self._cursors: dict[str, _Cursor] = {}
         self._topics: set[str] = set()  # known to exist
         self._stream_partitions: dict[str, list[TopicPartition]] = {}
-        self._uncommitted: set[str] = set()
-        self._commit_wanted = asyncio.Event()
-        self._committer: asyncio.Task[None] | None = None
         # aiokafka logs group-coordinator chatter at INFO for every client's consumer.
         logging.getLogger("aiokafka").setLevel(logging.WARNING)
 
@@ -217,7 +276,6 @@ class KafkaStore:
         try:
             await self._admin.start()
             await self._producer.start()
-            self._committer = asyncio.create_task(self._commit_forever())
         except (KafkaError, OSError) as exc:
             await self.close()
             raise StoreUnavailable(
@@ -241,8 +299,9 @@ class KafkaStore:
     async def _read_after_cursor(self, client: str) -> list[bytes]:
         cursor = await self._cursor(client)
         tp, consumer = cursor.topic, cursor.consumer
-        start = max(cursor.committed, (await consumer.beginning_offsets([tp]))[tp])
+        start = max(cursor.committed[0], (await consumer.beginning_offsets([tp]))[tp])
         consumer.seek(tp, start)
+        done = done_runs(cursor.committed[1])
         values: list[bytes] = []
         while await consumer.position(tp) < cursor.pending.end:
             records = (await consumer.getmany(tp, timeout_ms=self._timeout_ms)).get(tp)
@@ -254,6 +313,11 @@ class KafkaStore:
                     f"{self._timeout_ms / 1000:g}s"
                 )
             for record in records:
+                while done and done[0][1] < record.offset:
+                    done.pop(0)
+                if done and done[0][0] <= record.offset:
+                    cursor.pending.skipped(record.offset)
+                    continue
                 if record.value is None:
                     continue
                 headers = dict(record.headers)
@@ -269,9 +333,10 @@ class KafkaStore:
         name = topic_name(self.prefix, client)
         await self.ensure_topic(name, self.partitions)
         tp = TopicPartition(name, PARTITION)
+        group = f"{self.prefix}cursor.{client}"
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
-            group_id=f"{self.prefix}cursor.{client}",
+            group_id=group,
             enable_auto_commit=False,
             request_timeout_ms=self._timeout_ms,
         )
@@ -279,12 +344,15 @@ class KafkaStore:
         try:
             consumer.assign([tp])
             end = (await consumer.end_offsets([tp]))[tp]
-            committed = await consumer.committed(tp) or 0
+            offsets = await self._admin.list_consumer_group_offsets(group, partitions=[tp])
         except BaseException:
             await consumer.stop()
             raise
-        # A cursor past the log end belongs to an older topic of the same name.
-        cursor = _Cursor(tp, consumer, committed if committed <= end else 0, AckedPrefix(end))
+        stored = offsets.get(tp)
+        committed = (stored.offset, stored.metadata or "") if stored else (0, "")
+        if committed[0] > end or committed[0] < 0:
+            committed = (0, "")  # past the log end: an older topic of the same name
+        cursor = _Cursor(tp, consumer, committed, AckedPrefix(end))
         self._cursors[client] = cursor
         return cursor
 
@@ -295,28 +363,27 @@ class KafkaStore:
         await create_topic(self._admin, name, partitions, self.replication_factor)
         self._topics.add(name)
 
-    async def write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
-        """Store one batch's operations; ``produced`` (op index → offset) keeps
-        what is stored across retries of the same batch."""
+    async def write(self, ops: list[ApplicationOp], progress: Progress) -> None:
+        """Store one batch's operations; ``progress`` keeps what is done across
+        retries of the same batch."""
         try:
             # aiokafka retries some requests (metadata, commits) without end while the
             # cluster is away; the store gives up after the request timeout.
-            await asyncio.wait_for(self._write(ops, produced), self._timeout_ms / 1000)
+            await asyncio.wait_for(self._write(ops, progress), self._timeout_ms / 1000)
         except (KafkaError, asyncio.TimeoutError) as exc:
             raise self._failed("write", exc) from None
 
-    async def _write(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
-        await self._produce(ops, produced)
+    async def _write(self, ops: list[ApplicationOp], progress: Progress) -> None:
+        await self._produce(ops, progress.produced)
         for op in ops:
             if isinstance(op, ApplicationEnd) and is_stream(op.client):
                 await self._drop_stream(op.client)
-        touched = self._account(ops, produced)
-        # A session end is stored before the batch counts (a restart must not bring
-        # its records back); cursor moves from acks go out in the background.
-        ended = {client for client in touched if self._cursors[client].dropped}
-        await self._commit(ended)
-        self._uncommitted |= touched - ended
-        self._commit_wanted.set()
+        if not progress.counted:
+            self._account(ops, progress.produced)
+            progress.counted = True
+        # Stored before the batch counts: a restart must not load what a client
+        # completed, nor bring an ended session's records back.
+        await self._commit({op.client for op in ops if not isinstance(op, ApplicationEnqueue)})
 
     async def _produce(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
         """Send the batch's deliveries not yet stored, as one Kafka batch per topic
@@ -382,14 +449,12 @@ class KafkaStore:
             timeout_ms=self._timeout_ms,
         )
 
-    def _account(self, ops: list[ApplicationOp], produced: dict[int, int]) -> set[str]:
-        """Apply the batch to the cursors in journal order; the clients touched."""
-        touched: set[str] = set()
+    def _account(self, ops: list[ApplicationOp], produced: dict[int, int]) -> None:
+        """Apply the batch to the cursors in journal order."""
         for index, op in enumerate(ops):
             cursor = self._cursors.get(op.client)
             if cursor is None:
                 continue  # an ack or end for a client with nothing stored here
-            touched.add(op.client)
             match op:
                 case ApplicationEnqueue(packet_id=packet_id):
                     cursor.pending.stored(produced[index], packet_id)
@@ -398,61 +463,30 @@ class KafkaStore:
                 case ApplicationEnd():
                     cursor.pending.clear()
                     cursor.dropped = True
-        return touched
 
     async def _commit(self, clients: set[str]) -> None:
+        """Commit the cursors of ``clients`` that moved, together."""
         commits = []
         for client in clients:
-            cursor = self._cursors[client]
-            target = cursor.pending.cursor()
-            if cursor.dropped and target > 0:
-                cursor.dropped = False
+            cursor = self._cursors.get(client)
+            if cursor is None:
+                continue
+            target = (cursor.pending.cursor(), cursor.pending.done())
+            if cursor.dropped and target[0] > 0:
                 await self._admin.delete_records(
-                    {cursor.topic: RecordsToDelete(target)}, timeout_ms=self._timeout_ms
+                    {cursor.topic: RecordsToDelete(target[0])}, timeout_ms=self._timeout_ms
                 )
-            if target > cursor.committed:
+                cursor.dropped = False
+            if target != cursor.committed:
                 commits.append(self._commit_one(cursor, target))
         await asyncio.gather(*commits)
 
-    async def _commit_forever(self) -> None:
-        """Commit cursor moves, one round at a time: while a round runs, acks gather for
-        the next, so a client's cursor is committed at most once per round trip."""
-        while True:
-            await self._commit_wanted.wait()
-            self._commit_wanted.clear()
-            clients, self._uncommitted = self._uncommitted, set()
-            try:
-                await asyncio.wait_for(self._commit(clients), self._timeout_ms / 1000)
-            except (KafkaError, asyncio.TimeoutError) as exc:
-                log_event(
-                    logger,
-                    logging.WARNING,
-                    "kafka cursor commit failed; retrying",
-                    error=str(self._failed("commit", exc)),
-                )
-                self._uncommitted |= clients
-                await asyncio.sleep(COMMIT_RETRY)
-                self._commit_wanted.set()
-
     @staticmethod
-    async def _commit_one(cursor: _Cursor, target: int) -> None:
+    async def _commit_one(cursor: _Cursor, target: tuple[int, str]) -> None:
         await cursor.consumer.commit({cursor.topic: target})
-        cursor.committed = max(cursor.committed, target)
+        cursor.committed = target
 
     async def close(self) -> None:
-        if self._committer is not None:
-            self._committer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._committer
-            try:
-                await asyncio.wait_for(self._commit(set(self._cursors)), self._timeout_ms / 1000)
-            except (KafkaError, asyncio.TimeoutError) as exc:
-                log_event(
-                    logger,
-                    logging.WARNING,
-                    "kafka cursors not committed at close; acknowledged deliveries may repeat",
-                    error=str(self._failed("commit", exc)),
-                )
         for cursor in self._cursors.values():
             try:
                 await cursor.consumer.stop()

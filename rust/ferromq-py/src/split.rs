@@ -99,9 +99,22 @@ impl JournalSplitter {
         Ok((PyBytes::new(py, &split.primary), ops))
     }
 
-    /// Learn the application clients from what the primary store loaded.
+    /// Learn the application clients, and the deliveries the primary store holds,
+    /// from what it loaded.
     fn observe(&mut self, data: &[u8]) {
         self.inner.observe(&Bytes::copy_from_slice(data));
+    }
+
+    /// Learn the deliveries the application store holds from what it loaded.
+    fn observe_application(&mut self, data: &[u8]) {
+        self.inner
+            .observe_application(&Bytes::copy_from_slice(data));
+    }
+
+    /// The application store has the last split's deliveries: the next split drops
+    /// them from the primary store.
+    fn application_stored(&mut self) {
+        self.inner.application_stored();
     }
 
     /// The application clients known now, sorted.
@@ -109,10 +122,12 @@ impl JournalSplitter {
         self.inner.application_clients()
     }
 
-    /// The part of a snapshot (the engine's whole state) the primary store keeps.
-    #[staticmethod]
-    fn primary_part<'py>(py: Python<'py>, snapshot: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-        let primary = JournalSplit::primary_part(&Bytes::copy_from_slice(snapshot))
+    /// The part of a snapshot (the engine's whole state) the primary store keeps:
+    /// everything but the application deliveries the application store has.
+    fn primary_part<'py>(&self, py: Python<'py>, snapshot: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        let primary = self
+            .inner
+            .primary_part(&Bytes::copy_from_slice(snapshot))
             .map_err(errors::journal_error)?;
         Ok(PyBytes::new(py, &primary))
     }

@@ -9,11 +9,26 @@
 //! what the journal said before it; after a restart `observe` relearns the set
 //! from what the primary store loaded.
 //!
+//! **The primary store is where a batch commits.** `SplitStore` writes a batch's
+//! primary part first and its application part after, so a new application delivery
+//! goes to both: its Message and Enqueue records stay in the primary part (with
+//! whatever else the batch holds: the publisher's inbound QoS 2 id, a shard's bus
+//! cursor), which makes one write decide whether the batch happened. Once the
+//! application store confirms a batch (`application_stored`), the next split starts
+//! with an Ack record for each of its deliveries the primary still holds, so the
+//! primary keeps a delivery only until Kafka has it. A crash between the two writes
+//! leaves the delivery in the primary store, which restores it (and keeps it until it
+//! is acknowledged: `held`); one after both restores it from each, as one delivery
+//! (the engine keys restored deliveries by sequence). Nothing reaches Kafka that the
+//! primary store did not take first.
+//!
 //! Routing, for a record naming an application client:
-//! - Enqueue → an application operation whose value is the Message record it
-//!   names followed by the Enqueue record itself, so each value reads on its own
-//!   (`Engine::restore` takes the concatenated values as journal bytes);
-//! - Ack → an application operation (the cursor moves past that delivery);
+//! - Enqueue → the primary store (with the Message record it names) and an
+//!   application operation whose value is that Message record followed by the
+//!   Enqueue record itself, so each value reads on its own (`Engine::restore` takes
+//!   the concatenated values as journal bytes);
+//! - Ack → an application operation (the cursor moves past that delivery), and the
+//!   primary store too while it holds the delivery or its PUBREL state;
 //! - Release (PUBREC received) → the primary store, which keeps the PUBREL state,
 //!   and an application Ack: the client has the message, the cursor moves on. The
 //!   Ack that later completes it (PUBCOMP) then goes to the primary store too;
@@ -21,16 +36,23 @@
 //!   primary store and an application End (its topic's records are dropped);
 //! - anything else → the primary store.
 //!
-//! A Message record goes to the primary store only when a primary record (a
-//! device Enqueue, a Retain) in the batch names it.
+//! A streamed shared group's records (engine/stream.rs) go to Kafka alone, as before
+//! this design: the group's members' consumers complete them, not Acks.
+//!
+//! A Message record goes to the primary store only when a primary record (an
+//! Enqueue, a Retain, an Outbox's kept route) in the batch names it. A snapshot's primary part
+//! (`primary_part`, for compaction) leaves out the deliveries the application store
+//! confirmed and keeps the rest.
 
 use std::collections::{HashMap, HashSet};
 
 use bytes::{Bytes, BytesMut};
 
+use super::shared::group_of_journal_name;
 use crate::durability::log::RecordReader;
 use crate::durability::record::{
-    ClientType, JournalError, ACK, ENQUEUE, MESSAGE, RELEASE, RETAIN, SESSION, SESSION_END,
+    decode_record, ClientType, Journal, JournalError, Record, ACK, ENQUEUE, MESSAGE, OUTBOX,
+    RELEASE, RETAIN, SESSION, SESSION_END,
 };
 
 /// What the application store must do, in journal order.
@@ -61,14 +83,31 @@ enum Route {
     Message(u64),
     Application(ApplicationOp),
     Both(ApplicationOp),
+    /// An application delivery: its record (and message) to both stores.
+    Delivery(ApplicationOp),
 }
 
-/// The set of application clients and the routing of each batch.
+/// An application client's delivery: client and packet id.
+type DeliveryKey = (String, u16);
+
+/// The set of application clients, where their deliveries are, and the routing of
+/// each batch.
 #[derive(Debug, Default, Clone)]
 pub struct JournalSplit {
     application: HashSet<String>,
     /// Application deliveries in PUBCOMP wait, held by the primary store.
-    released: HashSet<(String, u16)>,
+    released: HashSet<DeliveryKey>,
+    /// Application deliveries the primary store holds, by sequence.
+    held: HashMap<DeliveryKey, u64>,
+    /// Application deliveries the application store confirmed, by sequence.
+    in_application: HashMap<DeliveryKey, u64>,
+    /// The application deliveries of the last split, until `application_stored`.
+    last_split: Vec<(DeliveryKey, u64)>,
+    /// Deliveries the application store has and the primary still holds: the next
+    /// split drops them from the primary store.
+    moved: Vec<(DeliveryKey, u64)>,
+    /// Splitting a snapshot: deliveries in `in_application` stay out of the primary.
+    snapshot: bool,
 }
 
 impl JournalSplit {
@@ -93,13 +132,56 @@ impl JournalSplit {
         }
     }
 
-    /// The part of `snapshot` (a whole state) the primary store keeps.
-    pub fn primary_part(snapshot: &Bytes) -> Result<Bytes, JournalError> {
-        Ok(JournalSplit::new().split(snapshot)?.primary)
+    /// Learn which deliveries the application store holds from what it loaded
+    /// (Message and Enqueue records).
+    pub fn observe_application(&mut self, data: &Bytes) {
+        let mut reader = RecordReader::recovering(data.clone());
+        while let Some(Ok((kind, body))) = reader.next_raw() {
+            if kind != ENQUEUE {
+                continue;
+            }
+            if let Ok((key, sequence)) = delivery_of(&body) {
+                self.in_application.insert(key, sequence);
+            }
+        }
     }
 
-    /// Split one batch.
+    /// The application store has the last split's deliveries: the primary store
+    /// drops those it still holds at the next split.
+    pub fn application_stored(&mut self) {
+        for (key, sequence) in std::mem::take(&mut self.last_split) {
+            if self.held.get(&key) == Some(&sequence) {
+                self.in_application.insert(key.clone(), sequence);
+                self.moved.push((key, sequence));
+            }
+        }
+    }
+
+    /// The part of `snapshot` (a whole state) the primary store keeps: all of it but
+    /// the application deliveries the application store confirmed.
+    pub fn primary_part(&self, snapshot: &Bytes) -> Result<Bytes, JournalError> {
+        let mut split = JournalSplit {
+            in_application: self.in_application.clone(),
+            snapshot: true,
+            ..JournalSplit::default()
+        };
+        Ok(split.split(snapshot)?.primary)
+    }
+
+    /// Split one batch. The primary part starts with the Acks that drop the
+    /// deliveries the application store confirmed since the last split.
     pub fn split(&mut self, data: &Bytes) -> Result<Split, JournalError> {
+        let mut moved_out = Journal::detached();
+        for (key, sequence) in std::mem::take(&mut self.moved) {
+            if self.held.get(&key) == Some(&sequence) {
+                self.held.remove(&key);
+                moved_out.ack(&key.0, key.1);
+            }
+        }
+        let mut primary = BytesMut::new();
+        if let Some((_, acks)) = moved_out.take() {
+            primary.extend_from_slice(&acks);
+        }
         let mut routed = Vec::new();
         let mut messages: HashMap<u64, Bytes> = HashMap::new();
         let mut primary_needs: HashSet<u64> = HashSet::new();
@@ -112,7 +194,9 @@ impl JournalSplit {
                 Route::Message(id) => {
                     messages.insert(*id, whole.clone());
                 }
-                Route::Primary if kind == ENQUEUE || kind == RETAIN => {
+                Route::Primary | Route::Delivery(_)
+                    if kind == ENQUEUE || kind == RETAIN || kind == OUTBOX =>
+                {
                     primary_needs.insert(message_id_of(kind, &body)?);
                 }
                 _ => {}
@@ -120,7 +204,6 @@ impl JournalSplit {
             routed.push((route, whole));
             at = next;
         }
-        let mut primary = BytesMut::new();
         let mut application = Vec::new();
         for (route, whole) in routed {
             match route {
@@ -134,23 +217,29 @@ impl JournalSplit {
                     primary.extend_from_slice(&whole);
                     application.push(op);
                 }
-                Route::Application(ApplicationOp::Enqueue {
+                Route::Delivery(ApplicationOp::Enqueue {
                     client, packet_id, ..
                 }) => {
-                    let id = message_id_of(ENQUEUE, &whole.slice(5..))?;
-                    let message = messages
-                        .get(&id)
-                        .ok_or(JournalError("enqueue names a message not in its batch"))?;
-                    let mut value = BytesMut::with_capacity(message.len() + whole.len());
-                    value.extend_from_slice(message);
-                    value.extend_from_slice(&whole);
+                    primary.extend_from_slice(&whole);
+                    self.last_split.push(delivery_of(&whole[5..])?);
+                    let value = application_value(&messages, &whole)?;
                     application.push(ApplicationOp::Enqueue {
                         client,
                         packet_id,
-                        value: value.freeze(),
+                        value,
                     });
                 }
-                Route::Application(op) => application.push(op),
+                Route::Application(ApplicationOp::Enqueue {
+                    client, packet_id, ..
+                }) => {
+                    let value = application_value(&messages, &whole)?;
+                    application.push(ApplicationOp::Enqueue {
+                        client,
+                        packet_id,
+                        value,
+                    });
+                }
+                Route::Application(op) | Route::Delivery(op) => application.push(op),
             }
         }
         Ok(Split {
@@ -181,18 +270,34 @@ impl JournalSplit {
                 }
             }
             SESSION_END if is_application => Route::Both(self.forget(client)),
-            ENQUEUE if is_application => Route::Application(ApplicationOp::Enqueue {
-                client: client.to_owned(),
-                packet_id: u16_at(rest, 8)?,
-                value: Bytes::new(),
-            }),
+            ENQUEUE if is_application => {
+                let (key, sequence) = delivery_of(body)?;
+                let op = ApplicationOp::Enqueue {
+                    client: client.to_owned(),
+                    packet_id: key.1,
+                    value: Bytes::new(),
+                };
+                if group_of_journal_name(client).is_some()
+                    || (self.snapshot && self.in_application.get(&key) == Some(&sequence))
+                {
+                    // A streamed group's record (its members' consumers complete it), or
+                    // one the application store has: the primary store goes without.
+                    return Ok(Route::Application(op));
+                }
+                self.in_application.remove(&key);
+                self.held.insert(key, sequence);
+                Route::Delivery(op)
+            }
             ACK if is_application => {
                 let packet_id = u16_at(rest, 0)?;
+                let key = (client.to_owned(), packet_id);
+                self.in_application.remove(&key);
+                let primary_holds = self.released.remove(&key) | self.held.remove(&key).is_some();
                 let op = ApplicationOp::Ack {
-                    client: client.to_owned(),
+                    client: key.0,
                     packet_id,
                 };
-                if self.released.remove(&(client.to_owned(), packet_id)) {
+                if primary_holds {
                     Route::Both(op)
                 } else {
                     Route::Application(op)
@@ -200,7 +305,10 @@ impl JournalSplit {
             }
             RELEASE if is_application => {
                 let packet_id = u16_at(rest, 0)?;
-                self.released.insert((client.to_owned(), packet_id));
+                let key = (client.to_owned(), packet_id);
+                self.held.remove(&key);
+                self.in_application.remove(&key);
+                self.released.insert(key);
                 Route::Both(ApplicationOp::Ack {
                     client: client.to_owned(),
                     packet_id,
@@ -213,6 +321,9 @@ impl JournalSplit {
     fn forget(&mut self, client: &str) -> ApplicationOp {
         self.application.remove(client);
         self.released.retain(|(c, _)| c != client);
+        self.held.retain(|(c, _), _| c != client);
+        self.in_application.retain(|(c, _), _| c != client);
+        self.moved.retain(|((c, _), _)| c != client);
         ApplicationOp::End {
             client: client.to_owned(),
         }
@@ -247,9 +358,37 @@ fn client_of(body: &[u8]) -> Result<(&str, &[u8]), JournalError> {
     Ok((client, &body[end..]))
 }
 
-/// The message id an Enqueue (after client, sequence, packet id) or a Retain
-/// (after topic) names.
-fn message_id_of(kind: u8, body: &[u8]) -> Result<u64, JournalError> {
+/// An application Enqueue's value: the Message record it names (from its batch),
+/// then the Enqueue record itself.
+fn application_value(
+    messages: &HashMap<u64, Bytes>,
+    enqueue: &Bytes,
+) -> Result<Bytes, JournalError> {
+    let id = message_id_of(ENQUEUE, &enqueue.slice(5..))?;
+    let message = messages
+        .get(&id)
+        .ok_or(JournalError("enqueue names a message not in its batch"))?;
+    let mut value = BytesMut::with_capacity(message.len() + enqueue.len());
+    value.extend_from_slice(message);
+    value.extend_from_slice(enqueue);
+    Ok(value.freeze())
+}
+
+/// The delivery an Enqueue body names, and its sequence.
+fn delivery_of(body: &[u8]) -> Result<(DeliveryKey, u64), JournalError> {
+    let (client, rest) = client_of(body)?;
+    Ok(((client.to_owned(), u16_at(rest, 8)?), u64_at(rest, 0)?))
+}
+
+/// The message id an Enqueue (after client, sequence, packet id), a Retain (after
+/// topic) or an Outbox (a kept route) names.
+fn message_id_of(kind: u8, body: &Bytes) -> Result<u64, JournalError> {
+    if kind == OUTBOX {
+        return match decode_record(kind, body.clone())? {
+            Record::Outbox { message_id, .. } => Ok(message_id),
+            _ => Err(JournalError("not an outbox record")),
+        };
+    }
     let (_, rest) = client_of(body)?;
     u64_at(rest, if kind == ENQUEUE { 10 } else { 0 })
 }
@@ -271,7 +410,7 @@ mod tests {
     use super::*;
     use crate::codec::{Properties, QoS};
     use crate::durability::log::{log_header, log_records, RecordReader, LOG_VERSION};
-    use crate::durability::record::{ClientType, Journal, Record};
+    use crate::durability::record::{BusPlace, ClientType, Journal, KeptRoute, Record};
     use crate::engine::message::Message;
 
     fn message(id: u64, topic: &str) -> Message {
@@ -306,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn application_deliveries_leave_the_primary_batch_with_their_messages() {
+    fn application_deliveries_go_to_both_stores_until_the_application_store_has_them() {
         let mut j = Journal::new(true);
         let shared = message(1, "both");
         let only_app = message(2, "app");
@@ -324,14 +463,13 @@ mod tests {
         let out = split.split(&batch).unwrap();
 
         let primary = records(out.primary);
-        assert_eq!(primary.len(), 6, "{primary:?}");
+        assert_eq!(primary.len(), 10, "{primary:?}");
         assert!(matches!(&primary[3], Record::Message(m) if m.id == 1));
-        assert!(matches!(&primary[4], Record::Enqueue { client, .. } if client == "dev"));
+        assert!(matches!(&primary[4], Record::Enqueue { client, .. } if client == "app"));
+        assert!(matches!(&primary[6], Record::Message(m) if m.id == 2));
         assert!(
-            !primary
-                .iter()
-                .any(|r| matches!(r, Record::Message(m) if m.id == 2)),
-            "a message only an application client names stays out of the primary store"
+            matches!(&primary[8], Record::Ack { client, packet_id: 1 } if client == "app"),
+            "the primary store holds the delivery, so it takes its Ack"
         );
         assert_eq!(out.application.len(), 3);
         let ApplicationOp::Enqueue {
@@ -361,6 +499,22 @@ mod tests {
             }
         );
         assert_eq!(split.application_clients(), vec!["app".to_owned()]);
+
+        // Kafka has the batch: the next split drops what the primary still holds (2).
+        split.application_stored();
+        j.subscribe("dev", "t", 1, 0);
+        let (_, next) = j.take().unwrap();
+        let primary = records(split.split(&next).unwrap().primary);
+        assert!(
+            matches!(&primary[..], [Record::Ack { client, packet_id: 2 }, Record::Subscribe { .. }] if client == "app"),
+            "{primary:?}"
+        );
+        split.application_stored();
+        j.ack("app", 2);
+        let (_, last) = j.take().unwrap();
+        let out = split.split(&last).unwrap();
+        assert!(out.primary.is_empty(), "its Ack now goes to Kafka alone");
+        assert_eq!(out.application.len(), 1);
     }
 
     #[test]
@@ -378,13 +532,16 @@ mod tests {
         split.observe(&first);
         let out = split.split(&second).unwrap();
         let primary = records(out.primary);
-        assert_eq!(
-            primary,
-            vec![Record::Release {
-                client: "app".into(),
-                packet_id: 7
-            }],
-            "PUBREL state stays with the primary store"
+        assert!(
+            matches!(
+                &primary[..],
+                [
+                    Record::Message(_),
+                    Record::Enqueue { .. },
+                    Record::Release { packet_id: 7, .. }
+                ]
+            ),
+            "PUBREL state stays with the primary store: {primary:?}"
         );
         assert!(matches!(
             &out.application[..],
@@ -393,13 +550,18 @@ mod tests {
                 ApplicationOp::Ack { packet_id: 7, .. }
             ]
         ));
+        split.application_stored();
 
         // Its PUBCOMP goes to both; the session end ends the application side.
         j.ack("app", 7);
         j.session_end("app");
         let (_, third) = j.take().unwrap();
         let out = split.split(&third).unwrap();
-        assert_eq!(records(out.primary).len(), 2);
+        assert_eq!(
+            records(out.primary).len(),
+            2,
+            "a released delivery is not dropped as moved"
+        );
         assert_eq!(
             out.application[1],
             ApplicationOp::End {
@@ -407,6 +569,24 @@ mod tests {
             }
         );
         assert!(split.application_clients().is_empty());
+    }
+
+    #[test]
+    fn a_delivery_the_primary_store_holds_at_a_restart_stays_until_acknowledged() {
+        let mut j = Journal::new(true);
+        j.session("app", 60, ClientType::Application);
+        enqueue(&mut j, "app", 5, &message(5, "t"));
+        let (_, stored) = j.take().unwrap();
+        let mut split = JournalSplit::new();
+        split.observe(&stored); // the crash came before Kafka had it
+        split.application_stored();
+        j.ack("app", 5);
+        let (_, ack) = j.take().unwrap();
+        let out = split.split(&ack).unwrap();
+        assert!(matches!(
+            &records(out.primary)[..],
+            [Record::Ack { packet_id: 5, .. }]
+        ));
     }
 
     #[test]
@@ -423,20 +603,71 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_keeps_everything_but_application_deliveries() {
+    fn a_snapshot_keeps_everything_but_the_deliveries_kafka_has() {
         let mut j = Journal::detached();
-        let m = message(4, "t");
+        let in_kafka = message(4, "t");
+        let not_yet = message(6, "u");
         j.session("app", 60, ClientType::Application);
-        enqueue(&mut j, "app", 1, &m);
-        j.retain("t", Some(&m), 0);
+        enqueue(&mut j, "app", 1, &in_kafka);
+        enqueue(&mut j, "app", 2, &not_yet);
+        j.retain("t", Some(&in_kafka), 0);
         let (_, snapshot) = j.take().unwrap();
-        let primary = records(JournalSplit::primary_part(&snapshot).unwrap());
-        assert_eq!(
-            primary.len(),
-            3,
-            "session, message (for the retain), retain"
+        let mut split = JournalSplit::new();
+        let mut loaded = Journal::detached();
+        enqueue(&mut loaded, "app", 1, &in_kafka);
+        split.observe_application(&loaded.take().unwrap().1);
+        let primary = records(split.primary_part(&snapshot).unwrap());
+        assert!(
+            matches!(
+                &primary[..],
+                [
+                    Record::Session { .. },
+                    Record::Message(kept),
+                    Record::Message(m),
+                    Record::Enqueue { packet_id: 2, .. },
+                    Record::Retain { message_id: 4, .. },
+                ] if kept.id == 4 && m.id == 6
+            ),
+            "the retain keeps message 4; delivery 2 is not in Kafka yet: {primary:?}"
         );
-        assert!(matches!(&primary[2], Record::Retain { message_id: 4, .. }));
+    }
+
+    #[test]
+    fn a_kept_routes_message_stays_with_the_primary_store() {
+        let mut j = Journal::new(true);
+        let m = message(8, "t");
+        let kept = KeptRoute {
+            shard: BusPlace { me: 0, shards: 2 },
+            to: 1,
+            to_node: None,
+            route: 3,
+            share_filter: None,
+            publisher: "pub",
+        };
+        j.outbox(&kept, &m, 0);
+        let (_, batch) = j.take().unwrap();
+        let primary = records(JournalSplit::new().split(&batch).unwrap().primary);
+        assert!(
+            matches!(&primary[..], [Record::Message(kept), Record::Outbox { message_id: 8, .. }] if kept.id == 8),
+            "a restart resends the route with its message: {primary:?}"
+        );
+    }
+
+    #[test]
+    fn a_streamed_groups_records_go_to_kafka_alone() {
+        let mut j = Journal::new(true);
+        j.session("\0$share/g/t", 0, ClientType::Application);
+        enqueue(&mut j, "\0$share/g/t", 1, &message(9, "t"));
+        let (_, batch) = j.take().unwrap();
+        let out = JournalSplit::new().split(&batch).unwrap();
+        assert!(matches!(
+            &records(out.primary)[..],
+            [Record::Session { .. }]
+        ));
+        assert!(matches!(
+            &out.application[..],
+            [ApplicationOp::Enqueue { .. }]
+        ));
     }
 
     #[test]

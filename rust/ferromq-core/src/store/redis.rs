@@ -8,7 +8,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `P{c}_messages` | ZSET | member: packet id; score: the delivery sequence, which keeps growing past the packet id wrap, so ZRANGE is delivery order |
-//! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim |
+//! | `P{c}_messages_<packet id>` | STRING, TTL | the stored delivery: `flag u8` (0 PUBLISH, 1 PUBREL: PUBREC arrived) `qos u8, retain u8, count u8, subscription ids u32 LE…`, then the journal's Message record body verbatim; a PUBREL state whose delivery the store does not hold (an APPLICATION client's, whose deliveries Kafka keeps) is the flag byte alone, scored 0 |
 //! | `P{c}_last_packet_id` | STRING | the packet id of the newest stored delivery (TBMQ's key; the engine derives ids from the sequence) |
 //! | `P{c}_session` | HASH | `expiry` (seconds), `type` (0 device, 1 application), `applied:<source>` (how far the session holds deliveries of a cluster node's topic, its Kafka offset, or of shard `n` of its node, `shard:<n>` and a route number: `engine/arrival.rs`) |
 //! | `P{c}_subscriptions` | HASH | filter → `options u8, subscription id u32 LE` |
@@ -29,7 +29,7 @@
 //! - `apply`, one call per client per batch: the client's deliveries (save: SET with
 //!   PX + ZADD), completions (remove, PUBACK/PUBCOMP: ZREM + DEL) and PUBRECs (mark
 //!   PUBREL: SETRANGE of the flag byte, which keeps the value's TTL, where TBMQ's SET
-//!   loses it) in journal order, then one trim to the per-client limit that deletes
+//!   loses it; the flag byte alone when the delivery is not there) in journal order, then one trim to the per-client limit that deletes
 //!   the trimmed strings, and `last_packet_id`; a cluster's `applied:<node>` offset
 //!   goes in the same call, so it is stored exactly with the deliveries it covers. Two Redis calls per message and per
 //!   acknowledgement; none for a message delivered and acknowledged before its batch
@@ -102,6 +102,9 @@ while i <= n do
     local key = prefix .. ARGV[i + 1]
     if redis.call('EXISTS', key) == 1 then
       redis.call('SETRANGE', key, 0, '\1')
+    else
+      redis.call('SET', key, '\1')
+      redis.call('ZADD', zset, 0, ARGV[i + 1])
     end
     i = i + 2
   end
@@ -908,6 +911,10 @@ fn load_client(out: &mut Journal, client: &str, replies: &[&Reply]) -> Result<()
             continue;
         };
         let packet_id = decimal(packet_id)? as u16;
+        if value[..] == [RELEASED] {
+            out.release(client, packet_id); // PUBREL state alone
+            continue;
+        }
         let sequence = decimal(score)?;
         let (flag, qos, retain, subscription_ids, body) = stored_delivery(value)?;
         let message = stored_message(body)?;
@@ -1251,8 +1258,13 @@ mod tests {
             ]),
             array(vec![bulk(b"a/#"), bulk(&[1, 4, 0, 0, 0])]),
             array(vec![bulk(b"12")]),
-            // fetch: packet id, score, value, in score order: 65535 (id 1) before 65536 (id 2)
+            // fetch: packet id, score, value, in score order: a PUBREL state alone (an
+            // application client's, its delivery in Kafka), then 65535 (id 1) before
+            // 65536 (id 2)
             array(vec![
+                bulk(b"9"),
+                bulk(b"0"),
+                bulk(&[RELEASED]),
                 bulk(b"1"),
                 bulk(b"65535"),
                 Reply::Bulk(Some(first)),
@@ -1296,6 +1308,7 @@ mod tests {
                 "session",
                 "subscribe",
                 "inbound",
+                "release",
                 "message",
                 "enqueue",
                 "message",
@@ -1313,12 +1326,13 @@ mod tests {
                 ..
             }
         ));
+        assert!(matches!(&decoded[3], Record::Release { packet_id: 9, .. }));
         assert!(matches!(
-            &decoded[6],
+            &decoded[7],
             Record::Enqueue { sequence: 65_536, packet_id: 2, qos: QoS::ExactlyOnce, subscription_ids, .. }
                 if subscription_ids == &[4]
         ));
-        let Record::Message(stored) = &decoded[3] else {
+        let Record::Message(stored) = &decoded[4] else {
             unreachable!()
         };
         assert_eq!(stored.expires_at, m.expires_at, "expiry kept in unix ms");
@@ -1334,7 +1348,8 @@ mod tests {
         assert_eq!(report.error, None);
         assert_eq!(
             (report.sessions, report.messages, report.retained),
-            (1, 2, 1)
+            (1, 3, 1),
+            "two deliveries and a PUBREL state"
         );
     }
 
