@@ -12,7 +12,8 @@ A journaled publisher's QoS 2 message goes to Kafka only once its node's store h
 its packet id and its routes; the publisher's node killed between the two leaves the
 routes in the store, which whoever restores the publisher sends again to each
 destination whose topic lacks them (engine/cluster.rs, "Crossing QoS 2"). With a
-second subscriber on the third node, a message crosses to two nodes at once.
+second subscriber on the third node, a message crosses to two nodes at once. With an
+APPLICATION subscriber (``app-``), its queue is a Kafka topic beside the Redis store.
 
 ``FERROMQ_CRASH_KILLS`` (default 1) kills per trial: the killed node is started again
 after each kill, and the next kill takes the node the same client is on then.
@@ -67,33 +68,49 @@ def node_of(cluster: Cluster, port: int) -> ClusterNode:
     return next(node for node in cluster.nodes if node.port == port)
 
 
+def application_store(kafka_bootstrap: str) -> str:
+    """Config putting APPLICATION clients' (``app-``) queues in Kafka."""
+    return (
+        '[storage]\napplication_client_prefixes = ["app-"]\napplication_store = "kafka"\n'
+        f'[kafka]\nbootstrap_servers = "{kafka_bootstrap}"\n'
+        f'topic_prefix = "exactly.{os.getpid()}.{time.monotonic_ns()}."\n'
+    )
+
+
 @pytest.mark.parametrize(
-    ("version", "qos", "victim", "when", "nodes_subscribed"),
+    ("version", "qos", "victim", "when", "nodes_subscribed", "subscriber_kind"),
     [
-        (5, 2, SUBSCRIBERS_NODE, AT_ONCE, 1),
-        (4, 2, SUBSCRIBERS_NODE, ONCE_DEAD, 1),
-        (4, 1, SUBSCRIBERS_NODE, AT_ONCE, 1),
-        (5, 2, PUBLISHERS_NODE, AT_ONCE, 1),
-        (4, 2, PUBLISHERS_NODE, ONCE_DEAD, 1),
-        (5, 1, PUBLISHERS_NODE, AT_ONCE, 1),
-        (5, 2, PUBLISHERS_NODE, AT_ONCE, 2),
+        (5, 2, SUBSCRIBERS_NODE, AT_ONCE, 1, "device"),
+        (4, 2, SUBSCRIBERS_NODE, ONCE_DEAD, 1, "device"),
+        (4, 1, SUBSCRIBERS_NODE, AT_ONCE, 1, "device"),
+        (5, 2, PUBLISHERS_NODE, AT_ONCE, 1, "device"),
+        (4, 2, PUBLISHERS_NODE, ONCE_DEAD, 1, "device"),
+        (5, 1, PUBLISHERS_NODE, AT_ONCE, 1, "device"),
+        (5, 2, PUBLISHERS_NODE, AT_ONCE, 2, "device"),
+        # the subscriber's queue in Kafka (docs/architecture.md, "APPLICATION clients in Kafka")
+        (5, 2, SUBSCRIBERS_NODE, AT_ONCE, 1, "app"),
+        (5, 2, PUBLISHERS_NODE, AT_ONCE, 1, "app"),
     ],
     ids=lambda value: str(value),
 )
 def test_kill_9_of_a_node_loses_and_doubles_nothing(
     cluster_factory: ClusterFactory,
+    kafka_bootstrap: str,
     version: int,
     qos: int,
     victim: str,
     when: str,
     nodes_subscribed: int,
+    subscriber_kind: str,
 ) -> None:
-    cluster = cluster_factory(extra=QUEUE_ROOM)
+    application = subscriber_kind == "app"
+    extra = QUEUE_ROOM + (application_store(kafka_bootstrap) if application else "")
+    cluster = cluster_factory(extra=extra)
     a, b, c = cluster.nodes
     name = f"{victim}-{version}-{qos}-{when}-{nodes_subscribed}"
     topic = f"exactly/{name}"
     publisher = Publisher(f"pub-{name}", topic, qos, version)
-    subscriber = Subscriber(f"sub-{name}", topic, qos, version)
+    subscriber = Subscriber(f"{'app-' if application else ''}sub-{name}", topic, qos, version)
     subscriber.connect(b.host, b.port, subscribe=True)
     wait_routed(b, a)
     # On the third node: it stays up, and the publisher moves to it.
