@@ -204,7 +204,7 @@ impl Engine {
         };
         let conn = self.conn_mut(conn_id).expect("connection exists");
         conn.state = ConnState::Connected { session };
-        conn.will = connect.will;
+        conn.will = connect.will.map(Box::new);
         conn.session_expiry_from_connect = requested_expiry;
         conn.keepalive_grace_ms = u64::from(keepalive) * 1500;
         conn.keep_alive = keepalive;
@@ -577,15 +577,15 @@ impl Engine {
             };
             if delay == 0 || (expiry == 0 && !keep_session) {
                 let client_id = state.client_id.clone();
-                self.publish_will(&client_id, will, now);
+                self.publish_will(&client_id, *will, now);
                 self.journal_will(session, None);
             } else {
                 self.journal_will(session, Some((&will, now + delay)));
                 if let Some(state) = self.session_mut(session) {
-                    state.pending_will = Some(PendingWill {
+                    state.pending_will = Some(Box::new(PendingWill {
                         due_at: now + delay,
-                        will,
-                    });
+                        will: *will,
+                    }));
                 }
             }
         } else {

@@ -427,7 +427,7 @@ impl Engine {
             }
             let connection_will = state
                 .conn
-                .and_then(|conn| self.conns.get(conn as usize)?.as_ref()?.will.as_ref())
+                .and_then(|conn| self.conns.get(conn as usize)?.as_ref()?.will.as_deref())
                 .map(|will| (will, 0));
             let will = state
                 .pending_will
@@ -735,10 +735,10 @@ impl Engine {
             };
             let due_at = state.expires_at.map_or(due_at, |end| due_at.min(end));
             state.will_stored = true;
-            state.pending_will = Some(super::session::PendingWill {
+            state.pending_will = Some(Box::new(super::session::PendingWill {
                 due_at,
                 will: stored.will,
-            });
+            }));
         }
         for (slot, restored) in restored.deliveries {
             let sequence = match slot {

@@ -72,7 +72,9 @@ pub struct Session {
     /// (`memory`: a queue that has not moved for a while does not drain).
     pub queue_moved_at: u64,
     pub inbound_qos2: HashSet<u16>,
-    pub pending_will: Option<PendingWill>,
+    /// A will waiting for its delay after the connection ended. Boxed: inline it cost
+    /// every session 104 bytes.
+    pub pending_will: Option<Box<PendingWill>>,
     pub client_type: ClientType,
     /// True once the journal holds this session.
     pub journaled: bool,
