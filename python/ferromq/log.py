@@ -78,10 +78,24 @@ def log_event(logger: logging.Logger, level: int, message: str, **fields: object
     """Log ``message`` with structured ``fields`` at ``level`` (``logging.INFO`` …).
 
     Nothing is formatted unless ``logger`` is enabled for ``level``; the fields reach the
-    formatter as they are.
+    formatter as they are. The record's caller is read from the frame that called this
+    (``logging``'s own search walks the stack, normalising a path per frame: a connection
+    storm paid it per connection).
     """
     if logger.isEnabledFor(level):
-        logger.log(level, message, extra={_FIELDS_ATTR: fields}, stacklevel=2)
+        caller = sys._getframe(1)
+        record = logger.makeRecord(
+            logger.name,
+            level,
+            caller.f_code.co_filename,
+            caller.f_lineno,
+            message,
+            (),
+            None,
+            func=caller.f_code.co_name,
+            extra={_FIELDS_ATTR: fields},
+        )
+        logger.handle(record)
 
 
 LOG_INTERVAL: Final = 10.0
@@ -124,9 +138,16 @@ def log_error(
         logger.error(message, exc_info=exc, extra={_FIELDS_ATTR: fields}, stacklevel=2)
 
 
+_second_text: list[tuple[int, str]] = [(-1, "")]  # the last second formatted, and its text
+
+
 def _timestamp(record: logging.LogRecord) -> str:
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-    return f"{seconds}.{int(record.msecs):03d}Z"
+    second = int(record.created)
+    cached, text = _second_text[0]
+    if second != cached:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_text[0] = (second, text)
+    return f"{text}.{int(record.msecs):03d}Z"
 
 
 _PROCESS_FIELDS: dict[str, object] = {}
@@ -186,10 +207,21 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
     return {**fields, **_PROCESS_FIELDS} if _PROCESS_FIELDS else fields
 
 
+_JSON_CONSTANTS: Final[dict[object, str]] = {None: "null", True: "true", False: "false"}
+
+
 def _text_value(value: object) -> str:
+    """A field's value as the text line writes it: JSON's spelling of null, booleans
+    and numbers, a string bare unless it needs quoting. Spelt here rather than by
+    ``json.dumps`` for the common types: a "client connected" line has five such values
+    and the encoder's set-up cost most of the line's time."""
     if isinstance(value, str):
         text = value
-    elif value is None or isinstance(value, bool | int | float):
+    elif value is None or isinstance(value, bool):
+        return _JSON_CONSTANTS[value]
+    elif isinstance(value, int):
+        return int.__repr__(value)  # as json.dumps spells it, IntEnum members included
+    elif isinstance(value, float):
         text = json.dumps(value)
     else:
         text = str(value)

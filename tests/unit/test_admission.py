@@ -51,6 +51,11 @@ def test_addresses_are_compared_as_addresses() -> None:
     assert bans.address(parse_address("::ffff:192.0.2.7")) == "192.0.2.7/32"
     assert bans.address(parse_address("fe80::1%eth0")) is None
     assert parse_address("not an address") is None
+    assert parse_address("192.0.2.7\0") is None
+    assert parse_address("192.0.2.7") == ip_address("192.0.2.7")
+    assert parse_address("::ffff:192.0.2.7") == ip_address("192.0.2.7")
+    assert parse_address("fe80::1%eth0") == ip_address("fe80::1")
+    assert parse_address("2001:db8::1") == ip_address("2001:db8::1")
 
 
 def test_flapping_bans_for_the_ban_duration_then_lets_in() -> None:
