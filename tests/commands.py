@@ -1,5 +1,5 @@
-"""The ``ferromq`` command as tests run it: users added to a users file, and the one
-line a refused ``ferromq serve`` exits with."""
+"""The ``ferromq`` command as tests run it: any subcommand (``run_cli``), users added to
+a users file, and the one line a refused command exits with."""
 
 from __future__ import annotations
 
@@ -46,3 +46,25 @@ def serve_error(tmp_path: Path, config_text: str, env: dict[str, str] | None = N
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ferromq *args``, its output captured."""
+    return subprocess.run(
+        [*ferromq_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], status: int, *words: str) -> None:
+    """``result`` exited with ``status`` and one ``ferromq: error:`` line holding
+    ``words``, no traceback."""
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ferromq: error: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import serve_error, users_add
+from tests.commands import run_cli, serve_error, users_add
 from tests.conftest import RunningBroker, start_broker
 from tests.paho_clients import connack
-from tests.unit.test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
 ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}

@@ -29,9 +29,9 @@ from tests.conftest import (
     suite_shards,
     untagged,
 )
-from tests.integration.test_proxy_protocol import v1
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client, subscribe
+from tests.proxy_headers import v1
 
 MEMORY = '[storage]\nbackend = "memory"\n'
 

@@ -24,10 +24,10 @@ import pytest
 
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_proxy_protocol import v1
 from tests.integration.ws_raw import WsRawClient
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client, subscribe
+from tests.proxy_headers import v1
 from tests.tls_certs import Pki, client_context, tls_keys
 
 CLIENTS = 12

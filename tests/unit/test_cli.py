@@ -4,29 +4,16 @@ can cause as one line and an exit status."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.commands import one_line_error, run_cli
 from tests.tls_certs import authority
 
 import ferromq
 from ferromq.config import toml_value
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    script = shutil.which("ferromq")
-    command = [script] if script else [sys.executable, "-m", "ferromq"]
-    return subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_version_is_the_package_version() -> None:
@@ -58,15 +45,6 @@ def test_both_compiled_modules_import() -> None:
 
 # Start-up failures a user can cause: one line on stderr, no traceback, a documented
 # exit status; check-config finds the same problems serve refuses to start with.
-
-
-def one_line_error(result: subprocess.CompletedProcess[str], status: int, *words: str) -> None:
-    assert result.returncode == status, result.stderr
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ferromq: error: "), result.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
 
 
 def run_with(

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.unit.test_cli import run_cli
+from tests.commands import run_cli
 
 from ferromq.config import Config, ConfigError, load_config, override_workers, render_toml
 from ferromq.node.identity import ShardIdentity
