@@ -24,8 +24,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from ferromq.storage.kafka import topic_name
 from tests import services
 from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.integration.test_offline_seam import seed_002
 from tests.mqtt_raw import RawClient
+from tests.seed_002 import seed_002
 from tests.services import free_port
 
 APP = "app-"

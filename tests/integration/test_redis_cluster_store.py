@@ -18,7 +18,6 @@ import redis
 
 from ferromq._core import key_hash_slot
 from tests.conftest import Starter, free_port
-from tests.integration.test_offline_seam import seed_002
 from tests.integration.test_redis_store import (
     LOOPS,
     key_prefix,
@@ -31,6 +30,7 @@ from tests.integration.test_redis_store import (
 )
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client
+from tests.seed_002 import seed_002
 from tests.services import RedisCluster, RedisServer
 
 

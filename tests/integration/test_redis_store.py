@@ -21,9 +21,9 @@ import pytest
 
 from ferromq import bench
 from tests.conftest import RunningBroker, Starter, free_port
-from tests.integration.test_offline_seam import seed_002
 from tests.mqtt_raw import RawClient
 from tests.paho_clients import paho_client, subscribe
+from tests.seed_002 import seed_002
 from tests.services import RedisServer
 from tests.waiting import wait_for
 
