@@ -3,10 +3,13 @@
 
 - ``MqttProtocol`` (``MqttConnection`` + ``asyncio.BufferedProtocol``) is what a
   listener instantiates per socket. Reads go to the engine; nothing is written here.
-- ``IOHub`` joins one engine to its transports and flushes once per loop tick: every
+- ``IOHub`` joins one engine to its connections and flushes once per loop tick: every
   read of a tick is handed to the engine first, then each dirty connection gets one
-  ``transport.write`` with all of its output (the lever that beats a syscall per
-  packet), then the engine's events are acted on.
+  write with all of its output (the lever that beats a syscall per packet), then the
+  engine's events are acted on. A connection is either a socket the engine's
+  ``SocketSet`` owns (plain TCP: read and written in Rust, one epoll descriptor on
+  the loop for all of them, no Python object per connection) or a loop transport
+  around an ``MqttProtocol`` (TLS, WebSocket, relayed hand-overs).
 - ``ReceiveBuffer`` is what a connection delegates ``get_buffer``/``buffer_updated``
   to. uvloop and asyncio read one connection at a time (``get_buffer`` then
   ``recv_into`` then ``buffer_updated``, with no other connection's read in between),
@@ -202,13 +205,18 @@ cdef class ReceiveBuffer(ArenaReader):
 
 
 cdef class IOHub:
-    """Joins one engine to its transports: each dirty connection is written once per
+    """Joins one engine to its connections: each dirty connection is written once per
     loop tick, after every read of that tick has been handed to the engine.
 
-    ``on_event`` receives the engine events Python decides (``Authenticate``, ...);
-    ``Close``, ``ResumeReading`` and ``Wake`` events are handled here, after the
-    output they follow. ``after_flush``, when set, runs once at the end of each flush:
-    a shard's bus pump sends the tick's records to the other shards there.
+    ``sockets`` is the engine's ``SocketSet``: its epoll descriptor is watched on the
+    loop from ``start`` to ``close_all``. ``on_event`` receives the engine events
+    Python decides (``Authenticate``, ...); ``Close``, ``ResumeReading`` and ``Wake``
+    events are handled here, after the output they follow. ``on_sockets_left``, when
+    set, is given the owned sockets that left the set since the last call: those
+    that ended and those routed to another shard (``SocketSet.take_closed`` and
+    ``take_handovers``; the listeners give slots back and send hand-overs). ``after_flush``, when set,
+    runs once at the end of each flush: a shard's bus pump sends the tick's records to
+    the other shards there.
     """
 
     cdef readonly object engine
@@ -222,10 +230,19 @@ cdef class IOHub:
     cdef dict _peers
     cdef bint _flush_scheduled
     cdef readonly Py_ssize_t write_high_water
+    cdef readonly object sockets
+    cdef bint _watching
     cdef public object after_flush
+    cdef public object on_sockets_left
 
-    def __init__(self, engine, loop, ReadArena arena not None, on_event, Py_ssize_t write_high_water):
+    def __init__(
+        self, engine, loop, ReadArena arena not None, on_event, Py_ssize_t write_high_water,
+        sockets not None,
+    ):
         self.engine = engine
+        self.sockets = sockets
+        self._watching = False
+        self.on_sockets_left = None
         self.raw_feed = engine.raw_feed()
         self._raw = raw_feed_of(self.raw_feed)
         self.arena = arena
@@ -244,9 +261,26 @@ cdef class IOHub:
 
     @property
     def connections(self):
-        return len(self._transports)
+        return len(self._transports) + self.sockets.connections
 
-    cdef void schedule_flush(self):
+    def start(self):
+        """Watch the owned sockets on the loop."""
+        self._loop.add_reader(self.sockets.fileno(), self._poll)
+        self._watching = True
+
+    def _poll(self):
+        self.sockets.poll(self.now())
+        self._sockets_left()
+        self.schedule_flush()
+
+    cdef int _sockets_left(self) except -1:
+        closed = self.sockets.take_closed()
+        handovers = self.sockets.take_handovers()
+        if (closed or handovers) and self.on_sockets_left is not None:
+            self.on_sockets_left(closed, handovers)
+        return 0
+
+    cpdef void schedule_flush(self):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
@@ -254,8 +288,9 @@ cdef class IOHub:
     def flush(self):
         """Write every dirty connection once, then act on the engine's events."""
         cdef object transport
+        cdef long long now = self.now()
         self._flush_scheduled = False
-        for conn, data in self.engine.take_output():
+        for conn, data in self.sockets.flush(now):
             transport = self._transports.get(conn)
             if transport is not None:
                 transport.write(data)
@@ -266,14 +301,19 @@ cdef class IOHub:
                 transport = self._transports.get(event.conn)
                 if transport is not None:
                     transport.close()
+                else:
+                    self.sockets.close(event.conn, now)
             elif kind is ResumeReading:
                 connection = self._connections.get(event.conn)
                 if connection is not None:
                     connection.set_input_held(False)
+                else:
+                    self.sockets.resume_reading(event.conn, now)
             elif kind is Wake:
                 self._loop.call_at(event.at / 1000.0, self._wake)
             else:
                 self._on_event(event)
+        self._sockets_left()
         if self.after_flush is not None:
             self.after_flush()
         if self.engine.has_output():
@@ -288,13 +328,19 @@ cdef class IOHub:
         the socket's peer; None once it is gone."""
         transport = self._transports.get(conn)
         if transport is None:
-            return None
+            return self.sockets.peer(conn)
         peer = self._peers.get(conn)
         return transport.get_extra_info("peername") if peer is None else peer
 
     def close_all(self):
+        """Close every connection and stop watching the owned sockets."""
         for transport in list(self._transports.values()):
             transport.close()
+        if self._watching:
+            self._loop.remove_reader(self.sockets.fileno())
+            self._watching = False
+        self.sockets.close_all(self.now())
+        self._sockets_left()
 
 
 cdef class EngineReader(ArenaReader):

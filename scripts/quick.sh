@@ -34,7 +34,7 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "rust: the core's tests"
-cargo test -p ferromq-core --quiet
+cargo test -p ferromq-core -p ferromq-io --quiet
 
 step "python: the unit tests${*:+ and $*}"
 paths=("$PWD/tests/unit")

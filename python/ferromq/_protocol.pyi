@@ -4,7 +4,7 @@ from typing import Any, Final, Literal, Protocol
 
 from typing_extensions import CapsuleType, disjoint_base
 
-from ferromq._core import CodecError, Engine, EngineEvent
+from ferromq._core import CodecError, Engine, EngineEvent, SocketSet
 
 __version__: Final[str]
 DEFAULT_ARENA_SIZE: int
@@ -42,7 +42,14 @@ class IOHub:
     raw_feed: CapsuleType
     arena: ReadArena
     write_high_water: int
+    sockets: SocketSet
     after_flush: Callable[[], None] | None
+    on_sockets_left: (
+        Callable[
+            [list[tuple[int | None, int, str]], list[tuple[int, int, str, int, bytes, int]]], None
+        ]
+        | None
+    )
     def __init__(
         self,
         engine: Engine,
@@ -50,10 +57,13 @@ class IOHub:
         arena: ReadArena,
         on_event: Callable[[EngineEvent], None],
         write_high_water: int,
+        sockets: SocketSet,
     ) -> None: ...
     def now(self) -> int: ...
     @property
     def connections(self) -> int: ...
+    def start(self) -> None: ...
+    def schedule_flush(self) -> None: ...
     def flush(self) -> None: ...
     def peer(self, conn: int) -> Any: ...
     def close_all(self) -> None: ...

@@ -79,6 +79,7 @@ from ferromq._core import (
     Persist,
     Rejected,
     ResumeReading,
+    SocketSet,
     StreamDone,
     StreamMember,
     StreamReady,
@@ -86,7 +87,7 @@ from ferromq._core import (
     Unsubscribed,
     Wake,
 )
-from ferromq._protocol import IOHub, ReadArena
+from ferromq._protocol import DEFAULT_ARENA_SIZE, IOHub, ReadArena
 from ferromq.acl import load_rules
 from ferromq.acl.watch import AclFileWatch
 from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
@@ -332,12 +333,14 @@ class Broker:
                 self._listeners.close()
                 raise
         self.reload_hooks += [self._listeners.reload_certificates, self._reload_admission]
+        high_water = self.config.limits.write_buffer_high_water
         self._hub = IOHub(
             self.engine,
             loop,
             ReadArena(),
             self._on_event,
-            self.config.limits.write_buffer_high_water,
+            high_water,
+            SocketSet(self.engine, DEFAULT_ARENA_SIZE, high_water),
         )
         hub = self._hub
         self._client_log = ClientLog(hub.peer, self._listeners.listener_of)
@@ -399,6 +402,7 @@ class Broker:
         if self._bus is not None:
             self.waiting_for = "the other shards' subscriptions"
             await self._bus.synced()
+        hub.start()
         # In a node of several shards: route each connection to its client id's owner.
         self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
         self.serving = True

@@ -8,9 +8,18 @@ The broker binds, listens and accepts itself instead of calling ``loop.create_se
   store restores wait in the kernel's backlog; :meth:`Listeners.serve` starts accepting.
 - **Accept until EAGAIN.** Each listening socket is non-blocking and registered with
   ``loop.add_reader``; one readiness accepts up to :data:`ACCEPT_BATCH` sockets (so one
-  busy listener cannot hold the loop) and hands each to
-  ``loop.connect_accepted_socket``, which makes the loop's own transport (uvloop's or
-  asyncio's) around an :class:`~ferromq._protocol.MqttProtocol`.
+  busy listener cannot hold the loop) with ``SocketSet.accept`` (``accept4`` in Rust:
+  a descriptor and the peer's address, no Python socket object).
+- **Sockets owned by compiled code.** A plain ``tcp`` listener's connection is given
+  to the engine's ``SocketSet`` (``rust/ferromq-io``) at accept, or after its PROXY
+  header. The set reads and writes it in Rust behind one epoll descriptor the loop
+  watches; no Python object exists for it (``docs/memory.md``). In a node of shards
+  the set also routes it: it reads the CONNECT and serves it here or returns it to be
+  handed to the owner shard. Its end comes back through
+  :meth:`Listeners._sockets_left`. TLS and WebSocket connections, and relayed
+  hand-overs carrying a client certificate, get the loop's own transport
+  (``loop.connect_accepted_socket``, uvloop's or asyncio's) around an
+  :class:`~ferromq._protocol.MqttProtocol`.
 - **Admission at accept.** Each accepted socket is put to
   :meth:`~ferromq.admission.Admission.admit` with its listener's name and the peer's
   address: bans, flapping, the listener's connect rate, ``max_connections`` per
@@ -30,12 +39,8 @@ The broker binds, listens and accepts itself instead of calling ``loop.create_se
   closes them at once, logging nothing: clients see a reset; asyncio logs a traceback
   through the loop's exception handler and retries after a second.
 
-Cost: per connection (never per message) one Python call, a socket object and a
-``connect_accepted_socket`` task. Checked locally (2-core VM shared with other jobs;
-9,000 connect + CONNECT + CONNACK + close from 3 client threads, broker CPU time per
-connection): asyncio unchanged against ``create_server`` (60-75 µs either way); uvloop
-from about 20-35 µs (libuv accepts in C) to 35-50 µs, 10-16k connects/s against
-15-26k. Starting the coroutine eagerly instead of as a task measured no better.
+Cost: per connection (never per message) one Python call for admission and one to
+give the socket to the set; see ``benches/load/RESULTS.md`` for the connection rate.
 
 The preamble, per connection and in this order (each step its own module; a plain
 ``tcp`` listener without PROXY skips both and pays nothing new):
@@ -66,9 +71,11 @@ The preamble, per connection and in this order (each step its own module; a plai
 
 4. **Client-id affinity** in a node of several shards (:meth:`Listeners.serve` given a
    :class:`~ferromq.node.identity.ShardIdentity`, :mod:`ferromq.node.handover`): the
-   protocol after the preamble is a router that reads the CONNECT's client id and keeps
-   the connection here, hands its socket to the owner shard (``tcp``), or relays it to
-   the owner (``tls``, ``ws``, ``wss``). The owner takes over a handed-over
+   CONNECT's client id decides whether the connection stays here, its socket is handed
+   to the owner shard (``tcp``: the socket set reads the CONNECT, Rust's
+   ``connect_owner`` decides), or it is relayed to the owner (``tls``, ``ws``,
+   ``wss``: the :class:`~ferromq.node.handover.Router` protocol reads it, and a
+   ``tcp`` CONNECT too large for one hand-over message). The owner takes over a handed-over
    connection's admission slots without deciding again
    (:meth:`~ferromq.admission.Admission.adopted`) and reports the client's address for
    it as for a PROXY header.
@@ -115,6 +122,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, Literal, TypeAlias, get_args
 
+from ferromq._core import SocketSet
 from ferromq._protocol import IOHub, MqttProtocol
 from ferromq.admission import Admission, Refusal
 from ferromq.auth.certificate import PeerCertificate
@@ -170,6 +178,13 @@ class _Listener:
     tls: ssl.SSLContext | None = None
     trusted: tuple[_Network, ...] = ()
     """``proxy_trusted``, parsed."""
+
+    @property
+    def owned(self) -> bool:
+        """Whether its connections' sockets are the engine's ``SocketSet``'s once their
+        preamble is over (plain MQTT over TCP), rather than loop transports."""
+        protocol = self.config.protocol
+        return protocol not in TLS_PROTOCOLS and protocol not in WEBSOCKET_PROTOCOLS
 
 
 _PreambleFailure: TypeAlias = Literal[
@@ -407,12 +422,18 @@ class Listeners:
         }
         if self._shard is not None and self._hub is not None:
             engine = self._hub.engine.stats()["connect_timeouts"]
-            stats["connect_timeouts"] = engine + counts.connect_timeouts
+            routing = self._hub.sockets.routing_timeouts
+            stats["connect_timeouts"] = engine + routing + counts.connect_timeouts
         return stats
 
     def listener_of(self, conn: int) -> str | None:
         """The name of the listener open connection ``conn`` came in on."""
-        return self._names.get(conn)
+        name = self._names.get(conn)
+        if name is None and self._hub is not None:
+            index = self._hub.sockets.listener(conn)
+            if index is not None:
+                name = self._listeners[index].config.name
+        return name
 
     def open_by_name(self) -> dict[str, bool]:
         """Each listener (by name): whether its sockets are open (for readiness)."""
@@ -461,8 +482,12 @@ class Listeners:
         each connection to the shard owning its client id (``max_packet_size`` bounds
         what the router holds) and take the connections other shards hand over."""
         self._loop, self._hub = loop, hub
+        hub.on_sockets_left = self._sockets_left
+        hub.sockets.set_listener_names([listener.config.name for listener in self._listeners])
         if shard is not None and shard.count > 1:
             self._shard, self._max_packet_size = shard, max_packet_size
+            timeout_ms = round(self._handshake_timeout * 1000)
+            hub.sockets.set_shards(shard.index, shard.count, max_packet_size, timeout_ms)
             self._senders = {
                 owner: HandoverSender(loop, fd, self._handover_lost)
                 for owner, fd in enumerate(shard.handover_send)
@@ -514,11 +539,10 @@ class Listeners:
         self._loop.call_later(ACCEPT_PAUSE, self._resume, listener)
 
     def _accept(self, listener: _Listener, sock: socket.socket) -> None:
+        listening = sock.fileno()
         for _ in range(ACCEPT_BATCH):
             try:
-                conn, peer = sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
+                accepted = SocketSet.accept(listening)
             except OSError as exc:
                 if exc.errno in _PEER_GONE:
                     continue
@@ -526,16 +550,19 @@ class Listeners:
                     self._out_of_descriptors(listener, exc)
                     return
                 raise
+            if accepted is None:
+                return
+            fd, host, port = accepted
             if listener.config.proxy_protocol:
                 # Admitted once its header names the client (_proxied).
-                self._hand_over(listener, conn, peer, admitted=False)
+                self._hand_over(listener, fd, (host, port), admitted=False)
                 continue
-            refusal = self._admission.admit(listener.config.name, peer[0])
+            refusal = self._admission.admit(listener.config.name, host)
             if refusal is None:
-                self._hand_over(listener, conn, peer, admitted=True)
+                self._hand_over(listener, fd, (host, port), admitted=True)
             else:
-                conn.close()
-                self._refused(listener, refusal, peer)
+                os.close(fd)
+                self._refused(listener, refusal, (host, port))
 
     def _refused(self, listener: _Listener, refusal: Refusal, peer: _Address) -> None:
         assert self._loop is not None
@@ -562,11 +589,17 @@ class Listeners:
             paused=self._counts.accept_paused,
         )
 
-    def _hand_over(
-        self, listener: _Listener, conn: socket.socket, peer: _Address, admitted: bool
-    ) -> None:
-        # Both loops make the socket non-blocking and set TCP_NODELAY (asyncio because
-        # the listening socket's protocol, and so the accepted one's, is IPPROTO_TCP).
+    def _hand_over(self, listener: _Listener, fd: int, peer: _Address, admitted: bool) -> None:
+        """Start accepted socket ``fd``: the engine's socket set's at once on an owned
+        listener without a PROXY header (the set routes it in a node of shards), else
+        through the loop (the PROXY header first, TLS, WebSocket). Both loops make a
+        transport's socket non-blocking and set TCP_NODELAY (asyncio because the
+        listening socket's protocol, and so the accepted one's, is IPPROTO_TCP); the
+        socket set does the same for its own."""
+        if listener.owned and not listener.config.proxy_protocol:
+            self._own(listener, fd, peer, b"", route=True)
+            return
+        conn = socket.socket(fileno=fd)
         accepted = _Accepted(listener, conn, peer, admitted, self._admission)
         release = accepted.release
         if listener.config.proxy_protocol:
@@ -629,7 +662,66 @@ class Listeners:
             self._refused(listener, refusal, accepted.peer)
             raise _NotAdmitted
         accepted.admitted = True
+        if listener.owned:
+            self._own(listener, accepted.sock.detach(), accepted.peer, b"", route=True)
+            return None
         return await self._connect(listener, accepted.sock, self._protocol(accepted, release))
+
+    def _own(self, listener: _Listener, fd: int, peer: _Address, data: bytes, route: bool) -> None:
+        """Give socket ``fd`` (admitted, or adopted from another shard) to the engine's
+        socket set, fed ``data`` (bytes another shard read) first; with ``route``, in
+        a node of shards, the set reads its CONNECT first and may hand it over
+        (:meth:`_sockets_left`). Its admission slots are given back when the set
+        reports its end; if it cannot be watched (out of memory), at once."""
+        assert self._hub is not None and self._loop is not None
+        hub = self._hub
+        host, port = str(peer[0]), int(peer[1])
+        try:
+            hub.sockets.adopt(fd, listener.index, host, port, route, data, hub.now())
+        except OSError as exc:
+            self._admission.released(listener.config.name, host)
+            self._log_refused(
+                self._loop.time(),
+                listener=listener.config.name,
+                peer=peer_text(peer),
+                reason=str(exc),
+                rule="-",
+            )
+            return
+        hub.schedule_flush()
+
+    def _sockets_left(
+        self,
+        closed: list[tuple[int | None, int, str]],
+        handovers: list[tuple[int, int, str, int, bytes, int]],
+    ) -> None:
+        """Sockets that left the engine's socket set: those that ended give their slots
+        back; those whose CONNECT named another shard go there."""
+        for conn, index, host in closed:
+            self._admission.released(self._listeners[index].config.name, host)
+            if conn is not None:
+                self._admission_closed(conn)
+        for fd, index, host, port, data, owner in handovers:
+            self._send_handover(self._listeners[index], fd, (host, port), data, owner)
+
+    def _send_handover(
+        self, listener: _Listener, fd: int, peer: tuple[str, int], data: bytes, owner: int
+    ) -> None:
+        """Send socket ``fd`` of an owned listener, and the bytes it sent, to shard
+        ``owner``; the owner counts it from here. Bytes beyond one hand-over message (a
+        CONNECT with a large will) go the loop's way: the router relays them."""
+        message = Handed(listener.index, "mqtt", peer, None, data).encode()
+        if len(message) <= MESSAGE_MAX:
+            self._senders[owner].send(message, fd)
+            self._admission.released(listener.config.name, peer[0])
+            return
+        accepted = _Accepted(listener, socket.socket(fileno=fd), peer, True, self._admission)
+        release = accepted.release
+        protocol = self._after_preamble(accepted, release, "mqtt", data)
+        self._start(
+            self._connect(listener, accepted.sock, protocol),
+            partial(self._handed_over, accepted, release),
+        )
 
     def _protocol(self, accepted: _Accepted, release: Callable[[], None]) -> asyncio.BaseProtocol:
         """The connection's first protocol: the WebSocket upgrade on a ws/wss listener
@@ -771,6 +863,9 @@ class Listeners:
             return
         listener = self._listeners[handed.listener]
         self._admission.adopted(listener.config.name, handed.peer[0])
+        if listener.owned and handed.framing == "mqtt" and handed.certificate is None:
+            self._own(listener, sock.detach(), handed.peer, handed.data, route=False)
+            return
         assert self._loop is not None
         accepted = _Accepted(
             listener, sock, handed.peer, admitted=True, admission=self._admission, handed=True

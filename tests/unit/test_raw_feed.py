@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ferromq._core import Engine
+from ferromq._core import Engine, SocketSet
 from ferromq._protocol import IOHub, ReadArena
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
@@ -67,7 +67,8 @@ class _OtherBuild:
 def _hub(engine: object) -> IOHub:
     loop = asyncio.new_event_loop()
     try:
-        return IOHub(engine, loop, ReadArena(), lambda event: None, 1024)  # type: ignore[arg-type]
+        sockets = SocketSet(engine_from_config(Config()), 65536, 1024)
+        return IOHub(engine, loop, ReadArena(), lambda event: None, 1024, sockets)  # type: ignore[arg-type]
     finally:
         loop.close()
 

@@ -229,3 +229,16 @@ pub(crate) fn os_error(what: &str) -> PyErr {
     let error = std::io::Error::last_os_error();
     std::io::Error::new(error.kind(), format!("shared memory: {what}: {error}")).into()
 }
+
+/// A socket call of the socket set failed: the `OSError` subclass of its errno, with
+/// `errno` and `strerror` set as Python's own calls set them (pyo3's conversion of an
+/// `io::Error` keeps only the message for some kinds), so callers can tell "out of
+/// descriptors" from "peer gone".
+pub(crate) fn socket_error(error: std::io::Error) -> PyErr {
+    let Some(code) = error.raw_os_error() else {
+        return error.into();
+    };
+    let text = error.to_string();
+    let strerror = text.split(" (os error").next().unwrap_or(&text).to_owned();
+    pyo3::exceptions::PyOSError::new_err((code, strerror))
+}

@@ -28,6 +28,7 @@ mod restore_report;
 mod settings;
 mod shard_owner;
 mod shared_memory;
+mod sockets;
 mod split;
 mod stream;
 mod stream_kafka;
@@ -56,6 +57,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stream::register(m)?;
     stream_kafka::register(m)?;
     proxy::register(m)?;
+    sockets::register(m)?;
     Ok(())
 }
 
