@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from ferromq.bench_memory import process_tree
+
 # Queued messages per offline persistent session: large enough that the persistent
 # scenarios measure the broker, not its default cap of 1000.
 MAX_QUEUED = 1_000_000
@@ -351,24 +353,6 @@ def _stat(pid: int) -> list[str]:
     """Fields of ``/proc/<pid>/stat`` from the state on (field 3), after the
     parenthesised command name."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants (from every process's parent in /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int(_stat(int(entry.name))[1])
-            except (OSError, IndexError, ValueError):
-                continue  # exited while /proc was read
-            children.setdefault(parent, []).append(int(entry.name))
-    tree, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        tree.append(current)
-        pending.extend(children.get(current, ()))
-    return tree
 
 
 def cpu_seconds(pid: int) -> float:

@@ -57,6 +57,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ferromq.bench_memory import kernel_memory, node_memory
+
 BATCH = 250
 KEEP_ALIVE = 1200
 
@@ -368,55 +370,6 @@ def serve_with_probe(argv: list[str], control: Path, tracemalloc_frames: int) ->
 # the harness
 
 
-def process_tree(pid: int) -> list[int]:
-    out = [pid]
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        out.extend(process_tree(int(child)))
-    return out
-
-
-def node_status(pid: int) -> dict[str, int]:
-    total: Counter[str] = Counter()
-    for member in process_tree(pid):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{member}/status").read_text().splitlines():
-                key, _, value = line.partition(":")
-                if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
-                    total[key] += int(value.split()[0]) * 1024
-    return dict(total)
-
-
-def kernel() -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in Path("/proc/net/sockstat").read_text().splitlines():
-        if line.startswith("TCP:"):
-            fields = line.split()[1:]
-            tcp = dict(zip(fields[::2], map(int, fields[1::2]), strict=True))
-            out["tcp_inuse"] = tcp["inuse"]
-            out["tcp_mem_pages"] = tcp["mem"]
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/slabinfo").read_text().splitlines()[2:]:
-            name, active, _num, objsize = line.split()[:4]
-            if name in (
-                "TCP",
-                "sock_inode_cache",
-                "filp",
-                "dentry",
-                "eppoll_entry",
-                "epitem",
-                "skbuff_head_cache",
-                "TCPv6",
-            ):
-                out[f"slab_{name}"] = int(active) * int(objsize)
-    meminfo = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        meminfo[key] = int(value.split()[0]) * 1024
-    for key in ("Slab", "SUnreclaim", "SReclaimable", "MemAvailable"):
-        out[f"meminfo_{key}"] = meminfo[key]
-    return out
-
-
 def ss_sample(port: int, count: int = 2000) -> dict[str, float]:
     """The node's side of its connections (source port ``port``): mean skmem fields
     over up to ``count`` sockets."""
@@ -549,7 +502,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         try:
             time.sleep(2)
             before_probe = node.probe("before")
-            before = {"node": node_status(node.process.pid), "kernel": kernel()}
+            before = {"node": node_memory(node.process.pid), "kernel": kernel_memory()}
             peak = before["node"]["VmRSS"]
             clients = subprocess.Popen(
                 [
@@ -573,7 +526,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             assert clients.stdout is not None
             while ready is None:
                 readable, _, _ = select.select([clients.stdout], [], [], 0.05)
-                peak = max(peak, node_status(node.process.pid)["VmRSS"])
+                peak = max(peak, node_memory(node.process.pid)["VmRSS"])
                 if readable:
                     line = clients.stdout.readline()
                     if not line:
@@ -581,9 +534,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     ready = json.loads(line)
             settle_until = time.monotonic() + args.settle
             while time.monotonic() < settle_until:
-                peak = max(peak, node_status(node.process.pid)["VmRSS"])
+                peak = max(peak, node_memory(node.process.pid)["VmRSS"])
                 time.sleep(0.05)
-            after = {"node": node_status(node.process.pid), "kernel": kernel()}
+            after = {"node": node_memory(node.process.pid), "kernel": kernel_memory()}
             after_probe = node.probe("after")
             sample = ss_sample(node.port)
             diff = tracemalloc_diff(node.control) if args.probe == "tracemalloc" else None

@@ -72,7 +72,7 @@ __all__ = [
     "Wake",
     "__version__",
     "avro_container_header",
-    "connect_client_id",
+    "connect_owner",
     "crossing_entries",
     "encode",
     "encode_many",
@@ -146,7 +146,9 @@ def key_hash_slot(key: bytes) -> int: ...
 def reason_code_name(code: int) -> str: ...
 def run_bench(config_json: str) -> str: ...
 def shard_of(client_id: str, count: int) -> int: ...
-def connect_client_id(data: bytes, framing: str) -> str | None: ...
+def connect_owner(
+    data: bytes, framing: str, max_packet_size: int, here: int, count: int
+) -> int | None: ...
 
 JOURNAL_FORMAT_VERSION: Final[int]
 

@@ -7,6 +7,11 @@ option maps to the config key of the same name (``--pub-qos`` → ``pub_qos``); 
 left out keep the generator's defaults, so the Rust ``Config`` stays the one schema.
 
 Example: ``ferromq bench p2p --qos 1 --pairs 100 --duration 10s --json out.json``.
+
+With ``--node-pid PID`` (the broker's, on this machine) the report also says what the
+node and the kernel hold per connection while the most are open
+(:mod:`ferromq.bench_memory`): ``ferromq bench conn --clients 1000000
+--source-addresses 40 --keep-alive 60 --duration 60s --node-pid PID``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ferromq._core import BenchError, run_bench
+from ferromq.bench_memory import Sampler
 
 __all__ = ["SCENARIOS", "format_summary", "parse_duration", "register", "run"]
 
@@ -29,7 +35,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 # Config keys the CLI leaves to the generator unless given; the rest are CLI-only.
-_CLI_ONLY = {"command", "command_parser", "handler", "qos", "json", "quiet"}
+_CLI_ONLY = {"command", "command_parser", "handler", "qos", "json", "quiet", "node_pid"}
 
 
 def parse_duration(text: str) -> float:
@@ -87,6 +93,14 @@ def format_summary(report: Mapping[str, Any]) -> str:
         f"busy {generator['busy']:.0%}"
     )
     lines += [f"error     {e}" for e in clients["first_errors"]]
+    memory = report.get("node_memory")
+    if memory is not None:
+        lines.append(
+            f"node      {memory['VmRSS']:,.0f} B RSS per connection (anon "
+            f"{memory['RssAnon']:,.0f}, peak {memory['peak_VmRSS']:,.0f}); kernel "
+            f"{memory.get('slab_total', float('nan')):,.0f} B of socket slabs per connection "
+            f"(both ends when local), buffers {memory['tcp_buffers']:,.0f} B"
+        )
     return "\n".join(lines)
 
 
@@ -104,11 +118,22 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _command(args: argparse.Namespace) -> int:
+    sampler = None if args.node_pid is None else Sampler(args.node_pid)
     try:
+        if sampler is not None:
+            sampler.start()
         report = run(_config_from_args(args))
     except (ValueError, BenchError) as err:
         print(f"ferromq bench: {err}", file=sys.stderr)
         return 2 if isinstance(err, ValueError) else 1
+    except FileNotFoundError:
+        print(f"ferromq bench: no process {args.node_pid} (--node-pid)", file=sys.stderr)
+        return 2
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    if sampler is not None:
+        report["node_memory"] = sampler.report(report["clients"]["connected"])
     print(format_summary(report))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
@@ -171,3 +196,9 @@ def register(subparsers: Any) -> None:
     gen.add_argument("--source-addresses", type=int, metavar="N", help="bind 127.0.0.1..N (1)")
     gen.add_argument("--json", type=Path, metavar="PATH", help="write the report here")
     gen.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    gen.add_argument(
+        "--node-pid",
+        type=int,
+        metavar="PID",
+        help="the broker's process: report its RSS and the kernel's socket memory",
+    )

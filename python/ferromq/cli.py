@@ -75,6 +75,7 @@ from ferromq.node.workers import pin_shard, worker_count
 from ferromq.pidfile import PidFile
 from ferromq.pipeline import cli as pipeline_cli
 from ferromq.shutdown import Shutdown
+from ferromq.sockets import raise_descriptor_limit
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -178,6 +179,7 @@ def serve(args: argparse.Namespace) -> int:
         fail(exc)
         return EXIT_CONFIG_ERROR
     workers = worker_count(config.server.workers)
+    raise_descriptor_limit()
     try:
         if workers > 1:
             from ferromq.node.supervisor import supervise

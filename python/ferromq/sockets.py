@@ -6,10 +6,11 @@ supervisor and its private sockets (:mod:`ferromq.node`) all open theirs here.
 
 from __future__ import annotations
 
+import resource
 import socket
 from typing import Final
 
-__all__ = ["BACKLOG", "ListenError", "bind_sockets"]
+__all__ = ["BACKLOG", "ListenError", "bind_sockets", "raise_descriptor_limit"]
 
 BACKLOG: Final = 4096
 
@@ -46,3 +47,20 @@ def bind_sockets(where: str, host: str, port: int, reuse_port: bool = False) -> 
             shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
             raise ListenError(f"{where}: cannot listen on {shown}:{port}: {exc.strerror}") from None
     return sockets
+
+
+def raise_descriptor_limit() -> int:
+    """Raise this process's soft limit of open descriptors to its hard limit (each
+    connection is one; a shell's soft default of 1,024 would refuse the 1,025th while
+    the hard limit, which systemd's ``LimitNOFILE`` or ``ulimit -Hn`` sets, allows
+    far more), as nginx and HAProxy do; returns the limit now. The shards of a node
+    inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass  # kept as it was: accepting pauses when it runs out (listener.py)
+    return soft

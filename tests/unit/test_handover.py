@@ -23,7 +23,6 @@ from ferromq.node.handover import (
     HandoverReceiver,
     HandoverSender,
     Router,
-    packet_length,
 )
 from ferromq.node.identity import ShardIdentity
 
@@ -59,16 +58,6 @@ def test_the_header_carries_what_the_owner_needs_and_the_bytes_read() -> None:
 def test_a_damaged_header_is_refused_naming_what_is_wrong(message: bytes, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         Handed.decode(message)
-
-
-def test_a_packet_length_is_known_once_its_fixed_header_is_in() -> None:
-    packet = _connect("x" * 200)  # a two-byte Remaining Length
-    assert packet_length(packet[:1]) is None
-    assert packet_length(packet[:2]) is None
-    assert packet_length(packet[:3]) == len(packet)
-    assert packet_length(b"\x10\x00") == 2
-    assert packet_length(b"\x10\xff\xff\xff\x7f") == 5 + 0x0FFFFFFF
-    assert packet_length(b"\x10\xff\xff\xff\xff") == 0  # five length bytes: malformed
 
 
 class _Routed:

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from ferromq._core import Bus, Engine, connect_client_id, encode, shard_of
+from ferromq._core import Bus, Engine, connect_owner, encode, shard_of
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
 from ferromq.node.bus_pump import ring_capacity
@@ -88,27 +88,30 @@ def test_the_owner_of_a_client_id_is_fnv1a_modulo_the_shards() -> None:
         shard_of("a", 0)
 
 
-def test_the_client_id_is_read_from_the_first_packet() -> None:
+def test_the_owner_is_read_from_the_first_packet() -> None:
     connect = encode({"type": "connect", "client_id": "meter-42"}, 5)
-    assert connect_client_id(connect, "mqtt") == "meter-42"
-    assert connect_client_id(connect + b"\xc0\x00", "mqtt") == "meter-42"
-    assert connect_client_id(connect[:-1], "mqtt") is None
-    assert connect_client_id(b"", "mqtt") is None
-    with pytest.raises(ValueError, match="not a CONNECT"):
-        connect_client_id(b"\xc0\x00", "mqtt")
-    with pytest.raises(ValueError):
-        connect_client_id(b"\x10\x02\x00\x05", "mqtt")  # its protocol name cut short
+    owner = shard_of("meter-42", 16)
+    assert connect_owner(connect, "mqtt", 1024, 99, 16) == owner
+    assert connect_owner(connect + b"\xc0\x00", "mqtt", 1024, 99, 16) == owner
+    assert connect_owner(connect[:-1], "mqtt", 1024, 99, 16) is None
+    assert connect_owner(b"", "mqtt", 1024, 99, 16) is None
+    # What is not a routable CONNECT stays on shard 99, whose engine refuses it.
+    assert connect_owner(b"\xc0\x00", "mqtt", 1024, 99, 16) == 99
+    assert connect_owner(b"\x10\x02\x00\x05", "mqtt", 1024, 99, 16) == 99  # name cut short
+    assert connect_owner(connect, "mqtt", 8, 99, 16) == 99  # above max_packet_size
+    empty = encode({"type": "connect", "client_id": ""}, 5)
+    assert connect_owner(empty, "mqtt", 1024, 99, 16) == 99
 
 
-def test_the_client_id_is_read_through_websocket_frames() -> None:
+def test_the_owner_is_read_through_websocket_frames() -> None:
     connect = encode({"type": "connect", "client_id": "browser-1"}, 4)
     key = b"\x01\x02\x03\x04"
     masked = bytes(byte ^ key[i % 4] for i, byte in enumerate(connect))
     frame = struct.pack("!BB", 0x82, 0x80 | len(connect)) + key + masked
-    assert connect_client_id(frame, "websocket") == "browser-1"
-    assert connect_client_id(frame[:-3], "websocket") is None
+    assert connect_owner(frame, "websocket", 1024, 99, 16) == shard_of("browser-1", 16)
+    assert connect_owner(frame[:-3], "websocket", 1024, 99, 16) is None
     with pytest.raises(ValueError, match="unknown framing"):
-        connect_client_id(connect, "carrier-pigeon")
+        connect_owner(connect, "carrier-pigeon", 1024, 99, 16)
 
 
 def test_rings_shrink_as_shards_multiply() -> None:

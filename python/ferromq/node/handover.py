@@ -3,11 +3,13 @@ that owns its client id, so a session only ever lives on its owner shard and tak
 wills and the offline seam stay the engine's own.
 
 Every shard accepts on every listener (SO_REUSEPORT). In a node of more than one shard
-the connection's first protocol after its preamble (PROXY header, TLS handshake,
-WebSocket upgrade) is a :class:`Router`. It collects bytes until
-:func:`ferromq._core.connect_client_id` names the CONNECT's client id; the owner is
-:func:`ferromq._core.shard_of` of it. Then one of three ways (:mod:`ferromq.listener`
-wires them):
+a ``tcp`` listener's socket is routed by the engine's socket set in Rust
+(``rust/ferromq-io``); on ``tls``, ``ws`` and ``wss`` listeners the connection's first
+protocol after its preamble (PROXY header, TLS handshake, WebSocket upgrade) is a
+:class:`Router`. Both collect bytes until :func:`ferromq._core.connect_owner` (one
+decision, ``ferromq_core::bus::connect_owner``) names the CONNECT's owner, the
+:func:`ferromq._core.shard_of` of its client id. Then one of three ways
+(:mod:`ferromq.listener` wires them):
 
 - **Here.** The owner is this shard, the client id is empty (the engine assigns one this
   shard owns), or the bytes are not a well-formed CONNECT (the engine refuses them with
@@ -53,9 +55,8 @@ is lost: the connection is closed, logged, and its client reconnects. Out of
 descriptors, the receiver stops reading for a while (:class:`HandoverReceiver`) and the
 listener retries a hand-over it could not make (:meth:`ferromq.listener.Listeners._route`).
 
-Cost: the router runs once per connection, per read until the first packet is whole
-(with ``mqtt`` framing the client id is parsed once, when the fixed header's length is
-in). A relay costs Python per read, not per message: each read on either side is one
+Cost: the router runs once per connection, per read until the first packet is whole. A
+relay costs Python per read, not per message: each read on either side is one
 ``data_received`` call with a ``bytes`` object and one ``transport.write`` on the other
 (a read carries every packet that arrived, as the engine's feed does), and each byte
 crosses two more kernel copies through the socketpair; a relayed connection also holds
@@ -77,7 +78,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias, cast
 
-from ferromq._core import connect_client_id, shard_of
+from ferromq._core import connect_owner
 from ferromq.node.identity import ShardIdentity
 
 __all__ = [
@@ -87,7 +88,6 @@ __all__ = [
     "HandoverReceiver",
     "HandoverSender",
     "Router",
-    "packet_length",
     "relay",
 ]
 
@@ -137,20 +137,6 @@ class Handed:
         if framing not in ("mqtt", "websocket"):
             raise ValueError(f"hand-over header names framing {framing!r}")
         return cls(int(listener), framing, (str(host), int(port)), certificate, message[end:])
-
-
-def packet_length(data: bytes | bytearray) -> int | None:
-    """The length of the MQTT packet at the front of ``data``, fixed header included,
-    once its fixed header is in (None before). A Remaining Length longer than four
-    bytes is malformed [MQTT-1.5.5]: 0, so the caller parses now and the parser refuses."""
-    remaining, shift = 0, 0
-    for at in range(1, min(len(data), 5)):
-        byte = data[at]
-        remaining |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return at + 1 + remaining
-        shift += 7
-    return 0 if len(data) >= 5 else None
 
 
 Route: TypeAlias = Callable[[asyncio.Transport, bytes, int], None]
@@ -212,27 +198,12 @@ class Router(asyncio.BufferedProtocol):
             self._release()
 
     def _decide(self) -> None:
-        here = self._shard.index
-        data = self._data
-        if self._framing == "mqtt":
-            end = packet_length(data)
-            if end is None:
-                return
-            if end > self._max_packet_size:
-                self._done(here)  # the engine refuses it: 0x95 Packet too large
-                return
-            if len(data) < end:
-                return
-        try:
-            client_id = connect_client_id(bytes(data), self._framing)
-        except ValueError:
-            self._done(here)  # not a CONNECT: the engine refuses it with its reason
-            return
-        if client_id is None:
-            if len(data) > self._max_packet_size:
-                self._done(here)
-            return
-        self._done(shard_of(client_id, self._shard.count) if client_id else here)
+        shard, data = self._shard, bytes(self._data)
+        owner = connect_owner(data, self._framing, self._max_packet_size, shard.index, shard.count)
+        if owner is None and len(data) > self._max_packet_size:
+            owner = shard.index  # WebSocket bytes past the limit and no CONNECT yet
+        if owner is not None:
+            self._done(owner)
 
     def _done(self, owner: int) -> None:
         transport = self._finish()

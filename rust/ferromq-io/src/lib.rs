@@ -441,12 +441,12 @@ impl SocketSet {
         });
     }
 
-    /// Close the routing sockets past their connect timeout; looked at once a second.
+    /// Close the routing sockets past their connect timeout; looked at every 250 ms.
     fn expire_routing(&mut self, now: u64) {
         if now < self.next_expiry {
             return;
         }
-        self.next_expiry = now + 1000;
+        self.next_expiry = now + 250;
         for slot in 0..self.routing.len() {
             if self.routing[slot]
                 .as_ref()
@@ -493,13 +493,16 @@ impl SocketSet {
             }
         }
         self.ready = ready;
-        self.expire_routing(now);
         waited
     }
 
     /// Send the engine's output: each connection owned here gets one `send` of all of
     /// it; the others' (connections on the event loop's transports) go to `other`.
+    ///
+    /// Routing sockets past the connect timeout are closed here: the broker flushes
+    /// at every tick of its clock, also when no socket is ready.
     pub fn flush(&mut self, engine: &mut Engine, now: u64, mut other: impl FnMut(ConnId, Bytes)) {
+        self.expire_routing(now);
         let mut paused = Vec::new();
         let mut failed = Vec::new();
         let (epoll, sockets, high_water) = (&self.epoll, &mut self.sockets, self.high_water);
