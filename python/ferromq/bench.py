@@ -10,8 +10,8 @@ Example: ``ferromq bench p2p --qos 1 --pairs 100 --duration 10s --json out.json`
 
 With ``--node-pid PID`` (the broker's, on this machine) the report also says what the
 node and the kernel hold per connection while the most are open
-(:mod:`ferromq.bench_memory`): ``ferromq bench conn --clients 1000000
---source-addresses 40 --keep-alive 60 --duration 60s --node-pid PID``.
+(:mod:`ferromq.bench_memory`): ``ferromq bench conn --clients 10000
+--source-addresses 2 --duration 10s --node-pid PID``.
 """
 
 from __future__ import annotations

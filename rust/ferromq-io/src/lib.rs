@@ -735,3 +735,17 @@ fn feed(engine: &mut Engine, conn: ConnId, data: &[u8], now: u64) -> usize {
         data.len()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Socket;
+
+    /// What an idle connection costs here (`docs/memory.md`): a slot of the socket
+    /// vector, no buffer.
+    #[test]
+    fn an_idle_connections_record_stays_small() {
+        let size = std::mem::size_of::<Option<Socket>>();
+        println!("socket slot: {size} B");
+        assert!(size <= 56, "{size} B");
+    }
+}
