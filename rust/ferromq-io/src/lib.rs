@@ -588,8 +588,14 @@ impl SocketSet {
             match sys::read_into(fd, &mut unread) {
                 Ok(0) => self.lost(engine, conn, now),
                 Ok(_) => {
+                    // Kept in place: copying the unfinished frame at every read would
+                    // cost its size per read.
                     let used = feed(engine, conn, &unread, now);
-                    self.after_feed(engine, conn, &unread[used..], now);
+                    unread.drain(..used);
+                    if let Some(socket) = self.sockets[conn as usize].as_mut() {
+                        socket.buffers().unread = unread;
+                    }
+                    self.settle(engine, conn, now);
                 }
                 Err(error) if sys::would_block(&error) => socket.buffers().unread = unread,
                 Err(_) => self.lost(engine, conn, now),
@@ -613,21 +619,34 @@ impl SocketSet {
         self.arena = arena;
     }
 
-    /// Keep `rest` (an unfinished frame) for connection `conn`'s next read, and stop
-    /// reading it when the engine now holds its input.
+    /// Keep `rest` (an unfinished frame) for connection `conn`'s next read, then
+    /// [`SocketSet::settle`] it.
     fn after_feed(&mut self, engine: &mut Engine, conn: ConnId, rest: &[u8], now: u64) {
+        if let Some(socket) = self.sockets.get_mut(conn as usize).and_then(Option::as_mut) {
+            if rest.is_empty() {
+                if let Some(buffers) = socket.buffers.as_mut() {
+                    buffers.unread = Vec::new();
+                }
+            } else {
+                let buffers = socket.buffers();
+                buffers.unread.clear();
+                buffers.unread.extend_from_slice(rest);
+            }
+        }
+        self.settle(engine, conn, now);
+    }
+
+    /// After a feed: free connection `conn`'s empty buffers, and stop reading it when
+    /// the engine now holds its input.
+    fn settle(&mut self, engine: &mut Engine, conn: ConnId, now: u64) {
         let epoll = &self.epoll;
         let Some(socket) = self.sockets.get_mut(conn as usize).and_then(Option::as_mut) else {
             return;
         };
-        if rest.is_empty() {
+        if socket.buffers.as_ref().is_some_and(|b| b.unread.is_empty()) {
             if let Some(buffers) = socket.buffers.as_mut() {
-                buffers.unread = Vec::new();
+                buffers.unread = Vec::new(); // a large frame's capacity goes too
             }
-        } else {
-            let buffers = socket.buffers();
-            buffers.unread.clear();
-            buffers.unread.extend_from_slice(rest);
         }
         socket.shrink();
         if engine.input_held(conn) {

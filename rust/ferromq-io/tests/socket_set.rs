@@ -312,3 +312,46 @@ fn routed_client(broker: &mut Broker) -> (TcpStream, std::net::SocketAddr) {
     let address = client.local_addr().unwrap();
     (client, address)
 }
+
+/// A PUBLISH frame to topic "t" at QoS 0 with `payload`.
+fn publish(payload: &[u8]) -> Vec<u8> {
+    let mut remaining = 3 + payload.len();
+    let mut frame = vec![0x30];
+    loop {
+        let byte = (remaining % 128) as u8;
+        remaining /= 128;
+        frame.push(if remaining > 0 { byte | 0x80 } else { byte });
+        if remaining == 0 {
+            break;
+        }
+    }
+    frame.extend_from_slice(&[0, 1, b't']);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+#[test]
+fn a_frame_larger_than_half_the_arena_arrives_whole() {
+    let mut broker = Broker::new(1 << 20);
+    let (mut subscriber, _) = broker.client();
+    subscriber.write_all(&connect("big-sub")).unwrap();
+    read_exactly(&mut broker, &mut subscriber, 4);
+    subscriber
+        .write_all(&[0x82, 6, 0, 1, 0, 1, b't', 0])
+        .unwrap();
+    read_exactly(&mut broker, &mut subscriber, 5);
+    let (mut publisher, _) = broker.client();
+    publisher.write_all(&connect("big-pub")).unwrap();
+    read_exactly(&mut broker, &mut publisher, 4);
+    // 300 kB against a 64 KiB arena: read into the connection's own buffer, in pieces.
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let frame = publish(&payload);
+    for piece in frame.chunks(7_000) {
+        publisher.write_all(piece).unwrap();
+        broker.tick();
+    }
+    assert_eq!(
+        read_exactly(&mut broker, &mut subscriber, frame.len()),
+        frame
+    );
+}
