@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ferromq.bench_memory import process_tree
+from ferromq.bench_memory import process_tree, stat_fields
 
 # Queued messages per offline persistent session: large enough that the persistent
 # scenarios measure the broker, not its default cap of 1000.
@@ -349,12 +349,6 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _stat(pid: int) -> list[str]:
-    """Fields of ``/proc/<pid>/stat`` from the state on (field 3), after the
-    parenthesised command name."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time process ``pid`` and its descendants have used so far:
     each live one's own (utime, stime: fields 14, 15) plus what its exited and reaped
@@ -363,7 +357,7 @@ def cpu_seconds(pid: int) -> float:
     ticks = 0
     for member in process_tree(pid):
         try:
-            fields = _stat(member)
+            fields = stat_fields(member)
         except OSError:
             if member == pid:
                 raise

@@ -21,7 +21,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SOCKET_SLABS", "Sampler", "kernel_memory", "node_memory", "process_tree"]
+__all__ = [
+    "SOCKET_SLABS",
+    "Sampler",
+    "kernel_memory",
+    "node_memory",
+    "process_tree",
+    "stat_fields",
+]
 
 SOCKET_SLABS = (
     "TCP",
@@ -39,9 +46,10 @@ _NODE_KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
 _PAGE = 4096
 
 
-def _parent(pid: str) -> int:
-    # Field 4 of /proc/<pid>/stat, after the parenthesised command name.
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+def stat_fields(pid: int) -> list[str]:
+    """Fields of ``/proc/<pid>/stat`` from the state on (field 3), after the
+    parenthesised command name (which may hold spaces)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def process_tree(pid: int) -> list[int]:
@@ -50,7 +58,8 @@ def process_tree(pid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                children.setdefault(_parent(entry.name), []).append(int(entry.name))
+                parent = int(stat_fields(int(entry.name))[1])
+                children.setdefault(parent, []).append(int(entry.name))
             except (OSError, IndexError, ValueError):
                 continue  # exited while /proc was read
     tree, pending = [], [pid]

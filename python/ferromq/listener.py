@@ -832,19 +832,14 @@ class Listeners:
         transport: asyncio.Transport,
         data: bytes,
     ) -> None:
-        """Hand the socket to ``owner``, or relay it there; raises OSError, having
-        changed nothing, when a descriptor cannot be had."""
+        """Relay the connection to ``owner`` (its TLS or WebSocket state cannot move,
+        or its first bytes exceed one hand-over message: a plain socket that fits one
+        is sent by :meth:`_send_handover`); raises OSError, having changed nothing, when
+        a descriptor cannot be had."""
         assert self._loop is not None
         listener = accepted.listener
         peer = (str(accepted.peer[0]), int(accepted.peer[1]))
-        message = Handed(listener.index, framing, peer, None, data).encode()
         sender = self._senders[owner]
-        if listener.tls is None and framing == "mqtt" and len(message) <= MESSAGE_MAX:
-            fd = os.dup(transport.get_extra_info("socket").fileno())
-            transport.abort()
-            release()
-            sender.send(message, fd)
-            return
         near, far = socket.socketpair()
         config = listener.config
         certificate = _identity(config, transport) if config.require_certificate else None

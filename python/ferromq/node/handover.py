@@ -16,11 +16,11 @@ decision, ``ferromq_core::bus::connect_owner``) names the CONNECT's owner, the
   the reason it gives on one shard): the transport switches to the MQTT protocol, which
   is given the bytes read so far before any other.
 - **Socket hand-over** (``tcp`` listeners, with or without PROXY, when the bytes read
-  so far fit one message): a duplicate of the socket's descriptor goes to the owner in one
-  SCM_RIGHTS message on ``handover_send[owner]`` (:class:`HandoverSender`) with a
-  :class:`Handed` header: the listener, the framing, the client's address (the PROXY
-  header's on a proxy listener, which is why those need no relay) and the bytes read so
-  far. The local transport is aborted and its admission slot given back. The owner
+  so far fit one message): the socket set gives the socket up and its descriptor goes to
+  the owner in one SCM_RIGHTS message on ``handover_send[owner]``
+  (:class:`HandoverSender`) with a :class:`Handed` header: the listener, the framing,
+  the client's address (the PROXY header's on a proxy listener, which is why those need
+  no relay) and the bytes read so far. Its admission slot is given back here. The owner
   (:class:`HandoverReceiver`) takes the slot over without deciding again (the limits
   are the node's, :mod:`ferromq.admission`) and makes the listener's MQTT protocol
   around the socket, fed those bytes first.

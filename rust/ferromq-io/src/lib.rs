@@ -623,14 +623,11 @@ impl SocketSet {
     /// [`SocketSet::settle`] it.
     fn after_feed(&mut self, engine: &mut Engine, conn: ConnId, rest: &[u8], now: u64) {
         if let Some(socket) = self.sockets.get_mut(conn as usize).and_then(Option::as_mut) {
-            if rest.is_empty() {
-                if let Some(buffers) = socket.buffers.as_mut() {
-                    buffers.unread = Vec::new();
-                }
-            } else {
-                let buffers = socket.buffers();
-                buffers.unread.clear();
-                buffers.unread.extend_from_slice(rest);
+            // An idle connection without buffers gets none for an empty rest.
+            if !rest.is_empty() || socket.buffers.is_some() {
+                let unread = &mut socket.buffers().unread;
+                unread.clear();
+                unread.extend_from_slice(rest);
             }
         }
         self.settle(engine, conn, now);
@@ -643,10 +640,8 @@ impl SocketSet {
         let Some(socket) = self.sockets.get_mut(conn as usize).and_then(Option::as_mut) else {
             return;
         };
-        if socket.buffers.as_ref().is_some_and(|b| b.unread.is_empty()) {
-            if let Some(buffers) = socket.buffers.as_mut() {
-                buffers.unread = Vec::new(); // a large frame's capacity goes too
-            }
+        if let Some(buffers) = socket.buffers.as_mut().filter(|b| b.unread.is_empty()) {
+            buffers.unread = Vec::new(); // a large frame's capacity goes too
         }
         socket.shrink();
         if engine.input_held(conn) {

@@ -41,8 +41,10 @@ impl Broker {
         }
     }
 
-    /// A client connected to the broker, its socket adopted by the set.
-    fn client(&mut self) -> (TcpStream, u32) {
+    /// A client connected to the broker, its socket adopted by the set as one of
+    /// listener number `listener` (routed first when the set knows shards): the
+    /// engine's connection id unless it is routed.
+    fn adopted(&mut self, listener: u16) -> (TcpStream, Option<u32>) {
         let client = TcpStream::connect(self.listener.local_addr().unwrap()).unwrap();
         client
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -52,8 +54,22 @@ impl Broker {
             .expect("waiting");
         let conn = self
             .sockets
-            .adopt(&mut self.engine, fd, 3, peer.unwrap(), true, b"", self.now)
+            .adopt(
+                &mut self.engine,
+                fd,
+                listener,
+                peer.unwrap(),
+                true,
+                b"",
+                self.now,
+            )
             .unwrap();
+        (client, conn)
+    }
+
+    /// A client on listener 3 of a one-shard set: an engine connection at once.
+    fn client(&mut self) -> (TcpStream, u32) {
+        let (client, conn) = self.adopted(3);
         (client, conn.expect("not routed: one shard"))
     }
 
@@ -292,23 +308,8 @@ fn a_routing_socket_without_connect_is_closed_at_the_connect_timeout() {
 
 /// A client whose socket the set routes (listener 7), and its address.
 fn routed_client(broker: &mut Broker) -> (TcpStream, std::net::SocketAddr) {
-    let client = TcpStream::connect(broker.listener.local_addr().unwrap()).unwrap();
-    client
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let (fd, peer) = sys::accept(broker.listener.as_raw_fd())
-        .unwrap()
-        .expect("waiting");
-    let routed = broker.sockets.adopt(
-        &mut broker.engine,
-        fd,
-        7,
-        peer.unwrap(),
-        true,
-        b"",
-        broker.now,
-    );
-    assert_eq!(routed.unwrap(), None, "routed first");
+    let (client, conn) = broker.adopted(7);
+    assert_eq!(conn, None, "routed first");
     let address = client.local_addr().unwrap();
     (client, address)
 }
