@@ -81,6 +81,7 @@ __all__ = [
     "journal_log_records",
     "kafka_record_batches",
     "key_hash_slot",
+    "logfmt",
     "parse_proxy_header",
     "reason_code_name",
     "run_bench",
@@ -155,6 +156,7 @@ JOURNAL_FORMAT_VERSION: Final[int]
 def journal_header(version: int = ...) -> bytes: ...
 def journal_format_version(head: bytes) -> int: ...
 def journal_log_records(batch: bytes) -> bytes: ...
+def logfmt(fields: dict[str, object]) -> str: ...
 
 # Built by ferromq.engine.engine_settings from the config, where every default lives:
 # every field is required.

@@ -43,11 +43,12 @@ import json
 import logging
 import logging.handlers
 import os
-import re
 import sys
 import time
+from types import CodeType, FrameType
 from typing import Final, TextIO
 
+from ferromq._core import logfmt
 from ferromq.config import ConfigError, LogConfig
 
 __all__ = [
@@ -69,7 +70,6 @@ __all__ = [
 _FIELDS_ATTR: Final = "ferromq_fields"  # the LogRecord attribute that carries the fields
 _HANDLER_NAME: Final = "ferromq"  # marks the handler configure_logging installs, to replace it
 _JSON_KEYS: Final = frozenset({"ts", "level", "logger", "msg", "exc"})
-_BARE: Final = re.compile(r'[^\s="\\]+')
 _RELAYED_ATTR: Final = "ferromq_relayed"  # a record holding a line a shard formatted
 _RELAY_MARK: Final = "\x1f"
 
@@ -78,24 +78,51 @@ def log_event(logger: logging.Logger, level: int, message: str, **fields: object
     """Log ``message`` with structured ``fields`` at ``level`` (``logging.INFO`` …).
 
     Nothing is formatted unless ``logger`` is enabled for ``level``; the fields reach the
-    formatter as they are. The record's caller is read from the frame that called this
-    (``logging``'s own search walks the stack, normalising a path per frame: a connection
-    storm paid it per connection).
+    formatter as they are. The record is made by :func:`_record` for the frame that
+    called this.
     """
     if logger.isEnabledFor(level):
-        caller = sys._getframe(1)
-        record = logger.makeRecord(
-            logger.name,
-            level,
-            caller.f_code.co_filename,
-            caller.f_lineno,
-            message,
-            (),
-            None,
-            func=caller.f_code.co_name,
-            extra={_FIELDS_ATTR: fields},
+        logger.handle(_record(logger.name, level, sys._getframe(1), message, fields))
+
+
+# A record's attributes per call site (code object, line, logger, level), as a
+# LogRecord made there holds them; see _record.
+_templates: dict[tuple[CodeType, int, str, int], tuple[dict[str, object], float]] = {}
+
+
+def _record(
+    name: str, level: int, caller: FrameType, message: str, fields: dict[str, object]
+) -> logging.LogRecord:
+    """The record ``Logger.makeRecord`` would make for ``message`` logged from
+    ``caller``, with ``fields`` attached, made as a copy of the call site's first
+    record with the time set anew. ``LogRecord.__init__`` works out the file and module
+    names from the path (``os.path`` calls) and the time fields for every record: a
+    connection storm at ``info`` paid it twice per connection. The copy keeps what a
+    record made on another thread would say of its thread, so it relies on
+    :func:`configure_logging` having turned thread, process and task lookups off."""
+    code = caller.f_code
+    site = (code, caller.f_lineno, name, level)
+    template = _templates.get(site)
+    if template is None:
+        first = logging.LogRecord(
+            name, level, code.co_filename, caller.f_lineno, message, (), None, code.co_name
         )
-        logger.handle(record)
+        # relativeCreated counts from logging's start: kept as the offset from created
+        template = _templates[site] = (
+            dict(vars(first)),
+            first.relativeCreated - first.created * 1000,
+        )
+    attributes_of_site, relative_offset = template
+    record = logging.LogRecord.__new__(logging.LogRecord)
+    attributes = record.__dict__
+    attributes.update(attributes_of_site)
+    created = time.time()
+    attributes["created"] = created
+    attributes["msecs"] = int((created - int(created)) * 1000) + 0.0
+    attributes["relativeCreated"] = created * 1000 + relative_offset
+    attributes["msg"] = message
+    attributes[_FIELDS_ATTR] = fields
+    return record
 
 
 LOG_INTERVAL: Final = 10.0
@@ -207,27 +234,6 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
     return {**fields, **_PROCESS_FIELDS} if _PROCESS_FIELDS else fields
 
 
-_JSON_CONSTANTS: Final[dict[object, str]] = {None: "null", True: "true", False: "false"}
-
-
-def _text_value(value: object) -> str:
-    """A field's value as the text line writes it: JSON's spelling of null, booleans
-    and numbers, a string bare unless it needs quoting. Spelt here rather than by
-    ``json.dumps`` for the common types: a "client connected" line has five such values
-    and the encoder's set-up cost most of the line's time."""
-    if isinstance(value, str):
-        text = value
-    elif value is None or isinstance(value, bool):
-        return _JSON_CONSTANTS[value]
-    elif isinstance(value, int):
-        return int.__repr__(value)  # as json.dumps spells it, IntEnum members included
-    elif isinstance(value, float):
-        text = json.dumps(value)
-    else:
-        text = str(value)
-    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
-
-
 class TextFormatter(logging.Formatter):
     """``<ts> <LEVEL> <logger> <message> key=value ...``, traceback on the lines after;
     without ``<ts>`` for a destination that stamps its own (syslog)."""
@@ -242,7 +248,8 @@ class TextFormatter(logging.Formatter):
         parts = [record.levelname, record.name, record.getMessage()]
         if self._timestamp:
             parts.insert(0, _timestamp(record))
-        parts += [f"{key}={_text_value(value)}" for key, value in _fields(record).items()]
+        if fields := _fields(record):
+            parts.append(logfmt(fields))  # compiled: a connect line's ten fields
         line = " ".join(parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)

@@ -20,6 +20,7 @@ mod engine;
 mod errors;
 mod events;
 mod journal;
+mod logfmt;
 mod node_counters;
 mod proxy;
 mod raw_feed;
@@ -52,6 +53,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     restore_report::register(m)?;
     topic::register(m)?;
     journal::register(m)?;
+    logfmt::register(m)?;
     redis::register(m)?;
     split::register(m)?;
     stream::register(m)?;
