@@ -148,6 +148,7 @@ from ferromq.node.identity import ShardIdentity
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
 from ferromq.sockets import ListenError, bind_sockets
 from ferromq.tls import certificate_identity, server_context
+from ferromq.tls_tickets import TicketKeysUnavailable, share_ticket_keys
 from ferromq.websocket_upgrade import UpgradeProtocol
 
 __all__ = ["Listeners"]
@@ -369,6 +370,7 @@ class Listeners:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
         self._shard: ShardIdentity | None = None  # set in a node of several shards
+        self._ticket_keys: bytes | None = None  # the node's, in a node of several shards
         self._max_packet_size = 0
         self._senders: dict[int, HandoverSender] = {}  # by owner shard
         self._receiver: HandoverReceiver | None = None
@@ -467,6 +469,7 @@ class Listeners:
                 )
                 continue
             listener.tls, listener.config = context, config
+            self._share_ticket_keys(listener)
             log_event(
                 logger, logging.INFO, "TLS certificates reloaded", listener=listener.config.name
             )
@@ -496,6 +499,9 @@ class Listeners:
             self._receiver = HandoverReceiver(
                 loop, shard.handover_receive, self._received, self._handover_lost, ACCEPT_PAUSE
             )
+            self._ticket_keys = shard.ticket_keys()
+            for listener in self._listeners:
+                self._share_ticket_keys(listener)
         for listener in self._listeners:
             self._resume(listener)
             for sock in listener.sockets:
@@ -509,6 +515,22 @@ class Listeners:
                     protocol=listener.config.protocol,
                     max_connections=listener.config.max_connections,
                 )
+
+    def _share_ticket_keys(self, listener: _Listener) -> None:
+        """Give ``listener``'s TLS context the node's session-ticket key (in a node of
+        several shards), so a ticket one shard issued resumes on every other."""
+        if listener.tls is None or self._ticket_keys is None:
+            return
+        try:
+            share_ticket_keys(listener.tls, self._ticket_keys)
+        except TicketKeysUnavailable as exc:
+            log_event(
+                logger,
+                logging.WARNING,
+                "TLS sessions resume only on the shard that began them",
+                listener=listener.config.name,
+                reason=str(exc),
+            )
 
     def close(self) -> None:
         """Stop accepting and close the listening sockets; accepted connections stay."""

@@ -129,7 +129,9 @@ def test_check_config_shows_workers(tmp_path: Path) -> None:
 
 
 def test_the_identity_travels_through_the_environment() -> None:
-    identity = ShardIdentity(1, 3, 10, (11, 12, 13), 14, (15, 16, 17), 18, 19)
+    identity = ShardIdentity(
+        1, 3, 10, (11, 12, 13), 14, (15, 16, 17), 18, 19, supervisor_pid=7, ticket_keys_fd=20
+    )
     assert ShardIdentity.from_env({"FERROMQ_SHARD": identity.to_env()}) == identity
-    assert identity.inherited_fds() == (10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+    assert identity.inherited_fds() == (10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
     assert ShardIdentity.from_env({}) is None

@@ -12,6 +12,8 @@ the descriptors it inherits from the supervisor.
   (:mod:`ferromq.node.supervisor`): the shard writes one line on it once it serves, or
   why it could not start; end of file on it means the supervisor is gone, and the
   shard stops. -1 when nothing supervises it.
+- ``ticket_keys_fd``: the memfd holding the node's TLS session-ticket key
+  (:mod:`ferromq.tls_tickets`); -1 when there is none.
 - ``supervisor_pid``: the supervisor's process id, which the shard checks is still its
   parent once it asked to be signalled at its parent's death
   (:func:`ferromq.node.link.stop_with_supervisor`); -1 when nothing supervises it.
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from ferromq.tls_tickets import KEY_BYTES
 
 ENV = "FERROMQ_SHARD"
 
@@ -44,6 +48,7 @@ class ShardIdentity:
     supervisor_fd: int = -1
     counters_fd: int = -1
     supervisor_pid: int = -1
+    ticket_keys_fd: int = -1
 
     def to_env(self) -> str:
         return ";".join(
@@ -56,6 +61,7 @@ class ShardIdentity:
                 str(self.supervisor_fd),
                 str(self.counters_fd),
                 str(self.supervisor_pid),
+                str(self.ticket_keys_fd),
             )
         )
 
@@ -66,7 +72,9 @@ class ShardIdentity:
         text = environ.get(ENV)
         if not text:
             return None
-        where, bus, wake, receive, send, supervisor, counters, supervisor_pid = text.split(";")
+        where, bus, wake, receive, send, supervisor, counters, supervisor_pid, tickets = text.split(
+            ";"
+        )
         index, count = (int(part) for part in where.split("/"))
         return cls(
             index,
@@ -78,9 +86,17 @@ class ShardIdentity:
             int(supervisor),
             int(counters),
             int(supervisor_pid),
+            int(tickets),
         )
+
+    def ticket_keys(self) -> bytes | None:
+        """The node's TLS session-ticket key, None when it has none."""
+        if self.ticket_keys_fd < 0:
+            return None
+        return os.pread(self.ticket_keys_fd, KEY_BYTES, 0)
 
     def inherited_fds(self) -> tuple[int, ...]:
         """Every descriptor the shard must inherit (for ``pass_fds``)."""
-        own = tuple(fd for fd in (self.supervisor_fd, self.counters_fd) if fd >= 0)
+        optional = (self.supervisor_fd, self.counters_fd, self.ticket_keys_fd)
+        own = tuple(fd for fd in optional if fd >= 0)
         return (self.bus_fd, *self.wake_fds, self.handover_receive, *self.handover_send, *own)

@@ -6,8 +6,9 @@ addresses are free (bound without ``SO_REUSEPORT`` and closed again: exit 4, bef
 anything is created on disk) and the embedded store is not another node's (it holds
 ``storage.path``'s lock for its life: exit 3). Then it makes what the shards share —
 the bus (``Bus.create``: one memfd for every pair's ring), the admission counters
-(``NodeCounters.create``: one memfd, :mod:`ferromq.admission`), one eventfd per shard for
-wake-ups, one ``SOCK_SEQPACKET`` pair per shard for connection hand-overs — and starts
+(``NodeCounters.create``: one memfd, :mod:`ferromq.admission`), the TLS session-ticket
+key (a memfd, :mod:`ferromq.tls_tickets`), one eventfd per shard for wake-ups, one
+``SOCK_SEQPACKET`` pair per shard for connection hand-overs — and starts
 each shard as ``python -m ferromq serve <the same arguments>`` with its
 :class:`~ferromq.node.identity.ShardIdentity` in ``FERROMQ_SHARD`` and those
 descriptors inherited (``pass_fds``), plus a stream socket pair of its own
@@ -74,6 +75,7 @@ from ferromq.pidfile import PidFile
 from ferromq.sockets import ListenError, bind_sockets
 from ferromq.storage import StoreUnavailable, layout
 from ferromq.storage.embedded import lock_directory
+from ferromq.tls_tickets import new_ticket_keys
 
 if TYPE_CHECKING:
     from ferromq.admin import AdminServer
@@ -198,6 +200,8 @@ class Supervisor:
         send = tuple(pair[1].fileno() for pair in pairs)
         bus_fd = Bus.create(count, ring_capacity(count))
         counters_fd = NodeCounters.create(COUNTER_SLOTS, count)
+        ticket_keys_fd = os.memfd_create("ferromq-tls-tickets", 0)  # inherited, not CLOEXEC
+        os.write(ticket_keys_fd, new_ticket_keys())
         self.shards = [
             _Shard(
                 ShardIdentity(
@@ -208,6 +212,7 @@ class Supervisor:
                     pairs[k][0].fileno(),
                     send,
                     counters_fd=counters_fd,
+                    ticket_keys_fd=ticket_keys_fd,
                 )
             )
             for k in range(count)
