@@ -20,6 +20,9 @@ fi
 step() { printf '\n==== %s (%s)\n' "$*" "$(date +%T)"; }
 
 step "build: the compiled modules (incremental)"
+# test.sh installs ferromq as a wheel; an editable build without isolation needs the
+# build requirements (pyproject.toml [build-system]) in the venv itself.
+pip install -q "setuptools>=77" "setuptools-rust>=1.9" "Cython>=3.0" wheel
 pip install -q -e . --no-build-isolation --no-deps
 
 step "lint: ruff, mypy --strict, stubtest, cargo fmt, clippy"

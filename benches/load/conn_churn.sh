@@ -10,6 +10,12 @@
 #       ferromq serve -p 18844 --workers 1
 #   benches/load/conn_churn.sh 18843 -- ~/.cache/ferromq-peers/flashmq/bin/flashmq \
 #       --config-file benches/load/results-issue25-io/conn-churn/flashmq.conf
+#
+# BENCH_ARGS adds generator options, e.g. TLS 1.3 (benches/load/tls_pki.sh makes the
+# certificates; the generator resumes sessions with the tickets the broker sends, and
+# the printed line says how many of the 10,000 did):
+#   BENCH_ARGS="--transport tls --tls-ca-file /tmp/pki/ca.pem" \
+#       benches/load/conn_churn.sh 18845 -- ferromq serve --config tls.toml
 set -euo pipefail
 port=$1
 shift 2
@@ -20,8 +26,9 @@ trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
 sleep 3
 before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 for _ in 1 2 3 4; do
+    # shellcheck disable=SC2086 # BENCH_ARGS is a list of options
     taskset -c 0 "$bench" bench conn --port "$port" --clients 10000 --source-addresses 16 \
-        --duration 1s --threads 1 --quiet | sed -n 2p
+        --duration 1s --threads 1 --quiet ${BENCH_ARGS:-} | sed -n 2p
 done
 after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
 echo "broker CPU for 40,000 connections: $(( (after - before) * 10 )) ms"

@@ -30,6 +30,7 @@ from ferromq.bench_memory import Sampler
 __all__ = ["SCENARIOS", "format_summary", "parse_duration", "register", "run"]
 
 SCENARIOS = ("p2p", "fanin", "fanout", "sharedsub", "conn")
+TLS = ("tls", "wss")  # the transports over TLS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -66,13 +67,15 @@ def _latency(summary: Mapping[str, float]) -> str:
 def format_summary(report: Mapping[str, Any]) -> str:
     """A few human-readable lines about a report."""
     config, clients, delivery = report["config"], report["clients"], report["delivery"]
+    tls = config["transport"] in TLS
     lines = [
         f"scenario {report['scenario']}  MQTT {config['protocol']}  "
         f"qos {config['pub_qos']}/{config['sub_qos']}  payload {config['payload']} B  "
         f"publishers {clients['publishers']}  subscribers {clients['subscribers']}",
         f"clients   {clients['connected']}/{clients['planned']} connected "
         f"({clients['connect_per_s']:,.0f}/s), {clients['connect_failures']} failed, "
-        f"{clients['connection_errors']} dropped, {clients['reconnects']} reconnects",
+        f"{clients['connection_errors']} dropped, {clients['reconnects']} reconnects"
+        + (f", {clients['tls_resumed']} TLS sessions resumed" if tls else ""),
         f"connect   {_latency(report['connect_latency_ms'])}",
     ]
     if report["scenario"] != "conn":

@@ -321,6 +321,33 @@ def generator_delivers_exactly_once(
     assert (delivery["lost"], delivery["duplicates"]) == (0, 0)
 
 
+def test_reconnecting_clients_resume_their_tls_sessions(
+    started: Starter, loop: str, pki: Pki
+) -> None:
+    """The broker hands out TLS 1.3 session tickets, so a fleet that reconnects resumes
+    its sessions (no certificate exchange) instead of a full handshake each time: of 200
+    clients connecting one after another, all but the first few resume (the generator
+    keeps the tickets each connection receives, as a device's TLS stack does). In a node
+    of several shards too: its shards share one ticket key, so a ticket one shard issued
+    resumes on the shard the kernel gives the next connection to."""
+    broker = started(loop, tls_config(pki))
+    report = bench.run(
+        {
+            "port": broker.port,
+            "transport": "tls",
+            "tls_ca_file": str(pki.ca.cafile),
+            "scenario": "conn",
+            "clients": 200,
+            "connect_rate": 400,
+            "duration": 0.5,
+            "threads": 1,
+        }
+    )
+    clients = report["clients"]
+    assert (clients["connected"], clients["first_errors"]) == (200, [])
+    assert clients["tls_resumed"] >= 190
+
+
 def test_load_generator_refuses_a_broker_its_ca_did_not_sign(
     started: Starter, loop: str, pki: Pki, tmp_path: Path
 ) -> None:

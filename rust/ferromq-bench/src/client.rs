@@ -94,6 +94,8 @@ pub struct Tally {
     /// Deliveries that were not this run's messages (queued by an earlier run).
     pub stale: u64,
     pub reconnects: u64,
+    /// Connections whose TLS handshake resumed an earlier session (a ticket).
+    pub tls_resumed: u64,
 }
 
 impl Tally {

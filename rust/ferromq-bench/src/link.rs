@@ -28,7 +28,7 @@ use ferromq_core::transport::websocket::{
 use mio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore};
 
 use crate::config::{Config, Transport};
 use crate::BenchError;
@@ -147,6 +147,12 @@ impl Link {
             Wire::Tcp(socket) => socket,
             Wire::Tls(tls) => &mut tls.socket,
         }
+    }
+
+    /// Whether this link's TLS handshake resumed an earlier session; false without
+    /// TLS and while the handshake is under way.
+    pub fn tls_resumed(&self) -> bool {
+        matches!(&self.wire, Wire::Tls(tls) if tls.conn.handshake_kind() == Some(HandshakeKind::Resumed))
     }
 
     /// Read once from the socket through `scratch`, appending MQTT bytes to `sink`.

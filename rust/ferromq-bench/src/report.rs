@@ -43,6 +43,8 @@ pub struct ClientsReport {
     /// Connections lost after they were up.
     pub connection_errors: u64,
     pub reconnects: u64,
+    /// Of the connections, those whose TLS handshake resumed a session (0 without TLS).
+    pub tls_resumed: u64,
     pub connect_per_s: f64,
     pub first_errors: Vec<String>,
 }
@@ -116,6 +118,7 @@ fn merge_tallies(results: &mut [WorkerResult]) -> Tally {
         }
         total.stale += t.stale;
         total.reconnects += t.reconnects;
+        total.tls_resumed += t.tls_resumed;
     }
     total
 }
@@ -204,6 +207,7 @@ pub fn build_report(
         connect_failures: totals.failed,
         connection_errors: totals.errors,
         reconnects: tally.reconnects,
+        tls_resumed: tally.tls_resumed,
         connect_per_s: match outcome.all_ready {
             0 => 0.0,
             ns => connected as f64 / (ns as f64 / 1e9),

@@ -384,8 +384,14 @@ impl Worker {
                 Ok(Received::Bytes(0)) => {}
                 Ok(Received::Bytes(n)) => {
                     self.read_tokens[i].0 -= n as f64;
+                    let resumed = link.tls_resumed();
                     let (mut ctx, clients) = self.ctx();
-                    match clients[i].handle_input(&mut ctx) {
+                    let awaiting_connack = clients[i].state == State::AwaitConnAck;
+                    let outcome = clients[i].handle_input(&mut ctx);
+                    if awaiting_connack && resumed && clients[i].state != State::AwaitConnAck {
+                        ctx.tally.tls_resumed += 1;
+                    }
+                    match outcome {
                         Ok(Next::Continue) => self.flush(i),
                         Ok(Next::Reconnect) => return self.reconnect(i),
                         Err(reason) => return self.fail(i, reason),
