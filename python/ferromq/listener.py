@@ -197,6 +197,7 @@ _PreambleFailure: TypeAlias = Literal[
 @dataclass
 class _Counts:
     accept_paused: int = 0
+    accept_paused_handovers: int = 0  # times accepting stopped for hand-overs piling up
     connect_timeouts: int = 0
     """Connections the router closed at the connect timeout (in a node of shards)."""
     failures: Counter[_PreambleFailure] = field(default_factory=Counter)
@@ -374,6 +375,10 @@ class Listeners:
         self._max_packet_size = 0
         self._senders: dict[int, HandoverSender] = {}  # by owner shard
         self._receiver: HandoverReceiver | None = None
+        self._backlogged: set[int] = set()  # owner shards whose hand-overs pile up here
+        self._log_backlogged = RateLimitedLog(
+            logger, logging.WARNING, "accepting paused: hand-overs wait for their owner shard"
+        )
         self._log_refused = RateLimitedLog(logger, logging.WARNING, "connection refused at accept")
         self._log_exhausted = RateLimitedLog(
             logger, logging.ERROR, "accept paused: out of file descriptors"
@@ -420,6 +425,7 @@ class Listeners:
         counts = self._counts
         stats = {
             "accept_paused_fd_exhausted": counts.accept_paused,
+            "accept_paused_handovers": counts.accept_paused_handovers,
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
         }
         if self._shard is not None and self._hub is not None:
@@ -492,7 +498,9 @@ class Listeners:
             timeout_ms = round(self._handshake_timeout * 1000)
             hub.sockets.set_shards(shard.index, shard.count, max_packet_size, timeout_ms)
             self._senders = {
-                owner: HandoverSender(loop, fd, self._handover_lost)
+                owner: HandoverSender(
+                    loop, fd, self._handover_lost, partial(self._owner_backlogged, owner)
+                )
                 for owner, fd in enumerate(shard.handover_send)
                 if owner != shard.index
             }
@@ -548,8 +556,31 @@ class Listeners:
         for task in self._counts.pending:
             task.cancel()
 
+    def _owner_backlogged(self, owner: int, backlogged: bool) -> None:
+        """Stop accepting while hand-overs to ``owner`` pile up (its descriptors are
+        used up, or it is behind), and start again once every owner took its backlog
+        (:class:`~ferromq.node.handover.HandoverSender`)."""
+        assert self._loop is not None
+        was_accepting = not self._backlogged
+        if backlogged:
+            self._backlogged.add(owner)
+        else:
+            self._backlogged.discard(owner)
+        if was_accepting and self._backlogged:
+            self._counts.accept_paused_handovers += 1
+            self._log_backlogged(self._loop.time(), owner=owner)
+            for listener in self._listeners:
+                for sock in listener.sockets:
+                    if sock.fileno() >= 0:
+                        self._loop.remove_reader(sock.fileno())
+        elif not was_accepting and not self._backlogged:
+            for listener in self._listeners:
+                self._resume(listener)
+
     def _resume(self, listener: _Listener) -> None:
         assert self._loop is not None
+        if self._backlogged:
+            return  # started again when the hand-overs are taken (_owner_backlogged)
         for sock in listener.sockets:
             if sock.fileno() >= 0:  # not closed by close() during a pause
                 self._loop.add_reader(sock.fileno(), self._accept, listener, sock)

@@ -89,6 +89,7 @@ COUNTERS: Mapping[str, str] = {
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},
     "clients/banned/flapping": "flapping_banned",
     "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
+    "clients/accept_paused/handovers": "accept_paused_handovers",
     "clients/tls_handshake_failed": "tls_handshake_failed",
     "clients/refused/proxy_header": "refused_proxy_header",
     "clients/refused/websocket_upgrade": "refused_websocket_upgrade",

@@ -177,16 +177,20 @@ def test_a_silent_connection_is_closed_at_the_connect_timeout(run: asyncio.Runne
     assert (routed.released, routed.timeouts) == (1, 1)
 
 
-async def _hand_over(count: int, most: int = 1024) -> tuple[list[bytes], list[str]]:
+async def _hand_over(
+    count: int, most: int = 1024, backlog: list[bool] | None = None
+) -> tuple[list[bytes], list[str]]:
     """Hand ``count`` connections with 16 KiB read each over a SEQPACKET pair while the
     owner is not reading (the socket buffer takes about a dozen, the sender ``most``
     more), then read them at the owner: what the owner got, what was lost; each client
-    reads what the owner sent it, or the close of a connection lost."""
+    reads what the owner sent it, or the close of a connection lost. ``backlog`` gets
+    what the sender said of its backlog, in order."""
     loop = asyncio.get_running_loop()
     receive, send = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     clients: list[socket.socket] = []
     lost: list[str] = []
-    sender = HandoverSender(loop, send.detach(), lost.append, most)
+    said = [] if backlog is None else backlog
+    sender = HandoverSender(loop, send.detach(), lost.append, said.append, most)
     for n in range(count):
         client, server = socket.socketpair()
         clients.append(client)
@@ -219,6 +223,17 @@ def test_hand_overs_wait_for_a_full_owner_and_arrive_in_order(run: asyncio.Runne
     assert run.run(_hand_over(40)) == ([b"%d" % n for n in range(40)], [])
 
 
+def test_a_sender_says_when_its_hand_overs_pile_up_and_when_they_are_taken(
+    run: asyncio.Runner,
+) -> None:
+    # About a dozen fit the socket buffer; the rest wait, passing half of 40 (the
+    # listener stops accepting then), and are all taken once the owner reads.
+    backlog: list[bool] = []
+    got, lost = run.run(_hand_over(40, most=40, backlog=backlog))
+    assert (len(got), lost) == (40, [])
+    assert backlog == [True, False]
+
+
 def test_an_owner_that_stops_taking_hand_overs_holds_a_bounded_number(
     run: asyncio.Runner,
 ) -> None:
@@ -233,7 +248,7 @@ async def _hand_over_out_of_descriptors(count: int) -> list[str]:
     loop = asyncio.get_running_loop()
     receive, send = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     lost: list[str] = []
-    sender = HandoverSender(loop, send.detach(), lost.append)
+    sender = HandoverSender(loop, send.detach(), lost.append, print)
     clients = []
     for n in range(count):
         client, server = socket.socketpair()
@@ -285,7 +300,7 @@ def test_a_hand_over_message_larger_than_a_message_may_be_is_refused() -> None:
     big = Handed(0, "mqtt", ("h", 1), None, bytes(MESSAGE_MAX))
     receive, send = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     loop = asyncio.new_event_loop()
-    sender = HandoverSender(loop, send.detach(), print)
+    sender = HandoverSender(loop, send.detach(), print, print)
     with pytest.raises(ValueError, match="hand-over message of"):
         sender.send(big.encode(), -1)
     sender.close()

@@ -105,6 +105,11 @@ COUNTERS: Final = (
         "Times accepting paused for want of file descriptors.",
         "accept_paused_fd_exhausted",
     ),
+    (
+        "ferromq_connections_accept_paused_handovers",
+        "Times accepting paused while hand-overs to another shard piled up.",
+        "accept_paused_handovers",
+    ),
     ("ferromq_sessions_expired", "Sessions expired.", "sessions_expired"),
     (
         "ferromq_subscriptions_refused",

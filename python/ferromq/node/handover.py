@@ -50,8 +50,13 @@ relay instead. An owner that does not
 keep up (its unread messages count against the sending socket's buffer) makes a send
 wait in the sender's FIFO until the socket is writable, at most :data:`QUEUE_MAX` of them (each
 holds a descriptor no admission slot counts any more: an owner that stopped reading
-must not exhaust the sender's). A hand-over beyond that, or whose send fails otherwise,
-is lost: the connection is closed, logged, and its client reconnects. Out of
+must not exhaust the sender's). Once a FIFO holds half of that, the shard stops
+accepting until it is down to an eighth (new connections wait in the kernel's backlog,
+as when accepting pauses for descriptors): in a CONNECT storm an owner out of
+descriptors made the senders lose connections by the thousand before. A hand-over
+beyond the bound (sockets this shard had accepted before it stopped), or whose send
+fails otherwise, is lost: the connection is closed, logged, and its client
+reconnects. Out of
 descriptors, the receiver stops reading for a while (:class:`HandoverReceiver`) and the
 listener retries a hand-over it could not make (:meth:`ferromq.listener.Listeners._route`).
 
@@ -83,6 +88,7 @@ from ferromq.node.identity import ShardIdentity
 
 __all__ = [
     "MESSAGE_MAX",
+    "Backlogged",
     "Framing",
     "Handed",
     "HandoverReceiver",
@@ -298,19 +304,31 @@ Failed: TypeAlias = Callable[[str], None]
 """Told why a hand-over was lost (for a rate-limited log line)."""
 
 
+Backlogged: TypeAlias = Callable[[bool], None]
+"""Told when a sender's FIFO reaches half of its bound (True) and when it is down to an
+eighth again (False): the listener stops accepting meanwhile."""
+
+
 class HandoverSender:
     """Sends hand-overs to one owner shard, in order, over its ``SOCK_SEQPACKET``
     socket; see the module header. Owns each descriptor given to :meth:`send`."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, fd: int, failed: Failed, most: int = QUEUE_MAX
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        failed: Failed,
+        backlogged: Backlogged,
+        most: int = QUEUE_MAX,
     ) -> None:
         self._loop = loop
         self._sock = socket.socket(fileno=fd)
         self._sock.setblocking(False)
         self._failed = failed
+        self._backlogged = backlogged
         self._most = most
         self._queue: deque[tuple[bytes, int]] = deque()
+        self._backlog = False  # the FIFO passed half of most and has not drained yet
 
     def send(self, message: bytes, fd: int) -> None:
         """Hand ``fd`` over with ``message`` (an encoded :class:`Handed`), now or once
@@ -326,6 +344,9 @@ class HandoverSender:
         if not self._queue:
             self._loop.add_writer(self._sock.fileno(), self._writable)
         self._queue.append((message, fd))
+        if not self._backlog and len(self._queue) >= max(self._most // 2, 1):
+            self._backlog = True
+            self._backlogged(True)
 
     def _sent(self, message: bytes, fd: int) -> bool:
         """Whether the message left (or was lost): False when the queue is full."""
@@ -341,9 +362,13 @@ class HandoverSender:
     def _writable(self) -> None:
         while self._queue:
             if not self._sent(*self._queue[0]):
-                return
+                break
             self._queue.popleft()
-        self._loop.remove_writer(self._sock.fileno())
+        else:
+            self._loop.remove_writer(self._sock.fileno())
+        if self._backlog and len(self._queue) <= self._most // 8:
+            self._backlog = False
+            self._backlogged(False)
 
     def close(self) -> None:
         if self._queue:
