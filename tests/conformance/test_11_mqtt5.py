@@ -1,8 +1,8 @@
 """11 MQTT 5.0 edges with exact packets: broker-to-client topic alias overflow, expiry
 while queued (counted in $SYS), a delivery too large for one of several subscribers
 (and for all of them), every announced CONNACK limit broken, Reason Strings and Request
-Problem Information, the publish quota, redirection, and Response Topics with
-wildcards."""
+Problem Information, the publish quota, redirection, Response Topics with wildcards,
+and a client PUBLISH carrying a Subscription Identifier."""
 
 from __future__ import annotations
 
@@ -356,6 +356,20 @@ def test_v5_response_topic_with_a_wildcard_is_a_protocol_error(
     publish(publisher, "rt/request", b"q", properties=properties)
     assert closed_with(publisher) == [0x82]
     fence(connected(broker, "rt-fence", V5), watch, "rt/fence")
+
+
+def test_v5_client_publish_with_a_subscription_identifier_is_a_protocol_error(
+    broker: RunningBroker,
+) -> None:
+    # [MQTT-3.3.4-6]: a PUBLISH from a client MUST NOT contain a Subscription
+    # Identifier (the server's way of naming the subscriptions a delivery matched):
+    # DISCONNECT 0x82, and nothing is forwarded.
+    watch = connected(broker, "si-watch", V5)
+    subscribe(watch, ("si/#", 1))
+    publisher = connected(broker, "si-pub", V5)
+    publish(publisher, "si/t", b"x", properties=[("subscription_identifier", 7)])
+    assert closed_with(publisher) == [0x82]
+    fence(connected(broker, "si-fence", V5), watch, "si/fence")
 
 
 def test_v5_will_response_topic_with_a_wildcard_is_refused(broker: RunningBroker) -> None:

@@ -490,6 +490,28 @@ fn inbound_topic_alias_rules() {
 }
 
 #[test]
+fn a_client_publish_with_a_subscription_identifier_is_a_protocol_error() {
+    // [MQTT-3.3.4-6]: the property is the server's, naming the subscriptions matched.
+    let mut h = Harness::new(EngineConfig::default());
+    let (mut sub, _) = h.connect(connect("sub", V5, true));
+    h.send(&sub, subscribe(1, "t", QoS::AtMostOnce));
+    h.recv(&mut sub);
+    let (mut client, _) = h.connect(connect("c", V5, true));
+    let Packet::Publish(mut p) = publish("t", b"x", QoS::AtMostOnce, 0, false) else {
+        unreachable!()
+    };
+    p.properties.0.push(Property::SubscriptionIdentifier(7));
+    h.send(&client, Packet::Publish(p));
+    let got = h.recv(&mut client);
+    assert_eq!(
+        disconnect_reason(&got).map(|d| d.0),
+        Some(ReasonCode::ProtocolError)
+    );
+    assert!(h.is_closed(&client));
+    assert!(h.recv(&mut sub).is_empty(), "nothing was routed");
+}
+
+#[test]
 fn empty_client_id_refused_when_assignment_is_off() {
     let mut h = harness_with(Features {
         assign_client_id: false,

@@ -11,7 +11,8 @@
 //! ends the flow waits for the id's stored release, so an id reused at once is new.
 //! Outbound PUBREL of a journaled session waits for its stored Release record
 //! (`send_pubrel`). v5 topic aliases are resolved
-//! per connection [MQTT-3.3.2-10..12]; a client with more unreleased QoS 2 messages
+//! per connection [MQTT-3.3.2-10..12]; a client PUBLISH carrying a Subscription
+//! Identifier is a protocol error (0x82) [MQTT-3.3.4-6]; a client with more unreleased QoS 2 messages
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
 //! Before any of that a PUBLISH passes the connection's rate quota (`quota`),
 //! the limits the broker announced (`announce`) and the ACL (`acl`).
@@ -45,6 +46,20 @@ impl Engine {
             return;
         };
         self.stats.publish_received += 1;
+        if publish
+            .properties
+            .get(PropertyId::SubscriptionIdentifier)
+            .is_some()
+        {
+            // Only a server sends one (it names the subscriptions a delivery matched).
+            self.refuse_with(
+                conn_id,
+                ReasonCode::ProtocolError,
+                "PUBLISH from a client with a Subscription Identifier [MQTT-3.3.4-6]",
+                now,
+            );
+            return;
+        }
         if let Err(reason) = self.resolve_topic_alias(conn_id, &mut publish) {
             self.refuse(conn_id, reason, now);
             return;
