@@ -26,11 +26,11 @@ from typing import Any
 
 from ferromq._core import BenchError, run_bench
 from ferromq.bench_memory import Sampler
+from ferromq.config import TLS_PROTOCOLS
 
 __all__ = ["SCENARIOS", "format_summary", "parse_duration", "register", "run"]
 
 SCENARIOS = ("p2p", "fanin", "fanout", "sharedsub", "conn")
-TLS = ("tls", "wss")  # the transports over TLS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -67,7 +67,7 @@ def _latency(summary: Mapping[str, float]) -> str:
 def format_summary(report: Mapping[str, Any]) -> str:
     """A few human-readable lines about a report."""
     config, clients, delivery = report["config"], report["clients"], report["delivery"]
-    tls = config["transport"] in TLS
+    tls = config["transport"] in TLS_PROTOCOLS
     lines = [
         f"scenario {report['scenario']}  MQTT {config['protocol']}  "
         f"qos {config['pub_qos']}/{config['sub_qos']}  payload {config['payload']} B  "

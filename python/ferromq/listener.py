@@ -570,9 +570,7 @@ class Listeners:
             self._counts.accept_paused_handovers += 1
             self._log_backlogged(self._loop.time(), owner=owner)
             for listener in self._listeners:
-                for sock in listener.sockets:
-                    if sock.fileno() >= 0:
-                        self._loop.remove_reader(sock.fileno())
+                self._stop_accepting(listener)
         elif not was_accepting and not self._backlogged:
             for listener in self._listeners:
                 self._resume(listener)
@@ -585,10 +583,15 @@ class Listeners:
             if sock.fileno() >= 0:  # not closed by close() during a pause
                 self._loop.add_reader(sock.fileno(), self._accept, listener, sock)
 
-    def _pause(self, listener: _Listener) -> None:
+    def _stop_accepting(self, listener: _Listener) -> None:
         assert self._loop is not None
         for sock in listener.sockets:
-            self._loop.remove_reader(sock.fileno())
+            if sock.fileno() >= 0:  # not closed by close()
+                self._loop.remove_reader(sock.fileno())
+
+    def _pause(self, listener: _Listener) -> None:
+        assert self._loop is not None
+        self._stop_accepting(listener)
         self._loop.call_later(ACCEPT_PAUSE, self._resume, listener)
 
     def _accept(self, listener: _Listener, sock: socket.socket) -> None:

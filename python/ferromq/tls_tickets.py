@@ -54,6 +54,8 @@ def new_ticket_keys() -> bytes:
 def _ssl_ctx_ctrl() -> ctypes._NamedFuncPointer:
     if sys.implementation.name != "cpython" or hasattr(sys, "gettotalrefcount"):
         raise TicketKeysUnavailable("not a release build of CPython")
+    if not ssl.OPENSSL_VERSION.startswith("OpenSSL 3."):
+        raise TicketKeysUnavailable(f"{ssl.OPENSSL_VERSION}, not OpenSSL 3")
     try:
         # The library the ssl module is linked with: a second dlopen returns it.
         control = ctypes.CDLL("libssl.so.3").SSL_CTX_ctrl
@@ -69,8 +71,6 @@ def share_ticket_keys(context: ssl.SSLContext, keys: bytes) -> None:
     handshakes from now on. Raises :class:`TicketKeysUnavailable`."""
     if len(keys) != KEY_BYTES:
         raise ValueError(f"a ticket key is {KEY_BYTES} bytes, not {len(keys)}")
-    if not ssl.OPENSSL_VERSION.startswith("OpenSSL 3."):
-        raise TicketKeysUnavailable(f"{ssl.OPENSSL_VERSION}, not OpenSSL 3")
     control = _ssl_ctx_ctrl()
     ssl_ctx = ctypes.c_void_p.from_address(id(context) + object.__basicsize__).value
     wanted = ctypes.create_string_buffer(keys, KEY_BYTES)

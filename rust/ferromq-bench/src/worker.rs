@@ -384,11 +384,12 @@ impl Worker {
                 Ok(Received::Bytes(0)) => {}
                 Ok(Received::Bytes(n)) => {
                     self.read_tokens[i].0 -= n as f64;
-                    let resumed = link.tls_resumed();
+                    // Asked once per connection, before its CONNACK is read.
+                    let awaiting_connack = self.clients[i].state == State::AwaitConnAck;
+                    let resumed = awaiting_connack && link.tls_resumed();
                     let (mut ctx, clients) = self.ctx();
-                    let awaiting_connack = clients[i].state == State::AwaitConnAck;
                     let outcome = clients[i].handle_input(&mut ctx);
-                    if awaiting_connack && resumed && clients[i].state != State::AwaitConnAck {
+                    if resumed && clients[i].state != State::AwaitConnAck {
                         ctx.tally.tls_resumed += 1;
                     }
                     match outcome {
