@@ -183,15 +183,19 @@ step "python tests (one shard: tests/conftest.py runs each broker with workers =
 step "python tests again on a node of two shards (workers = 2), under uvloop"
 # The integration suite once more with every broker a node of two shard processes; one
 # event loop, since the loops' differences are the first pass's and sharding is the
-# same under both. Not tests/cluster: a clustered node runs one shard (its nodes set
-# workers = 1), so the first pass ran it whole. The conformance suite at two shards
-# (the same engine behind a hand-over the integration suite covers) runs with
-# FERROMQ_SLOW=1; tests/crash kills nodes of two shards in the first pass.
+# same under both. Of tests/cluster (its nodes run FERROMQ_CLUSTER_SHARDS shards, one
+# in the first pass), the clustered nodes of two shards: their members, and kill -9 of
+# a shard or a supervisor mid-stream at QoS 1 and 2; the whole cluster suite on nodes
+# of two shards and the conformance suite at two shards (the same engine behind a
+# hand-over the integration suite covers) run with FERROMQ_SLOW=1; tests/crash kills
+# nodes of two shards in the first pass.
 two_shard_suites=("$ROOT/tests/integration")
 if [ "${FERROMQ_SLOW:-0}" = 1 ]; then
-    two_shard_suites+=("$ROOT/tests/conformance")
+    two_shard_suites+=("$ROOT/tests/conformance" "$ROOT/tests/cluster")
+else
+    two_shard_suites+=("$ROOT/tests/cluster/test_shards.py")
 fi
-(cd /tmp && FERROMQ_SERVER__WORKERS=2 python -m pytest "${two_shard_suites[@]}" \
+(cd /tmp && FERROMQ_SERVER__WORKERS=2 FERROMQ_CLUSTER_SHARDS=2 python -m pytest "${two_shard_suites[@]}" \
     -p no:cacheprovider -q "${PARALLEL[@]}" -k "not asyncio" --durations=15)
 
 step "benchmarks run once as smoke tests (timings: benches/README.md)"

@@ -353,11 +353,17 @@ class Broker:
         self.engine.set_wall_clock(now + round((time.time_ns() - time.monotonic_ns()) / 1e6), now)
         store = store_from_config(self.config, self.shard)
         if config.cluster.node_id:
-            from ferromq.cluster.node import ClusterNode  # a clustered node has the extras
+            from ferromq.cluster.names import cluster_member  # a clustered node has the extras
+            from ferromq.cluster.node import ClusterNode
 
             self.waiting_for = "the cluster to start"
             self.cluster = ClusterNode(
-                config, self.engine, hub, cluster_store(store), refuse=self.refuse
+                config,
+                self.engine,
+                hub,
+                cluster_store(store),
+                member=cluster_member(config, self.shard),
+                refuse=self.refuse,
             )
             await self.cluster.prepare()
         if store is not None:

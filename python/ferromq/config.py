@@ -1349,8 +1349,8 @@ _NODE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _join_cluster(config: Config) -> Config:
-    """A clustered node's settings: its sessions in Redis at ``cluster.redis``, one shard
-    (docs/cluster.md, "Limits"); unchanged when not clustered."""
+    """A clustered node's settings: its sessions in Redis at ``cluster.redis``, each of its
+    shards a member of the cluster (docs/cluster.md); unchanged when not clustered."""
     cluster = config.cluster
     if not cluster.node_id:
         for key in ("kafka", "redis"):
@@ -1374,14 +1374,8 @@ def _join_cluster(config: Config) -> Config:
             'storage.backend: "memory" cannot hold a cluster\'s sessions; a clustered '
             "node keeps them in Redis (cluster.redis)"
         )
-    if config.server.workers not in ("auto", 1):
-        raise ConfigError(
-            f"server.workers: {config.server.workers} with cluster.node_id; a clustered "
-            'node runs one shard for now (docs/cluster.md, "Limits")'
-        )
     return replace(
         config,
-        server=replace(config.server, workers=1),
         storage=replace(config.storage, backend="redis"),
         redis=replace(config.redis, url=cluster.redis),
     )

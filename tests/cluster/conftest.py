@@ -8,6 +8,9 @@ the tests wait with.
   prefixes; each cluster gets its own, so no test sees another test's nodes, topics or
   sessions. Its ports are chosen once, so ``kill()`` (SIGKILL) and ``start()`` again run
   the same node id on the same addresses, as an operator restarting it would.
+- A node runs ``FERROMQ_CLUSTER_SHARDS`` shards (1 by default), each a member of the
+  cluster (docs/cluster.md, "Nodes of several shards"); the helpers speak of nodes, a
+  node's state being its members' (:meth:`ClusterNode.states`).
 - The nodes of a cluster alternate event loops (uvloop, asyncio, uvloop, ...), so every
   cluster test runs both loops, across the bus, at once.
 - Subscriptions reach the other nodes asynchronously (a SUBACK means the subscription is
@@ -35,12 +38,15 @@ from typing import Any
 
 import pytest
 
+from ferromq.cluster.names import member_id
 from tests.admin_client import get
 from tests.conftest import RunningBroker, serving, spawn_serve
 from tests.mqtt_raw import RawClient
 from tests.services import free_ports
 
 LOOPS = ("uvloop", "asyncio")
+#: Shards per node (``FERROMQ_CLUSTER_SHARDS``, 1 by default): each is a member.
+NODE_SHARDS = int(os.environ.get("FERROMQ_CLUSTER_SHARDS", "1"))
 NODE_IDS = ("node-a", "node-b", "node-c", "node-d")
 START_TIMEOUT = 30.0
 ROUTE_TIMEOUT = 60.0
@@ -66,6 +72,11 @@ class ClusterNode(RunningBroker):
         )
         _wait_serving(self)
 
+    @property
+    def member_ids(self) -> list[str]:
+        """The members of the cluster this node is: itself, or one per shard."""
+        return [member_id(self.node_id, shard, NODE_SHARDS) for shard in range(NODE_SHARDS)]
+
     def members(self) -> dict[str, Any]:
         """This node's ``GET /api/v1/cluster`` answer; fails on any other status."""
         status, body = get(self.admin_port, "/api/v1/cluster")
@@ -75,8 +86,13 @@ class ClusterNode(RunningBroker):
         return answer
 
     def states(self) -> dict[str, str]:
-        """Each member's state as this node reports it, by node id."""
-        return {node["node_id"]: node["state"] for node in self.members()["nodes"]}
+        """Each node's state as this node reports it, by node id: its members' state
+        when they agree, else theirs joined by "/" (a node of shards is a member per
+        shard, ``<node>.<shard>``)."""
+        by_node: dict[str, set[str]] = {}
+        for member in self.members()["nodes"]:
+            by_node.setdefault(member["node"], set()).add(member["state"])
+        return {node: "/".join(sorted(states)) for node, states in by_node.items()}
 
 
 @dataclass
@@ -93,8 +109,7 @@ def _spawn(
     config: Path, node_id: str, loop: str, incarnation: int = 1
 ) -> tuple[subprocess.Popen[bytes], Path]:
     log_path = config.with_name(f"{node_id}.{incarnation}.log")
-    # A clustered node runs one shard whatever the suite's workers (tests/conftest.py).
-    env = {**os.environ, "FERROMQ_SERVER__WORKERS": "1"}
+    env = {**os.environ, "FERROMQ_SERVER__WORKERS": str(NODE_SHARDS)}
     return spawn_serve(config, loop, log_path, env), log_path
 
 
@@ -244,8 +259,9 @@ def wait_routed(subscriber_at: RunningBroker, publisher_at: RunningBroker) -> No
 def wait_members(
     node: ClusterNode, alive: int, states: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """Until ``node``'s ``GET /api/v1/cluster`` lists ``alive`` members alive and each
-    node id of ``states`` in that state; returns the states it saw."""
+    """Until ``node``'s ``GET /api/v1/cluster`` lists ``alive`` nodes alive (every
+    member of each) and each node id of ``states`` in that state; returns the states
+    it saw (:meth:`ClusterNode.states`)."""
     deadline = time.monotonic() + MEMBERS_TIMEOUT
     while True:
         seen = node.states()

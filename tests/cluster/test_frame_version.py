@@ -46,7 +46,7 @@ def test_a_node_record_of_a_newer_frame_version_stops_the_node(
 ) -> None:
     cluster = cluster_factory(count=1)
     node = cluster.nodes[0]
-    topic = f"{cluster.prefix}.node.{node.node_id}"
+    topic = f"{cluster.prefix}.node.{node.member_ids[0]}"
     produce(kafka_bootstrap, topic, b"node-z", bytes([NEWER]) + b"records of a newer build")
 
     line = refusal(node)

@@ -23,7 +23,7 @@ from tests.waiting import wait_for
 
 
 def node_config(node_id: str, admin_port: int, kafka: str, redis: str, unique: str) -> str:
-    # A clustered node runs one shard, whatever the suite's number of workers.
+    # One shard per node, whatever the suite's workers: one member each, named as the node.
     cluster = (
         f'[cluster]\nnode_id = "{node_id}"\nkafka = "{kafka}"\nredis = "{redis}"\n'
         f'topic_prefix = "test-{unique}."\n[redis]\nkey_prefix = "test-{unique}:"\n'

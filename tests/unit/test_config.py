@@ -888,13 +888,14 @@ def test_bad_admin_settings_name_the_key(tmp_path: Path, text: str, message: str
 CLUSTER = '[cluster]\nnode_id = "a"\nkafka = "k:9092"\nredis = "redis://r:6379/0"\n'
 
 
-def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_one_shard(
+def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_every_core(
     tmp_path: Path,
 ) -> None:
     config = load_text(tmp_path, CLUSTER)
     assert config.storage.backend == "redis"
     assert config.redis.url == "redis://r:6379/0"
-    assert config.server.workers == 1
+    assert config.server.workers == "auto"
+    assert load_text(tmp_path, CLUSTER + "[server]\nworkers = 2\n").server.workers == 2
 
 
 @pytest.mark.parametrize(
@@ -903,7 +904,6 @@ def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_one_shard(
         ('[cluster]\nnode_id = "a"\n', "cluster.kafka: a clustered node needs Kafka bootstrap"),
         ('[cluster]\nkafka = "k:9092"\n', "cluster.kafka: set, but cluster.node_id is empty"),
         (CLUSTER.replace('"a"', '"a b"'), 'cluster.node_id: "a b" must be 1 to 64 letters'),
-        (CLUSTER + "[server]\nworkers = 2\n", "server.workers: 2 with cluster.node_id"),
         (CLUSTER + '[storage]\nbackend = "memory"\n', 'storage.backend: "memory" cannot hold'),
     ],
 )

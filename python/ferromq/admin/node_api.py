@@ -14,11 +14,11 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
   (``/subscriptions``, whose items are subscriptions: until ``limit`` subscribed
   sessions). Following ``next`` lists every session of the node once.
 - **any**: publish, retained messages (replicated on every shard), users, ACL and
-  bans (files every shard reads), and ``/cluster`` (a node of several shards is not
-  clustered: shard 0 says so) go to shard 0, or the next shard while it restarts
-  (a publish's ``delivered`` is that shard's count, where each other shard with
-  subscribers counts once). Changes to the users and bans files are made there, then
-  every other shard applies the file
+  bans (files every shard reads), and ``/cluster`` (every member, each shard one,
+  read from Redis; the cluster traffic is shard 0's) go to shard 0, or the next
+  shard while it restarts (a publish's ``delivered`` is that shard's count, where each
+  other shard with subscribers counts once). Changes to the users and bans files are
+  made there, then every other shard applies the file
   (:data:`~ferromq.admin.api.APPLY_USERS`, :data:`~ferromq.admin.api.APPLY_BANS`).
 - **every**: clearing a retained message, reloading the ACL and the configuration go to
   every shard (the first refusal is the answer; a retained message is cleared if any

@@ -64,6 +64,7 @@ from ferromq._protocol import IOHub
 from ferromq.cluster.figures import ClusterFigures
 from ferromq.cluster.names import (
     NODE_KEY_SEPARATOR,
+    node_of,
     node_topic,
     subscription_key,
     subscriptions_topic,
@@ -147,6 +148,7 @@ class KafkaBus:
         self._hub = hub
         self._port = ClusterPort(engine)
         self.node_id = node_id
+        self._node = node_of(node_id)
         self._bootstrap = bootstrap
         self._prefix = topic_prefix
         self._timeout_ms = int(request_timeout * 1000)
@@ -554,6 +556,8 @@ class KafkaBus:
                 if node == self.node_id:
                     (self._own_keys.add if present else self._own_keys.discard)(filter_)
                     continue
+                if node_of(node) == self._node:
+                    continue  # another shard of this node: the node's rings carry its filters
                 known = self._node_filters.setdefault(node, set())
                 (known.add if present else known.discard)(filter_)
                 changes.setdefault(node, []).append((filter_, present, record.offset))

@@ -1,4 +1,5 @@
-"""The names every node of a cluster agrees on (docs/cluster.md, "Names"): Kafka topics
+"""The names every member of a cluster agrees on (docs/cluster.md, "Names"): a member is
+one shard of a node (the node itself when it runs one), Kafka topics
 under ``cluster.topic_prefix``, Redis keys under ``redis.key_prefix`` (a client's owner
 key inside the client's hash tag, as the Redis store's keys are, so it shares their slot
 on a Redis Cluster)."""
@@ -8,13 +9,18 @@ from __future__ import annotations
 from redis.asyncio import Redis, RedisCluster
 
 from ferromq.config import Config
+from ferromq.node.identity import ShardIdentity
 
 __all__ = [
+    "MEMBER_SEPARATOR",
     "NODE_KEY_SEPARATOR",
     "adopted_key",
     "alive_key",
     "cluster_key_prefix",
+    "cluster_member",
+    "member_id",
     "members_key",
+    "node_of",
     "node_topic",
     "owner_key",
     "redis_client",
@@ -25,6 +31,28 @@ __all__ = [
 
 #: Between the node id and the filter in a subscription topic key (never in either).
 NODE_KEY_SEPARATOR = "\0"
+
+
+#: Between a node id and its shard's number in a member id (never in a node id).
+MEMBER_SEPARATOR = "."
+
+
+def member_id(node_id: str, shard: int, shards: int) -> str:
+    """The member of the cluster that shard ``shard`` of ``shards`` of node ``node_id``
+    is: the node itself when it runs one shard, else ``<node>.<shard>``."""
+    return node_id if shards == 1 else f"{node_id}{MEMBER_SEPARATOR}{shard}"
+
+
+def cluster_member(config: Config, shard: ShardIdentity | None) -> str:
+    """The member a clustered broker is: its node, or its shard of the node."""
+    if shard is None:
+        return config.cluster.node_id
+    return member_id(config.cluster.node_id, shard.index, shard.count)
+
+
+def node_of(member: str) -> str:
+    """The node a member is (a shard of)."""
+    return member.partition(MEMBER_SEPARATOR)[0]
 
 
 def subscriptions_topic(topic_prefix: str) -> str:

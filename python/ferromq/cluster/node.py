@@ -1,6 +1,9 @@
-"""A broker as one node of a cluster (``[cluster] node_id``; docs/cluster.md): the Kafka
-bus (:mod:`.bus`), ownership of client ids (:mod:`.ownership`) and membership
-(:mod:`.membership`), started around the store's restore in this order:
+"""A broker as one member of a cluster (``[cluster] node_id``; docs/cluster.md): the node
+itself when it runs one shard, else each shard of it (``<node>.<shard>``,
+:func:`~ferromq.cluster.names.member_id`), with the node's rings between its shards and
+Kafka between members. The Kafka bus (:mod:`.bus`), ownership of client ids
+(:mod:`.ownership`) and membership (:mod:`.membership`) are the member's, started around
+the store's restore in this order:
 
 1. :meth:`ClusterNode.prepare`: Kafka reachable and the subscription topic read to its
    end (every other node's filters in the index); if a survivor adopted this node while
@@ -60,10 +63,11 @@ class ClusterNode:
         hub: IOHub,
         store: RedisStore | SplitStore,
         *,
+        member: str,
         refuse: Callable[[StoreUnavailable], None],
     ) -> None:
         cluster = config.cluster
-        self.node_id = cluster.node_id
+        self.node_id = member
         self._config = config
         self._engine = engine
         self._hub = hub
@@ -71,13 +75,11 @@ class ClusterNode:
         assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
         self._store = primary
         self._redis = redis_client(config)
-        self.bus = KafkaBus(
-            engine, hub, cluster.node_id, cluster.kafka, cluster.topic_prefix, refuse=refuse
-        )
+        self.bus = KafkaBus(engine, hub, member, cluster.kafka, cluster.topic_prefix, refuse=refuse)
         self.ownership = Ownership(
             self._redis,
             config.redis.key_prefix,
-            cluster.node_id,
+            member,
             engine,
             hub,
             self.bus,
@@ -88,7 +90,7 @@ class ClusterNode:
             self._redis,
             cluster_key_prefix(config.redis.key_prefix),
             MemberInfo(
-                node_id=cluster.node_id,
+                node_id=member,
                 started=time.time(),
                 pid=os.getpid(),
                 mqtt=tuple(f"{lst.host}:{lst.port}" for lst in config.listeners),
@@ -98,7 +100,7 @@ class ClusterNode:
             figures=self._node_figures,
         )
         self._watch: dict[str, asyncio.Task[None]] = {}
-        engine.set_assigned_id_prefix(f"ferromq-{cluster.node_id}-")
+        engine.set_assigned_id_prefix(f"ferromq-{member}-")
 
     def _node_figures(self) -> dict[str, int]:
         stats = self._engine.stats()

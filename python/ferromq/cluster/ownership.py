@@ -23,7 +23,9 @@
   the records it holds already). A claim that finds another node adopting waits for
   it and then asks the adopter to release. The adopter stops reading the dead node's
   topic once it has been quiet for ``ADOPTION_QUIET`` seconds and clears ``adopted:``;
-  the dead node, started again, waits for that before it restores.
+  the dead node, started again, waits for that before it restores. The dead member's
+  node's other members that are dead too (a node of shards killed whole) are adopted
+  right after it, in the background.
 
 Python runs per CONNECT and per move, never per message.
 """
@@ -51,6 +53,8 @@ from ferromq.cluster.names import (
     alive_key,
     cluster_key_prefix,
     last_beat_key,
+    members_key,
+    node_of,
     owner_key,
     reply_text,
 )
@@ -129,8 +133,10 @@ class Ownership:
         self._listener: asyncio.Task[None] | None = None
         self._adopting: dict[str, asyncio.Task[None]] = {}
         self._releasing: set[asyncio.Task[None]] = set()
+        self._sibling_adoptions: set[asyncio.Task[None]] = set()
         self._pubsub = redis.pubsub()
         self._claims = asyncio.Semaphore(CLAIMS_AT_ONCE)
+        self._adoption = asyncio.Lock()
 
     def _owned(self, node: str) -> str:
         return f"{self._kp}owned:{node}"
@@ -175,7 +181,7 @@ class Ownership:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
-        for task in self._adopting.values():
+        for task in (*self._adopting.values(), *self._sibling_adoptions):
             task.cancel()
         with contextlib.suppress(Exception):
             await self._pubsub.aclose()  # type: ignore[no-untyped-call]
@@ -315,10 +321,23 @@ class Ownership:
         """``dead`` owned a client this node needs: adopt it, or wait while another
         node does (until the client's owner key no longer names it)."""
         if await self.try_adopt(dead):
+            siblings = asyncio.create_task(self._adopt_dead_siblings(dead))
+            self._sibling_adoptions.add(siblings)
+            siblings.add_done_callback(self._sibling_adoptions.discard)
             return
         deadline = time.monotonic() + ADOPTION_WAIT
         while reply_text(await self._redis.get(key) or "") == dead and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+
+    async def _adopt_dead_siblings(self, dead: str) -> None:
+        """The other members of ``dead``'s node that are dead too, adopted one after
+        the other: a node killed takes all its shards, and its clients' wills and
+        queues should not wait ``ADOPT_AFTER`` for a client of each shard."""
+        node = node_of(dead)
+        with contextlib.suppress(RedisError, OSError):
+            for member in sorted(map(reply_text, await self._redis.hkeys(members_key(self._kp)))):
+                if member != dead and node_of(member) == node:
+                    await self.try_adopt(member)
 
     async def try_adopt(self, dead: str) -> bool:
         """Adopt the dead node ``dead`` unless another node does, it is back, or it
@@ -339,7 +358,12 @@ class Ownership:
         the node topics they hold), its subscription keys (its filters dropped here,
         this node's sent for its sessions, then tombstones for its own), and its topic,
         read to its end before this node's own topic goes on and before the claim that
-        led here does; then read on in the background until quiet."""
+        led here does; then read on in the background until quiet. One adoption at a
+        time: each holds this node's own topic back while it sets its marker."""
+        async with self._adoption:
+            await self._adopt(dead)
+
+    async def _adopt(self, dead: str) -> None:
         clients = sorted(map(reply_text, await self._redis.smembers(self._owned(dead))))
         moved = []
         for start in range(0, len(clients), ADOPT_BATCH):

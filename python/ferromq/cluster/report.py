@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from ferromq.cluster.figures import ClusterFigures
 from ferromq.cluster.membership import Membership, MemberState, State
+from ferromq.cluster.names import node_of
 
 __all__ = [
     "READ_TIMEOUT",
@@ -54,6 +55,7 @@ def member_json(member: MemberState) -> dict[str, object]:
     info = member.info
     return {
         "node_id": info.node_id,
+        "node": node_of(info.node_id),
         "state": member.state,
         "adopted_by": member.adopted_by,
         "started": info.started,
@@ -113,7 +115,7 @@ async def cluster_report(cluster: ClusterView) -> ClusterReport:
 def sys_messages(report: ClusterReport, prefix: str) -> list[tuple[str, bytes]]:
     """The ``<prefix>cluster/...`` topics and payloads of one ``$SYS`` interval."""
     base = prefix + "cluster/"
-    messages = [(base + "node_id", report.node_id.encode())]
+    messages = [(base + "node_id", node_of(report.node_id).encode())]
     messages += [
         (f"{base}nodes/{state}", str(count).encode()) for state, count in report.counts().items()
     ]

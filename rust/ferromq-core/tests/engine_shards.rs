@@ -781,3 +781,30 @@ fn a_message_routed_behind_a_held_qos2_one_does_not_overtake_and_drop_it() {
         vec![b"first".to_vec(), b"later".to_vec()]
     );
 }
+
+/// A shard of a clustered node restores the sessions its store is given (the store
+/// reads the clients the cluster lists for this member), even one whose client id
+/// another shard owns: an adopted dead member's sessions hash to any shard.
+#[test]
+fn a_cluster_member_restores_a_session_another_shard_would_own() {
+    let mut node = durable_node_kept(true);
+    let other = owned_by(1, "adopted");
+    offline_subscriber(&mut node, 1, &other, "orders/#", QoS::AtLeastOnce);
+    let stored = node.shards[1].store.clone().expect("durable").freeze();
+
+    let mut plain = Harness::new(durable_config());
+    plain.engine.set_shards(0, 2);
+    assert_eq!(
+        plain.engine.restore(stored.clone(), 0).sessions,
+        0,
+        "a shard alone keeps the sessions it owns"
+    );
+
+    let mut member = Harness::new(durable_config());
+    member.engine.set_shards(0, 2);
+    member.engine.enable_cluster();
+    assert_eq!(member.engine.restore(stored, 0).sessions, 1);
+    let (_, connack) =
+        member.connect(with_expiry(connect(&other, ProtocolVersion::V5, false), 300));
+    assert!(matches!(connack, Packet::ConnAck(ref ack) if ack.session_present));
+}

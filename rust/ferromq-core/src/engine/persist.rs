@@ -350,11 +350,7 @@ impl Engine {
     /// dead node's clients publishes it (`docs/cluster.md`, "Wills").
     pub(super) fn journal_will(&mut self, session: u32, will: Option<(&Will, u64)>) {
         let wall_offset = self.wall_offset;
-        let clustered = self.journal.is_enabled()
-            && self
-                .shards
-                .as_ref()
-                .is_some_and(|shards| shards.cluster.is_some());
+        let clustered = self.journal.is_enabled() && self.is_cluster_member();
         let journal = &mut self.journal;
         let Some(state) = self
             .sessions
@@ -480,10 +476,15 @@ impl Engine {
         report.damaged = reader.damaged().to_vec();
         // A shard keeps the sessions (and group queues) it owns: on a node restarted
         // with another number of shards it reads the journals of the old layout.
-        // It reports what it kept, so the shards' reports add up to the node's.
+        // It reports what it kept, so the shards' reports add up to the node's. A
+        // member of a cluster keeps every session it is given: its store reads the
+        // clients the cluster says it owns, which an adoption makes any client id.
+        let clustered = self.is_cluster_member();
         let owned: Vec<_> = restoring
             .into_iter()
-            .filter(|(client, _)| self.owns(client))
+            .filter(|(client, _)| {
+                self.owns(client) || (clustered && group_of_journal_name(client).is_none())
+            })
             .collect();
         report.messages = owned.iter().map(|(_, r)| r.deliveries.len()).sum();
         let (group_queues, sessions): (Vec<_>, Vec<_>) = owned

@@ -312,6 +312,11 @@ impl Engine {
         shard_of(client_id, count) == me
     }
 
+    /// Whether this engine is a member of a cluster ([`Engine::enable_cluster`]).
+    pub fn is_cluster_member(&self) -> bool {
+        self.shards.as_ref().is_some_and(|shards| shards.cluster.is_some())
+    }
+
     /// Announce this shard to the others, once its store is restored: each is sent a
     /// `SYNC` and every local subscription (replacing what it held from this shard,
     /// which matters when this shard restarted), then a `HELLO`, which they answer
