@@ -136,6 +136,7 @@ async def blocking(call: Callable[..., Any], *args: Any) -> Any:
 EXPECTED_NODES = [
     {
         "node_id": "a",
+        "node": "a",
         "state": "alive",
         "adopted_by": None,
         "started": 1_700_000_000.5,
@@ -147,6 +148,7 @@ EXPECTED_NODES = [
     },
     {
         "node_id": "b",
+        "node": "b",
         "state": "alive",
         "adopted_by": None,
         "started": 1_700_000_100.0,
@@ -158,6 +160,7 @@ EXPECTED_NODES = [
     },
     {
         "node_id": "c",
+        "node": "c",
         "state": "adopted",
         "adopted_by": "a",
         "started": 1_700_000_200.0,

@@ -193,6 +193,7 @@ node that is not alive), or the alive nodes' added up."""
 CLUSTER_NODE = obj(
     {
         "node_id": STRING,
+        "node": STRING,
         "state": string("alive", "dead", "adopted"),
         "adopted_by": nullable(STRING),
         "started": NUMBER,
@@ -202,9 +203,12 @@ CLUSTER_NODE = obj(
         "version": STRING,
         "figures": CLUSTER_TOTALS,
     },
-    required=("node_id", "state", "adopted_by", "started", "pid", "mqtt", "admin", "version"),
-)
-"""A node of the cluster: its state (alive while its heartbeat key lives; adopted: dead,
+    required=(
+        "node_id", "node", "state", "adopted_by", "started", "pid", "mqtt", "admin", "version",
+    ),
+)  # fmt: skip
+"""A member of the cluster (``node_id``: a node of one shard, or ``<node>.<shard>``; ``node``:
+the node it is a shard of): its state (alive while its heartbeat key lives; adopted: dead,
 its sessions taken over by ``adopted_by``) and what it said of itself at join."""
 CLUSTER = obj(
     {

@@ -804,7 +804,9 @@ fn a_cluster_member_restores_a_session_another_shard_would_own() {
     member.engine.set_shards(0, 2);
     member.engine.enable_cluster();
     assert_eq!(member.engine.restore(stored, 0).sessions, 1);
-    let (_, connack) =
-        member.connect(with_expiry(connect(&other, ProtocolVersion::V5, false), 300));
+    let (_, connack) = member.connect(with_expiry(
+        connect(&other, ProtocolVersion::V5, false),
+        300,
+    ));
     assert!(matches!(connack, Packet::ConnAck(ref ack) if ack.session_present));
 }

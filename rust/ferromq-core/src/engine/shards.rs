@@ -314,7 +314,9 @@ impl Engine {
 
     /// Whether this engine is a member of a cluster ([`Engine::enable_cluster`]).
     pub fn is_cluster_member(&self) -> bool {
-        self.shards.as_ref().is_some_and(|shards| shards.cluster.is_some())
+        self.shards
+            .as_ref()
+            .is_some_and(|shards| shards.cluster.is_some())
     }
 
     /// Announce this shard to the others, once its store is restored: each is sent a
