@@ -39,12 +39,13 @@ from ferromq.storage import StoreUnavailable
 
 logger = logging.getLogger("ferromq.node.bus")
 
-#: Bytes per ring: four times the largest packet a shard relays at once, and small
-#: enough that count² rings stay modest (2 shards: 2 rings; 16 shards: 240 rings).
 # A started shard looks this often whether every other shard's subscriptions arrived,
 # and says it is still waiting every 10 s.
 SYNC_POLL_SECONDS = 0.005
 SYNC_WARN_POLLS = 2000
+#: Bytes per ring: four times the largest packet a shard relays at once, and small
+#: enough that count² rings stay modest (2 shards: 2 rings; 16 shards: 240 rings; at
+#: the minimum, 56 shards' 3,080 rings are 3 GiB: benches/load/RESULTS.md, item 4).
 RING_CAPACITY_MAX = 16 * 1024 * 1024
 RING_CAPACITY_MIN = 1024 * 1024
 

@@ -132,6 +132,10 @@ fn connect_socket(source: Option<IpAddr>, dest: SocketAddr) -> io::Result<TcpStr
     socket.set_nonblocking(true)?;
     socket.set_tcp_nodelay(true)?;
     if let Some(ip) = source {
+        // The port is chosen at connect(), against the whole 4-tuple: bound with
+        // port 0 alone, the kernel searches its ephemeral range for a port no other
+        // socket on this address holds, milliseconds a bind at 100,000 connections.
+        set_bind_address_no_port(&socket)?;
         socket.bind(&SocketAddr::new(ip, 0).into())?;
     }
     match socket.connect(&dest.into()) {
@@ -140,6 +144,26 @@ fn connect_socket(source: Option<IpAddr>, dest: SocketAddr) -> io::Result<TcpStr
         Err(err) => return Err(err),
     }
     Ok(TcpStream::from_std(socket.into()))
+}
+
+fn set_bind_address_no_port(socket: &Socket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid descriptor and a c_int option of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// CPU time of the calling thread, from the scheduler's own accounting.
