@@ -106,8 +106,8 @@ class Run:
 class Cluster:
     """The services and the nodes of one measurement, and how to measure a run on them."""
 
-    def __init__(self, work: Path, shim: Path) -> None:
-        self.work, self.shim = work, shim
+    def __init__(self, work: Path, shim: Path, workers: int = 1) -> None:
+        self.work, self.shim, self.workers = work, shim, workers
         self.redis: RedisServer = start_redis(work)
         self.kafka: KafkaServer | None = None
         self.nodes: dict[str, brokers.RunningBroker] = {}
@@ -130,7 +130,7 @@ class Cluster:
             f'redis = "{self.redis.url}"\ntopic_prefix = "{TOPIC_PREFIX}"\n'
             f'[redis]\nkey_prefix = "{KEY_PREFIX}"\n'
         )
-        spec = brokers.Ferromq(toml)
+        spec = brokers.Ferromq(toml, workers=self.workers)
         self.nodes[node_id] = brokers.start(
             spec, self.work / f"node-{node_id}", timeout=NODE_START_TIMEOUT
         )
@@ -376,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-clean", action="store_true", help="skip the clean-session throughput runs"
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="shards per node, each a member (issue 26)"
+    )
     args = parser.parse_args(argv)
     if not steer.pairs_cross(args.latency_pairs, 3) or not steer.pairs_cross(args.pairs, 3):
         parser.error(
@@ -392,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     results = Results()
     with tempfile.TemporaryDirectory(prefix="ferromq-cluster-bench-") as tmp:
         work = Path(tmp)
-        cluster = Cluster(work, steer.build(work))
+        cluster = Cluster(work, steer.build(work), args.workers)
 
         def measure(name: str, kind: str, config: dict[str, Any], where: list[str]) -> None:
             try:

@@ -48,7 +48,9 @@ LOOPS = ("uvloop", "asyncio")
 #: Shards per node (``FERROMQ_CLUSTER_SHARDS``, 1 by default): each is a member.
 NODE_SHARDS = int(os.environ.get("FERROMQ_CLUSTER_SHARDS", "1"))
 NODE_IDS = ("node-a", "node-b", "node-c", "node-d")
-START_TIMEOUT = 30.0
+# A node started again right after its kill waits until its adopter has done with every
+# member's topic (10 s quiet each): at two shards, two adoptions one after the other.
+START_TIMEOUT = 60.0
 ROUTE_TIMEOUT = 60.0
 MEMBERS_TIMEOUT = 30.0
 

@@ -126,7 +126,8 @@ def test_kill_9_of_a_subscribers_node_loses_no_acknowledged_message(
 
     # While it is down the others list it dead (or adopted by the node that took its
     # sessions); back under its node id, it is a member again, serving and routing.
-    assert wait_members(a, alive=2)[b.node_id] in ("dead", "adopted")
+    # Each member of b dead or adopted (one shard's clients adopted, another's not).
+    assert set(wait_members(a, alive=2)[b.node_id].split("/")) <= {"dead", "adopted"}
     b.start()
     assert wait_members(a, alive=3, states={b.node_id: "alive"})[b.node_id] == "alive"
     wait_members(b, alive=3)

@@ -1,7 +1,7 @@
 """Kafka as the bus between the nodes of a cluster (docs/cluster.md, "The bus"): what the
 shards' rings carry inside a node, carried between nodes, with no link between them.
 
-- **Sending**, once per loop tick (``IOHub.after_flush``): the engine's records for each
+- **Sending**, once per loop tick (:mod:`ferromq.after_flush`): the engine's records for each
   other node (``ClusterPort.take``, compiled: one Kafka record value per node per tick,
   cut at ``RECORD_BYTES``) and this node's subscription changes go on a queue that one
   task produces in order (one partition per topic, the idempotent producer: order
@@ -61,6 +61,7 @@ from ferromq._core import (
     subscription_present,
 )
 from ferromq._protocol import IOHub
+from ferromq.after_flush import after_flush
 from ferromq.cluster.figures import ClusterFigures
 from ferromq.cluster.names import (
     NODE_KEY_SEPARATOR,
@@ -165,6 +166,7 @@ class KafkaBus:
         self._readers: dict[str, _Reader] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._flush_scheduled = False
+        self._serving = False  # sending each tick's records (from serve() to close())
         self._rounds_in_flight = 0  # produced records whose round Kafka has not confirmed
         self._settling = asyncio.Lock()
         self._producer = AIOKafkaProducer(
@@ -227,12 +229,14 @@ class KafkaBus:
         stale = self._own_keys - set(self._port.filters(self._engine))
         for filter_ in sorted(stale):
             self._enqueue_key(filter_, present=False, round_=0)
-        self._hub.after_flush = self.send
+        self._serving = True
+        after_flush(self._hub).join(self.send)
         await self.drain(self.node_id)
         self.send()
 
     async def close(self) -> None:
-        self._hub.after_flush = None
+        self._serving = False
+        after_flush(self._hub).leave(self.send)
         for reader in list(self._readers.values()):
             await self._stop_reader(reader)
         for task in self._tasks:
@@ -408,7 +412,7 @@ class KafkaBus:
     # -- sending --------------------------------------------------------------------
 
     def send(self) -> None:
-        """Queue what this tick produced for other nodes (``IOHub.after_flush``)."""
+        """Queue what this tick produced for other nodes (at the end of each flush)."""
         port, engine = self._port, self._engine
         for slot, records, round_, crossings in port.take(engine, RECORD_BYTES):
             node = self._nodes_at[slot]
@@ -561,7 +565,7 @@ class KafkaBus:
                 known = self._node_filters.setdefault(node, set())
                 (known.add if present else known.discard)(filter_)
                 changes.setdefault(node, []).append((filter_, present, record.offset))
-        if self._hub.after_flush is not None:
+        if self._serving:
             # What was matched on the index so far (its flush may come after this
             # read in the loop's turn) leaves stamped with the position it was
             # matched at: an adopter tells by it which way a message went.

@@ -2,7 +2,7 @@
 for the other shards into their rings once per loop tick, and the others' records into
 the engine when its eventfd says some arrived.
 
-- **Sending** runs at the end of every ``IOHub.flush`` (``hub.after_flush``), so all
+- **Sending** runs at the end of every ``IOHub.flush`` (:mod:`ferromq.after_flush`), so all
   the records a tick produced go in one batch per ring with one release store
   (``Bus.send``, in Rust). A receiving shard that parked is woken with one write to its
   eventfd; one that is busy is not woken at all.
@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from ferromq._core import Bus, Engine, FrameVersionError
 from ferromq._protocol import IOHub
+from ferromq.after_flush import after_flush
 from ferromq.log import log_event
 from ferromq.node.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
@@ -84,7 +85,7 @@ class BusPump:
     def start(self) -> None:
         """Say hello to the other shards and start moving records both ways."""
         self._engine.bus_hello()
-        self._hub.after_flush = self.send
+        after_flush(self._hub).join(self.send)
         self._loop.add_reader(self._own_wake, self._woken)
         self.send()
         self._receive()
@@ -102,7 +103,7 @@ class BusPump:
                 log_event(logger, logging.WARNING, "waiting for the other shards' subscriptions")
 
     def close(self) -> None:
-        self._hub.after_flush = None
+        after_flush(self._hub).leave(self.send)
         self._loop.remove_reader(self._own_wake)
 
     def backlog(self) -> int:

@@ -43,16 +43,22 @@ class Node:
         self._codec = codec
         self._command_timeout = command_timeout
         self._connection: AbstractConnection | None = None
+        # One round trip at a time on the one connection: the persister's batches, a
+        # claimed session's load and an adoption's can be asked for at once, and
+        # their replies must not interleave.
+        self._exchanging = asyncio.Lock()
 
     async def exchange(self, data: bytes, count: int, *, keep: bool = False) -> RedisReplies:
-        """Send one pipelined buffer and read its ``count`` replies."""
+        """Send one pipelined buffer and read its ``count`` replies (after any round
+        trip already under way)."""
         replies = RedisReplies(count, keep=keep)
         if count == 0:  # a batch whose deliveries all completed before it went out
             return replies
         try:
-            connection = await self._connect()
-            exchange = self._round_trip(connection, data, replies)
-            await asyncio.wait_for(exchange, self._command_timeout)
+            async with self._exchanging:
+                connection = await self._connect()
+                exchange = self._round_trip(connection, data, replies)
+                await asyncio.wait_for(exchange, self._command_timeout)
         except (RedisError, OSError, TimeoutError, ValueError) as exc:
             await self.drop()
             raise ConnectionError(f"redis store at {self.where}: {self._why(exc)}") from None
@@ -62,7 +68,8 @@ class Node:
         """Connect now if not connected (loading the scripts), so that commands built
         next carry the scripts' SHAs."""
         try:
-            await self._connect()
+            async with self._exchanging:
+                await self._connect()
         except (RedisError, OSError, TimeoutError, ValueError) as exc:
             await self.drop()
             raise ConnectionError(f"redis store at {self.where}: {self._why(exc)}") from None
