@@ -41,6 +41,7 @@ import pytest
 from ferromq.cluster.names import member_id
 from tests.admin_client import get
 from tests.conftest import RunningBroker, serving, spawn_serve
+from tests.crash.clients import Publisher, Subscriber, stream
 from tests.mqtt_raw import RawClient
 from tests.services import free_ports
 
@@ -256,6 +257,22 @@ def wait_routed(subscriber_at: RunningBroker, publisher_at: RunningBroker) -> No
     finally:
         listener.close()
         prober.close()
+
+
+def streaming(
+    publisher_at: ClusterNode, subscriber_at: ClusterNode, name: str, topic: str,
+    qos: int, version: int, seconds: float,
+) -> tuple[Publisher, Subscriber]:  # fmt: skip
+    """A numbered publisher ``pub-<name>`` on ``publisher_at`` that has streamed
+    ``seconds`` to a persistent subscriber ``sub-<name>`` of ``topic`` on
+    ``subscriber_at``, once its subscription is routed (tests/crash/clients.py)."""
+    publisher = Publisher(f"pub-{name}", topic, qos, version)
+    subscriber = Subscriber(f"sub-{name}", topic, qos, version)
+    subscriber.connect(subscriber_at.host, subscriber_at.port, subscribe=True)
+    wait_routed(subscriber_at, publisher_at)
+    publisher.connect(publisher_at.host, publisher_at.port)
+    stream(publisher, subscriber, seconds)
+    return publisher, subscriber
 
 
 def wait_members(

@@ -33,7 +33,7 @@ import time
 import pytest
 
 from tests import services
-from tests.cluster.conftest import Cluster, ClusterFactory, wait_routed
+from tests.cluster.conftest import Cluster, ClusterFactory, streaming
 from tests.crash.clients import (
     QUEUE_ROOM,
     Publisher,
@@ -88,13 +88,7 @@ def restart_mid_stream(
     """Stream from node-a to node-b, restart ``service`` (killed, ``down`` seconds
     away, started again) mid-stream, then check what the subscriber got."""
     a, b, _ = cluster.nodes
-    topic = f"restart/{name}"
-    publisher = Publisher(f"pub-{name}", topic, qos, version)
-    subscriber = Subscriber(f"sub-{name}", topic, qos, version)
-    subscriber.connect(b.host, b.port, subscribe=True)
-    wait_routed(b, a)
-    publisher.connect(a.host, a.port)
-    stream(publisher, subscriber, STREAM)
+    publisher, subscriber = streaming(a, b, name, f"restart/{name}", qos, version, STREAM)
     before = len(publisher.acknowledged)
     kill_9(service)
     stream(publisher, subscriber, down)

@@ -22,7 +22,13 @@ import time
 import pytest
 
 from ferromq._core import shard_of
-from tests.cluster.conftest import NODE_SHARDS, ClusterFactory, ClusterNode, wait_routed
+from tests.cluster.conftest import (
+    NODE_SHARDS,
+    ClusterFactory,
+    ClusterNode,
+    streaming,
+    wait_routed,
+)
 from tests.cluster.test_exactly_once import reconnect
 from tests.crash.clients import QUEUE_ROOM, Publisher, Subscriber, Tally, settle, stream
 from tests.crash.trial import shard_pids, wait_gone
@@ -116,13 +122,7 @@ def test_kill_9_of_a_shard_or_a_supervisor_loses_and_doubles_nothing(
     cluster = cluster_factory(count=2, extra=QUEUE_ROOM)
     a, b = cluster.nodes
     name = f"{victim}-{kill}-{version}-{qos}"
-    topic = f"shards/{name}"
-    publisher = Publisher(f"pub-{name}", topic, qos, version)
-    subscriber = Subscriber(f"sub-{name}", topic, qos, version)
-    subscriber.connect(b.host, b.port, subscribe=True)
-    wait_routed(b, a)
-    publisher.connect(a.host, a.port)
-    stream(publisher, subscriber, STREAM)
+    publisher, subscriber = streaming(a, b, name, f"shards/{name}", qos, version, STREAM)
     moving, node = (subscriber, b) if victim == "subscriber" else (publisher, a)
     if kill == "shard":
         kill_shard(node, shard_of(moving.client_id, NODE_SHARDS))
