@@ -738,6 +738,13 @@ class ClusterConfig:
     topic_prefix: str = _setting("ferromq.cluster.", _Text())
     """Put before the cluster's Kafka topics (``<prefix>subscriptions``,
     ``<prefix>node.<node id>``); clusters sharing a Kafka need different ones."""
+    lease: int = _setting(5, _duration(2, HOUR))
+    """How long a member's heartbeat (one every fifth of it) keeps it alive in Redis. A
+    member that cannot renew it for four fifths of it (cut off from Redis, frozen)
+    closes every connection and exits 3 before another member may adopt its clients;
+    another member adopts a member dead this long. Longer rides out longer Redis
+    outages; shorter moves a dead node's clients sooner (docs/cluster.md,
+    "Partitions")."""
 
 
 @dataclass(frozen=True)

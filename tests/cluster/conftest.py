@@ -54,6 +54,7 @@ NODE_IDS = ("node-a", "node-b", "node-c", "node-d")
 START_TIMEOUT = 60.0
 ROUTE_TIMEOUT = 60.0
 MEMBERS_TIMEOUT = 30.0
+RECONNECT_TIMEOUT = 60.0
 
 
 @dataclass
@@ -133,9 +134,10 @@ def _wait_serving(node: ClusterNode) -> None:
 
 def node_config(
     node_id: str, mqtt_port: int, admin_port: int, kafka: str, redis: str, prefix: str,
-    *, redis_cluster: bool = False, extra: str = "",
+    *, redis_cluster: bool = False, extra: str = "", lease: int = 5,
 ) -> str:  # fmt: skip
-    """The TOML of one node of the cluster whose prefixes are ``prefix``."""
+    """The TOML of one node of the cluster whose prefixes are ``prefix``, whose
+    members hold a lease of ``lease`` seconds (docs/cluster.md, "Partitions")."""
     return f"""\
 [[listeners]]
 port = {mqtt_port}
@@ -149,6 +151,7 @@ node_id = "{node_id}"
 kafka = "{kafka}"
 redis = "{redis}"
 topic_prefix = "{prefix}."
+lease = {lease}
 
 [redis]
 key_prefix = "{prefix}:"
@@ -158,11 +161,11 @@ cluster = {str(redis_cluster).lower()}
 
 def start_cluster(
     directory: Path, kafka: str, redis: str, count: int = 3, *, redis_cluster: bool = False,
-    extra: str = "",
+    extra: str = "", lease: int = 5,
 ) -> Cluster:  # fmt: skip
     """``count`` nodes (node-a, node-b, ...) of a new cluster, each serving and listing
     all of them alive; their event loops alternate. ``extra`` is appended to every
-    node's TOML."""
+    node's TOML; ``lease`` is ``[cluster] lease``."""
     prefix = f"ct{uuid.uuid4().hex[:10]}"
     directory.mkdir(parents=True, exist_ok=True)
     cluster = Cluster([], prefix)
@@ -173,7 +176,7 @@ def start_cluster(
             config = directory / f"{node_id}.toml"
             text = node_config(
                 node_id, mqtt_port, admin_port, kafka, redis, prefix,
-                redis_cluster=redis_cluster, extra=extra,
+                redis_cluster=redis_cluster, extra=extra, lease=lease,
             )  # fmt: skip
             config.write_text(text)
             loop = LOOPS[n % len(LOOPS)]
@@ -201,7 +204,8 @@ def cluster_factory(
     tmp_path: Path, kafka_bootstrap: str, redis_url: str
 ) -> Iterator[ClusterFactory]:
     """Start a test's own clusters (``count``, ``redis``/``redis_cluster``, ``kafka``,
-    ``extra`` as :func:`start_cluster`); every node is stopped when the test ends."""
+    ``extra``, ``lease`` as :func:`start_cluster`); every node is stopped when the test
+    ends."""
     clusters: list[Cluster] = []
 
     def start(count: int = 3, **options: Any) -> Cluster:
@@ -273,6 +277,22 @@ def streaming(
     publisher.connect(publisher_at.host, publisher_at.port)
     stream(publisher, subscriber, seconds)
     return publisher, subscriber
+
+
+def reconnect(client: Publisher | Subscriber, node: ClusterNode) -> None:
+    """Connect ``client`` to ``node``, again while the claim outlasts a CONNACK wait
+    (finding the old node dead and adopting it), as a real client retries."""
+    deadline = time.monotonic() + RECONNECT_TIMEOUT
+    while True:
+        try:
+            if isinstance(client, Subscriber):
+                client.connect(node.host, node.port, subscribe=False)
+            else:
+                client.connect(node.host, node.port)
+            return
+        except (TimeoutError, ConnectionError, OSError):
+            if time.monotonic() > deadline:
+                raise
 
 
 def wait_members(

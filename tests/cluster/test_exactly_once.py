@@ -26,7 +26,14 @@ import time
 
 import pytest
 
-from tests.cluster.conftest import Cluster, ClusterFactory, ClusterNode, wait_members, wait_routed
+from tests.cluster.conftest import (
+    Cluster,
+    ClusterFactory,
+    ClusterNode,
+    reconnect,
+    wait_members,
+    wait_routed,
+)
 from tests.crash.clients import (
     QUEUE_ROOM,
     Publisher,
@@ -38,25 +45,8 @@ from tests.crash.clients import (
 
 KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "1"))
 STREAM = 1.0  # seconds of publishing before a kill and after the reconnect
-RECONNECT_TIMEOUT = 60.0
 AT_ONCE, ONCE_DEAD = "at-once", "once-dead"
 SUBSCRIBERS_NODE, PUBLISHERS_NODE = "subscriber", "publisher"
-
-
-def reconnect(client: Publisher | Subscriber, node: ClusterNode) -> None:
-    """Connect ``client`` to ``node``, again while the claim outlasts a CONNACK wait
-    (finding the old node dead and adopting it), as a real client retries."""
-    deadline = time.monotonic() + RECONNECT_TIMEOUT
-    while True:
-        try:
-            if isinstance(client, Subscriber):
-                client.connect(node.host, node.port, subscribe=False)
-            else:
-                client.connect(node.host, node.port)
-            return
-        except (TimeoutError, ConnectionError, OSError):
-            if time.monotonic() > deadline:
-                raise
 
 
 def peer_port(client: Subscriber) -> int:

@@ -7,9 +7,9 @@ and every session write goes to Redis. Mid-stream the cluster's Redis or its Kaf
 each the test's own, is killed with SIGKILL, stays down while the stream goes on, and
 is started again on the same port with the same files (Redis replays its AOF, written
 with fsync always; Kafka recovers its log directory), while the stream still goes on.
-Both clients stay connected throughout: while Redis is away connected clients carry on
-and the store's writes are retried; while Kafka is away cross-node acknowledgements
-are held and the records sent again.
+Both clients stay connected throughout: while Redis is away (within the members'
+lease) connected clients carry on and the store's writes are retried; while Kafka is
+away cross-node acknowledgements are held and the records sent again.
 
 The publisher pauses while ``BACKLOG`` of its messages are published but not yet
 delivered (``stream`` in tests/crash/clients.py), well below the subscriber's queue
@@ -47,6 +47,7 @@ from tests.crash.clients import (
 
 STREAM = 1.0  # seconds of publishing before the kill and after the stream resumed
 REDIS_DOWN = 2.0  # seconds Redis stays killed while the stream goes on
+REDIS_LEASE = 15  # [cluster] lease: longer than Redis is away
 KAFKA_DOWN = 3.0  # seconds Kafka stays killed while the stream goes on
 RESUME_TIMEOUT = 60.0  # for a message published after the restart to be acknowledged
 # (MQTT version, QoS): Redis restarts in a moment, so all four; a killed Kafka takes
@@ -113,7 +114,9 @@ def restart_mid_stream(
 def test_redis_restart_loses_and_doubles_nothing(
     redis_server: services.RedisServer, cluster_factory: ClusterFactory, version: int, qos: int
 ) -> None:
-    cluster = cluster_factory(redis=redis_server.url, extra=QUEUE_ROOM)
+    # A lease that outlasts the restart: what a longer one is for (test_partition.py
+    # has Redis away past the lease).
+    cluster = cluster_factory(redis=redis_server.url, extra=QUEUE_ROOM, lease=REDIS_LEASE)
     restart_mid_stream(cluster, redis_server, REDIS_DOWN, f"redis-{version}-{qos}", version, qos)
 
 

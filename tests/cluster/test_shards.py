@@ -26,10 +26,10 @@ from tests.cluster.conftest import (
     NODE_SHARDS,
     ClusterFactory,
     ClusterNode,
+    reconnect,
     streaming,
     wait_routed,
 )
-from tests.cluster.test_exactly_once import reconnect
 from tests.crash.clients import QUEUE_ROOM, Publisher, Subscriber, Tally, settle, stream
 from tests.crash.trial import shard_pids, wait_gone
 

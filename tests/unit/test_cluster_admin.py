@@ -25,7 +25,7 @@ import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from redis.asyncio import Redis
@@ -36,6 +36,7 @@ from ferromq.admin.views import CLUSTER
 from ferromq.broker import Broker
 from ferromq.cli import main as cli_main
 from ferromq.cluster.figures import NODE_FIGURES, ClusterFigures
+from ferromq.cluster.lease import Lease
 from ferromq.cluster.membership import MemberInfo, Membership
 from ferromq.config import AdminConfig, Config, ListenerConfig, SysConfig
 
@@ -63,6 +64,15 @@ class StandInNode:
         return FIGURES
 
 
+def _lease_lost() -> NoReturn:
+    raise AssertionError("a member of this test lost its lease")
+
+
+def lease(node_id: str, seconds: float = 3.0) -> Lease:
+    """A member's lease that fails the test rather than end the process."""
+    return Lease(node_id, seconds, _lease_lost)
+
+
 def info(node_id: str, started: float, admin: str | None) -> MemberInfo:
     return MemberInfo(node_id, started, 100, (f"127.0.0.1:{1883 + ord(node_id[0])}",), admin, "9.9")
 
@@ -78,9 +88,13 @@ async def three_nodes(redis_url: str) -> AsyncIterator[tuple[Redis, Membership, 
     yields the client, a's membership and the prefix."""
     redis = Redis.from_url(redis_url)
     kp = f"test-{uuid.uuid4().hex[:10]}:cluster:"
-    a = Membership(redis, kp, info("a", 1_700_000_000.5, "127.0.0.1:8081"), figures=A_FIGURES.copy)
-    b = Membership(redis, kp, info("b", 1_700_000_100.0, None), figures=B_FIGURES.copy)
-    c = Membership(redis, kp, info("c", 1_700_000_200.0, "127.0.0.1:8083"), figures=A_FIGURES.copy)
+    a = Membership(
+        redis, kp, info("a", 1_700_000_000.5, "127.0.0.1:8081"), lease("a"), figures=A_FIGURES.copy
+    )
+    b = Membership(redis, kp, info("b", 1_700_000_100.0, None), lease("b"), figures=B_FIGURES.copy)
+    c = Membership(
+        redis, kp, info("c", 1_700_000_200.0, "127.0.0.1:8083"), lease("c"), figures=A_FIGURES.copy
+    )
     for node in (a, b, c):
         await node.join()
     await c.leave()
@@ -302,7 +316,7 @@ def test_sys_topics_count_the_nodes_by_state(redis_url: str) -> None:
 def test_redis_gone_is_a_503_and_no_node_counts(redis_server: RedisServer, path: str) -> None:
     async def main() -> tuple[int, bytes, dict[str, object]]:
         redis = Redis.from_url(redis_server.url)
-        a = Membership(redis, "gone:cluster:", info("a", time.time(), None), heartbeat=0.2)
+        a = Membership(redis, "gone:cluster:", info("a", time.time(), None), lease("a", 1.0))
         await a.join()
         async with admin_of(StandInNode("a", a)) as port:
             await blocking(redis_server.stop)

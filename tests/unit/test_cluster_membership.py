@@ -4,7 +4,9 @@ What a node of a cluster notices: it is listed alive once it joins and dead once
 leaves; two nodes see each other; a node whose heartbeat stops (killed, no leave) is
 seen dead within ``ttl + heartbeat`` and reported once; a node whose sessions a
 survivor took over is ``adopted``; a Redis restart makes the heartbeat fail
-(``healthy`` false) and it resumes by itself. Also on a real Redis Cluster.
+(``healthy`` false) and it resumes by itself within the lease; a member whose alive key
+is gone when it beats again (frozen or cut off past its lease, or a Redis that
+restarted empty) loses its lease instead of coming back. Also on a real Redis Cluster.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 import uvloop
@@ -21,12 +23,13 @@ from redis.asyncio import Redis, RedisCluster
 from tests.services import RedisCluster as RedisClusterService
 from tests.services import RedisServer
 
+from ferromq.cluster.lease import Lease
 from ferromq.cluster.membership import MemberInfo, Membership, MemberState
 
 T = TypeVar("T")
 LOOPS = ("uvloop", "asyncio")
-HEARTBEAT = 0.2
-TTL = 0.6
+TTL = 1.0  # the lease: a heartbeat every fifth of it
+HEARTBEAT = TTL / 5
 PATIENCE = 15.0  # seconds a test waits for what must happen before it fails
 
 
@@ -42,8 +45,18 @@ def info(node_id: str, admin: str | None = "127.0.0.1:8080") -> MemberInfo:
     return MemberInfo(node_id, time.time(), 4242, ("127.0.0.1:1883",), admin, "0.test")
 
 
-def member(redis: Redis | RedisCluster, key_prefix: str, node_id: str) -> Membership:
-    return Membership(redis, key_prefix, info(node_id), heartbeat=HEARTBEAT, ttl=TTL)
+class LeaseLost(Exception):
+    """What losing a lease does in these tests (a member process exits)."""
+
+
+def _lost() -> NoReturn:
+    raise LeaseLost
+
+
+def member(
+    redis: Redis | RedisCluster, key_prefix: str, node_id: str, lease: float = TTL
+) -> Membership:
+    return Membership(redis, key_prefix, info(node_id), Lease(node_id, lease, _lost))
 
 
 async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -63,7 +76,7 @@ def test_join_lists_the_node_alive_and_leave_dead(redis_url: str, loop: str) -> 
         redis = Redis.from_url(redis_url)
         kp = prefix()
         me = info("a")
-        a = Membership(redis, kp, me, heartbeat=HEARTBEAT, ttl=TTL)
+        a = Membership(redis, kp, me, Lease("a", TTL, _lost))
         await a.join()
         assert await a.members() == [MemberState(me, "alive", None)]
         assert 0 < await redis.pttl(kp + "alive:a") <= TTL * 1000
@@ -150,7 +163,7 @@ def test_heartbeat_survives_a_redis_restart(redis_server: RedisServer, loop: str
     async def main() -> None:
         redis = Redis.from_url(redis_server.url)
         kp = prefix()
-        a = member(redis, kp, "a")
+        a = member(redis, kp, "a", lease=30.0)  # outlasts the restart
         await a.join()
         await asyncio.to_thread(redis_server.stop)
 
@@ -171,13 +184,13 @@ def test_heartbeat_survives_a_redis_restart(redis_server: RedisServer, loop: str
     run(loop, main)
 
 
-def test_a_redis_that_restarted_empty_gets_the_member_back(redis_url: str) -> None:
+def test_a_member_missing_from_the_registry_is_registered_again(redis_url: str) -> None:
     async def main() -> None:
         redis = Redis.from_url(redis_url)
         kp = prefix()
         a = member(redis, kp, "a")
         await a.join()
-        await redis.delete(kp + "members", kp + "alive:a")  # what an empty restart leaves
+        await redis.delete(kp + "members")
 
         async def listed() -> bool:
             return states(await a.members()) == {"a": ("alive", None)}
@@ -187,6 +200,27 @@ def test_a_redis_that_restarted_empty_gets_the_member_back(redis_url: str) -> No
         await redis.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_member_whose_alive_key_expired_loses_its_lease(redis_url: str, loop: str) -> None:
+    """As when it was frozen or cut off past its lease (another member may have adopted
+    its clients) or Redis restarted empty: it does not come back to life."""
+
+    async def main() -> None:
+        redis = Redis.from_url(redis_url)
+        kp = prefix()
+        a = member(redis, kp, "a")
+        await a.join()
+        await redis.delete(kp + "alive:a")
+        task = a._task
+        assert task is not None
+        with pytest.raises(LeaseLost):
+            await asyncio.wait_for(task, PATIENCE)
+        assert await redis.exists(kp + "alive:a") == 0
+        await redis.aclose()
+
+    run(loop, main)
 
 
 def test_on_a_redis_cluster(redis_cluster: RedisClusterService) -> None:

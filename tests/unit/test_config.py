@@ -896,6 +896,8 @@ def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_every_core(
     assert config.redis.url == "redis://r:6379/0"
     assert config.server.workers == "auto"
     assert load_text(tmp_path, CLUSTER + "[server]\nworkers = 2\n").server.workers == 2
+    assert config.cluster.lease == 5
+    assert load_text(tmp_path, CLUSTER + 'lease = "1m"\n').cluster.lease == 60
 
 
 @pytest.mark.parametrize(
@@ -905,6 +907,7 @@ def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_every_core(
         ('[cluster]\nkafka = "k:9092"\n', "cluster.kafka: set, but cluster.node_id is empty"),
         (CLUSTER.replace('"a"', '"a b"'), 'cluster.node_id: "a b" must be 1 to 64 letters'),
         (CLUSTER + '[storage]\nbackend = "memory"\n', 'storage.backend: "memory" cannot hold'),
+        (CLUSTER + "lease = 1\n", "cluster.lease: must be between 2 and 3600, got 1"),
     ],
 )
 def test_cluster_settings_that_cannot_work_are_named(

@@ -5,7 +5,8 @@ shards' rings carry inside a node, carried between nodes, with no link between t
   other node (``ClusterPort.take``, compiled: one Kafka record value per node per tick,
   cut at ``RECORD_BYTES``) and this node's subscription changes go on a queue that one
   task produces in order (one partition per topic, the idempotent producer: order
-  holds). When Kafka has a node's record (acks=all) its round is confirmed
+  holds; the member's lease is checked before each record, :mod:`.lease`). When Kafka
+  has a node's record (acks=all) its round is confirmed
   (``ClusterPort.confirmed``): the PUBACK/PUBREC of the QoS 1/2 messages it carries go
   out. A failed produce is sent again; its acknowledgements stay held meanwhile, so
   while Kafka is away cross-node acknowledgements wait and local traffic goes on.
@@ -142,10 +143,12 @@ class KafkaBus:
         topic_prefix: str,
         *,
         refuse: Callable[[StoreUnavailable], None],
+        before_send: Callable[[], None],
         request_timeout: float = 10.0,
     ) -> None:
         self._engine = engine
         self._refuse = refuse
+        self._before_send = before_send
         self._hub = hub
         self._port = ClusterPort(engine)
         self.node_id = node_id
@@ -458,6 +461,7 @@ class KafkaBus:
             self._queued.clear()
             while self._queue:
                 item = self._queue[0]
+                self._before_send()
                 try:
                     future = await self._producer.send(
                         item.topic, item.value, key=item.key, headers=self._headers(item)

@@ -5,7 +5,11 @@ JSON of its :class:`MemberInfo`; the entry stays after the node stops, so a dead
 still listed) and proves it runs with ``<key_prefix>alive:<node_id>`` (JSON: the
 ``started`` time of its incarnation and the node's figures of the moment, which the
 cluster's totals add up), written with ``PX ttl`` and refreshed every ``heartbeat``
-seconds by one task; a clean stop deletes it. Each beat also writes
+seconds by one task; a clean stop deletes it. After the first, a heartbeat only refreshes
+that key while it exists (``SET … XX``): a member whose key expired (frozen or cut off
+longer than its lease) may have been adopted already, and loses its
+:class:`~ferromq.cluster.lease.Lease` instead of coming back to life; each confirmed
+heartbeat renews the lease. Each beat also writes
 ``<key_prefix>last_beat:<node_id>`` (unix ms, no expiry), from which whoever restores
 the node's sessions reads what it sent last (:mod:`ferromq.cluster.ownership`). A member
 is **alive** while that key exists, **dead** once it expires (``ttl`` after the last
@@ -36,6 +40,7 @@ from typing import Literal
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import RedisError
 
+from ferromq.cluster.lease import Lease
 from ferromq.cluster.names import (
     adopted_key,
     alive_key,
@@ -119,16 +124,17 @@ class Membership:
         redis: Redis | RedisCluster,
         key_prefix: str,
         me: MemberInfo,
+        lease: Lease,
         *,
-        heartbeat: float = 1.0,
-        ttl: float = 3.0,
         figures: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._redis = redis
         self._prefix = key_prefix
         self._me = me
-        self._heartbeat = heartbeat
-        self._ttl_ms = round(ttl * 1000)
+        self._lease = lease
+        self._heartbeat = lease.heartbeat
+        self._ttl_ms = round(lease.seconds * 1000)
+        self._joined = False
         self._figures = figures
         self._callbacks: list[Callable[[str, str], None]] = []
         self._seen: dict[str, str] = {}  # other node id -> "alive" | "dead" last reported
@@ -149,6 +155,7 @@ class Membership:
         :class:`redis.exceptions.RedisError` when Redis does not take them."""
         await self._register()
         await self._beat()
+        self._joined = True
         self._task = asyncio.create_task(self._run(), name=f"membership {self._me.node_id}")
 
     async def leave(self) -> None:
@@ -193,7 +200,10 @@ class Membership:
         key = alive_key(self._prefix, self._me.node_id)
         figures = dict(self._figures()) if self._figures is not None else {}
         beat = json.dumps({"started": self._me.started, "figures": figures})
-        await self._redis.set(key, beat, px=self._ttl_ms)
+        sent = time.monotonic()
+        if not await self._redis.set(key, beat, px=self._ttl_ms, xx=self._joined):
+            self._lease.lose("Redis no longer lists this member alive: its lease expired")
+        self._lease.renewed(sent)
         last = last_beat_key(self._prefix, self._me.node_id)
         await self._redis.set(last, round(time.time() * 1000))
 

@@ -15,6 +15,11 @@ the store's restore in this order:
    (from now on other nodes see it alive). Every CONNECT then claims its client id
    (``AuthGate.claim``).
 
+From joining on, the member holds a :class:`~ferromq.cluster.lease.Lease`
+(``[cluster] lease``): each confirmed heartbeat renews it; the store's writes, the
+bus's records, claims, adoptions and releases check it first; a member whose lease ran
+out (cut off from Redis, frozen) stops before another may adopt its clients.
+
 Death of another node is noticed by membership; its sessions are adopted by the first
 node one of its clients reaches (:meth:`Ownership.claim`), or by this node when the
 dead node stays away ``ADOPT_AFTER`` seconds and nobody has.
@@ -37,6 +42,7 @@ from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
 from ferromq.cluster.figures import NODE_FIGURES, ClusterFigures
+from ferromq.cluster.lease import Lease
 from ferromq.cluster.membership import MemberInfo, Membership
 from ferromq.cluster.names import cluster_key_prefix, redis_client
 from ferromq.cluster.ownership import Ownership
@@ -75,7 +81,17 @@ class ClusterNode:
         assert isinstance(primary, RedisStore), "a clustered node's store is Redis"
         self._store = primary
         self._redis = redis_client(config)
-        self.bus = KafkaBus(engine, hub, member, cluster.kafka, cluster.topic_prefix, refuse=refuse)
+        self.lease = Lease(member, cluster.lease)
+        primary.check_sends(self.lease.check)
+        self.bus = KafkaBus(
+            engine,
+            hub,
+            member,
+            cluster.kafka,
+            cluster.topic_prefix,
+            refuse=refuse,
+            before_send=self.lease.check,
+        )
         self.ownership = Ownership(
             self._redis,
             config.redis.key_prefix,
@@ -84,6 +100,7 @@ class ClusterNode:
             hub,
             self.bus,
             store.load_clients,
+            self.lease,
         )
         admin = config.admin
         self.membership = Membership(
@@ -97,6 +114,7 @@ class ClusterNode:
                 admin=f"{admin.host}:{admin.port}" if admin.enabled else None,
                 version=__version__,
             ),
+            self.lease,
             figures=self._node_figures,
         )
         self._watch: dict[str, asyncio.Task[None]] = {}
@@ -127,6 +145,7 @@ class ClusterNode:
         await self.ownership.start()
         self.membership.on_change(self._member_changed)
         await self.membership.join()
+        self.lease.start()
         log_event(logger, logging.INFO, "cluster: joined", node=self.node_id)
 
     async def claim(self, client_id: str, may_persist: bool) -> None:
@@ -136,6 +155,7 @@ class ClusterNode:
         return self.bus.figures()
 
     async def close(self) -> None:
+        self.lease.stop()
         for task in self._watch.values():
             task.cancel()
         with contextlib.suppress(RedisError, OSError):

@@ -48,6 +48,7 @@ from redis.exceptions import RedisError
 from ferromq._core import Engine
 from ferromq._protocol import IOHub
 from ferromq.cluster.bus import KafkaBus
+from ferromq.cluster.lease import Lease
 from ferromq.cluster.names import (
     adopted_key,
     alive_key,
@@ -120,8 +121,13 @@ class Ownership:
         hub: IOHub,
         bus: KafkaBus,
         load_clients: LoadClients,
+        lease: Lease,
     ) -> None:
         self._redis = redis
+        self._lease = lease
+        # A live owner is waited for longer than its lease: one that was cut off or
+        # frozen is dead by then, and adopted instead.
+        self._release_timeout = max(RELEASE_TIMEOUT, lease.seconds * 2)
         self._key_prefix = key_prefix
         self._kp = cluster_key_prefix(key_prefix)
         self.node_id = node_id
@@ -201,6 +207,7 @@ class Ownership:
     async def _claim(self, client_id: str, may_persist: bool) -> None:
         key = owner_key(self._key_prefix, client_id)
         await self._settle_previous_owner(client_id, key)
+        self._lease.check()
         claimed = await self._redis.eval(_CLAIM, 1, key, self.node_id)
         previous = None if claimed is None else reply_text(claimed)
         if may_persist:
@@ -216,8 +223,9 @@ class Ownership:
     async def _settle_previous_owner(self, client_id: str, key: str) -> None:
         """Before claiming: a live owner releases the session (its store then has it
         all); a dead one is adopted first (its topic holds what Kafka acknowledged for
-        the session), after which its adopter is asked. An owner that stays alive but
-        does not answer in ``RELEASE_TIMEOUT`` is passed over (logged)."""
+        the session), after which its adopter is asked. An owner that stays alive and
+        does not answer (its lease outlasts the wait) keeps the client: the claim
+        fails rather than let two nodes serve it."""
         for _ in range(3):
             owner = reply_text(await self._redis.get(key) or "")
             if owner in ("", self.node_id):
@@ -225,8 +233,13 @@ class Ownership:
             if not await self._is_alive(owner):
                 await self._adopt_or_wait(owner, key)
                 continue
-            if await self._request_release(owner, client_id) or await self._is_alive(owner):
+            if await self._request_release(owner, client_id):
                 return
+            if await self._is_alive(owner):
+                raise ClaimFailed(
+                    f"cluster: {owner} holds the client and did not release it in "
+                    f"{self._release_timeout:g} s"
+                )
             # It died while asked: adopt it on the next round.
 
     async def _is_alive(self, node: str) -> bool:
@@ -234,12 +247,12 @@ class Ownership:
 
     async def _request_release(self, node: str, client_id: str) -> bool:
         """Ask ``node`` to release ``client_id``; True once it answered, False when it
-        died meanwhile or did not answer in ``RELEASE_TIMEOUT`` (logged)."""
+        died meanwhile or did not answer in time (logged)."""
         request = uuid.uuid4().hex
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting[request] = done
         message = {"op": "release", "client": client_id, "from": self.node_id, "id": request}
-        deadline = time.monotonic() + RELEASE_TIMEOUT
+        deadline = time.monotonic() + self._release_timeout
         try:
             await self._redis.publish(self._channel(node), json.dumps(message))
             while time.monotonic() < deadline:
@@ -253,7 +266,7 @@ class Ownership:
         log_event(
             logger,
             logging.WARNING,
-            "cluster: previous owner did not release the client in time; taking it",
+            "cluster: previous owner did not release the client in time",
             client_id=client_id,
             owner=node,
         )
@@ -288,6 +301,7 @@ class Ownership:
 
     async def _release(self, client_id: str, to: str, request: str) -> None:
         """Another node claimed ``client_id``: hand the session over through the store."""
+        self._lease.check()
         batch = self._engine.evict(
             client_id, self._bus.slot_of(to), round(MOVE_GRACE * 1000), self._hub.now()
         )
@@ -342,6 +356,7 @@ class Ownership:
     async def try_adopt(self, dead: str) -> bool:
         """Adopt the dead node ``dead`` unless another node does, it is back, or it
         left nothing to adopt (no session, no filter: adopted before, say)."""
+        self._lease.check()
         if await self._is_alive(dead):
             return False
         owned = await self._redis.scard(self._owned(dead))

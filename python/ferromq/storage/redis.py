@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -46,7 +47,7 @@ from redis.asyncio.connection import parse_url
 from ferromq._core import RedisCodec, RedisReplies
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
-from ferromq.storage.redis_nodes import Cluster, SingleServer
+from ferromq.storage.redis_nodes import Cluster, SendCheck, SingleServer
 
 __all__ = ["RedisStore"]
 
@@ -105,7 +106,15 @@ class RedisStore:
             )
         self._only: list[str] | None = None
         transport = Cluster if cluster else SingleServer
-        self._nodes = transport(self.where, settings, self._codec, connect_timeout, command_timeout)
+        self._sends = SendCheck()
+        self._nodes = transport(
+            self.where, settings, self._codec, connect_timeout, command_timeout, self._sends
+        )
+
+    def check_sends(self, check: Callable[[], None]) -> None:
+        """Call ``check`` before each buffer leaves for Redis (a cluster member's lease,
+        which ends the process when it has run out)."""
+        self._sends.check = check
 
     def only_clients(self, clients: list[str]) -> None:
         """Load restores these clients' sessions only (a cluster node's own, not every

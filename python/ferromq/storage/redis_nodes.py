@@ -14,11 +14,16 @@ that primary's host and port (database 0, the only one a cluster has), and hands
 slot → node table to the codec, which routes every command in compiled code. The map is
 read again (:meth:`Cluster.refresh`) whenever a batch meets MOVED / ASK / CLUSTERDOWN /
 TRYAGAIN or a node fails; the batch itself is then retried whole by the persister.
+
+Every buffer is checked (:class:`SendCheck`) the moment before it leaves: a cluster
+member's lease stops the process there once it has run out
+(:mod:`ferromq.cluster.lease`), so no write of a member that lost its clients lands.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Final
 
 from redis import RedisError
@@ -27,20 +32,38 @@ from redis.asyncio.connection import AbstractConnection
 
 from ferromq._core import RedisCodec, RedisReplies
 
-__all__ = ["Cluster", "Node", "SingleServer"]
+__all__ = ["Cluster", "Node", "SendCheck", "SingleServer"]
 
 READ_CHUNK: Final = 256 * 1024
+
+
+def _nothing() -> None:
+    pass
+
+
+class SendCheck:
+    """What runs before each buffer the store sends: nothing, until
+    :meth:`ferromq.storage.redis.RedisStore.check_sends` sets it."""
+
+    def __init__(self) -> None:
+        self.check: Callable[[], None] = _nothing
 
 
 class Node:
     """One Redis server and the store's connection to it."""
 
     def __init__(
-        self, where: str, pool: ConnectionPool, codec: RedisCodec, command_timeout: float
+        self,
+        where: str,
+        pool: ConnectionPool,
+        codec: RedisCodec,
+        command_timeout: float,
+        sends: SendCheck,
     ) -> None:
         self.where = where
         self._pool = pool
         self._codec = codec
+        self._sends = sends
         self._command_timeout = command_timeout
         self._connection: AbstractConnection | None = None
         # One round trip at a time on the one connection: the persister's batches, a
@@ -57,6 +80,7 @@ class Node:
         try:
             async with self._exchanging:
                 connection = await self._connect()
+                self._sends.check()
                 exchange = self._round_trip(connection, data, replies)
                 await asyncio.wait_for(exchange, self._command_timeout)
         except (RedisError, OSError, TimeoutError, ValueError) as exc:
@@ -155,9 +179,10 @@ class SingleServer:
         codec: RedisCodec,
         connect_timeout: float,
         command_timeout: float,
+        sends: SendCheck,
     ) -> None:
         pool = _pool(settings, connect_timeout, command_timeout)
-        self.nodes = [Node(where, pool, codec, command_timeout)]
+        self.nodes = [Node(where, pool, codec, command_timeout, sends)]
 
     async def start(self) -> None:
         """Nothing to discover: the first exchange connects."""
@@ -179,8 +204,10 @@ class Cluster:
         codec: RedisCodec,
         connect_timeout: float,
         command_timeout: float,
+        sends: SendCheck,
     ) -> None:
         self._where = where
+        self._sends = sends
         self._settings = {**settings, "db": 0}
         self._codec = codec
         self._timeouts = (connect_timeout, command_timeout)
@@ -193,7 +220,8 @@ class Cluster:
     def _node(self, host: str, port: int) -> Node:
         settings = {**self._settings, "host": host, "port": port}
         where = f"{host}:{port}"
-        return Node(where, _pool(settings, *self._timeouts), self._codec, self._timeouts[1])
+        pool = _pool(settings, *self._timeouts)
+        return Node(where, pool, self._codec, self._timeouts[1], self._sends)
 
     async def start(self) -> None:
         """Read the slot map from ``redis.url``; ``ConnectionError`` when that server

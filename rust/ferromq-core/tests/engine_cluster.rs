@@ -419,6 +419,49 @@ fn a_node_topic_record_read_again_delivers_nothing_twice() {
     assert_eq!(cluster.nodes[1].recv(&mut sub).len(), 1);
 }
 
+#[test]
+fn a_dead_nodes_record_goes_only_to_the_sessions_adopted_from_it() {
+    // Node 1 has a subscriber of its own and adopts "mover" (restored from another
+    // store, as an adopter restores a dead node's sessions): a message for both comes
+    // to node 1 once, on its own topic, and again on the dead node's, which node 1
+    // reads as the adopter. Each subscriber takes it once.
+    let mut cluster = Cluster::new();
+    let mut native = subscribed(&mut cluster, 1, "native", "m/#");
+    let mut mover = moved_to_node_1(&mut cluster);
+    cluster.tick();
+    cluster.deliver();
+    let publisher = connected(&mut cluster.nodes[0], "pub", V311);
+    cluster.nodes[0].send(&publisher, publish("m/1", b"x", QoS::AtLeastOnce, 1, false));
+    cluster.tick();
+    let (_, to, records, _, seen) = cluster.in_kafka.pop().expect("a record for node 1");
+    assert_eq!(to, 1);
+    let now = cluster.nodes[1].now;
+    cluster.nodes[1]
+        .engine
+        .adopt_sessions(&["mover".to_string()], "dead-node", seen + 1);
+    let into = cluster.slot[1];
+    cluster.nodes[1]
+        .engine
+        .peer_receive(into, records.clone(), "dead-node", 0, seen, now)
+        .unwrap();
+    cluster.nodes[1].pump();
+    assert_eq!(
+        cluster.nodes[1].recv(&mut mover).len(),
+        1,
+        "the adopted session"
+    );
+    assert!(
+        cluster.nodes[1].recv(&mut native).is_empty(),
+        "node 1's own session had its copy routed to node 1's topic"
+    );
+    cluster.apply(1, records, 0, seen);
+    assert_eq!(cluster.nodes[1].recv(&mut native).len(), 1);
+    assert!(
+        cluster.nodes[1].recv(&mut mover).is_empty(),
+        "matched before the marker: the adopted session took it from the dead node's topic"
+    );
+}
+
 /// Node 0 with a persistent QoS 2 publisher "pub", node 1 with a subscriber "sub" of
 /// "t" (its SUBACK given).
 fn publisher_and_subscriber() -> (Cluster, Client, Client) {

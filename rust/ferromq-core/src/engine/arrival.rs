@@ -25,22 +25,30 @@ use super::Engine;
 /// A route or node topic record being applied: where it comes from (a node topic,
 /// or `shard:<n>`), its position there (Kafka offset or route number), and for a
 /// node topic how far its sender had read the subscription topic when it matched
-/// what it carries (`cluster.rs`, "Adoption").
+/// what it carries, and whether that topic is a dead node's this node adopted
+/// (`cluster.rs`, "Adoption").
 #[derive(Debug)]
 pub(super) struct Arriving {
     pub(super) source: Arc<str>,
     pub(super) position: u64,
-    pub(super) seen: Option<u64>,
+    pub(super) seen: Option<(u64, bool)>,
 }
 
-/// Whether `state` refuses `arriving`: it holds that position already, or it was
-/// adopted and the node topic record came the other way (`cluster.rs`, "Adoption").
-/// A session that took the arrival before (earlier in the same one) is checked by
-/// the caller.
+/// Whether `state` refuses `arriving`: it holds that position already, or the node
+/// topic record is not its to take (`cluster.rs`, "Adoption"): a dead node's record
+/// goes only to the sessions adopted from that node, matched before their marker;
+/// an adopted session takes this node's own records matched from its marker on. A
+/// session that took the arrival before (earlier in the same one) is checked by the
+/// caller.
 fn refuses(state: &Session, arriving: &Arriving) -> bool {
-    if let (Some((dead, marker)), Some(seen)) = (state.adopted_from.as_deref(), arriving.seen) {
-        let from_dead = **dead == *arriving.source;
-        if from_dead != (seen < *marker) {
+    if let Some((seen, adopted_topic)) = arriving.seen {
+        let adopted_from = state.adopted_from.as_deref();
+        let takes = if adopted_topic {
+            adopted_from.is_some_and(|(dead, marker)| **dead == *arriving.source && seen < *marker)
+        } else {
+            adopted_from.is_none_or(|(_, marker)| seen >= *marker)
+        };
+        if !takes {
             return true;
         }
     }
@@ -52,7 +60,12 @@ fn refuses(state: &Session, arriving: &Arriving) -> bool {
 
 impl Engine {
     /// Records applied from now until [`Engine::end_arrival`] are one arrival.
-    pub(super) fn begin_arrival(&mut self, source: Arc<str>, position: u64, seen: Option<u64>) {
+    pub(super) fn begin_arrival(
+        &mut self,
+        source: Arc<str>,
+        position: u64,
+        seen: Option<(u64, bool)>,
+    ) {
         if let Some(shards) = self.shards.as_mut() {
             shards.arrivals += 1;
             shards.arriving = Some(Arriving {

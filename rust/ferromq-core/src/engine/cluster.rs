@@ -66,7 +66,10 @@
 //!   adopter, one that had not to the dead node's topic, and one in between both
 //!   ways: so until [`Engine::adoption_done`] an adopted session takes the dead
 //!   node's records matched before the marker and others from it on
-//!   ([`Engine::adopt_sessions`]).
+//!   ([`Engine::adopt_sessions`]). The dead node's records are matched here again,
+//!   but only the sessions adopted from it take them: every other session (this
+//!   node's own, or one adopted from another dead node, a sibling shard of the same
+//!   machine) had its copy routed to it directly.
 
 use std::collections::HashMap;
 
@@ -106,6 +109,10 @@ pub(super) struct ClusterIndex {
     /// Kept routes to other nodes restored from the store, by route number, until
     /// Python settles them ("Crossing QoS 2").
     restored: HashMap<u64, RestoredCrossing>,
+    /// The dead nodes whose topics this node reads as their adopter, from
+    /// [`Engine::adopt_sessions`] to [`Engine::adoption_done`]: only the sessions
+    /// adopted from one take its records ("Adoption").
+    adopting: Vec<Box<str>>,
 }
 
 /// One entry of a record's crossings: `publisher (u16 LE length, UTF-8) | route u64 LE`.
@@ -240,6 +247,7 @@ impl Engine {
             crossings: HashMap::new(),
             names: HashMap::new(),
             restored: HashMap::new(),
+            adopting: Vec::new(),
         };
         for (session, state) in self.sessions.iter().enumerate() {
             if state.is_some() {
@@ -396,7 +404,10 @@ impl Engine {
         seen: u64,
         now: u64,
     ) -> Result<usize, crate::durability::record::JournalError> {
-        self.begin_arrival(topic.into(), offset, Some(seen));
+        let adopted = self
+            .cluster()
+            .is_some_and(|cluster| cluster.adopting.iter().any(|dead| **dead == *topic));
+        self.begin_arrival(topic.into(), offset, Some((seen, adopted)));
         let applied = self.bus_receive(slot, records, now);
         self.end_arrival();
         applied
@@ -407,6 +418,11 @@ impl Engine {
     /// subscription topic position `marker`, and other records matched from it on
     /// (module header, "Adoption").
     pub fn adopt_sessions(&mut self, clients: &[String], dead: &str, marker: u64) {
+        if let Some(cluster) = self.cluster_mut() {
+            if !cluster.adopting.iter().any(|node| **node == *dead) {
+                cluster.adopting.push(dead.into());
+            }
+        }
         for client in clients {
             let Some(&session) = self.by_client_id.get(client.as_str()) else {
                 continue;
@@ -419,6 +435,9 @@ impl Engine {
 
     /// The adopter finished reading dead node `dead`'s topic.
     pub fn adoption_done(&mut self, dead: &str) {
+        if let Some(cluster) = self.cluster_mut() {
+            cluster.adopting.retain(|node| **node != *dead);
+        }
         for state in self.sessions.iter_mut().flatten() {
             if state
                 .adopted_from
@@ -439,7 +458,7 @@ impl Engine {
             .map_or(0, |cluster| {
                 self.arriving()
                     .and_then(|(arriving, _)| arriving.seen)
-                    .unwrap_or(cluster.seen)
+                    .map_or(cluster.seen, |(seen, _)| seen)
             })
     }
 
@@ -448,6 +467,10 @@ impl Engine {
         if let Some(cluster) = self.cluster_mut() {
             cluster.restored(filter);
         }
+    }
+
+    fn cluster(&self) -> Option<&ClusterIndex> {
+        self.shards.as_ref().and_then(|s| s.cluster.as_ref())
     }
 
     fn cluster_mut(&mut self) -> Option<&mut ClusterIndex> {
