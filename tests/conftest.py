@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -152,11 +152,13 @@ def spawn_serve(
     log_path: Path,
     env: dict[str, str],
     preexec_fn: Callable[[], None] | None = None,
+    prefix: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """``ferromq serve --config config --loop loop`` with its output in ``log_path``."""
+    """``ferromq serve --config config --loop loop`` with its output in ``log_path``,
+    after ``prefix`` (``ip netns exec NAME``, say)."""
     with log_path.open("wb") as log:
         return subprocess.Popen(
-            [*ferromq_command(), "serve", "--config", str(config), "--loop", loop],
+            [*prefix, *ferromq_command(), "serve", "--config", str(config), "--loop", loop],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

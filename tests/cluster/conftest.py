@@ -66,15 +66,16 @@ class ClusterNode(RunningBroker):
     admin_port: int = 0
     loop: str = "uvloop"
     incarnation: int = 1
+    prefix: tuple[str, ...] = ()  # before its command: a network namespace's
 
     def start(self) -> None:
         """Start this node (again): the same node id, config and ports."""
         assert self.process.poll() is not None, f"{self.node_id} is still running"
         self.incarnation += 1
         self.process, self.log_path = _spawn(
-            self.config_path, self.node_id, self.loop, self.incarnation
+            self.config_path, self.node_id, self.loop, self.incarnation, self.prefix
         )
-        _wait_serving(self)
+        wait_serving(self)
 
     @property
     def member_ids(self) -> list[str]:
@@ -110,14 +111,14 @@ class Cluster:
 
 
 def _spawn(
-    config: Path, node_id: str, loop: str, incarnation: int = 1
+    config: Path, node_id: str, loop: str, incarnation: int = 1, prefix: tuple[str, ...] = ()
 ) -> tuple[subprocess.Popen[bytes], Path]:
     log_path = config.with_name(f"{node_id}.{incarnation}.log")
     env = {**os.environ, "FERROMQ_SERVER__WORKERS": str(NODE_SHARDS)}
-    return spawn_serve(config, loop, log_path, env), log_path
+    return spawn_serve(config, loop, log_path, env, prefix=prefix), log_path
 
 
-def _wait_serving(node: ClusterNode) -> None:
+def wait_serving(node: ClusterNode) -> None:
     """Until the node's MQTT and admin listeners are up; fails with its log if it exits."""
     admin_line = f"admin listening address=127.0.0.1:{node.admin_port}"
     deadline = time.monotonic() + START_TIMEOUT
@@ -134,12 +135,14 @@ def _wait_serving(node: ClusterNode) -> None:
 
 def node_config(
     node_id: str, mqtt_port: int, admin_port: int, kafka: str, redis: str, prefix: str,
-    *, redis_cluster: bool = False, extra: str = "", lease: int = 5,
+    *, redis_cluster: bool = False, extra: str = "", lease: int = 5, host: str = "127.0.0.1",
 ) -> str:  # fmt: skip
     """The TOML of one node of the cluster whose prefixes are ``prefix``, whose
-    members hold a lease of ``lease`` seconds (docs/cluster.md, "Partitions")."""
+    members hold a lease of ``lease`` seconds (docs/cluster.md, "Partitions"),
+    listening for MQTT on ``host``."""
     return f"""\
 [[listeners]]
+host = "{host}"
 port = {mqtt_port}
 
 [admin]
@@ -169,31 +172,45 @@ def start_cluster(
     prefix = f"ct{uuid.uuid4().hex[:10]}"
     directory.mkdir(parents=True, exist_ok=True)
     cluster = Cluster([], prefix)
-    ports = free_ports(2 * count)
+    ports = free_ports(2 * count)  # chosen together: none twice
     try:
         for n in range(count):
-            node_id, mqtt_port, admin_port = NODE_IDS[n], ports[2 * n], ports[2 * n + 1]
-            config = directory / f"{node_id}.toml"
-            text = node_config(
-                node_id, mqtt_port, admin_port, kafka, redis, prefix,
+            add_node(
+                cluster, directory, kafka, redis, (ports[2 * n], ports[2 * n + 1]),
                 redis_cluster=redis_cluster, extra=extra, lease=lease,
             )  # fmt: skip
-            config.write_text(text)
-            loop = LOOPS[n % len(LOOPS)]
-            process, log_path = _spawn(config, node_id, loop)
-            node = ClusterNode(
-                "127.0.0.1", mqtt_port, process, log_path, config,
-                node_id=node_id, admin_port=admin_port, loop=loop,
-            )  # fmt: skip
-            cluster.nodes.append(node)
         for node in cluster.nodes:
-            _wait_serving(node)
+            wait_serving(node)
         for node in cluster.nodes:
             wait_members(node, alive=count)
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def add_node(
+    cluster: Cluster, directory: Path, kafka: str, redis: str, ports: tuple[int, int],
+    *, host: str = "127.0.0.1", prefix: tuple[str, ...] = (), **options: Any,
+) -> ClusterNode:  # fmt: skip
+    """Start the next node of ``cluster`` (node-a, node-b, ...; event loops alternate)
+    on ``ports`` (MQTT, admin), listening for MQTT on ``host``, its command after
+    ``prefix``; ``options`` as :func:`node_config`'s. It is not waited for."""
+    n = len(cluster.nodes)
+    node_id, loop = NODE_IDS[n], LOOPS[n % len(LOOPS)]
+    mqtt_port, admin_port = ports
+    config = directory / f"{node_id}.toml"
+    text = node_config(
+        node_id, mqtt_port, admin_port, kafka, redis, cluster.prefix, host=host, **options
+    )
+    config.write_text(text)
+    process, log_path = _spawn(config, node_id, loop, prefix=prefix)
+    node = ClusterNode(
+        host, mqtt_port, process, log_path, config,
+        node_id=node_id, admin_port=admin_port, loop=loop, prefix=prefix,
+    )  # fmt: skip
+    cluster.nodes.append(node)
+    return node
 
 
 ClusterFactory = Callable[..., Cluster]

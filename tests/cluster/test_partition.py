@@ -18,6 +18,11 @@ application saw), at QoS 1 and QoS 2.
   within the lease rather than serve clients no one can account for; once Redis
   continues and the nodes start again, the clients reconnect, nothing acknowledged is
   lost, no QoS 2 message is delivered twice.
+- **One node cut off** from Redis and Kafka by dropped traffic, in a network namespace
+  of its own (tests/cluster/netns.py) while its clients still reach it: it stops
+  within its lease and closes its clients' connections; the other nodes serve on, and
+  its subscriber, reconnected to one of them, gets everything acknowledged. When the
+  link heals the node starts again and rejoins.
 """
 
 from __future__ import annotations
@@ -25,19 +30,25 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests import services
+from tests.cluster import netns
 from tests.cluster.conftest import (
     NODE_SHARDS,
     ClusterFactory,
     ClusterNode,
+    add_node,
     reconnect,
     streaming,
     wait_members,
+    wait_serving,
 )
 from tests.crash.clients import QUEUE_ROOM, Subscriber, Tally, settle, stream
+from tests.services import free_ports
 
 STREAM = 1.0  # seconds of publishing before a fault and after the clients are back
 LEASE = 5  # [cluster] lease, the default
@@ -151,3 +162,59 @@ def test_redis_frozen_past_the_lease_stops_the_nodes_and_loses_nothing(
     stream(publisher, subscriber, STREAM)
     settle(publisher, subscriber)
     check(Tally.of(publisher, subscriber))
+
+
+@pytest.fixture
+def namespace(kafka_bootstrap: str, redis_url: str) -> Iterator[netns.Namespace]:
+    """A namespace that reaches the session's Kafka and Redis at their addresses."""
+    missing = netns.available()
+    if missing:
+        pytest.skip(missing)
+    redis_port = urlsplit(redis_url).port
+    assert redis_port is not None
+    space = netns.Namespace([int(kafka_bootstrap.rsplit(":", 1)[1]), redis_port])
+    space.start()
+    yield space
+    space.stop()
+
+
+@pytest.mark.parametrize(("version", "qos"), CASES[:2], ids=lambda value: str(value))
+def test_a_node_cut_off_from_redis_and_kafka_stops_and_its_subscriber_moves(
+    cluster_factory: ClusterFactory,
+    namespace: netns.Namespace,
+    kafka_bootstrap: str,
+    redis_url: str,
+    version: int,
+    qos: int,
+) -> None:
+    cluster = cluster_factory(2, extra=QUEUE_ROOM, lease=LEASE)
+    a, b = cluster.nodes
+    mqtt_port, admin_port = free_ports(2)
+    c = add_node(
+        cluster, a.config_path.parent, kafka_bootstrap, redis_url, (mqtt_port, admin_port),
+        host=namespace.node_address, prefix=tuple(namespace.exec_prefix),
+        extra=QUEUE_ROOM, lease=LEASE,
+    )  # fmt: skip
+    wait_serving(c)
+    wait_members(a, alive=3)
+    name = f"cut-{version}-{qos}"
+    publisher, subscriber = streaming(a, c, name, f"partition/{name}", qos, version, STREAM)
+
+    namespace.cut()
+    cut_at = time.monotonic()
+    with pytest.raises((ConnectionError, OSError)):  # the subscriber's, closed by c
+        stream(publisher, subscriber, STOPPED_WITHIN)
+    closed_after = time.monotonic() - cut_at
+    c.wait_for_log(LOST_LINE, timeout=STOPPED_WITHIN)
+    assert c.process.wait(STOPPED_WITHIN) == 3
+    print(f"{name}: the cut-off node closed its clients {closed_after:.1f} s after the cut")
+    assert closed_after < LEASE + 5
+
+    reconnect(subscriber, b)  # the publisher on a never lost its connection
+    stream(publisher, subscriber, STREAM)
+    settle(publisher, subscriber)
+    check(Tally.of(publisher, subscriber))
+
+    namespace.heal()
+    c.start()
+    wait_members(a, alive=3)
