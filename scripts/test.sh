@@ -3,8 +3,10 @@
 # then runs every gate. `.ci/run` calls this; a newcomer runs it as the README says.
 #
 #   bash scripts/test.sh             # the whole suite, as CI runs it
-#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the conformance suite at two shards and
-#                                         # the large-scale load comparison
+#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the conformance and cluster suites at
+#                                         # two shards, the cluster suite with every node
+#                                         # in a network namespace 1 ms from Redis and
+#                                         # Kafka, and the large-scale load comparison
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one
 #   FERROMQ_CRASH_KILLS=25 ...       # the long crash matrix (tests/crash: 600 kills,
 #                                    # 3 a cell in CI's run)
@@ -74,6 +76,7 @@ command -v node >/dev/null || need_apt+=(nodejs)  # MQTT.js, the WebSocket tests
 command -v npm >/dev/null || need_apt+=(npm)
 command -v chromium >/dev/null || need_apt+=(chromium)  # the dashboard tests' browser
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
+command -v ip >/dev/null || need_apt+=(iproute2)  # the partition tests' network namespaces
 if ((${#need_apt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # Debian starts mosquitto and redis-server as system services on install; the tests
@@ -203,6 +206,10 @@ step "benchmarks run once as smoke tests (timings: benches/README.md)"
     -o addopts="" --benchmark-disable)
 
 if [ "${FERROMQ_SLOW:-0}" = 1 ]; then
+    step "slow: the cluster suite with each node in a network namespace, 1 ms from Redis and Kafka"
+    (cd /tmp && FERROMQ_CLUSTER_NETNS=1 python -m pytest "$ROOT/tests/cluster" \
+        -p no:cacheprovider -q "${PARALLEL[@]}" -k "not asyncio" -rs)
+
     step "slow: large-scale load comparison with Mosquitto"
     python -m pip install -q matplotlib
     python benches/load/compare.py --scenarios large --brokers ferromq,mosquitto \

@@ -27,11 +27,16 @@ def admin_config(port: int, extra: str = "") -> str:
 
 
 def get(
-    port: int, path: str, token: str | None = None, tls: ssl.SSLContext | None = None
+    port: int,
+    path: str,
+    token: str | None = None,
+    tls: ssl.SSLContext | None = None,
+    host: str = "127.0.0.1",
 ) -> tuple[int, bytes]:
-    """Status and body of ``GET path`` on the admin listener (HTTPS with ``tls``)."""
+    """Status and body of ``GET path`` on the admin listener at ``host`` (HTTPS with
+    ``tls``)."""
     scheme = "https" if tls else "http"
-    request = urllib.request.Request(f"{scheme}://127.0.0.1:{port}{path}")
+    request = urllib.request.Request(f"{scheme}://{host}:{port}{path}")
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:

@@ -22,6 +22,11 @@ the tests wait with.
 - ``cluster_factory`` starts a test's own cluster (for tests that kill, stop or freeze
   something); ``cluster`` is one three-node cluster shared by a module's tests that
   leave the nodes as they found them.
+- With ``FERROMQ_CLUSTER_NETNS=<ms>`` every node runs in a network namespace of its own
+  (tests/cluster/netns.py), ``<ms>`` away from Redis and Kafka each way, its clients and
+  admin API reached at its namespace's address: nothing may depend on loopback timing
+  (issue 26 item 5). Tests that need the services on other addresses than the cluster's
+  one Redis and one Kafka skip.
 """
 
 from __future__ import annotations
@@ -32,14 +37,16 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from ferromq.cluster.names import member_id
 from tests.admin_client import get
+from tests.cluster import netns
 from tests.conftest import RunningBroker, serving, spawn_serve
 from tests.crash.clients import Publisher, Subscriber, stream
 from tests.mqtt_raw import RawClient
@@ -54,6 +61,12 @@ NODE_IDS = ("node-a", "node-b", "node-c", "node-d")
 START_TIMEOUT = 60.0
 ROUTE_TIMEOUT = 60.0
 MEMBERS_TIMEOUT = 30.0
+#: Milliseconds each node is from Redis and Kafka, each in a namespace of its own; None:
+#: every node on the machine's loopback.
+NETNS_DELAY = (
+    float(os.environ["FERROMQ_CLUSTER_NETNS"]) if os.environ.get("FERROMQ_CLUSTER_NETNS") else None
+)
+NETNS_TOKEN = "netns-admin"  # an admin listener off loopback needs a token
 RECONNECT_TIMEOUT = 60.0
 
 
@@ -67,6 +80,7 @@ class ClusterNode(RunningBroker):
     loop: str = "uvloop"
     incarnation: int = 1
     prefix: tuple[str, ...] = ()  # before its command: a network namespace's
+    admin_token: str | None = None
 
     def start(self) -> None:
         """Start this node (again): the same node id, config and ports."""
@@ -84,7 +98,7 @@ class ClusterNode(RunningBroker):
 
     def members(self) -> dict[str, Any]:
         """This node's ``GET /api/v1/cluster`` answer; fails on any other status."""
-        status, body = get(self.admin_port, "/api/v1/cluster")
+        status, body = get(self.admin_port, "/api/v1/cluster", self.admin_token, host=self.host)
         assert status == 200, f"GET /api/v1/cluster on {self.node_id}: {status} {body!r}"
         answer = json.loads(body)
         assert isinstance(answer, dict)
@@ -104,10 +118,13 @@ class ClusterNode(RunningBroker):
 class Cluster:
     nodes: list[ClusterNode]
     prefix: str
+    namespaces: list[netns.Namespace] = field(default_factory=list)
 
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+        for space in self.namespaces:
+            space.stop()
 
 
 def _spawn(
@@ -120,7 +137,7 @@ def _spawn(
 
 def wait_serving(node: ClusterNode) -> None:
     """Until the node's MQTT and admin listeners are up; fails with its log if it exits."""
-    admin_line = f"admin listening address=127.0.0.1:{node.admin_port}"
+    admin_line = f"admin listening address={node.host}:{node.admin_port}"
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if node.process.poll() is not None:
@@ -136,10 +153,13 @@ def wait_serving(node: ClusterNode) -> None:
 def node_config(
     node_id: str, mqtt_port: int, admin_port: int, kafka: str, redis: str, prefix: str,
     *, redis_cluster: bool = False, extra: str = "", lease: int = 5, host: str = "127.0.0.1",
+    admin_token: str | None = None,
 ) -> str:  # fmt: skip
     """The TOML of one node of the cluster whose prefixes are ``prefix``, whose
     members hold a lease of ``lease`` seconds (docs/cluster.md, "Partitions"),
-    listening for MQTT on ``host``."""
+    listening for MQTT and admin requests on ``host`` (the admin API with
+    ``admin_token``)."""
+    token = f'token = "{admin_token}"' if admin_token else ""
     return f"""\
 [[listeners]]
 host = "{host}"
@@ -147,7 +167,9 @@ port = {mqtt_port}
 
 [admin]
 enabled = true
+host = "{host}"
 port = {admin_port}
+{token}
 
 [cluster]
 node_id = "{node_id}"
@@ -175,9 +197,12 @@ def start_cluster(
     ports = free_ports(2 * count)  # chosen together: none twice
     try:
         for n in range(count):
+            place: dict[str, Any] = {}
+            if NETNS_DELAY is not None:
+                place = _namespace(cluster, kafka, redis, redis_cluster)
             add_node(
                 cluster, directory, kafka, redis, (ports[2 * n], ports[2 * n + 1]),
-                redis_cluster=redis_cluster, extra=extra, lease=lease,
+                redis_cluster=redis_cluster, extra=extra, lease=lease, **place,
             )  # fmt: skip
         for node in cluster.nodes:
             wait_serving(node)
@@ -189,9 +214,26 @@ def start_cluster(
     return cluster
 
 
+def _namespace(cluster: Cluster, kafka: str, redis: str, redis_cluster: bool) -> dict[str, Any]:
+    """A namespace of its own for the cluster's next node: ``add_node``'s keywords."""
+    if redis_cluster:
+        pytest.skip("FERROMQ_CLUSTER_NETNS relays one Redis server, not a Redis Cluster")
+    missing = netns.available()
+    if missing:
+        pytest.skip(f"FERROMQ_CLUSTER_NETNS: {missing}")
+    redis_port = urlsplit(redis).port
+    assert redis_port is not None and NETNS_DELAY is not None
+    space = netns.Namespace([int(kafka.rsplit(":", 1)[1]), redis_port], delay_ms=NETNS_DELAY)
+    space.start()
+    cluster.namespaces.append(space)
+    return {"host": space.node_address, "prefix": tuple(space.exec_prefix),
+            "admin_token": NETNS_TOKEN}  # fmt: skip
+
+
 def add_node(
     cluster: Cluster, directory: Path, kafka: str, redis: str, ports: tuple[int, int],
-    *, host: str = "127.0.0.1", prefix: tuple[str, ...] = (), **options: Any,
+    *, host: str = "127.0.0.1", prefix: tuple[str, ...] = (), admin_token: str | None = None,
+    **options: Any,
 ) -> ClusterNode:  # fmt: skip
     """Start the next node of ``cluster`` (node-a, node-b, ...; event loops alternate)
     on ``ports`` (MQTT, admin), listening for MQTT on ``host``, its command after
@@ -201,13 +243,15 @@ def add_node(
     mqtt_port, admin_port = ports
     config = directory / f"{node_id}.toml"
     text = node_config(
-        node_id, mqtt_port, admin_port, kafka, redis, cluster.prefix, host=host, **options
-    )
+        node_id, mqtt_port, admin_port, kafka, redis, cluster.prefix,
+        host=host, admin_token=admin_token, **options,
+    )  # fmt: skip
     config.write_text(text)
     process, log_path = _spawn(config, node_id, loop, prefix=prefix)
     node = ClusterNode(
         host, mqtt_port, process, log_path, config,
         node_id=node_id, admin_port=admin_port, loop=loop, prefix=prefix,
+        admin_token=admin_token,
     )  # fmt: skip
     cluster.nodes.append(node)
     return node

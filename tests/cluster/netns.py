@@ -16,11 +16,16 @@ Addresses (``10.231.<n>.0/24``; ``n`` per namespace):
 ``.3`` in the root: packets between the node and Redis or Kafka are dropped both ways at
 the IP layer (nothing is refused: a TCP connection simply hears nothing), and client
 traffic between ``.1`` and ``.2`` flows as before. :meth:`Namespace.heal` removes them.
-Needs root and ``ip`` (iproute2); :func:`available` says whether this machine has them.
+With ``delay_ms`` the namespace's relay holds each chunk that long each way, so the node
+is that far from Redis and Kafka (this kernel has no ``netem`` to add it on the link).
+Each namespace takes the first ``n`` no address of the root namespace uses, under a lock
+(pytest workers make theirs at once). Needs root and ``ip`` (iproute2);
+:func:`available` says whether this machine has them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RELAY = Path(__file__).with_name("relay.py")
+LOCK = Path("/tmp/ferromq-netns.lock")
 
 
 def available() -> str | None:
@@ -56,7 +62,8 @@ class Namespace:
     """A namespace with the services' ``ports`` relayed into it."""
 
     ports: list[int]
-    net: int = field(default_factory=lambda: 100 + int(uuid.uuid4().hex[:2], 16) % 150)
+    delay_ms: float = 0.0
+    net: int = 0  # chosen at start
     name: str = field(default_factory=lambda: f"fmq{uuid.uuid4().hex[:8]}")
     relays: list[subprocess.Popen[bytes]] = field(default_factory=list)
     cut_now: bool = False
@@ -74,6 +81,15 @@ class Namespace:
         return ["ip", "netns", "exec", self.name]
 
     def start(self) -> None:
+        with LOCK.open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            used = subprocess.run(
+                ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True
+            ).stdout
+            self.net = next(n for n in range(1, 255) if f" 10.231.{n}." not in used)
+            self._make()
+
+    def _make(self) -> None:
         outside, inside = f"{self.name}o", f"{self.name}i"
         _ip("netns", "add", self.name)
         try:
@@ -93,7 +109,8 @@ class Namespace:
             self._relay([python, str(RELAY), f"{self.address(5)}:{ports}", "127.0.0.1"])
             self._relay(
                 [*self.exec_prefix, python, str(RELAY), f"127.0.0.1:{ports}",
-                 self.address(5), self.address(3)]
+                 self.address(5), "--source", self.address(3),
+                 "--delay-ms", str(self.delay_ms)]
             )  # fmt: skip
         except BaseException:
             self.stop()

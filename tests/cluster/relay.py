@@ -1,31 +1,50 @@
 """A TCP relay for the network-namespace tests (tests/cluster/netns.py):
-``python relay.py LISTEN_HOST:PORT[,PORT…] CONNECT_HOST [SOURCE_HOST]`` accepts on each
-port and copies both ways to the same port on ``CONNECT_HOST`` (from ``SOURCE_HOST``
-when given). Run inside a namespace it makes the host's loopback services (Redis, Kafka,
-whose advertised address is 127.0.0.1) answer at the same addresses there, through the
-namespace's link, where the test drops traffic.
+``python relay.py LISTEN_HOST:PORT[,PORT…] CONNECT_HOST [--source HOST] [--delay-ms D]``
+accepts on each port and copies both ways to the same port on ``CONNECT_HOST`` (from
+``--source`` when given), each chunk ``D`` ms after it was read (order kept). Run inside
+a namespace it makes the host's loopback services (Redis, Kafka, whose advertised
+address is 127.0.0.1) answer at the same addresses there, through the namespace's link,
+where the test drops traffic, and with ``--delay-ms`` as far away as a network hop.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
-import sys
+import time
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+    """Copy ``reader`` to ``writer``, each chunk ``delay`` seconds after it was read."""
+    due: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+    async def send() -> None:
+        while True:
+            at, data = await due.get()
+            if not data:
+                return
+            if (wait := at - time.monotonic()) > 0:
+                await asyncio.sleep(wait)
             writer.write(data)
             await writer.drain()
+
+    sender = asyncio.create_task(send())
+    try:
+        while data := await reader.read(65536):
+            due.put_nowait((time.monotonic() + delay, data))
+        due.put_nowait((0.0, b""))
+        await sender
     except (ConnectionError, OSError):
-        pass
+        sender.cancel()
     finally:
         with contextlib.suppress(Exception):
             writer.close()
 
 
-async def _serve(listen: str, port: int, target: str, source: str | None) -> asyncio.Server:
+async def _serve(
+    listen: str, port: int, target: str, source: str | None, delay: float
+) -> asyncio.Server:
     async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             upstream = await asyncio.open_connection(
@@ -34,24 +53,26 @@ async def _serve(listen: str, port: int, target: str, source: str | None) -> asy
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, upstream[1]), _pipe(upstream[0], writer))
+        await asyncio.gather(_pipe(reader, upstream[1], delay), _pipe(upstream[0], writer, delay))
 
     return await asyncio.start_server(relay, listen, port)
 
 
-async def main(listen: str, ports: list[int], target: str, source: str | None) -> None:
-    servers = [await _serve(listen, port, target, source) for port in ports]
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("listen")
+    parser.add_argument("target")
+    parser.add_argument("--source")
+    parser.add_argument("--delay-ms", type=float, default=0.0)
+    args = parser.parse_args()
+    host, _, ports = args.listen.rpartition(":")
+    delay = args.delay_ms / 1000
+    servers = [
+        await _serve(host, int(port), args.target, args.source, delay) for port in ports.split(",")
+    ]
     print("relaying", flush=True)
     await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
 if __name__ == "__main__":
-    host, _, ports = sys.argv[1].rpartition(":")
-    asyncio.run(
-        main(
-            host,
-            [int(port) for port in ports.split(",")],
-            sys.argv[2],
-            sys.argv[3] if len(sys.argv) > 3 else None,
-        )
-    )
+    asyncio.run(main())

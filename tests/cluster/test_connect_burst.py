@@ -14,11 +14,11 @@ from tests.cluster.conftest import ClusterFactory
 BURST = 600  # well past the Redis client's 100 connections
 
 
-async def connack_codes(port: int, count: int) -> Counter[int]:
+async def connack_codes(host: str, port: int, count: int) -> Counter[int]:
     """The return codes of ``count`` 3.1.1 persistent CONNECTs sent at once."""
 
     async def one(n: int) -> int:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection(host, port)
         client_id = f"burst-{n}".encode()
         body = b"\x00\x04MQTT\x04\x00\x00\x3c" + struct.pack("!H", len(client_id)) + client_id
         writer.write(bytes([0x10, len(body)]) + body)
@@ -32,4 +32,4 @@ async def connack_codes(port: int, count: int) -> Counter[int]:
 
 def test_a_burst_of_connects_on_one_node_is_served(cluster_factory: ClusterFactory) -> None:
     (node,) = cluster_factory(count=1).nodes
-    assert asyncio.run(connack_codes(node.port, BURST)) == Counter({0: BURST})
+    assert asyncio.run(connack_codes(node.host, node.port, BURST)) == Counter({0: BURST})

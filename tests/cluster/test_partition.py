@@ -38,6 +38,7 @@ import pytest
 from tests import services
 from tests.cluster import netns
 from tests.cluster.conftest import (
+    NETNS_TOKEN,
     NODE_SHARDS,
     ClusterFactory,
     ClusterNode,
@@ -193,7 +194,7 @@ def test_a_node_cut_off_from_redis_and_kafka_stops_and_its_subscriber_moves(
     c = add_node(
         cluster, a.config_path.parent, kafka_bootstrap, redis_url, (mqtt_port, admin_port),
         host=namespace.node_address, prefix=tuple(namespace.exec_prefix),
-        extra=QUEUE_ROOM, lease=LEASE,
+        admin_token=NETNS_TOKEN, extra=QUEUE_ROOM, lease=LEASE,
     )  # fmt: skip
     wait_serving(c)
     wait_members(a, alive=3)
