@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests import services
+from tests.admin_client import get
 from tests.cluster import netns
 from tests.cluster.conftest import (
     NETNS_TOKEN,
@@ -50,6 +51,7 @@ from tests.cluster.conftest import (
 )
 from tests.crash.clients import QUEUE_ROOM, Subscriber, Tally, settle, stream
 from tests.services import free_ports
+from tests.waiting import wait_for
 
 STREAM = 1.0  # seconds of publishing before a fault and after the clients are back
 LEASE = 5  # [cluster] lease, the default
@@ -91,6 +93,14 @@ def assert_closed(subscriber: Subscriber, within: float) -> None:
     pytest.fail(f"{subscriber.client_id}'s connection to the frozen node is still open")
 
 
+def session_listed(node: ClusterNode, client_id: str) -> bool:
+    """Whether ``GET /api/v1/clients/<client_id>`` on ``node`` finds the session."""
+    status, _ = get(
+        node.admin_port, f"/api/v1/clients/{client_id}", node.admin_token, host=node.host
+    )
+    return status == 200
+
+
 def check(*tallies: Tally) -> None:
     """No subscriber lost an acknowledged message or got one twice (all printed)."""
     print(*tallies, sep="\n")  # shown with pytest -s
@@ -117,6 +127,13 @@ def test_a_frozen_node_gives_its_clients_up_when_it_continues(
         moving.client.close()
         reconnect(moving, c)  # adopts the frozen node
         stream(publisher, moving, STREAM)
+        # An operator finds the session of the client still on the frozen node on its
+        # adopter, whichever shard took it (at two shards the adopter of both of the
+        # node's members is the shard the moving client's CONNECT reached).
+        wait_for(
+            lambda: session_listed(c, staying.client_id),
+            f"{c.node_id}'s admin API lists {staying.client_id}",
+        )
         assert LOST_LINE not in a.log()
     finally:
         signal_node(a, signal.SIGCONT)

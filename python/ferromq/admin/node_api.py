@@ -7,7 +7,10 @@ own admin applications (:class:`~ferromq.admin.shards.Shards`), by the route's k
 
 - **owner**: a client id's routes (show, kick, delete a session, its subscriptions, its
   trace) go to the shard that owns the client id, ``shard_of(client_id, count)``, where
-  its session lives; the shard's answer is the node's, status and all.
+  its session lives; the shard's answer is the node's, status and all. A session a
+  cluster member adopted from a dead one lives on the adopting shard, whatever its hash
+  (docs/cluster.md): when the owner shard has no such session (404), the other shards
+  are asked in turn, and the first that has it answers.
 - **pages**: clients and sessions are merged across shards: a page starts at the shard
   and shard cursor its ``cursor`` encodes (``shard_cursor * count + shard``) and is
   filled from the next shards when one is exhausted, until ``limit`` sessions
@@ -90,8 +93,20 @@ async def _forward(shards: Shards, shard: int, request: web.Request) -> ShardAns
 
 
 async def owner(shards: Shards, request: web.Request) -> web.StreamResponse:
-    shard = shard_of(request.match_info["client_id"], shards.count)
-    return _relay(await _forward(shards, shard, request))
+    first = shard_of(request.match_info["client_id"], shards.count)
+    answer = await _forward(shards, first, request)
+    if answer.status != web.HTTPNotFound.status_code:
+        return _relay(answer)
+    for shard in range(shards.count):
+        if shard == first:
+            continue
+        try:
+            elsewhere = await _forward(shards, shard, request)
+        except ShardUnreachable:
+            continue
+        if elsewhere.status != web.HTTPNotFound.status_code:
+            return _relay(elsewhere)
+    return _relay(answer)
 
 
 async def _first(shards: Shards, request: web.Request) -> ShardAnswer:
