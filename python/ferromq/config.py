@@ -817,7 +817,8 @@ class RedisConfig:
     until delivered."""
     max_messages_per_client: int = _setting(10_000, _Int(1, 65535))
     """Stored messages per client; the oldest beyond it are trimmed. At most 65535: a
-    message is keyed by its packet id."""
+    message is keyed by its packet id. Must hold ``session.queue_limit`` plus
+    ``limits.max_inflight`` (checked at start)."""
     connect_timeout: int = _setting(5, _duration(1))
     command_timeout: int = _setting(10, _duration(1))
     """A batch Redis has not answered in this long counts as failed and is retried."""
@@ -1332,6 +1333,16 @@ def _check(config: Config) -> Config:
             f"session.queue_limit ({session.queue_limit}) + limits.max_inflight "
             f"({config.limits.max_inflight}) must stay below 65535: every queued or "
             "in-flight QoS 1/2 message holds one of a session's 65535 packet ids"
+        )
+    held = session.queue_limit + config.limits.max_inflight
+    kept = config.redis.max_messages_per_client
+    if config.storage.backend == "redis" and held > kept:
+        raise ConfigError(
+            f"session.queue_limit ({session.queue_limit}) + limits.max_inflight "
+            f"({config.limits.max_inflight}) is above redis.max_messages_per_client ({kept}), "
+            "the messages the Redis store keeps per client: a session holding more would "
+            "lose the oldest when it is restored or moves to another node; raise "
+            "redis.max_messages_per_client or lower the others"
         )
     cap = session.max_session_expiry
     if cap and not 0 < session.default_session_expiry_v311 <= cap:

@@ -158,7 +158,8 @@ def node_config(
     """The TOML of one node of the cluster whose prefixes are ``prefix``, whose
     members hold a lease of ``lease`` seconds (docs/cluster.md, "Partitions"),
     listening for MQTT and admin requests on ``host`` (the admin API with
-    ``admin_token``)."""
+    ``admin_token``). The Redis store keeps every message a session may hold (the
+    tests' streams raise ``session.queue_limit``: ``QUEUE_ROOM``)."""
     token = f'token = "{admin_token}"' if admin_token else ""
     return f"""\
 [[listeners]]
@@ -181,6 +182,7 @@ lease = {lease}
 [redis]
 key_prefix = "{prefix}:"
 cluster = {str(redis_cluster).lower()}
+max_messages_per_client = 65535
 {extra}"""
 
 

@@ -60,12 +60,6 @@ LEASE = 5  # [cluster] lease, the default
 STOPPED_WITHIN = LEASE + 30.0
 LOST_LINE = "cluster: lease lost"
 CASES = [(5, 1), (5, 2), (4, 2)]  # (MQTT version, QoS)
-# The subscriber that stays on the frozen node is not read while it is frozen, so what
-# is published for it meanwhile is not paced by it: room for it in the subscriber's
-# queue and in the Redis store, whose per-client cap (10,000 by default) trims the
-# oldest. ``extra`` lands after node_config's ``[redis]`` keys, so its first line is
-# one of them.
-ROOM = "max_messages_per_client = 65535\n" + QUEUE_ROOM
 
 
 def node_pids(node: ClusterNode) -> list[int]:
@@ -113,7 +107,9 @@ def check(*tallies: Tally) -> None:
 def test_a_frozen_node_gives_its_clients_up_when_it_continues(
     cluster_factory: ClusterFactory, version: int, qos: int
 ) -> None:
-    a, b, c = cluster_factory(3, extra=ROOM, lease=LEASE).nodes
+    # The subscriber left on the frozen node is not read while it is frozen, so what is
+    # published for it meanwhile is not paced by it: room for it in its queue.
+    a, b, c = cluster_factory(3, extra=QUEUE_ROOM, lease=LEASE).nodes
     name = f"frozen-{version}-{qos}"
     publisher, moving = streaming(b, a, name, f"partition/{name}", qos, version, 0)
     staying = Subscriber(f"stay-{name}", moving.topic, qos, version)

@@ -897,6 +897,8 @@ def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_every_core(
     assert config.server.workers == "auto"
     assert load_text(tmp_path, CLUSTER + "[server]\nworkers = 2\n").server.workers == 2
     assert config.cluster.lease == 5
+    roomy = "[session]\nqueue_limit = 50000\n[redis]\nmax_messages_per_client = 60000\n"
+    assert load_text(tmp_path, CLUSTER + roomy).session.queue_limit == 50000
     assert load_text(tmp_path, CLUSTER + 'lease = "1m"\n').cluster.lease == 60
 
 
@@ -908,6 +910,11 @@ def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_every_core(
         (CLUSTER.replace('"a"', '"a b"'), 'cluster.node_id: "a b" must be 1 to 64 letters'),
         (CLUSTER + '[storage]\nbackend = "memory"\n', 'storage.backend: "memory" cannot hold'),
         (CLUSTER + "lease = 1\n", "cluster.lease: must be between 2 and 3600, got 1"),
+        (
+            CLUSTER + "[session]\nqueue_limit = 9000\n",
+            "session.queue_limit (9000) + limits.max_inflight (1024) is above "
+            "redis.max_messages_per_client (10000)",
+        ),
     ],
 )
 def test_cluster_settings_that_cannot_work_are_named(
