@@ -95,7 +95,11 @@ class Trial:
         subscriber_prefix = ""
         if redis_url is not None:
             storage = 'backend = "redis"\n'
-            sections += f'[redis]\nurl = "{redis_url}"\nkey_prefix = "{own}:"\n'
+            # Room in the store for the session queue the trial allows (below).
+            sections += (
+                f'[redis]\nurl = "{redis_url}"\nkey_prefix = "{own}:"\n'
+                "max_messages_per_client = 65535\n"
+            )
         if kafka_bootstrap is not None:
             subscriber_prefix = "app-"
             storage += (
