@@ -26,6 +26,7 @@ Each namespace takes the first ``n`` no address of the root namespace uses, unde
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -38,8 +39,10 @@ RELAY = Path(__file__).with_name("relay.py")
 LOCK = Path("/tmp/ferromq-netns.lock")
 
 
+@functools.cache
 def available() -> str | None:
-    """None when namespaces can be made here, else why not."""
+    """None when namespaces can be made here, else why not (found out once: it makes
+    and removes a namespace)."""
     if os.geteuid() != 0:
         return "network namespaces need root"
     if shutil.which("ip") is None:

@@ -117,10 +117,8 @@ class Lease:
 
     def _watch(self) -> None:
         while self._watching.is_set():
-            left = self._expires - time.monotonic()
-            if left <= 0:
-                self.lose("no heartbeat confirmed in time")
-            time.sleep(max(0.0, min(left, WATCH_EVERY)))
+            self.check()
+            time.sleep(max(0.0, min(self._expires - time.monotonic(), WATCH_EVERY)))
 
 
 def _end_process() -> NoReturn:
