@@ -129,6 +129,8 @@ class Cluster:
             f'[cluster]\nnode_id = "{node_id}"\nkafka = "{self.bootstrap}"\n'
             f'redis = "{self.redis.url}"\ntopic_prefix = "{TOPIC_PREFIX}"\n'
             f'[redis]\nkey_prefix = "{KEY_PREFIX}"\n'
+            # Room for the whole queue brokers.py allows (the config refuses less).
+            "max_messages_per_client = 65535\n"
         )
         spec = brokers.Ferromq(toml, workers=self.workers)
         self.nodes[node_id] = brokers.start(

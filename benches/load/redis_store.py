@@ -118,6 +118,7 @@ def redis_run(config: dict[str, Any], batch: int, flush_ms: int, tmp: Path, clus
             f'[storage]\nbackend = "redis"\n[redis]\nurl = "{servers[0].url}"\n'
             f"batch_size = {batch}\nflush_interval_ms = {flush_ms}\n"
             f"cluster = {str(cluster).lower()}\n"
+            "max_messages_per_client = 65535\n"  # room for brokers.py's queue_limit
         )
         row = run(config, store, work, servers)
     finally:

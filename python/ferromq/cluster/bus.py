@@ -4,19 +4,22 @@ shards' rings carry inside a node, carried between nodes, with no link between t
 - **Sending**, once per loop tick (:mod:`ferromq.after_flush`): the engine's records for each
   other node (``ClusterPort.take``, compiled: one Kafka record value per node per tick,
   cut at ``RECORD_BYTES``) and this node's subscription changes go on a queue that one
-  task produces in order (one partition per topic, the idempotent producer: order
-  holds; the member's lease is checked before each record, :mod:`.lease`). When Kafka
+  task hands in order to librdkafka (:mod:`.producer`: one partition per topic, the
+  idempotent producer: order holds; the member's lease is checked before each record,
+  :mod:`.lease`). When Kafka
   has a node's record (acks=all) its round is confirmed
   (``ClusterPort.confirmed``): the PUBACK/PUBREC of the QoS 1/2 messages it carries go
-  out. A failed produce is sent again; its acknowledgements stay held meanwhile, so
-  while Kafka is away cross-node acknowledgements wait and local traffic goes on.
+  out. While Kafka is away librdkafka keeps retrying, so cross-node acknowledgements
+  wait and local traffic goes on. A record Kafka refuses for good is sent again after a
+  backoff, its acknowledgements held (records handed over after it may land first).
 - **Receiving**: this node's topic (``<prefix>node.<id>``, consumer group of the same
   name) is applied to the engine record by record (``ClusterPort.receive``: one Kafka
   record is a batch, named by its topic's node and offset). Each session stores, with
   the deliveries a record brought it, that record's offset, and skips a record it holds
   already: reading a topic again (after ``kill -9``, or by an adopter) delivers nothing
   twice. The consumer group's offset is committed past records whose effects the store
-  has confirmed (``Engine.journal_mark``), which only saves reading them again. A dead
+  has confirmed (``Engine.journal_mark``), at most once per ``COMMIT_EVERY``: it only
+  saves reading them again. A dead
   node's topic is read the same way by the survivor that adopted it
   (:meth:`KafkaBus.drain`), after :meth:`KafkaBus.adoption_marker`.
 - **Crossings.** A journaled publisher's QoS 2 message goes to Kafka once the store
@@ -43,13 +46,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
@@ -71,6 +75,7 @@ from ferromq.cluster.names import (
     subscription_key,
     subscriptions_topic,
 )
+from ferromq.cluster.producer import ProduceFailed, Producer
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
@@ -87,6 +92,9 @@ MAX_RECORD: Final = 64 * 1024 * 1024
 MAX_REPLICAS: Final = 3
 #: The header listing the kept QoS 2 routes a node record carries (engine/cluster.rs).
 KEPT_ROUTES_HEADER: Final = "kept_routes"
+#: The least time between two commits of a reader's consumer group offset: a commit only
+#: saves reading records again, and one per fetch was a Kafka request per fetch.
+COMMIT_EVERY: Final = 1.0
 RETRY_FIRST: Final = 0.1
 RETRY_MAX: Final = 5.0
 
@@ -128,6 +136,7 @@ class _Reader:
     # cleared while an adoption sets its marker: records wait
     running: asyncio.Event = field(default_factory=asyncio.Event)
     records_applied: int = 0
+    committed_at: float = 0.0  # loop time of the last commit
 
     def __post_init__(self) -> None:
         self.running.set()
@@ -172,13 +181,13 @@ class KafkaBus:
         self._serving = False  # sending each tick's records (from serve() to close())
         self._rounds_in_flight = 0  # produced records whose round Kafka has not confirmed
         self._settling = asyncio.Lock()
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            enable_idempotence=True,
+        self._producer = Producer(
+            bootstrap,
             request_timeout_ms=self._timeout_ms,
-            linger_ms=0,
-            max_request_size=MAX_RECORD,
+            max_record=MAX_RECORD,
+            on_unreachable=lambda error: self._unhealthy(
+                "cluster: Kafka unreachable; cross-node acks held", error
+            ),
         )
         self._admin = AIOKafkaAdminClient(
             bootstrap_servers=bootstrap, request_timeout_ms=self._timeout_ms
@@ -206,7 +215,7 @@ class KafkaBus:
             await self._admin.start()
             await self._create_topic(self._subscriptions, compacted=True)
             await self._create_topic(node_topic(self._prefix, self.node_id), compacted=False)
-            await self._producer.start()
+            self._producer.start()
             await self._index_consumer.start()
         except (KafkaError, OSError, ConnectionError) as exc:
             await self._close_clients()
@@ -463,17 +472,17 @@ class KafkaBus:
                 item = self._queue[0]
                 self._before_send()
                 try:
-                    future = await self._producer.send(
+                    future = self._producer.send(
                         item.topic, item.value, key=item.key, headers=self._headers(item)
                     )
-                except (KafkaError, OSError) as exc:
+                except ProduceFailed as exc:
                     await self._failed(exc, delay)
                     delay = min(delay * 2, RETRY_MAX)
                     continue
                 self._queue.popleft()
                 if item.round:
                     self._rounds_in_flight += 1
-                future.add_done_callback(lambda f, item=item: self._produced(f, item))
+                future.add_done_callback(functools.partial(self._produced, item=item))
             delay = RETRY_FIRST
 
     def _headers(self, item: _Send) -> list[tuple[str, bytes]] | None:
@@ -486,7 +495,7 @@ class KafkaBus:
             headers.append((KEPT_ROUTES_HEADER, item.crossings))
         return headers
 
-    def _produced(self, future: asyncio.Future[object], item: _Send) -> None:
+    def _produced(self, future: asyncio.Future[int], item: _Send) -> None:
         if item.round:
             self._rounds_in_flight -= 1
         error = future.exception() if not future.cancelled() else None
@@ -505,7 +514,7 @@ class KafkaBus:
             self._counters.batches_sent += 1
             self._counters.bytes_sent += len(item.value)
         if item.stored is not None and not item.stored.done():
-            item.stored.set_result(future.result().offset)  # type: ignore[attr-defined]
+            item.stored.set_result(future.result())
         if item.round:
             self._port.confirmed(self._engine, item.slot, item.round)
             self._schedule_flush()
@@ -514,7 +523,7 @@ class KafkaBus:
         self._unhealthy("cluster: Kafka unreachable; cross-node acks held", exc)
         await asyncio.sleep(delay)
 
-    def _unhealthy(self, what: str, error: BaseException | None) -> None:
+    def _unhealthy(self, what: str, error: BaseException | str | None) -> None:
         """Kafka failed: said once per outage (``_produced`` says when it is over)."""
         if self._healthy:
             self._healthy = False
@@ -623,7 +632,8 @@ class KafkaBus:
                     for record in records:
                         await reader.running.wait()
                         self._apply(reader, record)
-                await self._commit(reader)
+                if asyncio.get_running_loop().time() - reader.committed_at >= COMMIT_EVERY:
+                    await self._commit(reader)
             except FrameVersionError as exc:
                 topic = node_topic(self._prefix, reader.node_id)
                 self._refuse(StoreUnavailable(f"cluster: {topic}: {exc}"))
@@ -661,6 +671,7 @@ class KafkaBus:
 
     async def _commit(self, reader: _Reader) -> None:
         """Commit past the records whose effects the store has."""
+        reader.committed_at = asyncio.get_running_loop().time()
         upto = None
         while reader.pending and self._engine.journal_confirmed(reader.pending[0][1]):
             upto = reader.pending.popleft()[0]
