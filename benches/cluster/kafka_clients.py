@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,14 +176,24 @@ def child(args: argparse.Namespace) -> None:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def run_phase(
-    args: argparse.Namespace, client: str, phase: str, topic: str, kafka_pid: int
-) -> dict[str, Any]:
+@dataclass
+class Load:
+    """What one client phase sends or reads."""
+
+    bootstrap: str
+    records: int = 20_000
+    record_bytes: int = 20_000
+    in_flight: int = 8
+
+
+def run_phase(load: Load, client: str, phase: str, topic: str, kafka_pid: int) -> dict[str, Any]:
+    """One phase of one client in a child process: its wall and CPU seconds, and
+    Kafka's CPU seconds over it."""
     kafka_before = brokers.cpu_seconds(kafka_pid)
     command = [
         sys.executable, __file__, "--child", "--client", client, "--phase", phase,
-        "--topic", topic, "--bootstrap", args.bootstrap, "--records", str(args.records),
-        "--record-bytes", str(args.record_bytes), "--in-flight", str(args.in_flight),
+        "--topic", topic, "--bootstrap", load.bootstrap, "--records", str(load.records),
+        "--record-bytes", str(load.record_bytes), "--in-flight", str(load.in_flight),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -190,6 +201,20 @@ def run_phase(
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     result["kafka_cpu_s"] = brokers.cpu_seconds(kafka_pid) - kafka_before
     return result
+
+
+def warm(bootstrap: str, kafka_pid: int, seconds: float) -> None:
+    """Produce and consume with both clients for ``seconds``: a Kafka just started
+    spends most of its CPU compiling (its JIT) for about a minute of load, which a
+    production Kafka has done long ago."""
+    load = Load(bootstrap, records=2_000)
+    until, round_ = time.monotonic() + seconds, 0
+    while time.monotonic() < until:
+        for client in CLIENTS:
+            topic = f"warm-{round_}-{client}"
+            run_phase(load, client, "produce", topic, kafka_pid)
+            run_phase(load, client, "consume", topic, kafka_pid)
+        round_ += 1
 
 
 def table(args: argparse.Namespace, results: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
@@ -235,19 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ferromq-kafka-clients-") as tmp:
         kafka = start_kafka(Path(tmp))
         try:
-            args.bootstrap = kafka.bootstrap
-            warm_until = time.monotonic() + args.warm
-            round_ = 0
-            while time.monotonic() < warm_until:  # both clients, so both paths are compiled
-                for client in CLIENTS:
-                    topic = f"warm-{round_}-{client}"
-                    run_phase(args, client, "produce", topic, kafka.pid)
-                    run_phase(args, client, "consume", topic, kafka.pid)
-                round_ += 1
+            warm(kafka.bootstrap, kafka.pid, args.warm)
+            load = Load(kafka.bootstrap, args.records, args.record_bytes, args.in_flight)
             for client in CLIENTS:
                 topic = f"bench-{client}"
                 results[client] = {
-                    phase: run_phase(args, client, phase, topic, kafka.pid)
+                    phase: run_phase(load, client, phase, topic, kafka.pid)
                     for phase in ("produce", "consume")
                 }
                 print(client, json.dumps(results[client]), flush=True)

@@ -8,6 +8,8 @@ rest of each config), then, with the load generator (``ferromq bench``, one thre
 
 1. **throughput, one node**: node A alone, P2P QoS 1 (TBMQ's scenario: persistent
    subscriber sessions, 62-byte payload; and the same with clean sessions), unpaced;
+   then 2,000 clean pairs at 25 msg/s each, so that each message comes alone (sparse),
+   over a window and over three times as long;
 2. nodes B and C join;
 3. **latency**: P2P at a fixed offered load (``--latency-pairs`` x ``--latency-rate``,
    1,000 msg/s by default, so latency is not queueing) at QoS 0 and QoS 1, first with
@@ -16,7 +18,9 @@ rest of each config), then, with the load generator (``ferromq bench``, one thre
    the generator stamps each payload with its send time and reads it at the subscriber,
    one clock;
 4. **throughput, three nodes**: the scenarios of 1. with the clients spread over the
-   three nodes, every pair crossing;
+   three nodes, every pair crossing; then persistent with two pairs in three crossing
+   (``MIXED``), as clients placed at random on three nodes would, to check
+   ``model.py``'s prediction;
 5. **Kafka bytes**: for each run, the route topics' records (kafka_bytes.py) over the
    messages that crossed, and the compacted subscriptions topic at the end.
 
@@ -26,6 +30,10 @@ node's index before the measured run, which resumes those sessions (a SUBACK mea
 subscription is in Kafka, not that every node has read it). Clean-session runs are not
 primed, so their *lost* counts include messages published before the other nodes had
 read the subscription.
+
+Kafka is first warmed (``--warm``, 60 s of produce and consume by
+``kafka_clients.warm``): a Kafka just started spends most of its CPU on its JIT for
+about a minute of load, which the runs of issue 17 counted as the cluster's.
 
 CPU: utime + stime from /proc of every running node's process tree, the Kafka JVM and
 redis-server over the measured run; the generator's from its resource usage. Nothing is
@@ -48,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import kafka_bytes
+import kafka_clients
 import steer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,8 +69,14 @@ from tests.services import KafkaServer, RedisServer, start_kafka, start_redis  #
 TOPIC_PREFIX = "fmqbench."
 KEY_PREFIX = "fmqbench:"
 NODE_IDS = ("a", "b", "c")
+#: Client n goes to MIXED[n % 9]: with pairs = 2 mod 9, two pairs in three cross, as
+#: with clients placed at random on three nodes (steer.crossing_share).
+MIXED = ("a", "a", "a", "b", "b", "b", "c", "c", "c")
 PAYLOAD = 62  # TBMQ's P2P payload (seed 000)
 PRIME_ATTEMPTS = 5
+#: The sparse run: many pairs, each publisher sending every 40 ms (a message per read).
+SPARSE_PAIRS = 2_000
+SPARSE_RATE = 25.0
 NODE_START_TIMEOUT = 60.0
 
 
@@ -71,7 +86,7 @@ class Run:
     kind: str  # "latency" | "throughput"
     nodes: int  # nodes the clients were spread over
     running: int  # nodes running (their CPU counts)
-    cross: bool  # every pair's publisher and subscriber on different nodes
+    crossing: float  # the share of pairs whose publisher and subscriber are on different nodes
     qos: int
     persistent: bool
     wall_s: float
@@ -91,6 +106,10 @@ class Run:
     def node_cpu_s(self) -> float:
         return sum(self.node_cpu.values())
 
+    def service_cpu(self) -> tuple[float, float, float]:
+        """CPU seconds of the nodes, Kafka and Redis over the run."""
+        return self.node_cpu_s, self.kafka_cpu_s, self.redis_cpu_s
+
     @property
     def other_cpu_s(self) -> float:
         """The machine's busy CPU seconds not spent by the measured processes."""
@@ -106,15 +125,17 @@ class Run:
 class Cluster:
     """The services and the nodes of one measurement, and how to measure a run on them."""
 
-    def __init__(self, work: Path, shim: Path, workers: int = 1) -> None:
+    def __init__(self, work: Path, shim: Path, workers: int = 1, warm: float = 0.0) -> None:
         self.work, self.shim, self.workers = work, shim, workers
         self.redis: RedisServer = start_redis(work)
         self.kafka: KafkaServer | None = None
         self.nodes: dict[str, brokers.RunningBroker] = {}
         try:
             self.kafka = start_kafka(work)
+            if warm > 0:  # a Kafka just started spends its CPU compiling
+                kafka_clients.warm(self.kafka.bootstrap, self.kafka.pid, warm)
         except BaseException:
-            self.redis.stop()
+            self.stop()
             raise
         self.kafka_data = work / "kafka" / "data"  # tests/services.py's log.dirs
 
@@ -195,9 +216,9 @@ class Cluster:
         run = Run(
             name=name,
             kind=kind,
-            nodes=len(node_ids),
+            nodes=len(set(node_ids)),
             running=len(self.nodes),
-            cross=steer.pairs_cross(config["pairs"], len(node_ids)),
+            crossing=steer.crossing_share(config["pairs"], node_ids),
             qos=config["pub_qos"],
             persistent=bool(config.get("persistent")),
             wall_s=wall,
@@ -261,7 +282,7 @@ def latency_table(runs: list[Run]) -> list[str]:
         ack = r["ack_latency_ms"]
         ack_text = f"{ack['p50']:.2f} / {ack['p99']:.2f}" if ack["count"] else "-"
         lines.append(
-            f"| {'cross node' if run.cross else 'same node'} | {run.qos} | {offered:,.0f} "
+            f"| {'cross node' if run.crossing else 'same node'} | {run.qos} | {offered:,.0f} "
             f"| {run.delivered:,} | {r['latency_ms']['p50']:.2f} | {r['latency_ms']['p99']:.2f} "
             f"| {r['latency_ms']['max']:.2f} | {ack_text} | {_lost(run)} "
             f"| {run.other_cpu_s / run.wall_s:.2f} |"
@@ -275,21 +296,24 @@ def _per(count: float, seconds: float) -> str:
 
 def throughput_table(runs: list[Run]) -> list[str]:
     lines = [
-        "| nodes | P2P | delivered msg/s | in+out msg/s | node CPU (cores: all (A / B / C)) "
-        "| Kafka / Redis / generator / other CPU (cores) | delivered per node-core-s "
+        "| nodes | P2P | pairs crossing | delivered msg/s | in+out msg/s "
+        "| node CPU (cores: all (A / B / C)) | Kafka / Redis / generator / other CPU (cores) "
+        "| CPU µs per delivered message: nodes / Kafka / Redis | delivered per node-core-s "
         "| in+out per core (nodes + Kafka + Redis) | e2e p50 / p99 ms | lost / dup |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for run in runs:
         r, wall = run.report, run.wall_s
         service_cpu = run.node_cpu_s + run.kafka_cpu_s + run.redis_cpu_s
         each = f" ({' / '.join(f'{s / wall:.2f}' for s in run.node_cpu.values())})"
         each = each if run.nodes > 1 else ""
+        micro = [1e6 * cpu / max(run.delivered, 1) for cpu in run.service_cpu()]
         lines.append(
-            f"| {run.nodes} | {_label(run)} | {r['received_per_s']:,.0f} "
+            f"| {run.nodes} | {_label(run)} | {run.crossing:.0%} | {r['received_per_s']:,.0f} "
             f"| {r['in_out_per_s']:,.0f} | {run.node_cpu_s / wall:.2f}{each} "
             f"| {run.kafka_cpu_s / wall:.2f} / {run.redis_cpu_s / wall:.2f} / "
             f"{run.generator_cpu_s / wall:.2f} / {run.other_cpu_s / wall:.2f} "
+            f"| {' / '.join(f'{m:.2f}' for m in micro)} "
             f"| {_per(run.delivered, run.node_cpu_s)} "
             f"| {_per(2 * run.delivered, service_cpu)} "
             f"| {r['latency_ms']['p50']:.2f} / {r['latency_ms']['p99']:.2f} | {_lost(run)} |"
@@ -308,7 +332,7 @@ def kafka_table(runs: list[Run], subs: kafka_bytes.Subscriptions | None) -> list
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:  # same-node runs: nothing should reach the route topics
-        route, crossed = run.route, run.delivered if run.cross else 0
+        route, crossed = run.route, round(run.delivered * run.crossing)
         per_message = [f"{n / crossed:,.1f}" if crossed else "-" for n in route_sizes(route)]
         lines.append(
             f"| {run.name} | {crossed:,} | {route.records:,} | {route.record_bytes:,} "
@@ -381,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="shards per node, each a member (issue 26)"
     )
+    parser.add_argument(
+        "--warm",
+        type=float,
+        default=kafka_clients.WARM_SECONDS,
+        help="s of Kafka load before measuring (its JIT; 0: a cold Kafka, as before)",
+    )
     args = parser.parse_args(argv)
     if not steer.pairs_cross(args.latency_pairs, 3) or not steer.pairs_cross(args.pairs, 3):
         parser.error(
@@ -397,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     results = Results()
     with tempfile.TemporaryDirectory(prefix="ferromq-cluster-bench-") as tmp:
         work = Path(tmp)
-        cluster = Cluster(work, steer.build(work), args.workers)
+        cluster = Cluster(work, steer.build(work), args.workers, args.warm)
 
         def measure(name: str, kind: str, config: dict[str, Any], where: list[str]) -> None:
             try:
@@ -412,6 +442,13 @@ def main(argv: list[str] | None = None) -> int:
                 config = p2p(1, persistent, args.pairs, **throughput)
                 name = f"tput-1node-qos1-{'persistent' if persistent else 'clean'}"
                 measure(name, "throughput", config, ["a"])
+            # A read per message, as with many publishers each sending now and then
+            # (model.py's sparse cost): clean sessions, unprimed; a short and a long
+            # window, whose difference leaves out connecting and subscribing.
+            for name, seconds in (("short", args.duration), ("long", 3 * args.duration)):
+                config = p2p(1, False, SPARSE_PAIRS, **{**throughput, "duration": seconds})
+                config.update(rate=SPARSE_RATE, connect_rate=500.0)
+                measure(f"tput-1node-sparse-{name}-qos1-clean", "throughput", config, ["a"])
             cluster.start("b")
             cluster.start("c")
             for where in (["a"], list(NODE_IDS)):
@@ -423,6 +460,10 @@ def main(argv: list[str] | None = None) -> int:
                 config = p2p(1, persistent, args.pairs, **throughput)
                 name = f"tput-3node-qos1-{'persistent' if persistent else 'clean'}"
                 measure(name, "throughput", config, list(NODE_IDS))
+            # The scale-out model's check (model.py): two pairs in three crossing.
+            mixed_pairs = next(p for p in range(args.pairs, args.pairs + 9) if p % 9 == 2)
+            config = p2p(1, True, mixed_pairs, **throughput)
+            measure("tput-3node-mixed-qos1-persistent", "throughput", config, list(MIXED))
             try:
                 results.subscriptions = kafka_bytes.subscriptions(
                     cluster.bootstrap, cluster.kafka_data, TOPIC_PREFIX

@@ -103,6 +103,18 @@ def pairs_cross(pairs: int, nodes: int) -> bool:
     return nodes > 1 and pairs % nodes != 0
 
 
+def crossing_share(pairs: int, where: Sequence[str]) -> float:
+    """The share of ``pairs`` whose publisher and subscriber land on different nodes
+    when client n goes to the node ``where[n % len(where)]`` (a node may stand at
+    several places: ``["a", "a", "a", "b", "b", "b", "c", "c", "c"]`` with pairs = 2
+    mod 9 crosses two pairs in three, as clients placed at random on three nodes do)."""
+    if len(set(where)) < 2:
+        return 0.0
+    count = len(where)
+    crossing = sum(1 for i in range(pairs) if where[i % count] != where[(pairs + i) % count])
+    return crossing / pairs
+
+
 def generate(
     config: dict[str, Any], ports: Sequence[int], shim: Path | None, workdir: Path
 ) -> Generated:
