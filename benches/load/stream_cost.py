@@ -37,7 +37,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import brokers
-from compare import _COMMON, GENERATOR_CORE, SCENARIO_SETS
+from compare import _COMMON, SCENARIO_SETS
 from kafka_shared import Row, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.services
@@ -45,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.services
 from tests import services
 
 SCENARIOS = ("fanin-qos1", "p2p-qos1")
+#: Kafka's threads go to the generator's core (kafka_shared.py pins the broker to core 1).
+GENERATOR_CORE = 0
 CONFIGS = ("off", "kafka-async", "kafka-after", "files")
 
 
