@@ -47,6 +47,7 @@ from tests.cluster.conftest import (
     reconnect,
     streaming,
     wait_members,
+    wait_routed,
     wait_serving,
 )
 from tests.crash.clients import QUEUE_ROOM, Subscriber, Tally, settle, stream
@@ -114,6 +115,9 @@ def test_a_frozen_node_gives_its_clients_up_when_it_continues(
     publisher, moving = streaming(b, a, name, f"partition/{name}", qos, version, 0)
     staying = Subscriber(f"stay-{name}", moving.topic, qos, version)
     staying.connect(a.host, a.port, subscribe=True)
+    # At two shards it may be another member of a than the first subscriber, whose new
+    # key b must read before it routes there (a SUBACK does not wait for that).
+    wait_routed(a, b)
     stream(publisher, moving, STREAM, others=[staying])
 
     signal_node(a, signal.SIGSTOP)
