@@ -13,8 +13,8 @@ would. It reads but never writes (check-config may run beside a live broker):
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
 - the optional extra a setting needs is installed: ``storage.backend = "redis"`` the
-  ``redis`` extra, ``storage.application_store = "kafka"`` the ``kafka`` extra — by
-  importing the store module, which is what serve does next;
+  ``redis`` extra, ``storage.application_store = "kafka"`` and ``[cluster]`` the
+  ``kafka`` extra — by importing the module that needs it, which is what serve does next;
 - the embedded store's directory is, or can be created as, a writable directory;
 - with ``[admin] enabled``: the ``admin`` extra is installed, ``token_file`` holds a
   token, ``certfile``/``keyfile`` load (:mod:`ferromq.admin`).
@@ -52,6 +52,8 @@ def check(config: Config) -> None:
         _require_extra("storage.backend", "redis", "ferromq.storage.redis", "redis")
     if storage.application_store == "kafka":
         _require_extra("storage.application_store", "kafka", "ferromq.storage.kafka", "kafka")
+    if config.cluster.node_id:  # the bus's Kafka clients: aiokafka and confluent-kafka
+        _require_extra("cluster.node_id", config.cluster.node_id, "ferromq.cluster.bus", "kafka")
     if storage.backend == "embedded":
         _check_writable_directory(Path(storage.path).resolve())
     if config.admin.enabled:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ferromq import preflight
 from ferromq.codec import MAX_PACKET_SIZE
 from ferromq.config import (
     AdminConfig,
@@ -900,6 +901,20 @@ def test_a_clustered_node_keeps_sessions_in_the_clusters_redis_on_every_core(
     roomy = "[session]\nqueue_limit = 50000\n[redis]\nmax_messages_per_client = 60000\n"
     assert load_text(tmp_path, CLUSTER + roomy).session.queue_limit == 50000
     assert load_text(tmp_path, CLUSTER + 'lease = "1m"\n').cluster.lease == 60
+
+
+def test_a_clustered_node_without_the_kafka_extra_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module in ("ferromq.cluster.bus", "ferromq.cluster.producer"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # as if not installed
+    with pytest.raises(ConfigError) as caught:
+        preflight.check(load_text(tmp_path, CLUSTER))
+    message = str(caught.value)
+    assert message.startswith('cluster.node_id: "a" needs the kafka extra (')
+    assert message.endswith("install it with pip install 'ferromq[kafka]'")
+    assert "confluent_kafka" in message
 
 
 @pytest.mark.parametrize(

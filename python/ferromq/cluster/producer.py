@@ -75,6 +75,9 @@ class Producer:
                 "request.timeout.ms": request_timeout_ms,
                 "message.max.bytes": max_record,
                 "error_cb": self._error,
+                # Its own log lines (one per failed connection attempt, on stderr) are
+                # silenced: an outage is logged once, through ``on_unreachable``.
+                "log_level": 0,
             }
         )
 
