@@ -75,7 +75,7 @@ from ferromq.cluster.names import (
     subscription_key,
     subscriptions_topic,
 )
-from ferromq.cluster.producer import ProduceFailed, Producer
+from ferromq.cluster.producer import ProduceFailed, Producer, QueueFull
 from ferromq.log import log_event
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
@@ -478,6 +478,9 @@ class KafkaBus:
                     future = self._producer.send(
                         item.topic, item.value, key=item.key, headers=self._headers(item)
                     )
+                except QueueFull:  # Kafka is slow or away: librdkafka holds enough
+                    await self._producer.room()
+                    continue
                 except ProduceFailed as exc:
                     await self._failed(exc, delay)
                     delay = min(delay * 2, RETRY_MAX)

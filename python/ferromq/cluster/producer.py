@@ -16,6 +16,10 @@ What the bus relies on:
   retried until Kafka has it, so its future stays pending and the acknowledgements
   waiting for it stay held. A future fails only for a record Kafka refuses for good
   (too large, not authorised, a fatal producer error): :class:`ProduceFailed`.
+- **Bounded.** librdkafka holds at most twice the largest record (``max_record``) of
+  records not yet confirmed; past that :meth:`Producer.send` raises :class:`QueueFull`
+  and the caller waits for :meth:`Producer.room` (a member whose Kafka is away holds
+  that much here, the rest in the bus's own queue).
 - **Health.** librdkafka's errors about reaching Kafka (``on_unreachable``) are told to
   the caller from the loop, at most once per second.
 
@@ -36,7 +40,7 @@ from typing import Final
 from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka import Producer as _Librdkafka
 
-__all__ = ["ProduceFailed", "Producer"]
+__all__ = ["ProduceFailed", "Producer", "QueueFull"]
 
 #: How long the polling thread waits for a delivery report before it checks for stop.
 POLL_SECONDS: Final = 0.1
@@ -48,6 +52,10 @@ _UNREACHABLE: Final = frozenset({KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANS
 
 class ProduceFailed(Exception):
     """Kafka refused a record for good (librdkafka's error text)."""
+
+
+class QueueFull(Exception):
+    """librdkafka holds as much as it may: wait for :meth:`Producer.room`, then send."""
 
 
 class Producer:
@@ -65,6 +73,7 @@ class Producer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._room = asyncio.Event()  # set when a record is confirmed or fails
         self._kafka = _Librdkafka(
             {
                 "bootstrap.servers": bootstrap,
@@ -74,6 +83,7 @@ class Producer:
                 "message.timeout.ms": 0,  # never give a record up
                 "request.timeout.ms": request_timeout_ms,
                 "message.max.bytes": max_record,
+                "queue.buffering.max.kbytes": max(1, 2 * max_record // 1024),
                 "error_cb": self._error,
                 # Its own log lines (one per failed connection attempt, on stderr) are
                 # silenced: an outage is logged once, through ``on_unreachable``.
@@ -96,8 +106,8 @@ class Producer:
         headers: list[tuple[str, bytes]] | None = None,
     ) -> asyncio.Future[int]:
         """Hand a record to librdkafka; the future is its offset once Kafka has it.
-        Raises :class:`ProduceFailed` when librdkafka cannot take it now (its queue is
-        full: try again later)."""
+        Raises :class:`QueueFull` when librdkafka holds as much as it may, and
+        :class:`ProduceFailed` after a fatal producer error."""
         assert self._loop is not None, "Producer.start() first"
         future: asyncio.Future[int] = self._loop.create_future()
         try:
@@ -108,8 +118,8 @@ class Producer:
                 headers=[(name, data) for name, data in headers] if headers else None,
                 on_delivery=lambda error, message: self._delivered(future, error, message),
             )
-        except BufferError as exc:
-            raise ProduceFailed(f"librdkafka's queue is full: {exc}") from None
+        except BufferError:
+            raise QueueFull from None
         except KafkaException as exc:  # a fatal producer error
             raise ProduceFailed(str(exc)) from None
         return future
@@ -122,7 +132,16 @@ class Producer:
         key: bytes,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> int:
-        return await self.send(topic, value, key=key, headers=headers)
+        while True:
+            try:
+                return await self.send(topic, value, key=key, headers=headers)
+            except QueueFull:
+                await self.room()
+
+    async def room(self) -> None:
+        """Until a record handed over before is confirmed or fails (freeing its place)."""
+        self._room.clear()
+        await self._room.wait()
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Wait (up to ``timeout``) for what was sent, then stop serving reports."""
@@ -143,9 +162,9 @@ class Producer:
         self, future: asyncio.Future[int], error: KafkaError | None, message: Message
     ) -> None:
         if error is not None:
-            self._to_loop(_fail, future, ProduceFailed(error.str()))
+            self._to_loop(self._settle, future, ProduceFailed(error.str()))
         else:
-            self._to_loop(_resolve, future, message.offset())
+            self._to_loop(self._settle, future, message.offset())
 
     def _error(self, error: KafkaError) -> None:
         if error.code() not in _UNREACHABLE or self._loop is None:
@@ -155,17 +174,17 @@ class Producer:
             self._last_unreachable = now
             self._to_loop(self._on_unreachable, error.str())
 
+    def _settle(self, future: asyncio.Future[int], outcome: int | ProduceFailed) -> None:
+        """On the loop: a record's outcome, and its place in librdkafka's queue free."""
+        self._room.set()
+        if future.done():
+            return
+        if isinstance(outcome, ProduceFailed):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
     def _to_loop(self, callback: Callable[..., None], *args: object) -> None:
         assert self._loop is not None
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             self._loop.call_soon_threadsafe(callback, *args)
-
-
-def _resolve(future: asyncio.Future[int], offset: int) -> None:
-    if not future.done():
-        future.set_result(offset)
-
-
-def _fail(future: asyncio.Future[int], error: ProduceFailed) -> None:
-    if not future.done():
-        future.set_exception(error)
