@@ -54,6 +54,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,9 @@ STOP_GRACE = 20.0
 # Children this process spawned, by pid: waited on directly. A pid read from a state file
 # (started by an earlier `start` command) is polled instead.
 _children: dict[int, subprocess.Popen[bytes]] = {}
+# The ports free_ports handed out lately: two calls in a row (a test's admin port, then
+# its broker's) once returned the same port, free in both calls since neither was bound.
+_handed_out: deque[int] = deque(maxlen=1000)
 
 
 class ServiceUnavailable(RuntimeError):
@@ -108,10 +112,11 @@ def free_ports(count: int) -> list[int]:
     the broker binds it, and its listener would fail with "Address already in use"."""
     index, share = _port_share()
     ephemeral = _ephemeral_range()
+    recent = set(_handed_out)
     candidates = [
         port
         for port in range(FREE_PORTS_FROM, 65536)
-        if port % share == index and port not in ephemeral
+        if port % share == index and port not in ephemeral and port not in recent
     ]
     held: list[socket.socket] = []
     chosen: list[int] = []
@@ -127,6 +132,7 @@ def free_ports(count: int) -> list[int]:
             held.append(sock)
             chosen.append(port)
             if len(chosen) == count:
+                _handed_out.extend(chosen)
                 return chosen
         raise ServiceUnavailable(f"no {count} free loopback ports outside {ephemeral}")
     finally:
