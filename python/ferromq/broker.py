@@ -542,7 +542,9 @@ class Broker:
         """Check every later message against ``rules`` and ``config.default``; the
         subscriptions they deny stop at once (removed from the index, each logged:
         MQTT has no server-side UNSUBSCRIBE to tell the client)."""
-        revoked = self.engine.set_acl(rules, config.default == "allow")
+        revoked = self.engine.set_acl(
+            rules, config.default == "allow", config.wildcards == "withhold"
+        )
         self.acl_rules = rules
         for client_id, subscription in revoked[:_REVOKED_LOGGED]:
             log_event(

@@ -994,6 +994,10 @@ class AclConfig:
     """``toml``: ``[[rules]]`` tables; ``mosquitto``: Mosquitto's ``acl_file``."""
     default: str = _setting("allow", _Choice(("allow", "deny")))
     """The answer when no rule matches (Mosquitto's ``acl_file`` behaves as ``deny``)."""
+    wildcards: str = _setting("withhold", _Choice(("withhold", "refuse")))
+    """A subscription whose filter reaches both allowed and denied topics (``#``
+    beside a denied ``a/secret``): ``withhold`` grants it and checks each message as
+    it is delivered, as Mosquitto and EMQX do; ``refuse`` refuses it (SUBACK 0x87)."""
     watch: int = _setting(0, _duration(0))
     """Seconds between checks of the rules file for a change, applied like a SIGHUP;
     0 (the default): only SIGHUP reloads it."""

@@ -83,6 +83,7 @@ COUNTERS: Mapping[str, str] = {
     "acl/denied/publish": "acl_denied_publish",
     "acl/denied/subscribe": "acl_denied_subscribe",
     "acl/denied/read": "acl_denied_read",
+    "acl/withheld": "acl_withheld",
     "acl/revoked": "acl_revoked",
     "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.

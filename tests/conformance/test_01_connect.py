@@ -71,13 +71,15 @@ def test_v311_connack_is_exactly_four_bytes(broker: RunningBroker) -> None:
 
 
 def test_unsupported_protocol_level_is_refused_then_closed(broker: RunningBroker) -> None:
-    # [MQTT-3.1.2-2] (3.1.1): return code 0x01 then close. A level the broker does not
-    # speak gives it no way to know the client's CONNACK format, so the reply is the
-    # 3.1.1 form that every version decodes; 5.0's 0x84 is a MAY for that case.
-    for level in [0, 3, 6, 0x84]:
+    # [MQTT-3.1.2-2]: refused, then closed. A level above 5 is a newer protocol than
+    # this server's: it gets 5.0's CONNACK 0x84 (with its reason string). An older or
+    # unknown one gets 3.1.1's return code 0x01, the form every earlier client decodes.
+    newer = b"\x20\x1c\x00\x84\x19\x1f\x00\x16protocol level above 5"
+    older = b"\x20\x02\x00\x01"
+    for level, reply in [(0, older), (3, older), (6, newer), (0x84, newer)]:
         sock = raw_socket(broker)
         sock.sendall(raw_connect(level=level))
-        assert raw_closed(sock) == b"\x20\x02\x00\x01", level
+        assert raw_closed(sock) == reply, level
 
 
 def test_wrong_protocol_name_closes(broker: RunningBroker) -> None:

@@ -212,8 +212,14 @@ def test_a_proxied_client_reaches_its_owner_with_the_address_its_header_names(
 @pytest.mark.parametrize(
     ("first", "reply"),
     [
-        # An unsupported protocol level: return code 0x01, then closed [MQTT-3.1.2-2].
-        (b"\x10\x11\x00\x04MQTT\x06\x02\x00\x3c\x00\x05owned", b"\x20\x02\x00\x01"),
+        # A protocol level above 5: MQTT 5's 0x84 with its reason, then closed
+        # [MQTT-3.1.2-2].
+        (
+            b"\x10\x11\x00\x04MQTT\x06\x02\x00\x3c\x00\x05owned",
+            b"\x20\x1c\x00\x84\x19\x1f\x00\x16protocol level above 5",
+        ),
+        # An older unknown level: 3.1.1's return code 0x01, which it can read.
+        (b"\x10\x11\x00\x04MQTT\x02\x02\x00\x3c\x00\x05owned", b"\x20\x02\x00\x01"),
         # Not a CONNECT first [MQTT-3.1.0-1]: closed without a reply.
         (b"\xc0\x00", b""),
         # A CONNECT announcing 2 MiB, over limits.max_packet_size: closed at its header.

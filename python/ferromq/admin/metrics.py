@@ -128,6 +128,11 @@ COUNTERS: Final = (
         "shared_released",
     ),
     ("ferromq_acl_revoked_subscriptions", "Subscriptions removed by new ACL rules.", "acl_revoked"),
+    (
+        "ferromq_acl_withheld",
+        "Messages withheld from a subscription reaching topics the ACL denies.",
+        "acl_withheld",
+    ),
 )
 
 # name, help, label, label value -> stats key

@@ -89,7 +89,7 @@ impl P2p {
     fn new(rules: Option<Arc<AclTable>>) -> P2p {
         let mut engine = Engine::new(EngineConfig::default(), ShareStrategy::RoundRobin);
         if rules.is_some() {
-            engine.set_acl(rules, false); // default deny: only the rules let traffic through
+            engine.set_acl(rules, false, true); // default deny: only the rules let traffic through
         }
         let mut p2p = P2p {
             engine,

@@ -6,11 +6,13 @@
 //! order, whose action is asked and that applies: for a topic name, its filter
 //! matches the topic; for a SUBSCRIBE filter, an allow applies when every topic of
 //! the universe the filter matches the rule matches too (cover), a deny when one
-//! topic matches both (overlap). The universe holds every topic of up to four levels
+//! topic matches both (overlap). A filter's reach (`Verdict::reach`) is checked
+//! against each topic it matches, asked alone: `Every` only when each is allowed,
+//! `None` only when none is. The universe holds every topic of up to four levels
 //! over the rules' literals, a level no rule names (`z`) and a `$` level, which is
 //! enough to tell any two filters of up to three levels apart.
 
-use ferromq_core::acl::{AclTable, Action, Binding, Permission, Rule, Subject};
+use ferromq_core::acl::{verdict, AclTable, Action, Binding, Permission, Reach, Rule, Subject};
 use proptest::prelude::*;
 
 const UNIVERSE_LEVELS: [&str; 4] = ["a", "b", "z", "$s"];
@@ -157,6 +159,26 @@ proptest! {
                 oracle(&rules, Action::Subscribe, filter, &universe),
                 "subscribe {}", filter
             );
+            // What a subscription reaches, against each topic it matches taken alone
+            // (how a withheld message is checked): `Every` only when every one is
+            // allowed, `None` only when none is.
+            for default_allow in [true, false] {
+                let reach = verdict(&[&table], &binding, Action::Subscribe, filter)
+                    .reach(default_allow);
+                let allowed: Vec<bool> = universe
+                    .iter()
+                    .filter(|t| matches(filter, t))
+                    .map(|t| {
+                        oracle(&rules, Action::Subscribe, t, &universe)
+                            .map_or(default_allow, |p| p == Permission::Allow)
+                    })
+                    .collect();
+                match reach {
+                    Reach::Every => prop_assert!(allowed.iter().all(|a| *a), "{} {:?}", filter, reach),
+                    Reach::None => prop_assert!(!allowed.iter().any(|a| *a), "{} {:?}", filter, reach),
+                    Reach::Some => {}
+                }
+            }
         }
     }
 }

@@ -24,9 +24,10 @@ fn table(rules: Vec<Rule>) -> Option<Arc<AclTable>> {
     Some(Arc::new(AclTable::new(rules)))
 }
 
+/// Rules with the default handling of wildcards: withhold per message.
 fn with_rules(rules: Vec<Rule>, default_allow: bool) -> Harness {
     let mut h = Harness::new(EngineConfig::default());
-    h.engine.set_acl(table(rules), default_allow);
+    h.engine.set_acl(table(rules), default_allow, true);
     h
 }
 
@@ -166,6 +167,7 @@ fn placeholders_bind_the_connection_and_own_rules_come_first() {
     h2.engine.set_acl(
         table(vec![rule(Permission::Allow, PUB, "users/%u/%c")]),
         false,
+        true,
     );
     // Without authentication the CONNECT's user name binds %u.
     let mut named = connect("dev-1", V5, true);
@@ -216,45 +218,176 @@ fn placeholders_bind_the_connection_and_own_rules_come_first() {
 
 #[test]
 fn new_rules_revoke_subscriptions_at_once_and_apply_to_the_next_publish() {
-    let mut h = with_rules(vec![rule(Permission::Allow, PUB | SUB, "#")], false);
-    let (mut sub, _) = h.connect(connect("sub", V5, true));
-    h.send(&sub, subscribe(1, "a/#", QoS::AtMostOnce));
-    h.send(&sub, subscribe(2, "$share/g/b/#", QoS::AtMostOnce));
-    h.send(&sub, subscribe(3, "c", QoS::AtMostOnce));
-    h.recv(&mut sub);
-    let (mut publisher, _) = h.connect(connect("pub", V5, true));
-    h.send(&publisher, publish("d", b"", QoS::AtLeastOnce, 1, false));
-    assert_eq!(
-        ack_reason(&h.recv(&mut publisher)),
-        ReasonCode::NoMatchingSubscribers
-    );
+    for withhold in [true, false] {
+        let mut h = with_rules(vec![rule(Permission::Allow, PUB | SUB, "#")], false);
+        let (mut sub, _) = h.connect(connect("sub", V5, true));
+        h.send(&sub, subscribe(1, "a/#", QoS::AtMostOnce));
+        h.send(&sub, subscribe(2, "$share/g/b/#", QoS::AtMostOnce));
+        h.send(&sub, subscribe(3, "c", QoS::AtMostOnce));
+        h.recv(&mut sub);
+        let (mut publisher, _) = h.connect(connect("pub", V5, true));
+        h.send(&publisher, publish("d", b"", QoS::AtLeastOnce, 1, false));
+        assert_eq!(
+            ack_reason(&h.recv(&mut publisher)),
+            ReasonCode::NoMatchingSubscribers
+        );
 
-    let revoked = h.engine.set_acl(
-        table(vec![
-            rule(Permission::Deny, SUB, "a/#"),
-            rule(Permission::Deny, SUB, "b/x"),
-            rule(Permission::Deny, PUB, "d"),
-            rule(Permission::Allow, PUB | SUB, "#"),
-        ]),
+        let revoked = h.engine.set_acl(
+            table(vec![
+                rule(Permission::Deny, SUB, "a/#"),
+                rule(Permission::Deny, SUB, "b/x"),
+                rule(Permission::Deny, PUB, "d"),
+                rule(Permission::Allow, PUB | SUB, "#"),
+            ]),
+            false,
+            withhold,
+        );
+        let mut revoked: Vec<String> = revoked.into_iter().map(|(_, filter)| filter).collect();
+        revoked.sort();
+        // `b/#` reaches b/x, now denied, and b/y, still allowed: withheld, the
+        // whole filter is kept; refused, it goes.
+        let expected = if withhold {
+            vec!["a/#".to_string()]
+        } else {
+            vec!["$share/g/b/#".to_string(), "a/#".to_string()]
+        };
+        assert_eq!(revoked, expected, "withhold: {withhold}");
+        for topic in ["a/1", "b/x", "c", "b/y"] {
+            h.send(
+                &publisher,
+                publish(topic, topic.as_bytes(), QoS::AtMostOnce, 0, false),
+            );
+        }
+        let expected: Vec<&[u8]> = if withhold {
+            vec![b"c", b"b/y"]
+        } else {
+            vec![b"c"]
+        };
+        assert_eq!(
+            payloads(&h.recv(&mut sub)),
+            expected,
+            "withhold: {withhold}"
+        );
+        h.send(&publisher, publish("d", b"", QoS::AtLeastOnce, 2, false));
+        assert_eq!(
+            ack_reason(&h.recv(&mut publisher)),
+            ReasonCode::NotAuthorized
+        );
+        assert_eq!(h.engine.stats().acl_revoked, revoked.len() as u64);
+        assert_eq!(h.engine.stats().acl_withheld, u64::from(withhold));
+    }
+}
+
+#[test]
+fn a_wildcard_beside_a_denied_topic_is_granted_and_that_topic_withheld() {
+    // The Paho clean-up case: `#` once test/nosubscribe is denied.
+    for (withhold, granted) in [
+        (true, ReasonCode::GrantedQos1),
+        (false, ReasonCode::NotAuthorized),
+    ] {
+        let mut h = Harness::new(EngineConfig::default());
+        h.engine.set_acl(
+            table(vec![rule(Permission::Deny, SUB, "test/nosubscribe")]),
+            true,
+            withhold,
+        );
+        let now = h.now;
+        for topic in ["test/nosubscribe", "test/open"] {
+            h.engine
+                .publish(topic, topic.as_bytes(), QoS::AtMostOnce, true, now);
+        }
+        let (mut sub, _) = h.connect(connect("sub", V5, true));
+        h.send(&sub, subscribe(1, "#", QoS::AtLeastOnce));
+        let packets = h.recv(&mut sub);
+        assert_eq!(suback_reasons(&packets), vec![granted]);
+        if !withhold {
+            continue;
+        }
+        assert_eq!(payloads(&packets), vec![b"test/open".to_vec()], "retained");
+        let (publisher, _) = h.connect(connect("pub", V311, true));
+        for (id, topic) in [
+            (1, "test/nosubscribe"),
+            (2, "test/x"),
+            (3, "test/nosubscribe/x"),
+        ] {
+            h.send(
+                &publisher,
+                publish(topic, topic.as_bytes(), QoS::ExactlyOnce, id, false),
+            );
+        }
+        assert_eq!(
+            payloads(&h.recv(&mut sub)),
+            vec![b"test/x".to_vec(), b"test/nosubscribe/x".to_vec()]
+        );
+        assert_eq!(h.engine.stats().acl_withheld, 2, "one retained, one live");
+        assert_eq!(h.engine.stats().acl_denied_subscribe, 0);
+    }
+}
+
+#[test]
+fn under_default_deny_a_wildcard_reaching_an_allowed_topic_receives_only_that() {
+    let mut h = with_rules(
+        vec![
+            rule(Permission::Allow, SUB, "a/x"),
+            rule(Permission::Deny, SUB, "#"),
+            rule(Permission::Allow, SUB, "b/#"),
+            rule(Permission::Allow, PUB, "#"),
+        ],
         false,
     );
-    let mut revoked: Vec<String> = revoked.into_iter().map(|(_, filter)| filter).collect();
-    revoked.sort();
-    assert_eq!(revoked, vec!["$share/g/b/#".to_string(), "a/#".to_string()]);
-    for topic in ["a/1", "b/x", "c"] {
+    let (mut sub, _) = h.connect(connect("sub", V5, true));
+    let mut packet = subscribe(1, "a/+", QoS::AtMostOnce);
+    if let Packet::Subscribe(s) = &mut packet {
+        let options = s.filters[0].1;
+        s.filters.push((support::s("b/+"), options));
+        s.filters.push((support::s("c/+"), options));
+    }
+    h.send(&sub, packet);
+    assert_eq!(
+        suback_reasons(&h.recv(&mut sub)),
+        vec![
+            ReasonCode::Success,
+            ReasonCode::NotAuthorized, // `deny #` covers b/+ before `allow b/#`
+            ReasonCode::NotAuthorized
+        ]
+    );
+    let (publisher, _) = h.connect(connect("pub", V5, true));
+    for topic in ["a/y", "a/x", "b/x"] {
         h.send(
             &publisher,
             publish(topic, topic.as_bytes(), QoS::AtMostOnce, 0, false),
         );
     }
-    assert_eq!(payloads(&h.recv(&mut sub)), vec![b"c".to_vec()]);
-    h.send(&publisher, publish("d", b"", QoS::AtLeastOnce, 2, false));
-    assert_eq!(
-        ack_reason(&h.recv(&mut publisher)),
-        ReasonCode::NotAuthorized
+    assert_eq!(payloads(&h.recv(&mut sub)), vec![b"a/x".to_vec()]);
+}
+
+#[test]
+fn a_queued_message_is_checked_against_the_rules_when_it_is_sent() {
+    let mut h = with_rules(vec![rule(Permission::Deny, SUB, "t/secret")], true);
+    let (mut sub, _) = h.connect(with_expiry(connect("sub", V5, true), 600));
+    h.send(&sub, subscribe(1, "t/#", QoS::AtLeastOnce));
+    h.recv(&mut sub);
+    h.send(&sub, disconnect());
+    let (publisher, _) = h.connect(connect("pub", V5, true));
+    for (id, topic) in [(1, "t/secret"), (2, "t/late"), (3, "t/open")] {
+        h.send(
+            &publisher,
+            publish(topic, topic.as_bytes(), QoS::AtLeastOnce, id, false),
+        );
+    }
+    // t/late was allowed when it was queued; new rules deny it before it is sent.
+    h.engine.set_acl(
+        table(vec![
+            rule(Permission::Deny, SUB, "t/secret"),
+            rule(Permission::Deny, SUB, "t/late"),
+        ]),
+        true,
+        true,
     );
-    assert_eq!(h.engine.stats().acl_revoked, 2);
-    assert_eq!(h.engine.stats().subscriptions, 1);
+    let (mut again, _) = h.connect(with_expiry(connect("sub", V5, false), 600));
+    assert_eq!(payloads(&h.recv(&mut again)), vec![b"t/open".to_vec()]);
+    assert_eq!(h.engine.stats().acl_withheld, 2);
+    let _ = &mut sub;
 }
 
 #[test]

@@ -516,7 +516,8 @@ fn an_acl_denial_is_answered_before_the_retained_limit() {
         "secret/#",
     );
     let table = AclTable::new(vec![deny.unwrap()]);
-    h.engine.set_acl(Some(std::sync::Arc::new(table)), true);
+    h.engine
+        .set_acl(Some(std::sync::Arc::new(table)), true, true);
     let (mut p, _) = h.connect(connect("p", V5, true));
     h.send(&p, publish("open/1", b"kept", QoS::AtLeastOnce, 1, true));
     h.send(&p, publish("open/2", b"over", QoS::AtLeastOnce, 2, true));

@@ -189,7 +189,7 @@ fn a_refused_connect_gets_its_connack_before_the_close() {
     let mut broker = Broker::new(64 * 1024);
     let (mut client, _) = broker.client();
     let mut packet = connect("old");
-    packet[8] = 9; // protocol level 9: unacceptable
+    packet[8] = 2; // protocol level 2: unacceptable, refused in 3.1.1 form
     client.write_all(&packet).unwrap();
     assert_eq!(read_exactly(&mut broker, &mut client, 4), [0x20, 2, 0, 1]);
     broker.until(|b| b.sockets.is_empty());

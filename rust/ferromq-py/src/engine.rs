@@ -466,16 +466,19 @@ impl Engine {
         RestoreReport::from_core(py, report)
     }
 
-    /// Check every later message against `rules` (None: no rules file) and
-    /// `default_allow`, and remove the subscriptions they deny at once; returns
-    /// the removed `(client_id, filter)` pairs.
+    /// Check every later message against `rules` (None: no rules file),
+    /// `default_allow` and `withhold` (a wildcard filter reaching some allowed
+    /// topics is granted and the rest withheld per message; false: refused), and
+    /// remove the subscriptions they deny at once; returns the removed
+    /// `(client_id, filter)` pairs.
     fn set_acl(
         &mut self,
         rules: Option<PyRef<'_, AclRules>>,
         default_allow: bool,
+        withhold: bool,
     ) -> Vec<(String, String)> {
         self.inner
-            .set_acl(rules.map(|r| r.table.clone()), default_allow)
+            .set_acl(rules.map(|r| r.table.clone()), default_allow, withhold)
     }
 
     /// Report client events (connect, disconnect, subscribe, unsubscribe) or stop:
@@ -533,6 +536,7 @@ impl Engine {
             ("acl_denied_publish", s.acl_denied_publish),
             ("acl_denied_subscribe", s.acl_denied_subscribe),
             ("acl_denied_read", s.acl_denied_read),
+            ("acl_withheld", s.acl_withheld),
             ("acl_revoked", s.acl_revoked),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),

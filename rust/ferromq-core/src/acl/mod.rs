@@ -15,4 +15,5 @@ mod table;
 mod trie;
 
 pub use rule::{Action, Binding, Level, Part, Permission, Rule, RuleError, Subject, Var};
-pub use table::AclTable;
+pub use table::{verdict, AclTable};
+pub use trie::{Reach, Verdict};

@@ -7,7 +7,7 @@
 use hashbrown::HashMap;
 
 use super::rule::{Action, Binding, Permission, Rule, Subject};
-use super::trie::{Entry, RuleTrie, Walk};
+use super::trie::{Entry, RuleTrie, Verdict, Walk};
 
 #[derive(Debug, Default)]
 pub struct AclTable {
@@ -53,34 +53,48 @@ impl AclTable {
     /// `Subscribe` a filter without its `$share/{group}/` prefix); None when no
     /// rule applies.
     pub fn decide(&self, binding: &Binding, action: Action, request: &str) -> Option<Permission> {
-        let mut walk = Walk::new(action.bit(), binding, request);
-        self.all.check(request, &mut walk);
+        verdict(&[self], binding, action, request).permission()
+    }
+
+    fn walk(&self, binding: &Binding, request: &str, walk: &mut Walk<'_>) {
+        self.all.check(request, walk);
         match &binding.username {
-            None => self.anonymous.check(request, &mut walk),
+            None => self.anonymous.check(request, walk),
             Some(user) => {
                 if let Some(trie) = self.users.get(user) {
-                    trie.check(request, &mut walk);
+                    trie.check(request, walk);
                 }
             }
         }
         if let Some(trie) = self.clients.get(&binding.client_id) {
-            trie.check(request, &mut walk);
+            trie.check(request, walk);
         }
         if let Some(trie) = binding
             .certificate
             .as_ref()
             .and_then(|c| self.certificates.get(c))
         {
-            trie.check(request, &mut walk);
+            trie.check(request, walk);
         }
-        walk.best.map(|entry| entry.permission)
     }
+}
+
+/// What `tables`, in order (the rules of an authentication answer before the
+/// file's), answer for `action` on `request`: first match wins across them.
+pub fn verdict(tables: &[&AclTable], binding: &Binding, action: Action, request: &str) -> Verdict {
+    let mut walk = Walk::new(action.bit(), binding, request);
+    for table in tables {
+        table.walk(binding, request, &mut walk);
+        walk.offset += table.rules as u32;
+    }
+    walk.verdict
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::acl::rule::Permission::{Allow, Deny};
+    use crate::acl::trie::Reach;
 
     const PUB: u8 = 1;
     const SUB: u8 = 2;
@@ -189,6 +203,46 @@ mod tests {
             "a/+ does not cover +/x"
         );
         assert_eq!(table.decide(&b, Action::Subscribe, "a/x/y"), None);
+    }
+
+    #[test]
+    fn a_filter_reaches_every_some_or_no_topic() {
+        let reach = |table: &AclTable, filter: &str, default_allow: bool| {
+            verdict(&[table], &alice(), Action::Subscribe, filter).reach(default_allow)
+        };
+        let beside = AclTable::new([rule(Deny, SUB, Subject::All, "a/secret")]);
+        assert_eq!(reach(&beside, "#", true), Reach::Some, "all but a/secret");
+        assert_eq!(reach(&beside, "a/+", true), Reach::Some);
+        assert_eq!(reach(&beside, "a/secret", true), Reach::None);
+        assert_eq!(reach(&beside, "b/#", true), Reach::Every);
+        assert_eq!(reach(&beside, "#", false), Reach::None, "nothing allows");
+        let under = AclTable::new([
+            rule(Allow, SUB, Subject::All, "a/x"),
+            rule(Deny, SUB, Subject::All, "#"),
+            rule(Allow, SUB, Subject::All, "b/#"),
+        ]);
+        assert_eq!(reach(&under, "a/+", true), Reach::Some, "a/x comes first");
+        assert_eq!(reach(&under, "a/x", true), Reach::Every);
+        assert_eq!(
+            reach(&under, "b/+", true),
+            Reach::None,
+            "deny # covers it first"
+        );
+        let partial_allow = AclTable::new([rule(Allow, SUB, Subject::All, "a/x")]);
+        assert_eq!(reach(&partial_allow, "+/+", false), Reach::Some);
+        assert_eq!(reach(&partial_allow, "b/+", false), Reach::None);
+        let read_only = AclTable::new([rule(Deny, READ, Subject::All, "a/secret")]);
+        assert_eq!(
+            reach(&read_only, "#", false),
+            Reach::None,
+            "read rules are not asked"
+        );
+        // The rules of an authentication answer come first, then the file's.
+        let own = AclTable::new([rule(Allow, SUB, Subject::All, "a/secret")]);
+        let both = verdict(&[&own, &beside], &alice(), Action::Subscribe, "a/+");
+        assert_eq!(both.reach(true), Reach::Some);
+        let exact = verdict(&[&own, &beside], &alice(), Action::Subscribe, "a/secret");
+        assert_eq!(exact.reach(true), Reach::Every);
     }
 
     #[test]

@@ -9,15 +9,17 @@
 //! lists are in rule order, so the first entry that applies is the list's winner.
 //!
 //! A check walks what it asks about — a topic name (PUBLISH, retained read) or a
-//! SUBSCRIBE filter — and keeps the lowest-ordered entry that applies: **first
-//! match wins** across every list it meets. For a filter, an entry applies in one
-//! of two ways, tracked as the walk's `Mode`:
+//! SUBSCRIBE filter — into a [`Verdict`]: the lowest-ordered entry that decides
+//! (**first match wins** across every list it meets), the first allow it meets and
+//! the first deny covering the whole request. For a filter, an entry applies in
+//! one of two ways, tracked as the walk's `Mode`:
 //!
 //! - `Cover`: the rule's filter matches every topic the requested filter can match
-//!   (Mosquitto's `sub_matches_acl`): an allow or a deny applies;
+//!   (Mosquitto's `sub_matches_acl`): an allow or a deny decides;
 //! - `Overlap`: the two filters share some topics without the rule covering the
-//!   request: only a deny applies, so `deny a/secret` before `allow #` refuses a
-//!   subscription to `a/+` or `#` that would receive `a/secret`.
+//!   request: only a deny decides, so `deny a/secret` before `allow #` keeps a
+//!   subscription to `a/+` or `#` from being allowed in full; an allow still counts
+//!   as one that lets some of its topics through ([`Reach`]).
 //!
 //! A requested `+` level follows the rule's `+` child in the current mode and its
 //! literal and placeholder children in `Overlap`; a requested `#` takes the deny
@@ -70,13 +72,70 @@ enum Mode {
     Overlap,
 }
 
-/// One check in progress: what is asked and the best entry found so far.
+/// One check in progress: what is asked and what the rules it met answer.
 pub struct Walk<'a> {
     action: u8,
     binding: &'a Binding,
     /// The request starts with `$`: first-level wildcards do not reach it.
     dollar: bool,
-    pub best: Option<Entry>,
+    /// Added to every entry's order: the rules of an authentication answer come
+    /// before the table's, so the table's are walked with an offset.
+    pub offset: u32,
+    pub verdict: Verdict,
+}
+
+/// What the entries that apply to one request answer, each as the lowest rule
+/// order found (first match wins).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// The first entry that decides: an allow that covers the request, or a deny
+    /// that covers or overlaps it.
+    pub first: Option<(u32, Permission)>,
+    /// The first allow that covers or overlaps the request: some of its topics
+    /// may be allowed from there on.
+    pub first_allow: Option<u32>,
+    /// The first deny that covers the whole request.
+    pub first_covering_deny: Option<u32>,
+}
+
+impl Verdict {
+    /// The first rule's answer; None when no rule applies.
+    pub fn permission(&self) -> Option<Permission> {
+        self.first.map(|(_, permission)| permission)
+    }
+
+    /// What a subscription to the requested filter may receive.
+    pub fn reach(&self, default_allow: bool) -> Reach {
+        if self
+            .permission()
+            .map_or(default_allow, |p| p == Permission::Allow)
+        {
+            return Reach::Every;
+        }
+        let allowed_before_denied = match (self.first_allow, self.first_covering_deny) {
+            (Some(allow), Some(deny)) => allow < deny,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if allowed_before_denied || (self.first_covering_deny.is_none() && default_allow) {
+            Reach::Some
+        } else {
+            Reach::None
+        }
+    }
+}
+
+/// What a subscription filter may receive under the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Every topic it matches.
+    Every,
+    /// Some of its topics may be allowed and some are denied: each message is
+    /// checked as it is delivered (an over-estimate: a filter whose every topic is
+    /// denied by several rules together may land here and receive nothing).
+    Some,
+    /// No topic it matches.
+    None,
 }
 
 impl<'a> Walk<'a> {
@@ -85,20 +144,26 @@ impl<'a> Walk<'a> {
             action,
             binding,
             dollar: request.starts_with('$'),
-            best: None,
+            offset: 0,
+            verdict: Verdict::default(),
         }
     }
 
     fn consider(&mut self, entries: &[Entry], mode: Mode) {
-        for entry in entries {
-            if self.best.is_some_and(|best| best.order <= entry.order) {
-                return;
+        let verdict = &mut self.verdict;
+        for entry in entries.iter().filter(|e| e.actions & self.action != 0) {
+            let order = entry.order + self.offset;
+            let allow = entry.permission == Permission::Allow;
+            if (mode == Mode::Cover || !allow) && verdict.first.is_none_or(|(o, _)| order < o) {
+                verdict.first = Some((order, entry.permission));
             }
-            if entry.actions & self.action != 0
-                && (mode == Mode::Cover || entry.permission == Permission::Deny)
-            {
-                self.best = Some(*entry);
-                return;
+            let lowest = match (allow, mode) {
+                (true, _) => &mut verdict.first_allow,
+                (false, Mode::Cover) => &mut verdict.first_covering_deny,
+                (false, Mode::Overlap) => continue,
+            };
+            if lowest.is_none_or(|o| order < o) {
+                *lowest = Some(order);
             }
         }
     }
@@ -163,7 +228,7 @@ impl RuleTrie {
         (self.nodes.len() - 1) as u32
     }
 
-    /// Walk `request` (a topic name or filter) from the root into `walk.best`.
+    /// Walk `request` (a topic name or filter) from the root into `walk.verdict`.
     pub fn check(&self, request: &str, walk: &mut Walk<'_>) {
         if self.nodes.len() > 1 || !self.nodes[0].multi.is_empty() {
             self.walk(0, Some(request), Mode::Cover, true, walk);

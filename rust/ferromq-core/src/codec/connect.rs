@@ -16,7 +16,12 @@ const WILL_RETAIN: u8 = 0x20;
 const PASSWORD_FLAG: u8 = 0x40;
 const USERNAME_FLAG: u8 = 0x80;
 
-fn unsupported(detail: &'static str) -> DecodeError {
+/// A CONNECT of "MQTT" above level 5: a newer protocol than this server's, so the
+/// refusal is MQTT 5's CONNACK 0x84 [MQTT-3.1.2-2]; an older or unknown one gets
+/// 3.1.1's return code 1, which every earlier client reads.
+pub const NEWER_PROTOCOL_LEVEL: DecodeError = unsupported("protocol level above 5");
+
+const fn unsupported(detail: &'static str) -> DecodeError {
     DecodeError {
         reason: ReasonCode::UnsupportedProtocolVersion,
         detail,
@@ -33,6 +38,7 @@ impl Connect {
         let protocol = match (name.as_str(), ProtocolVersion::from_level(level)) {
             ("MQTT", Some(v @ (ProtocolVersion::V3_1_1 | ProtocolVersion::V5))) => v,
             ("MQIsdp", Some(ProtocolVersion::V3_1)) => ProtocolVersion::V3_1,
+            ("MQTT", None) if level > 5 => return Err(NEWER_PROTOCOL_LEVEL),
             ("MQTT" | "MQIsdp", _) => return Err(unsupported("unsupported protocol level")),
             _ => return Err(unsupported("unknown protocol name")),
         };

@@ -24,6 +24,7 @@ mod unsuback;
 mod unsubscribe;
 mod wire;
 
+pub use connect::NEWER_PROTOCOL_LEVEL;
 pub use error::DecodeError;
 pub use frame::{
     decode_packet, read_fixed_header, EncodeError, FixedHeader, FrameDecoder,

@@ -12,8 +12,14 @@
 //! - PUBLISH (`publish.rs`): v5 QoS 1/2 get PUBACK/PUBREC 0x87; 3.1.1 is acked as
 //!   usual (it has no refusal code) and the message is dropped; QoS 0 is dropped;
 //! - a will, when it is due to be published (`connect.rs`, `timers.rs`);
-//! - each SUBSCRIBE filter (`subscribe.rs`): SUBACK 0x87 (v5) / 0x80 (3.1.1) for
-//!   that filter only; a `$share/{group}/f` is checked as `f`;
+//! - each SUBSCRIBE filter (`subscribe.rs`), by what it reaches (`Reach`): every
+//!   topic allowed, granted; none, SUBACK 0x87 (v5) / 0x80 (3.1.1) for that filter
+//!   only; some (`#` beside a denied `a/secret`), granted and the session marked
+//!   `withholds`, or refused under `[acl] wildcards = "refuse"`; a
+//!   `$share/{group}/f` is checked as `f`;
+//! - each message delivered to a session marked `withholds` (`delivery.rs`), as a
+//!   subscription to its topic alone: withheld when denied (`acl_withheld`);
+//!   checked as it is delivered and again as a queued one is sent;
 //! - each retained message as the retained cursor sends it (`delivery.rs`).
 //!
 //! A session keeps one cached publish decision (topic and rules generation): a
@@ -29,7 +35,7 @@
 
 use std::sync::Arc;
 
-use crate::acl::{AclTable, Action, Binding, Permission};
+use crate::acl::{verdict, AclTable, Action, Binding, Permission, Reach, Verdict};
 use crate::codec::Will;
 use crate::topic::parse_shared_filter;
 
@@ -41,6 +47,9 @@ use super::{ConnId, Engine};
 pub struct AclState {
     table: Option<Arc<AclTable>>,
     default_allow: bool,
+    /// A wildcard filter that reaches some allowed topics is granted and the rest
+    /// withheld per message (`[acl] wildcards = "withhold"`); false: refused.
+    withhold: bool,
     generation: u64,
 }
 
@@ -49,6 +58,7 @@ impl Default for AclState {
         AclState {
             table: None,
             default_allow: true,
+            withhold: true,
             generation: 0,
         }
     }
@@ -63,6 +73,9 @@ pub struct SessionAcl {
     /// Bound by a CONNECT in this process (a restored session is not, until it
     /// reconnects).
     pub bound: bool,
+    /// One of its subscriptions reaches topics the rules deny: every message is
+    /// checked as it is delivered (`Engine::withheld`).
+    pub withholds: bool,
     /// The last PUBLISH decision (rules generation, topic, allowed); boxed, so a
     /// session that never publishes under rules keeps 8 bytes for it, not 40.
     last_publish: Option<Box<(u64, String, bool)>>,
@@ -74,6 +87,7 @@ impl SessionAcl {
             binding,
             own,
             bound: true,
+            withholds: false,
             last_publish: None,
         }
     }
@@ -93,13 +107,10 @@ impl AclState {
                 }
             }
         }
-        let binding = &session.binding;
-        let decision = session
-            .own
-            .as_ref()
-            .and_then(|own| own.decide(binding, action, request))
-            .or_else(|| self.table.as_ref()?.decide(binding, action, request));
-        let allowed = decision.map_or(self.default_allow, |p| p == Permission::Allow);
+        let allowed = self
+            .verdict(session, action, request)
+            .permission()
+            .map_or(self.default_allow, |p| p == Permission::Allow);
         if action == Action::Publish {
             let (generation, topic, cached) = &mut **session
                 .last_publish
@@ -110,6 +121,35 @@ impl AclState {
             *cached = allowed;
         }
         allowed
+    }
+
+    /// What a subscription of `session` to `request` (a filter without its
+    /// `$share/{group}/` prefix) may receive. Without withholding, a filter is
+    /// reached in full or not at all.
+    pub fn reach(&self, session: &SessionAcl, request: &str) -> Reach {
+        if self.table.is_none() && session.own.is_none() {
+            return if self.default_allow {
+                Reach::Every
+            } else {
+                Reach::None
+            };
+        }
+        match self
+            .verdict(session, Action::Subscribe, request)
+            .reach(self.default_allow)
+        {
+            Reach::Some if !self.withhold => Reach::None,
+            reach => reach,
+        }
+    }
+
+    fn verdict(&self, session: &SessionAcl, action: Action, request: &str) -> Verdict {
+        let binding = &session.binding;
+        match (session.own.as_deref(), self.table.as_deref()) {
+            (Some(own), Some(table)) => verdict(&[own, table], binding, action, request),
+            (Some(one), None) | (None, Some(one)) => verdict(&[one], binding, action, request),
+            (None, None) => Verdict::default(),
+        }
     }
 
     /// A will may be published: checked and counted like a PUBLISH.
@@ -131,17 +171,21 @@ pub fn subscribe_request(filter: &str) -> &str {
 }
 
 impl Engine {
-    /// Use `table` (None: no rules file) and `default_allow` for every later check,
-    /// and remove the subscriptions they deny from every session bound in this
-    /// process. Returns the removed (client id, filter) pairs.
+    /// Use `table` (None: no rules file), `default_allow` and `withhold` (a
+    /// wildcard filter that reaches some allowed topics is granted, the rest
+    /// withheld per message; false: refused) for every later check, and remove
+    /// the subscriptions they deny from every session bound in this process.
+    /// Returns the removed (client id, filter) pairs.
     pub fn set_acl(
         &mut self,
         table: Option<Arc<AclTable>>,
         default_allow: bool,
+        withhold: bool,
     ) -> Vec<(String, String)> {
         self.acl = AclState {
             table,
             default_allow,
+            withhold,
             generation: self.acl.generation + 1,
         };
         let mut revoked = Vec::new();
@@ -193,11 +237,55 @@ impl Engine {
         allowed
     }
 
+    /// What a new subscription of `session` to `filter` may receive, counting a
+    /// refusal; one that reaches only some topics has its messages checked as
+    /// they are delivered from now on.
+    pub(super) fn subscription_reach(&mut self, session: u32, filter: &str) -> Reach {
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+        else {
+            return Reach::None;
+        };
+        let reach = self.acl.reach(&state.acl, subscribe_request(filter));
+        match reach {
+            Reach::None => self.stats.acl_denied_subscribe += 1,
+            Reach::Some => state.acl.withholds = true,
+            Reach::Every => {}
+        }
+        reach
+    }
+
+    /// A delivery of `topic` to `session` that the rules withhold (one of its
+    /// subscriptions reaches only some topics, and not this one); counted. Asked
+    /// as the delivery is made and again as a queued one is sent, so a message
+    /// queued before a reload or for a restored session is checked against the
+    /// rules and the identity of the connection that takes it.
+    pub(super) fn withheld(&mut self, session: u32, topic: &str) -> bool {
+        let Some(state) = self
+            .sessions
+            .get_mut(session as usize)
+            .and_then(Option::as_mut)
+            .filter(|s| s.acl.withholds && s.acl.bound)
+        else {
+            return false;
+        };
+        let withheld = !self.acl.allows(&mut state.acl, Action::Subscribe, topic);
+        if withheld {
+            self.stats.acl_withheld += 1;
+        }
+        withheld
+    }
+
     /// Remove `session`'s subscriptions the rules now deny (a reload, or a
     /// session resumed by a new CONNECT): out of the index, the journal, the
     /// retained cursor and any streamed group.
     pub(super) fn revoke_denied(&mut self, session: u32) -> Vec<(String, String)> {
         let mut revoked = Vec::new();
+        if let Some(state) = self.session_mut(session) {
+            state.acl.withholds = false; // set again below by a filter that needs it
+        }
         let unrestricted = self.acl.table.is_none()
             && self.acl.default_allow
             && self
@@ -216,12 +304,13 @@ impl Engine {
             else {
                 break;
             };
-            if self.acl.allows(
-                &mut state.acl,
-                Action::Subscribe,
-                subscribe_request(&filter),
-            ) {
-                continue;
+            match self.acl.reach(&state.acl, subscribe_request(&filter)) {
+                Reach::Every => continue,
+                Reach::Some => {
+                    state.acl.withholds = true;
+                    continue;
+                }
+                Reach::None => {}
             }
             let client_id = state.client_id.to_string();
             if let Some(conn) = state.conn.and_then(|c| self.conn_mut(c)) {

@@ -11,7 +11,9 @@
 //! the engine's own output buffer (not the transport) runs again after
 //! `take_output` empties it. Expired messages are dropped at send time
 //! [MQTT-3.3.2-5], and a retained message the ACL does not let the client read is
-//! skipped (`acl`). A PUBLISH above the client's Maximum Packet Size is dropped for
+//! skipped (`acl`), as is a message withheld from a subscription that reaches
+//! only some topics (`Engine::withheld`: checked as it is delivered and again as
+//! a queued one is sent). A PUBLISH above the client's Maximum Packet Size is dropped for
 //! that client only and, for QoS 1/2, never enters the window; it counts as sent,
 //! so a publisher whose every match was too large still hears 0x00, not 0x10
 //! [MQTT-3.1.2-25, 3.1.2-26]. Outbound topic aliases are applied as each PUBLISH is
@@ -40,6 +42,9 @@ impl Engine {
     pub(super) fn deliver(&mut self, session: u32, mut out: Outgoing, now: u64) -> bool {
         if out.message.is_expired(now) {
             self.count_dropped(DropReason::Expired, Some(session), &out.message, now);
+            return false;
+        }
+        if self.withheld(session, &out.message.topic) {
             return false;
         }
         out.seen = self.subscriptions_seen();
@@ -178,6 +183,8 @@ impl Engine {
             if out.message.is_expired(now) {
                 self.count_dropped(DropReason::Expired, Some(session), &out.message, now);
                 self.journal_removed(session, &out);
+            } else if self.withheld(session, &out.message.topic) {
+                self.journal_removed(session, &out);
             } else if qos == QoS::AtMostOnce {
                 self.send_publish(conn, &out, 0, now);
             } else {
@@ -205,9 +212,9 @@ impl Engine {
             .get(&pending.id)
             .filter(|m| !m.is_expired(now))
             .cloned();
-        let readable = message
-            .as_ref()
-            .is_some_and(|m| self.acl_allows(session, Action::Read, &m.topic));
+        let readable = message.as_ref().is_some_and(|m| {
+            self.acl_allows(session, Action::Read, &m.topic) && !self.withheld(session, &m.topic)
+        });
         let Some(message) = message.filter(|_| readable) else {
             self.advance_retained(conn);
             return Step::Done;

@@ -488,6 +488,11 @@ impl Engine {
         }
         if let Some(err) = error {
             self.stats.protocol_errors += 1;
+            if err == crate::codec::NEWER_PROTOCOL_LEVEL {
+                if let Some(conn) = self.conn_mut(conn_id) {
+                    conn.version = crate::codec::ProtocolVersion::V5; // refused as 5.0 does: 0x84
+                }
+            }
             self.refuse_with(conn_id, err.reason, err.detail, now);
             return false;
         }

@@ -141,10 +141,12 @@ pub struct Stats {
     pub connect_timeouts: u64,
     pub sessions_expired: u64,
     /// ACL denials (engine/acl.rs): PUBLISHes and wills, SUBSCRIBE filters,
-    /// retained messages not sent; subscriptions removed by new rules.
+    /// retained messages not sent; messages withheld from a subscription that
+    /// reaches only some topics; subscriptions removed by new rules.
     pub acl_denied_publish: u64,
     pub acl_denied_subscribe: u64,
     pub acl_denied_read: u64,
+    pub acl_withheld: u64,
     pub acl_revoked: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,

@@ -24,15 +24,13 @@
 //! (`Connection::subacks_held`).
 
 use super::persist::Reply;
-use crate::acl::Action;
+use crate::acl::Reach;
 use crate::codec::{
     Packet, Properties, Property, PropertyId, ProtocolVersion, QoS, ReasonCode, RetainHandling,
     SubAck, Subscribe, SubscriptionOptions, UnsubAck, Unsubscribe,
 };
 use crate::durability::{BusWait, Ticket};
 use crate::topic::{parse_shared_filter, IndexError};
-
-use super::acl::subscribe_request;
 
 use super::{ConnId, Engine, Event};
 
@@ -81,7 +79,7 @@ impl Engine {
                 properties = self.ack_reason_string(conn_id, refusal.name());
                 continue;
             }
-            if !self.acl_allows(session, Action::Subscribe, subscribe_request(filter)) {
+            if self.subscription_reach(session, filter) == Reach::None {
                 reasons.push(if v5 {
                     ReasonCode::NotAuthorized
                 } else {
