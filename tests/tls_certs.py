@@ -65,6 +65,34 @@ class Authority:
     def server(self, stem: str = "server") -> Pem:
         return self.issue(stem, "localhost", dns=("localhost",), ips=("127.0.0.1",), server=True)
 
+    @property
+    def crlfile(self) -> Path:
+        return self.directory / f"{self.name}-crl.pem"
+
+    def revoke(self, *revoked: Pem) -> Path:
+        """Write ``crlfile``: a CRL, valid for a day, revoking ``revoked`` (none: an
+        empty one). Written to a new file then renamed, as a CA's tooling does."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        builder = (
+            x509.CertificateRevocationListBuilder()
+            .issuer_name(self.certificate.subject)
+            .last_update(now - datetime.timedelta(minutes=5))
+            .next_update(now + datetime.timedelta(days=1))
+        )
+        for pem in revoked:
+            entry = (
+                x509.RevokedCertificateBuilder()
+                .serial_number(x509_serial(pem))
+                .revocation_date(now - datetime.timedelta(minutes=1))
+                .build()
+            )
+            builder = builder.add_revoked_certificate(entry)
+        crl = builder.sign(self.key, hashes.SHA256())
+        fresh = self.crlfile.with_suffix(".new")
+        fresh.write_bytes(crl.public_bytes(serialization.Encoding.PEM))
+        fresh.replace(self.crlfile)
+        return self.crlfile
+
 
 def _builder(
     subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey
@@ -123,6 +151,10 @@ def tls_keys(pki: Pki, extra: str = "") -> str:
         f'certfile = "{pki.server.cert}"\nkeyfile = "{pki.server.key}"\n'
         f'cafile = "{pki.ca.cafile}"\n{extra}'
     )
+
+
+def x509_serial(pem: Pem) -> int:
+    return x509.load_pem_x509_certificate(pem.cert.read_bytes()).serial_number
 
 
 def client_context(cafile: Path, cert: Pem | None = None) -> ssl.SSLContext:

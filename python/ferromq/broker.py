@@ -89,13 +89,13 @@ from ferromq._core import (
 )
 from ferromq._protocol import DEFAULT_ARENA_SIZE, IOHub, ReadArena
 from ferromq.acl import load_rules
-from ferromq.acl.watch import AclFileWatch
 from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
+from ferromq.file_watch import FileWatch
 from ferromq.listener import Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.node.identity import ShardIdentity
@@ -422,8 +422,12 @@ class Broker:
                 self._shard_sys = ShardSys(self.shard, self.figures)
                 await self._shard_sys.start()
             self._tasks.append(asyncio.create_task(self._publish_sys_forever()))
-        watch = AclFileWatch(lambda: self.config.acl, self.reload_acl)
-        self._tasks.append(asyncio.create_task(watch.run()))
+        acl = FileWatch(
+            lambda: [self.config.acl.file] if self.config.acl.file else [],
+            lambda: self.config.acl.watch,
+            self.reload_acl,
+        )
+        self._tasks.append(asyncio.create_task(acl.run()))
 
     def refuse(self, error: StoreUnavailable) -> None:
         """Stop serving: another shard or node sent a frame this build does not read

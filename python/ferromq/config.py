@@ -443,6 +443,13 @@ class ListenerConfig:
     """PEM private key of ``certfile``, unencrypted; required with ``tls``."""
     cafile: str = _setting("", _Text(allow_empty=True))
     """PEM CA certificates client certificates must chain to."""
+    crlfile: str = _setting("", _Text(allow_empty=True))
+    """PEM certificate revocation lists of those CAs: a revoked client certificate fails
+    the handshake, and when a reload brings a new list, a connected client whose
+    certificate it revokes is disconnected. Needs ``require_certificate``."""
+    watch: int = _setting(10, _duration(0))
+    """Seconds between checks of ``certfile``, ``keyfile``, ``cafile`` and ``crlfile``
+    for a change (one ``stat`` each), applied as a SIGHUP applies them; 0: SIGHUP only."""
     require_certificate: bool = _setting(False, _Bool())
     """Refuse, at the handshake, a client without a valid certificate from ``cafile``."""
     use_identity_as_username: bool = _setting(False, _Bool())
@@ -1484,6 +1491,11 @@ def _check_tls(index: int, listener: ListenerConfig) -> None:
         raise ConfigError(
             f"{where}.cafile: required with require_certificate = true "
             "(the CAs client certificates must chain to)"
+        )
+    if listener.crlfile and not listener.require_certificate:
+        raise ConfigError(
+            f"{where}.crlfile: needs require_certificate = true "
+            "(only verified client certificates are checked against it)"
         )
     if listener.use_identity_as_username and not listener.require_certificate:
         raise ConfigError(

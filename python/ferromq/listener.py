@@ -100,9 +100,13 @@ protocol runs the handshake and the record layer in front of the same
   certificate's identity is kept per connection (:meth:`Listeners.certificate`) for
   :class:`~ferromq.auth.AuthGate` until the connection ends.
 - **Certificates reloaded on SIGHUP** (:meth:`Listeners.reload_certificates`, a
-  ``Broker.reload_hooks`` entry): a new context is built from the files and swapped
-  in for the next handshakes; connections already up keep theirs. A context that
-  fails to build is logged and the old one kept.
+  ``Broker.reload_hooks`` entry) and, with the listener's ``watch``, when one of its
+  files changes (:mod:`ferromq.file_watch`): a new context is built from the files
+  and swapped in for the next handshakes; connections already up keep theirs, except
+  those whose client certificate the new ``crlfile`` revokes, which are closed
+  (:mod:`ferromq.tls_revocation`; logged, counted in
+  ``$SYS/broker/clients/tls_revoked``). A context that fails to build is logged and
+  the old one kept.
 """
 
 from __future__ import annotations
@@ -134,6 +138,7 @@ from ferromq.config import (
     ListenerConfig,
     listener_path,
 )
+from ferromq.file_watch import FileWatch
 from ferromq.log import RateLimitedLog, log_event, peer_text
 from ferromq.node.handover import (
     MESSAGE_MAX,
@@ -147,7 +152,8 @@ from ferromq.node.handover import (
 from ferromq.node.identity import ShardIdentity
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
 from ferromq.sockets import ListenError, bind_sockets
-from ferromq.tls import certificate_identity, server_context
+from ferromq.tls import certificate_identity, revocations, server_context, watched_files
+from ferromq.tls_revocation import Revoked, TlsClients
 from ferromq.tls_tickets import TicketKeysUnavailable, share_ticket_keys
 from ferromq.websocket_upgrade import UpgradeProtocol
 
@@ -179,6 +185,8 @@ class _Listener:
     tls: ssl.SSLContext | None = None
     trusted: tuple[_Network, ...] = ()
     """``proxy_trusted``, parsed."""
+    clients: TlsClients | None = None
+    """With ``require_certificate``: its connections by client certificate."""
 
     @property
     def owned(self) -> bool:
@@ -200,6 +208,8 @@ class _Counts:
     accept_paused_handovers: int = 0  # times accepting stopped for hand-overs piling up
     connect_timeouts: int = 0
     """Connections the router closed at the connect timeout (in a node of shards)."""
+    tls_revoked: int = 0
+    """Connections closed because a reloaded ``crlfile`` revokes their certificate."""
     failures: Counter[_PreambleFailure] = field(default_factory=Counter)
     pending: set[asyncio.Task[object]] = field(default_factory=set)
 
@@ -410,7 +420,14 @@ class Listeners:
                 sockets = bind_sockets(
                     listener_path(index, config), config.host, config.port, reuse_port
                 )
-                listeners.append(_Listener(index, config, sockets, contexts[index], trusted))
+                clients = (
+                    TlsClients(revocations(listener_path(index, config), config))
+                    if config.protocol in TLS_PROTOCOLS and config.require_certificate
+                    else None
+                )
+                listeners.append(
+                    _Listener(index, config, sockets, contexts[index], trusted, clients)
+                )
         except ListenError:
             for listener in listeners:
                 for sock in listener.sockets:
@@ -427,6 +444,7 @@ class Listeners:
             "accept_paused_fd_exhausted": counts.accept_paused,
             "accept_paused_handovers": counts.accept_paused_handovers,
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
+            "tls_revoked": counts.tls_revoked,
         }
         if self._shard is not None and self._hub is not None:
             engine = self._hub.engine.stats()["connect_timeouts"]
@@ -458,27 +476,43 @@ class Listeners:
     def reload_certificates(self, running: Config, applied: Config) -> None:
         """A ``Broker.reload_hooks`` entry: read every TLS listener's files again (at the
         paths ``applied`` gives, :func:`ferromq.tls.reloaded_listeners`); the next
-        handshakes use the new context, connections already up keep theirs."""
+        handshakes use the new context, connections already up keep theirs unless the
+        new ``crlfile`` revokes their certificate."""
         for listener in self._listeners:
-            if listener.tls is None:
-                continue
-            config = applied.listeners[listener.index]
-            try:
-                context = _tls_context(listener.index, config)
-            except ConfigError as exc:
-                log_event(
-                    logger,
-                    logging.ERROR,
-                    "TLS certificates not reloaded, old ones kept",
-                    listener=listener.config.name,
-                    error=str(exc),
-                )
-                continue
-            listener.tls, listener.config = context, config
-            self._share_ticket_keys(listener)
+            if listener.tls is not None:
+                self._reload_certificates(listener, applied.listeners[listener.index])
+
+    def _reload_certificates(self, listener: _Listener, config: ListenerConfig) -> None:
+        where = listener_path(listener.index, config)
+        try:
+            context = _tls_context(listener.index, config)
+            revoked = revocations(where, config)
+        except ConfigError as exc:
             log_event(
-                logger, logging.INFO, "TLS certificates reloaded", listener=listener.config.name
+                logger,
+                logging.ERROR,
+                "TLS certificates not reloaded, old ones kept",
+                listener=listener.config.name,
+                error=str(exc),
             )
+            return
+        listener.tls, listener.config = context, config
+        self._share_ticket_keys(listener)
+        log_event(logger, logging.INFO, "TLS certificates reloaded", listener=listener.config.name)
+        if listener.clients is not None:
+            for closed in listener.clients.revoke(revoked):
+                self._revoked(listener, closed)
+
+    def _revoked(self, listener: _Listener, closed: Revoked) -> None:
+        self._counts.tls_revoked += 1
+        log_event(
+            logger,
+            logging.WARNING,
+            "client certificate revoked: connection closed",
+            listener=listener.config.name,
+            peer=closed.peer,
+            serial=f"{closed.serial:x}",
+        )
 
     def serve(
         self,
@@ -511,6 +545,8 @@ class Listeners:
             for listener in self._listeners:
                 self._share_ticket_keys(listener)
         for listener in self._listeners:
+            if listener.tls is not None:
+                self._watch(listener)
             self._resume(listener)
             for sock in listener.sockets:
                 host, port = sock.getsockname()[:2]
@@ -523,6 +559,19 @@ class Listeners:
                     protocol=listener.config.protocol,
                     max_connections=listener.config.max_connections,
                 )
+
+    def _watch(self, listener: _Listener) -> None:
+        """Reload ``listener``'s certificates when one of its files changes (its
+        ``watch``), as the listeners' pending tasks, cancelled when they close."""
+        assert self._loop is not None
+        watch = FileWatch(
+            lambda: watched_files(listener.config),
+            lambda: listener.config.watch,
+            lambda: self._reload_certificates(listener, listener.config),
+        )
+        task: asyncio.Task[object] = self._loop.create_task(watch.run())
+        self._counts.pending.add(task)
+        task.add_done_callback(self._counts.pending.discard)
 
     def _share_ticket_keys(self, listener: _Listener) -> None:
         """Give ``listener``'s TLS context the node's session-ticket key (in a node of
@@ -940,7 +989,13 @@ class Listeners:
             accepted.sock.close()
             return
         error = task.exception()
+        clients = accepted.listener.clients
         if error is None:
+            started = task.result()  # (transport, protocol), or None: given to the engine
+            if clients is not None and isinstance(started, tuple):
+                revoked = clients.add(started[0])
+                if revoked is not None:
+                    self._revoked(accepted.listener, revoked)
             return
         # The transport never started: the peer left at once, its PROXY header was
         # missing or bad, or its TLS handshake failed or timed out.

@@ -92,6 +92,7 @@ COUNTERS: Mapping[str, str] = {
     "clients/accept_paused/fd_exhausted": "accept_paused_fd_exhausted",
     "clients/accept_paused/handovers": "accept_paused_handovers",
     "clients/tls_handshake_failed": "tls_handshake_failed",
+    "clients/tls_revoked": "tls_revoked",
     "clients/refused/proxy_header": "refused_proxy_header",
     "clients/refused/websocket_upgrade": "refused_websocket_upgrade",
 }

@@ -11,6 +11,9 @@ The keys are Mosquitto's (``mosquitto.conf(5)``):
 
 - ``certfile`` / ``keyfile``: the server's PEM certificate (chain) and unencrypted key;
 - ``cafile``: the CA certificates a client certificate must chain to;
+- ``crlfile``: those CAs' certificate revocation lists (PEM): OpenSSL refuses a revoked
+  client certificate at the handshake (``VERIFY_CRL_CHECK_LEAF``; as in Mosquitto, a
+  list past its ``nextUpdate`` fails every handshake until a fresh one is in place);
 - ``require_certificate``: a client without a valid certificate fails the handshake
   (``CERT_REQUIRED``); without it, client certificates are not asked for;
 - ``use_identity_as_username``: the certificate's identity replaces the CONNECT's user
@@ -31,7 +34,11 @@ a cipher list OpenSSL selects nothing from).
 On SIGHUP (:mod:`ferromq.reload`) a TLS listener takes the :data:`RELOADABLE` keys of
 the new configuration when nothing else about it changed
 (:func:`reloaded_listeners`), and its files are read again whether or not their paths
-changed, so a certificate renewed in place is picked up.
+changed, so a certificate renewed in place is picked up; with ``watch`` (seconds) the
+listener also reloads them when one changes (:mod:`ferromq.file_watch`). A reload
+applies to new handshakes; :func:`revocations` gives the certificates ``crlfile``
+revokes, so the listeners can close the connections already up with one of them
+(:mod:`ferromq.crl`).
 """
 
 from __future__ import annotations
@@ -43,11 +50,20 @@ from pathlib import Path
 from typing import Any, Final
 
 from ferromq.config import TLS_PROTOCOLS, ConfigError, ListenerConfig
+from ferromq.crl import CertificateId, CrlError, revoked_certificates
 
-__all__ = ["RELOADABLE", "certificate_identity", "reloaded_listeners", "server_context"]
+__all__ = [
+    "RELOADABLE",
+    "certificate_identity",
+    "reloaded_listeners",
+    "revocations",
+    "server_context",
+    "watched_files",
+]
 
-RELOADABLE: Final = ("certfile", "keyfile", "cafile", "ciphers", "tls_version")
-"""The listener keys a SIGHUP applies: they only change the context of new handshakes."""
+RELOADABLE: Final = ("certfile", "keyfile", "cafile", "crlfile", "ciphers", "tls_version", "watch")
+"""The listener keys a SIGHUP applies: they only change the context of new handshakes
+(and a new ``crlfile`` the connections it revokes)."""
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 _SAN_TYPES: Final = {"san_dns": "DNS", "san_uri": "URI", "san_email": "email"}
@@ -106,6 +122,10 @@ def server_context(where: str, config: ListenerConfig) -> ssl.SSLContext:
             context.load_verify_locations(cafile=cafile)
         except ssl.SSLError:
             raise ConfigError(f"{where}.cafile: {cafile}: no PEM certificate in it") from None
+    if config.crlfile:
+        revocations(where, config)  # a file OpenSSL would read as no list at all
+        context.load_verify_locations(cafile=config.crlfile)
+        context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     if config.require_certificate:
         context.verify_mode = ssl.CERT_REQUIRED
     if config.ciphers:
@@ -116,6 +136,23 @@ def server_context(where: str, config: ListenerConfig) -> ssl.SSLContext:
                 f"{where}.ciphers: OpenSSL selects no cipher from {config.ciphers!r}"
             ) from None
     return context
+
+
+def revocations(where: str, config: ListenerConfig) -> frozenset[CertificateId]:
+    """The client certificates the listener's ``crlfile`` revokes (none without one).
+    Raises :class:`ConfigError` naming ``{where}.crlfile`` and the problem."""
+    if not config.crlfile:
+        return frozenset()
+    crlfile = _readable(f"{where}.crlfile", config.crlfile)
+    try:
+        return revoked_certificates(Path(crlfile).read_bytes())
+    except CrlError as exc:
+        raise ConfigError(f"{where}.crlfile: {crlfile}: {exc}") from None
+
+
+def watched_files(config: ListenerConfig) -> list[str]:
+    """The files a TLS listener's ``watch`` looks at."""
+    return [p for p in (config.certfile, config.keyfile, config.cafile, config.crlfile) if p]
 
 
 def certificate_identity(certificate: Mapping[str, Any] | None, source: str) -> str | None:

@@ -24,7 +24,7 @@ from tests.conftest import RunningBroker, Starter, hang_up
 from tests.mqtt_raw import RawClient, sys_value_reaches
 from tests.paho_clients import paho_client, round_trip
 from tests.services import free_port
-from tests.tls_certs import Pem, Pki, authority, client_context, tls_keys
+from tests.tls_certs import Pem, Pki, authority, client_context, tls_keys, x509_serial
 
 
 def tls_config(pki: Pki, extra: str = "", sections: str = "") -> str:
@@ -243,6 +243,85 @@ def test_a_bad_certificate_on_sighup_keeps_the_old_one(
     broker.wait_for_log("does not match")
     assert tls_client(broker, pki.ca.cafile).connect("still")["reason_code"] == 0
     pki.server.key.write_bytes(original_key)
+
+
+def _subscribed(client: RawClient, topic: str) -> None:
+    client.send({"type": "subscribe", "packet_id": 1, "filters": [{"filter": topic, "qos": 1}]})
+    assert client.recv()["type"] == "suback"
+
+
+@pytest.mark.parametrize("reload", ["file changed", "sighup"])
+def test_a_revoked_certificate_fails_its_handshake_and_a_new_crl_closes_its_connection(
+    started: Starter, loop: str, pki: Pki, reload: str
+) -> None:
+    ca = pki.ca
+    early, later = ca.issue("early", "early"), ca.issue("later", "later")
+    ca.revoke(early)
+    watch = 1 if reload == "file changed" else 0
+    keys = f'require_certificate = true\ncrlfile = "{ca.crlfile}"\nwatch = {watch}\n'
+    broker = started(loop, tls_config(pki, keys, "[sys]\ninterval = 1\n"))
+    refused_at_handshake(broker, client_context(ca.cafile, early))
+    victim = tls_client(broker, ca.cafile, later)
+    will = {"topic": "wills/later", "payload": b"gone", "qos": 1, "retain": False}
+    assert victim.connect("victim", will=will)["reason_code"] == 0
+    survivor = tls_client(broker, ca.cafile, pki.client)
+    assert survivor.connect("survivor")["reason_code"] == 0
+    _subscribed(survivor, "wills/#")
+
+    ca.revoke(early, later)  # a new list, renamed over the old one
+    if reload == "sighup":
+        hang_up(broker, "TLS certificates reloaded")
+    victim.expect_closed(timeout=10)
+    assert bytes(survivor.recv(timeout=10)["payload"]) == b"gone"  # as any lost client
+    log = broker.log()
+    assert "client certificate revoked: connection closed" in log
+    assert f"serial={x509_serial(later):x}" in log
+    # The survivor is served on; the revoked certificate cannot come back.
+    survivor.send({"type": "publish", "topic": "wills/x", "payload": b"still", "qos": 0})
+    assert bytes(survivor.recv()["payload"]) == b"still"
+    refused_at_handshake(broker, client_context(ca.cafile, later))
+    sys_value_reaches(survivor, "$SYS/broker/clients/tls_revoked", 1)
+
+
+def test_a_new_ca_is_trusted_after_its_file_changes_without_a_restart(
+    started: Starter, loop: str, pki: Pki, tmp_path: Path
+) -> None:
+    keys = "require_certificate = true\nwatch = 1\n"
+    broker = started(loop, tls_config(pki, keys))
+    kept = tls_client(broker, pki.ca.cafile, pki.client)
+    assert kept.connect("kept")["reason_code"] == 0
+    second = authority(tmp_path, "second")
+    newcomer = second.issue("newcomer", "newcomer")
+    refused_at_handshake(broker, client_context(pki.ca.cafile, newcomer))
+    bundle = pki.ca.cafile.read_bytes() + second.cafile.read_bytes()
+    fresh = pki.ca.cafile.with_suffix(".new")
+    fresh.write_bytes(bundle)
+    fresh.replace(pki.ca.cafile)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client = tls_client(broker, pki.ca.cafile, newcomer)
+            assert client.connect("newcomer")["reason_code"] == 0
+            break
+        except (ssl.SSLError, ConnectionError):
+            assert time.monotonic() < deadline, broker.log()
+            time.sleep(0.2)
+    kept.send({"type": "pingreq"})
+    assert kept.recv()["type"] == "pingresp"
+
+
+def test_a_crlfile_that_holds_no_crl_is_refused_naming_the_key(pki: Pki, tmp_path: Path) -> None:
+    config = tmp_path / "ferromq.toml"
+    keys = f'require_certificate = true\ncrlfile = "{pki.ca.cafile}"\n'
+    config.write_text(tls_config(pki, keys))
+    checked = subprocess.run(
+        ["ferromq", "check-config", "-c", str(config)], capture_output=True, text=True
+    )
+    assert checked.returncode == 2
+    assert checked.stderr.strip().splitlines() == [
+        f"ferromq: error: listeners[0].crlfile: {pki.ca.cafile}: no PEM CRL "
+        "(-----BEGIN X509 CRL-----) in it"
+    ]
 
 
 def wait_for_sys_value(broker: RunningBroker, pki: Pki, topic: str, at_least: int) -> None:

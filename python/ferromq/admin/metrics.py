@@ -101,6 +101,11 @@ COUNTERS: Final = (
         "tls_handshake_failed",
     ),
     (
+        "ferromq_connections_tls_revoked",
+        "Connections closed because a reloaded CRL revokes their client certificate.",
+        "tls_revoked",
+    ),
+    (
         "ferromq_connections_accept_paused",
         "Times accepting paused for want of file descriptors.",
         "accept_paused_fd_exhausted",
