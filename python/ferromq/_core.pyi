@@ -208,6 +208,8 @@ class EngineSettings:
         redirect_server_reference: str,
         redirect_permanent: bool,
         client_events: bool,
+        sparkplug_aware: bool,
+        sparkplug_ndeath_timestamp: bool,
     ) -> EngineSettings: ...
 
 # The engine's events (Engine.take_events), one class per variant of the core's Event.

@@ -893,6 +893,19 @@ class AdminConfig:
 
 
 @dataclass(frozen=True)
+class SparkplugConfig:
+    """``[sparkplug]``: Sparkplug B "Aware" (Sparkplug 3.0 §10; docs/sparkplug.md)."""
+
+    aware: bool = _setting(False, _Bool())
+    """Republish every NBIRTH and DBIRTH as a retained message on
+    ``$sparkplug/certificates/`` + its topic, so a host application that connects
+    later reads each node's and device's last birth at once."""
+    ndeath_timestamp: bool = _setting(True, _Bool())
+    """With ``aware``: set an NDEATH's payload timestamp to the time the broker sends it
+    (a will was composed at CONNECT, perhaps hours before)."""
+
+
+@dataclass(frozen=True)
 class SysConfig:
     """``[sys]``: the ``$SYS/`` broker statistics topics."""
 
@@ -1089,6 +1102,7 @@ class Config:
     redis: RedisConfig = field(default_factory=RedisConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     sys: SysConfig = field(default_factory=SysConfig)
+    sparkplug: SparkplugConfig = field(default_factory=SparkplugConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)

@@ -87,6 +87,8 @@ def engine_settings(config: Config) -> EngineSettings:
         redirect_server_reference=config.redirect.server_reference,
         redirect_permanent=config.redirect.permanent,
         client_events=client_events_wanted(config.log.level),
+        sparkplug_aware=config.sparkplug.aware,
+        sparkplug_ndeath_timestamp=config.sparkplug.ndeath_timestamp,
     )
 
 

@@ -8,7 +8,7 @@
 
 use ferromq_core::codec::QoS;
 use ferromq_core::engine::{
-    DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits,
+    DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits, Sparkplug,
 };
 use ferromq_core::topic::ShareStrategy;
 use pyo3::prelude::*;
@@ -74,6 +74,8 @@ impl EngineSettings {
         redirect_server_reference,
         redirect_permanent,
         client_events,
+        sparkplug_aware,
+        sparkplug_ndeath_timestamp,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -120,6 +122,8 @@ impl EngineSettings {
         redirect_server_reference: String,
         redirect_permanent: bool,
         client_events: bool,
+        sparkplug_aware: bool,
+        sparkplug_ndeath_timestamp: bool,
     ) -> PyResult<EngineSettings> {
         let features = Features {
             maximum_qos: QoS::from_u8(maximum_qos).ok_or_else(|| {
@@ -178,6 +182,10 @@ impl EngineSettings {
             stream_application_groups,
             features,
             client_events,
+            sparkplug: Sparkplug {
+                aware: sparkplug_aware,
+                ndeath_timestamp: sparkplug_ndeath_timestamp,
+            },
         };
         Ok(EngineSettings {
             config,

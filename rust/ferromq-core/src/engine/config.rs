@@ -2,6 +2,7 @@
 //! (`ferromq.engine.engine_settings`): the defaults live in `config.py` only.
 
 pub use super::announce::{Features, Redirect};
+pub use super::sparkplug::Sparkplug;
 
 /// What to drop when a session's queue is full. QoS 0 messages always go first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,6 +110,8 @@ pub struct EngineConfig {
     /// Report each connect, disconnect, subscribe and unsubscribe as an event
     /// (`lifecycle`): on while Python logs them (at info).
     pub client_events: bool,
+    /// Sparkplug B "Aware" (`sparkplug`): birth certificates, NDEATH timestamps.
+    pub sparkplug: Sparkplug,
 }
 
 /// The Rust tests' fixture (feature `test-fixtures`, on for this crate's own tests),
@@ -144,6 +147,7 @@ impl Default for EngineConfig {
             stream_application_groups: false,
             features: Features::default(),
             client_events: false,
+            sparkplug: Sparkplug::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ use super::message::Message;
 use super::retained_store::{self, Origin};
 use super::session::Awaiting;
 use super::shards;
+use super::sparkplug;
 use super::{ConnId, Engine, Outgoing};
 
 impl Engine {
@@ -252,12 +253,29 @@ impl Engine {
     }
 
     /// Route a client's message (or will) to every matching session and store it if
-    /// retained. Returns the number of sessions it was delivered or queued to.
+    /// retained; with `[sparkplug] aware`, an NDEATH is stamped and a birth also
+    /// published as its retained certificate (`sparkplug`). Returns the number of
+    /// sessions it was delivered or queued to.
     pub(super) fn route(&mut self, message: Arc<Message>, now: u64) -> usize {
+        let aware = self.config.sparkplug;
+        let message = if aware.aware && aware.ndeath_timestamp {
+            let unix_ms = (now as i64 + self.wall_offset).max(0) as u64;
+            sparkplug::stamped_death(&message, unix_ms).map_or(message, Arc::new)
+        } else {
+            message
+        };
         if message.retain {
             self.store_retained(&message, Origin::Client, now);
         }
-        self.fan_out(message, now)
+        let certificate = aware
+            .aware
+            .then(|| sparkplug::birth_certificate(&message))
+            .flatten();
+        let delivered = self.fan_out(message, now);
+        if let Some(certificate) = certificate {
+            self.route(Arc::new(certificate), now);
+        }
+        delivered
     }
 
     /// Deliver or queue a message to every matching session; returns how many.
