@@ -144,13 +144,17 @@ class Producer:
         await self._room.wait()
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Wait (up to ``timeout``) for what was sent, then stop serving reports."""
+        """Wait (up to ``timeout``) for what was sent, then stop: what Kafka has not
+        taken by then is dropped unreported (the bus is stopping; nobody waits) and
+        librdkafka's threads end, rather than go on dialling an absent Kafka."""
         if self._thread is None:
             return
         await asyncio.to_thread(self._kafka.flush, timeout)
         self._stopping.set()
         await asyncio.to_thread(self._thread.join)
         self._thread = None
+        self._kafka.purge()
+        await asyncio.to_thread(self._kafka.close)
 
     # -- librdkafka's thread ------------------------------------------------------------
 
@@ -161,6 +165,8 @@ class Producer:
     def _delivered(
         self, future: asyncio.Future[int], error: KafkaError | None, message: Message
     ) -> None:
+        if self._stopping.is_set():
+            return  # purged by stop
         if error is not None:
             self._to_loop(self._settle, future, ProduceFailed(error.str()))
         else:
