@@ -14,6 +14,7 @@ __all__ = [
     "AclBinding",
     "AclRule",
     "AclRules",
+    "AutoSubscription",
     "ApplicationAck",
     "ApplicationEnd",
     "ApplicationEnqueue",
@@ -442,6 +443,10 @@ class AclBinding:
     ) -> AclBinding: ...
 
 @final
+class AutoSubscription:
+    def __new__(cls, topic: str, qos: int) -> AutoSubscription: ...
+
+@final
 class Bus:
     @staticmethod
     def create(count: int, ring_capacity: int) -> int: ...
@@ -570,6 +575,7 @@ class Engine:
         client_type: str | None = None,
         acl: AclBinding | None = None,
     ) -> None: ...
+    def set_auto_subscribe(self, subscriptions: list[AutoSubscription]) -> None: ...
     def set_acl(
         self, rules: AclRules | None, default_allow: bool, withhold: bool
     ) -> list[tuple[str, str]]: ...

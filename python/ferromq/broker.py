@@ -92,6 +92,7 @@ from ferromq.acl import load_rules
 from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
+from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
@@ -254,6 +255,7 @@ class Broker:
         self.reloader: Reloader | None = None  # SIGHUP's, set by serve()
         self.acl_rules: AclRules | None = None
         self.use_acl(load_rules(config.acl), config.acl)
+        self.engine.set_auto_subscribe(auto_subscriptions(config.auto_subscribe))
         for client_id in config.log.trace_clients:
             self.engine.trace(client_id, True)
 

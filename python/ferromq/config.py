@@ -893,6 +893,20 @@ class AdminConfig:
 
 
 @dataclass(frozen=True)
+class AutoSubscribeConfig:
+    """``[auto_subscribe]``: subscriptions every client is given at CONNECT
+    (:mod:`ferromq.auto_subscribe`)."""
+
+    topics: tuple[str, ...] = _setting((), _TextList())
+    """Topic filters, with the ACL's placeholders: ``%c`` the client id, ``%u`` the
+    user name, ``%C`` the certificate identity, ``%{claim}`` a JWT claim. One whose
+    placeholder has no value for a client is skipped for that client; the ACL and
+    ``limits.max_subscriptions_per_client`` apply as to a SUBSCRIBE."""
+    qos: int = _setting(1, _Int(0, 2))
+    """The QoS of each (capped by ``mqtt5.maximum_qos``)."""
+
+
+@dataclass(frozen=True)
 class SparkplugConfig:
     """``[sparkplug]``: Sparkplug B "Aware" (Sparkplug 3.0 §10; docs/sparkplug.md)."""
 
@@ -1103,6 +1117,7 @@ class Config:
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     sys: SysConfig = field(default_factory=SysConfig)
     sparkplug: SparkplugConfig = field(default_factory=SparkplugConfig)
+    auto_subscribe: AutoSubscribeConfig = field(default_factory=AutoSubscribeConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)

@@ -9,6 +9,7 @@ would. It reads but never writes (check-config may run beside a live broker):
   users file exists and parses, the JWT key file is a key, the ``jwt`` / ``http``
   extras are installed, the hook imports;
 - the ACL rules file reads and every rule in it compiles (:func:`ferromq.acl.load_rules`);
+- every ``[auto_subscribe]`` filter compiles (:func:`ferromq.auto_subscribe.auto_subscriptions`);
 - the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
@@ -33,6 +34,7 @@ from pathlib import Path
 from ferromq.acl import load_rules
 from ferromq.admission import load_bans
 from ferromq.auth import check_providers
+from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
 from ferromq.tls import server_context
 
@@ -43,6 +45,7 @@ def check(config: Config) -> None:
     """Raise :class:`ConfigError` for the first thing ``config`` names that is missing."""
     check_providers(config.auth)
     load_rules(config.acl)
+    auto_subscriptions(config.auto_subscribe)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol in TLS_PROTOCOLS:

@@ -18,6 +18,8 @@ before swapping anything, so it applies whole or not at all:
 - ``[acl]``: the rules file is read again and its rules, with ``default``, apply at
   once (:meth:`ferromq.broker.Broker.use_acl`): subscriptions they deny stop
   delivering, the next PUBLISH is checked against them;
+- ``[auto_subscribe]``: the filters apply from the next CONNECT
+  (:mod:`ferromq.auto_subscribe`);
 - ``[bans]`` (the bans file read again) and the ``[limits]`` admission decides with
   (:data:`ADMISSION_LIMITS`): the next connections are decided with them, and connected
   clients a new ban matches are closed (``Broker._reload_admission``) — unless they
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ferromq.acl import load_rules
 from ferromq.admission import checks_connect
 from ferromq.auth import provider_from_config
+from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.config import Config, ConfigError, LimitsConfig, config_as_dict
 from ferromq.log import install_handler, log_event, log_handler
 from ferromq.tls import reloaded_listeners
@@ -105,6 +108,7 @@ class Reloader:
             # With authentication on, the provider files are read again even when unchanged.
             provider = provider_from_config(new.auth) if broker.auth is not None else None
             rules = load_rules(new.acl)  # the rules file is read again even when unchanged
+            subscriptions = auto_subscriptions(new.auto_subscribe)
             handler = log_handler(new.log)
         except ConfigError as exc:
             log_event(
@@ -122,6 +126,7 @@ class Reloader:
             log=new.log,
             auth=running.auth if auth_switched else new.auth,
             acl=new.acl,
+            auto_subscribe=new.auto_subscribe,
             listeners=reloaded_listeners(running.listeners, new.listeners),
             bans=new.bans if admission else running.bans,
             limits=_admission_limits(running.limits, new.limits) if admission else running.limits,
@@ -130,6 +135,7 @@ class Reloader:
         if broker.auth is not None and provider is not None and not auth_switched:
             broker.use_provider(provider)
         broker.use_acl(rules, applied.acl)
+        broker.engine.set_auto_subscribe(subscriptions)
         broker.hub.flush()
         for hook in broker.reload_hooks:
             hook(running, applied)

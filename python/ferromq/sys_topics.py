@@ -85,6 +85,7 @@ COUNTERS: Mapping[str, str] = {
     "acl/denied/read": "acl_denied_read",
     "acl/withheld": "acl_withheld",
     "acl/revoked": "acl_revoked",
+    "subscriptions/auto_skipped": "auto_subscribe_skipped",
     "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},

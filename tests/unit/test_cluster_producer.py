@@ -48,4 +48,6 @@ def test_a_producer_whose_kafka_is_away_holds_twice_its_largest_record_at_most()
     # Stopped, librdkafka no longer dials the absent Kafka (opening and closing
     # sockets under whatever runs next in this process).
     assert _threads() <= threads
-  # 2 * RECORD bytes of half-record values
+
+
+# 2 * RECORD bytes of half-record values

@@ -134,6 +134,11 @@ COUNTERS: Final = (
     ),
     ("ferromq_acl_revoked_subscriptions", "Subscriptions removed by new ACL rules.", "acl_revoked"),
     (
+        "ferromq_auto_subscriptions_skipped",
+        "Auto-subscriptions not made: a placeholder without a value, or refused.",
+        "auto_subscribe_skipped",
+    ),
+    (
         "ferromq_acl_withheld",
         "Messages withheld from a subscription reaching topics the ACL denies.",
         "acl_withheld",

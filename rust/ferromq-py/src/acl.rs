@@ -1,12 +1,15 @@
 //! The ACL's Python face: `AclRule` (one validated rule), `AclRules` (a compiled
 //! list, shared by the engine without copying) and `AclBinding` (what a
-//! connection's authentication says about it). Python parses the rules file and
+//! connection's authentication says about it); and `AutoSubscription`, a filter
+//! with the same placeholders that every client is given at CONNECT. Python parses the rules file and
 //! the authentication answers (`ferromq.acl`); the core compiles and checks.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ferromq_core::acl::{AclTable, Action, Binding, Permission, Rule, Subject};
+use ferromq_core::acl::{template, AclTable, Action, Binding, Permission, Rule, Subject};
+use ferromq_core::codec::QoS;
+use ferromq_core::engine::AutoSubscription as CoreAutoSubscription;
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -15,6 +18,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AclRule>()?;
     m.add_class::<AclRules>()?;
     m.add_class::<AclBinding>()?;
+    m.add_class::<AutoSubscription>()?;
     Ok(())
 }
 
@@ -121,5 +125,26 @@ impl AclBinding {
             },
             rules: rules.map(|r| r.table.clone()),
         }
+    }
+}
+
+/// One `[auto_subscribe]` filter (placeholders as in ACL rules) and its QoS; the
+/// constructor raises `ValueError` (one line) for a bad one.
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct AutoSubscription {
+    pub(crate) subscription: CoreAutoSubscription,
+}
+
+#[pymethods]
+impl AutoSubscription {
+    #[new]
+    fn new(topic: &str, qos: u8) -> PyResult<AutoSubscription> {
+        let filter =
+            template(topic).map_err(|e| errors::bad_argument(format!("topic {topic:?}: {e}")))?;
+        let qos = QoS::from_u8(qos)
+            .ok_or_else(|| errors::bad_argument(format!("qos {qos} is not 0, 1 or 2")))?;
+        Ok(AutoSubscription {
+            subscription: CoreAutoSubscription { filter, qos },
+        })
     }
 }

@@ -14,7 +14,7 @@ use ferromq_core::engine::{Engine as CoreEngine, Framing, SessionFilter, StreamC
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
 
-use crate::acl::{AclBinding, AclRules};
+use crate::acl::{AclBinding, AclRules, AutoSubscription};
 use crate::admin::{
     MessageProperties, RetainedMessage, RetainedPage, SessionInfo, SessionPage, Subscription,
 };
@@ -466,6 +466,16 @@ impl Engine {
         RestoreReport::from_core(py, report)
     }
 
+    /// Give every later CONNECT these subscriptions (`[auto_subscribe]`).
+    fn set_auto_subscribe(&mut self, subscriptions: Vec<PyRef<'_, AutoSubscription>>) {
+        self.inner.set_auto_subscribe(
+            subscriptions
+                .iter()
+                .map(|s| s.subscription.clone())
+                .collect(),
+        );
+    }
+
     /// Check every later message against `rules` (None: no rules file),
     /// `default_allow` and `withhold` (a wildcard filter reaching some allowed
     /// topics is granted and the rest withheld per message; false: refused), and
@@ -537,6 +547,7 @@ impl Engine {
             ("acl_denied_subscribe", s.acl_denied_subscribe),
             ("acl_denied_read", s.acl_denied_read),
             ("acl_withheld", s.acl_withheld),
+            ("auto_subscribe_skipped", s.auto_subscribe_skipped),
             ("acl_revoked", s.acl_revoked),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),

@@ -14,6 +14,6 @@ mod rule;
 mod table;
 mod trie;
 
-pub use rule::{Action, Binding, Level, Part, Permission, Rule, RuleError, Subject, Var};
+pub use rule::{template, Action, Binding, Level, Part, Permission, Rule, RuleError, Subject, Var};
 pub use table::{verdict, AclTable};
 pub use trie::{Reach, Verdict};

@@ -133,14 +133,10 @@ impl Rule {
         if actions == 0 {
             return Err(RuleError::NoAction);
         }
-        validate_topic_filter(filter).map_err(|e| RuleError::Filter(e.as_str()))?;
         if matches!(parse_shared_filter(filter), Ok(Some(_))) {
             return Err(RuleError::Shared);
         }
-        let levels = filter
-            .split('/')
-            .map(parse_level)
-            .collect::<Result<_, _>>()?;
+        let levels = template(filter)?;
         Ok(Rule {
             permission,
             actions,
@@ -148,6 +144,13 @@ impl Rule {
             levels,
         })
     }
+}
+
+/// A topic filter whose levels may hold placeholders (an ACL rule's, an
+/// auto-subscription's), validated as a filter and parsed level by level.
+pub fn template(filter: &str) -> Result<Box<[Level]>, RuleError> {
+    validate_topic_filter(filter).map_err(|e| RuleError::Filter(e.as_str()))?;
+    filter.split('/').map(parse_level).collect()
 }
 
 fn parse_level(level: &str) -> Result<Level, RuleError> {
@@ -241,6 +244,31 @@ impl Binding {
         rest.is_empty()
     }
 
+    /// The filter `levels` become under this binding; None when a placeholder has
+    /// no usable value.
+    pub fn render(&self, levels: &[Level]) -> Option<String> {
+        let mut filter = String::new();
+        for (n, level) in levels.iter().enumerate() {
+            if n > 0 {
+                filter.push('/');
+            }
+            match level {
+                Level::Exact(text) => filter.push_str(text),
+                Level::Plus => filter.push('+'),
+                Level::Hash => filter.push('#'),
+                Level::Template(parts) => {
+                    for part in parts.iter() {
+                        match part {
+                            Part::Text(text) => filter.push_str(text),
+                            Part::Var(var) => filter.push_str(self.value(var)?),
+                        }
+                    }
+                }
+            }
+        }
+        Some(filter)
+    }
+
     /// Whether every placeholder of `parts` has a usable value.
     pub fn binds(&self, parts: &[Part]) -> bool {
         parts.iter().all(|part| match part {
@@ -300,6 +328,29 @@ mod tests {
             Action::mask_of("write"),
             Err(RuleError::UnknownAction(_))
         ));
+    }
+
+    #[test]
+    fn a_template_renders_under_a_binding_or_not_at_all() {
+        let binding = Binding {
+            username: Some("alice".into()),
+            client_id: "dev-1".into(),
+            ..Binding::default()
+        };
+        let filter = template("devices/%c/cmd-%u/+/#").unwrap();
+        assert_eq!(
+            binding.render(&filter).as_deref(),
+            Some("devices/dev-1/cmd-alice/+/#")
+        );
+        assert_eq!(
+            binding.render(&template("a/%C").unwrap()),
+            None,
+            "no certificate"
+        );
+        assert_eq!(
+            binding.render(&template("100%%").unwrap()).as_deref(),
+            Some("100%")
+        );
     }
 
     #[test]

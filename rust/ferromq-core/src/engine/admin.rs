@@ -27,12 +27,10 @@
 
 use bytes::Bytes;
 
-use crate::acl::Action;
 use crate::codec::{Properties, QoS, ReasonCode, SubscriptionOptions};
 use crate::topic::IndexError;
 
-use super::acl::subscribe_request;
-use super::subscribe::sends_retained;
+use super::subscribe::SubscribeRefusal;
 use super::{ConnId, DisconnectReason, Engine};
 use crate::durability::record::ClientType;
 
@@ -254,35 +252,15 @@ impl Engine {
         now: u64,
     ) -> Result<bool, AdminError> {
         let session = self.session_of(client_id)?;
-        crate::topic::validate_topic_filter(filter)
-            .map_err(|err| AdminError::Filter(err.into()))?;
-        if self
-            .subscription_quota_refusal(session, filter, true)
-            .is_some()
-        {
-            return Err(AdminError::Quota(client_id.to_owned()));
-        }
-        if !self.acl_allows(session, Action::Subscribe, subscribe_request(filter)) {
-            return Err(AdminError::Denied {
-                client_id: client_id.to_owned(),
-                filter: filter.to_owned(),
-            });
-        }
-        let options = self.granted(options);
-        let is_new = self
-            .add_subscription(session, filter, options, subscription_id)
-            .map_err(AdminError::Filter)?;
-        let conn = self.sessions[session as usize]
-            .as_ref()
-            .and_then(|s| s.conn);
-        if let Some(conn) = conn {
-            if sends_retained(filter, options, is_new) {
-                let ids: Vec<u32> = subscription_id.into_iter().collect();
-                self.queue_retained(conn, session, filter, options.qos, &ids, now);
-            }
-            self.drain_queue(session, now);
-        }
-        Ok(is_new)
+        self.subscribe_session(session, filter, options, subscription_id, now)
+            .map_err(|refusal| match refusal {
+                SubscribeRefusal::Filter(err) => AdminError::Filter(err),
+                SubscribeRefusal::Quota => AdminError::Quota(client_id.to_owned()),
+                SubscribeRefusal::Denied => AdminError::Denied {
+                    client_id: client_id.to_owned(),
+                    filter: filter.to_owned(),
+                },
+            })
     }
 
     /// Remove `client_id`'s subscription to `filter`; false when it had none.

@@ -297,6 +297,7 @@ impl Engine {
             return;
         }
         self.resend_inflight(conn_id, session, now);
+        self.auto_subscribe(session, now);
         self.drain_queue(session, now);
         self.handle_parked(conn_id, now);
     }

@@ -45,6 +45,7 @@ mod alias_out;
 mod announce;
 mod arrival;
 mod auth;
+mod auto_subscribe;
 mod cluster;
 mod config;
 mod connect;
@@ -85,6 +86,7 @@ pub use admin::{
     AdminError, ConnectionInfo, Page, RetainedInfo, SessionFilter, SessionInfo, SubscriptionInfo,
     MAX_PAGE, SCAN_BUDGET,
 };
+pub use auto_subscribe::AutoSubscription;
 pub use cluster::crossing_entries;
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use export::{StreamConfig, StreamKey, StreamSettingError};
@@ -300,6 +302,8 @@ pub struct Engine {
     persist_full_signalled: bool,
     /// Unix milliseconds minus engine milliseconds, for expiry times in the journal.
     wall_offset: i64,
+    /// `[auto_subscribe]`'s subscriptions, made at every CONNECT (`auto_subscribe`).
+    auto_subscriptions: Vec<auto_subscribe::AutoSubscription>,
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
@@ -371,6 +375,7 @@ impl Engine {
             journal_flush_records: 0,
             persist_full_signalled: false,
             wall_offset: 0,
+            auto_subscriptions: Vec::new(),
             next_token: 1,
             alias_scratch: Vec::new(),
             ledger: memory::Ledger::default(),

@@ -148,6 +148,9 @@ pub struct Stats {
     pub acl_denied_read: u64,
     pub acl_withheld: u64,
     pub acl_revoked: u64,
+    /// Auto-subscriptions not made: a placeholder without a value, or refused by
+    /// the ACL or the quota (`auto_subscribe`).
+    pub auto_subscribe_skipped: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,
     pub clients_maximum: u64,

@@ -35,6 +35,14 @@ use crate::topic::{parse_shared_filter, IndexError};
 use super::{ConnId, Engine, Event};
 
 /// A SUBSCRIBE's answer: its SUBACK and the retained messages that follow it.
+/// Why the broker's own subscription (`subscribe_session`) was not made.
+#[derive(Debug)]
+pub(super) enum SubscribeRefusal {
+    Filter(IndexError),
+    Quota,
+    Denied,
+}
+
 #[derive(Debug)]
 pub(super) struct Granted {
     pub conn: ConnId,
@@ -229,6 +237,46 @@ impl Engine {
         }
         if is_new {
             self.shards_subscribed(session, filter);
+        }
+        Ok(is_new)
+    }
+
+    /// Subscribe `session` to `filter` as a SUBSCRIBE from it would, for the broker
+    /// (the admin API, auto-subscriptions): QoS capped by the Maximum QoS, checked
+    /// against `max_subscriptions_per_client` and the ACL, journaled; retained
+    /// messages sent per Retain Handling when connected. True when it is new.
+    pub(super) fn subscribe_session(
+        &mut self,
+        session: u32,
+        filter: &str,
+        options: SubscriptionOptions,
+        subscription_id: Option<u32>,
+        now: u64,
+    ) -> Result<bool, SubscribeRefusal> {
+        crate::topic::validate_topic_filter(filter)
+            .map_err(|err| SubscribeRefusal::Filter(err.into()))?;
+        if self
+            .subscription_quota_refusal(session, filter, true)
+            .is_some()
+        {
+            return Err(SubscribeRefusal::Quota);
+        }
+        if self.subscription_reach(session, filter) == Reach::None {
+            return Err(SubscribeRefusal::Denied);
+        }
+        let options = self.granted(options);
+        let is_new = self
+            .add_subscription(session, filter, options, subscription_id)
+            .map_err(SubscribeRefusal::Filter)?;
+        let conn = self.sessions[session as usize]
+            .as_ref()
+            .and_then(|s| s.conn);
+        if let Some(conn) = conn {
+            if sends_retained(filter, options, is_new) {
+                let ids: Vec<u32> = subscription_id.into_iter().collect();
+                self.queue_retained(conn, session, filter, options.qos, &ids, now);
+            }
+            self.drain_queue(session, now);
         }
         Ok(is_new)
     }
