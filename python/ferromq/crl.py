@@ -75,15 +75,23 @@ def _sequence(data: bytes, at: int) -> list[tuple[int, int, int, int]]:
     return _children(data, start, end)
 
 
+def _signed_fields(der: bytes, what: str, version_tag: int) -> list[tuple[int, int, int, int]]:
+    """The fields of the signed part of a certificate or a CRL (both ``SEQUENCE {
+    tbs SEQUENCE, algorithm, signature }``), without its optional version (tagged
+    ``version_tag``); raises :class:`CrlError` naming ``what`` it is not."""
+    outer = _sequence(der, 0)
+    if not outer or outer[0][0] != _SEQUENCE:
+        raise CrlError(f"not a {what}")
+    fields = _sequence(der, outer[0][1])
+    if fields and fields[0][0] == version_tag:
+        fields = fields[1:]
+    return fields
+
+
 def certificate_id(der: bytes) -> CertificateId:
     """The issuer and serial number of an X.509 certificate in DER (as
     ``SSLObject.getpeercert(binary_form=True)`` gives it)."""
-    tbs = _sequence(der, 0)
-    if not tbs or tbs[0][0] != _SEQUENCE:
-        raise CrlError("not a certificate")
-    fields = _sequence(der, tbs[0][1])
-    if fields and fields[0][0] == _EXPLICIT_0:
-        fields = fields[1:]  # the version
+    fields = _signed_fields(der, "certificate", _EXPLICIT_0)
     if len(fields) < 3 or fields[0][0] != _INTEGER or fields[2][0] != _SEQUENCE:
         raise CrlError("not a certificate")
     _, _, serial_start, serial_end = fields[0]
@@ -95,12 +103,7 @@ def certificate_id(der: bytes) -> CertificateId:
 
 def _revoked_in(der: bytes) -> set[CertificateId]:
     """The certificates one DER CRL revokes."""
-    outer = _sequence(der, 0)
-    if not outer or outer[0][0] != _SEQUENCE:
-        raise CrlError("not a CRL")
-    fields = _sequence(der, outer[0][1])
-    if fields and fields[0][0] == _INTEGER:
-        fields = fields[1:]  # the version
+    fields = _signed_fields(der, "CRL", _INTEGER)
     # signature AlgorithmIdentifier, issuer Name, thisUpdate, nextUpdate?, revoked?, [0]?
     if len(fields) < 3 or fields[1][0] != _SEQUENCE:
         raise CrlError("not a CRL")

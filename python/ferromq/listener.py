@@ -359,6 +359,13 @@ def _tls_context(index: int, config: ListenerConfig) -> ssl.SSLContext | None:
     return server_context(f"listeners[{index}]", config)
 
 
+def _tls_clients(index: int, config: ListenerConfig) -> TlsClients | None:
+    """The registry a ``require_certificate`` listener closes revoked clients from."""
+    if config.protocol not in TLS_PROTOCOLS or not config.require_certificate:
+        return None
+    return TlsClients(revocations(f"listeners[{index}]", config))
+
+
 class Listeners:
     """Every listener of one broker."""
 
@@ -413,6 +420,7 @@ class Listeners:
         :class:`~ferromq.config.ConfigError` (nothing bound) or :class:`ListenError`,
         having closed what it opened."""
         contexts = [_tls_context(index, config) for index, config in enumerate(configs)]
+        clients = [_tls_clients(index, config) for index, config in enumerate(configs)]
         listeners: list[_Listener] = []
         try:
             for index, config in enumerate(configs):
@@ -420,13 +428,8 @@ class Listeners:
                 sockets = bind_sockets(
                     listener_path(index, config), config.host, config.port, reuse_port
                 )
-                clients = (
-                    TlsClients(revocations(listener_path(index, config), config))
-                    if config.protocol in TLS_PROTOCOLS and config.require_certificate
-                    else None
-                )
                 listeners.append(
-                    _Listener(index, config, sockets, contexts[index], trusted, clients)
+                    _Listener(index, config, sockets, contexts[index], trusted, clients[index])
                 )
         except ListenError:
             for listener in listeners:
@@ -483,10 +486,9 @@ class Listeners:
                 self._reload_certificates(listener, applied.listeners[listener.index])
 
     def _reload_certificates(self, listener: _Listener, config: ListenerConfig) -> None:
-        where = listener_path(listener.index, config)
         try:
             context = _tls_context(listener.index, config)
-            revoked = revocations(where, config)
+            revoked = revocations(f"listeners[{listener.index}]", config)
         except ConfigError as exc:
             log_event(
                 logger,

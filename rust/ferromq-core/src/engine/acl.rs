@@ -127,13 +127,6 @@ impl AclState {
     /// `$share/{group}/` prefix) may receive. Without withholding, a filter is
     /// reached in full or not at all.
     pub fn reach(&self, session: &SessionAcl, request: &str) -> Reach {
-        if self.table.is_none() && session.own.is_none() {
-            return if self.default_allow {
-                Reach::Every
-            } else {
-                Reach::None
-            };
-        }
         match self
             .verdict(session, Action::Subscribe, request)
             .reach(self.default_allow)

@@ -75,9 +75,9 @@ impl Message {
         }
     }
 
-    /// A copy of this message whose deliveries wait until the store confirms
-    /// journal batch `batch` (a new id: the journal writes it on its own).
-    pub fn held_until(&self, batch: u64) -> Message {
+    /// A copy of this message under a new id, not journaled yet (the journal
+    /// writes it on its own): the base of a message made from another.
+    pub fn copy(&self) -> Message {
         Message {
             id: next_message_id(),
             topic: self.topic.clone(),
@@ -88,7 +88,16 @@ impl Message {
             publisher: self.publisher,
             expires_at: self.expires_at,
             journal_batch: AtomicU64::new(0),
+            held_for_batch: self.held_for_batch,
+        }
+    }
+
+    /// A copy of this message whose deliveries wait until the store confirms
+    /// journal batch `batch`.
+    pub fn held_until(&self, batch: u64) -> Message {
+        Message {
             held_for_batch: batch,
+            ..self.copy()
         }
     }
 

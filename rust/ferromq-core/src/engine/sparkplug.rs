@@ -17,13 +17,11 @@
 //!
 //! Cost when off: one flag test per routed message; when on, a prefix compare.
 
-use std::sync::atomic::AtomicU64;
-
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::Utf8Bytes;
 
-use super::message::{next_message_id, Message};
+use super::message::Message;
 
 /// `[sparkplug]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,16 +50,10 @@ pub(super) fn birth_certificate(message: &Message) -> Option<Message> {
     }
     let topic = format!("{CERTIFICATES}{}", &*message.topic);
     Some(Message {
-        id: next_message_id(),
         topic: Utf8Bytes::try_from(topic.as_str()).expect("a prefix on a valid topic"),
-        payload: message.payload.clone(),
-        qos: message.qos,
         retain: true,
-        properties: message.properties.clone(),
         publisher: None, // the broker's own publication
-        expires_at: message.expires_at,
-        journal_batch: AtomicU64::new(0),
-        held_for_batch: message.held_for_batch,
+        ..message.copy()
     })
 }
 
@@ -71,18 +63,9 @@ pub(super) fn stamped_death(message: &Message, unix_ms: u64) -> Option<Message> 
     if message_type(&message.topic)? != ("NDEATH", 3) {
         return None;
     }
-    let payload = with_timestamp(&message.payload, unix_ms)?;
     Some(Message {
-        id: next_message_id(),
-        topic: message.topic.clone(),
-        payload,
-        qos: message.qos,
-        retain: message.retain,
-        properties: message.properties.clone(),
-        publisher: message.publisher,
-        expires_at: message.expires_at,
-        journal_batch: AtomicU64::new(0),
-        held_for_batch: message.held_for_batch,
+        payload: with_timestamp(&message.payload, unix_ms)?,
+        ..message.copy()
     })
 }
 

@@ -34,7 +34,6 @@ use crate::topic::{parse_shared_filter, IndexError};
 
 use super::{ConnId, Engine, Event};
 
-/// A SUBSCRIBE's answer: its SUBACK and the retained messages that follow it.
 /// Why the broker's own subscription (`subscribe_session`) was not made.
 #[derive(Debug)]
 pub(super) enum SubscribeRefusal {
@@ -43,6 +42,7 @@ pub(super) enum SubscribeRefusal {
     Denied,
 }
 
+/// A SUBSCRIBE's answer: its SUBACK and the retained messages that follow it.
 #[derive(Debug)]
 pub(super) struct Granted {
     pub conn: ConnId,
