@@ -31,7 +31,7 @@ from ferromq.config import Config, toml_value
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["register", "starter_config"]
+__all__ = ["attribute_docs", "plain_text", "register", "starter_config"]
 
 EXIT_NOT_WRITTEN: Final = 2
 DEFAULT_PATH: Final = Path("ferromq.toml")
@@ -51,13 +51,18 @@ _LITERAL: Final = re.compile(r"``([^`]+)``")
 _ROLE: Final = re.compile(r":[a-z]+:`(~[\w.]*\.)?([^`]+)`")
 
 
+def plain_text(text: str) -> str:
+    """A schema docstring with its reStructuredText markup as Markdown code spans."""
+    return _ROLE.sub(r"`\2`", _LITERAL.sub(r"`\1`", text))
+
+
 def _comment(text: str) -> list[str]:
-    plain = _ROLE.sub(r"`\2`", _LITERAL.sub(r"`\1`", text))
-    return [f"# {line}".rstrip() for line in plain.splitlines()]
+    return [f"# {line}".rstrip() for line in plain_text(text).splitlines()]
 
 
-def _attribute_docs(table: type) -> dict[str, str]:
-    """Field name → the docstring under it, for ``table`` and the tables it extends."""
+def attribute_docs(table: type) -> dict[str, str]:
+    """Field name → the docstring under it, for ``table`` and the tables it extends
+    (shared with :mod:`ferromq.config_reference`)."""
     docs: dict[str, str] = {}
     for cls in reversed(table.__mro__):  # a subclass's docstring wins
         if not is_dataclass(cls):
@@ -79,7 +84,7 @@ def _attribute_docs(table: type) -> dict[str, str]:
 def _table(header: str, table: DataclassInstance) -> list[str]:
     """``table`` under ``header``, then its sub-tables (``[stream.files]``) each under
     its own header."""
-    docs = _attribute_docs(type(table))
+    docs = attribute_docs(type(table))
     lines = [*_comment(inspect.cleandoc(type(table).__doc__ or "")), header, ""]
     inner = []
     for setting in fields(table):
