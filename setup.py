@@ -3,7 +3,7 @@
 setuptools drives the build because it can compile the pyo3 crate (through
 setuptools-rust) and the Cython module in one backend; maturin cannot compile Cython.
 `maturin develop -m rust/ferromq-py/Cargo.toml` still works for the Rust-only loop.
-See docs/architecture.md, "Build".
+See docs/architecture/build.md.
 """
 
 import re

@@ -12,7 +12,7 @@ the engine when its eventfd says some arrived.
   flushes the hub so the deliveries are written in the same tick.
 - **A frame this build does not read** (another build's shard: one the supervisor
   restarted after an upgrade; ``FrameVersionError``) stops the shard through
-  ``refuse``, and with it the node, with one line (docs/architecture.md, "Frames").
+  ``refuse``, and with it the node, with one line (docs/architecture/core.md, "Frames").
 - **Start**: once the store is restored, ``Engine.bus_hello`` tells every other shard
   this one is (again) here: they replace what they held of its subscriptions and send
   theirs back. So a restarted shard rejoins with a consistent index on both sides; it
