@@ -164,32 +164,50 @@ _LISTENERS_ENV: Final = (
     "Environment: `FERROMQ_LISTEN=host:port` sets the first entry's `host` and `port`, as "
     "the command line's `-b` and `-p` do; the other keys are set in the file only."
 )
+_NO_ENV: Final = "Environment: none; these entries are set in the file only."
 
-# A table waiting to be written: its header, its environment prefix (None: the array of
-# listeners, which has none), its default value.
-_Pending = tuple[str, "str | None", "DataclassInstance"]
+
+# A table waiting to be written: its header, the line saying how the environment sets
+# it, the environment prefix of its sub-tables (None: they have none) and its default
+# value (for an array of tables, a default entry).
+_Pending = tuple[str, str, "str | None", "DataclassInstance"]
+
+
+def _table_list_item(setting: Field[Any]) -> type[DataclassInstance] | None:
+    """The entry class of a key that holds an array of tables (``[[rewrite.rules]]``):
+    the schema names it in the field's metadata as ``tables``."""
+    item = setting.metadata.get("tables")
+    return item if isinstance(item, type) and is_dataclass(item) else None
 
 
 def _section(
-    header: str, env: str | None, table: DataclassInstance
+    header: str, env: str, prefix: str | None, table: DataclassInstance
 ) -> tuple[list[str], list[_Pending]]:
     """The lines of one table, and the sub-tables (``[stream.files]``) it holds."""
     docs = attribute_docs(type(table))
     lines = [f"## `{header}`", "", plain_text(inspect.cleandoc(type(table).__doc__ or "")), ""]
-    lines.append(_LISTENERS_ENV if env is None else f"Environment: `{env}__<KEY>`.")
-    lines += ["", "| key | kind | accepts | default |", "|---|---|---|---|"]
+    lines += [env, "", "| key | kind | accepts | default |", "|---|---|---|---|"]
     inner: list[_Pending] = []
     prose: list[str] = []
+    path = header.strip("[]")
     for setting in fields(table):
         value = getattr(table, setting.name)
+        item = _table_list_item(setting)
         if is_dataclass(value) and not isinstance(value, type):
-            name = f"[{header.strip('[]')}.{setting.name}]"
-            inner.append((name, f"{env}__{setting.name.upper()}", value))
-            lines.append(f"| `{setting.name}` | table | [`{name}`](#{_anchor(name)}) | |")
-            continue
-        kind, accepts = _kind(setting.metadata.get("kind"))
-        default = _default(setting, value)
-        lines.append(f"| `{setting.name}` | {kind} | {_cell(accepts)} | {_cell(default)} |")
+            name = f"[{path}.{setting.name}]"
+            below = None if prefix is None else f"{prefix}__{setting.name.upper()}"
+            line = _NO_ENV if below is None else f"Environment: `{below}__<KEY>`."
+            inner.append((name, line, below, value))
+            kind, accepts, default = "table", f"[`{name}`](#{_anchor(name)})", ""
+        elif item is not None:
+            name = f"[[{path}.{setting.name}]]"
+            inner.append((name, _NO_ENV, None, item()))
+            kind, accepts = "array of tables", f"[`{name}`](#{_anchor(name)}) entries"
+            default = "none" if value == () else _cell(_default(setting, value))
+        else:
+            kind, accepts = _kind(setting.metadata.get("kind"))
+            accepts, default = _cell(accepts), _cell(_default(setting, value))
+        lines.append(f"| `{setting.name}` | {kind} | {accepts} | {default} |")
         doc = docs.get(setting.name)
         if doc:
             text = plain_text(doc).splitlines()
@@ -208,12 +226,13 @@ def reference() -> str:
         value = getattr(defaults, section.name)
         pending: list[_Pending]
         if isinstance(value, tuple):  # an array of tables: one entry by default
-            pending = [(f"[[{section.name}]]", None, value[0])]
+            pending = [(f"[[{section.name}]]", _LISTENERS_ENV, None, value[0])]
         else:
-            pending = [(f"[{section.name}]", f"FERROMQ_{section.name.upper()}", value)]
+            top = f"FERROMQ_{section.name.upper()}"
+            pending = [(f"[{section.name}]", f"Environment: `{top}__<KEY>`.", top, value)]
         while pending:
-            header, env, table = pending.pop(0)
-            lines, inner = _section(header, env, table)
+            header, env, prefix, table = pending.pop(0)
+            lines, inner = _section(header, env, prefix, table)
             contents.append(f"- [`{header}`](#{_anchor(header)})")
             body += lines
             pending += inner

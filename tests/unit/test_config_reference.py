@@ -35,6 +35,8 @@ def test_every_table_the_loader_accepts_has_a_section_and_every_key_a_row() -> N
         for key in fields(table):
             if is_dataclass(getattr(table, key.name)):  # a sub-table: [stream.files]
                 assert f"\n## `[{name}.{key.name}]`\n" in text
+            if key.metadata.get("tables"):  # an array of sub-tables: [[rewrite.rules]]
+                assert f"\n## `[[{name}.{key.name}]]`\n" in text
             assert f"\n| `{key.name}` | " in text, f"{name}.{key.name}"
 
 
