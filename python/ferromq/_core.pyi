@@ -54,6 +54,7 @@ __all__ = [
     "RetainedIndex",
     "RetainedMessage",
     "RetainedPage",
+    "RewriteRule",
     "SessionConflict",
     "SessionInfo",
     "SessionPage",
@@ -447,6 +448,10 @@ class AutoSubscription:
     def __new__(cls, topic: str, qos: int) -> AutoSubscription: ...
 
 @final
+class RewriteRule:
+    def __new__(cls, action: str, source: str, re: str, to: str) -> RewriteRule: ...
+
+@final
 class Bus:
     @staticmethod
     def create(count: int, ring_capacity: int) -> int: ...
@@ -576,6 +581,7 @@ class Engine:
         acl: AclBinding | None = None,
     ) -> None: ...
     def set_auto_subscribe(self, subscriptions: list[AutoSubscription]) -> None: ...
+    def set_rewrite(self, rules: list[RewriteRule]) -> None: ...
     def set_acl(
         self, rules: AclRules | None, default_allow: bool, withhold: bool
     ) -> list[tuple[str, str]]: ...

@@ -101,6 +101,7 @@ from ferromq.listener import Listeners
 from ferromq.log import log_event, peer_text
 from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
+from ferromq.rewrite import rewrite_rules
 from ferromq.shutdown import Shutdown
 from ferromq.sockets import ListenError
 from ferromq.storage import Store, StoreUnavailable, layout
@@ -256,6 +257,7 @@ class Broker:
         self.acl_rules: AclRules | None = None
         self.use_acl(load_rules(config.acl), config.acl)
         self.engine.set_auto_subscribe(auto_subscriptions(config.auto_subscribe))
+        self.engine.set_rewrite(rewrite_rules(config.rewrite))
         for client_id in config.log.trace_clients:
             self.engine.trace(client_id, True)
 

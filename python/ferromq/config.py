@@ -402,8 +402,19 @@ def _setting(default: object, kind: _Kind) -> Any:
 _SUB_TABLE: Final = {"table": True}
 
 
+# A list of sub-tables (``[[rewrite.rules]]``): ``_tables(ItemClass)``, a tuple of
+# ``ItemClass`` entries each loaded from its defaults; not settable from the environment.
+def _tables(item: type[DataclassInstance]) -> Any:
+    return field(default=(), metadata={"tables": item})
+
+
 def _is_table(of: Field[Any]) -> bool:
     return bool(of.metadata.get("table"))
+
+
+def _table_list_item(of: Field[Any]) -> type[DataclassInstance] | None:
+    item: type[DataclassInstance] | None = of.metadata.get("tables")
+    return item
 
 
 def _kind(of: Field[Any]) -> _Kind:
@@ -907,6 +918,32 @@ class AutoSubscribeConfig:
 
 
 @dataclass(frozen=True)
+class RewriteRuleConfig:
+    """One ``[[rewrite.rules]]`` entry (:mod:`ferromq.rewrite`)."""
+
+    action: str = _setting("all", _Choice(("publish", "subscribe", "all")))
+    """What it rewrites: the topic of a PUBLISH and a will (``publish``), the filter of a
+    SUBSCRIBE and UNSUBSCRIBE (``subscribe``), or both (``all``)."""
+    source: str = _setting("", _Text())
+    """A topic filter: the rule applies to topics (or filters) it matches. The first
+    rule whose ``source`` matches decides."""
+    re: str = _setting("", _Text())
+    """A regular expression over the whole topic; its groups are ``$1``, ``$2``... in
+    ``to``. When it does not match, the topic stays as it is."""
+    to: str = _setting("", _Text())
+    """The new topic: ``$N`` the expression's groups, ``$$`` a ``$``, and the ACL's
+    placeholders ``%c``, ``%u``, ``%C``, ``%{claim}``."""
+
+
+@dataclass(frozen=True)
+class RewriteConfig:
+    """``[rewrite]``: topic rewrite rules (:mod:`ferromq.rewrite`; docs/rewrite.md)."""
+
+    rules: tuple[RewriteRuleConfig, ...] = _tables(RewriteRuleConfig)
+    """The rules, ``[[rewrite.rules]]`` in order."""
+
+
+@dataclass(frozen=True)
 class SparkplugConfig:
     """``[sparkplug]``: Sparkplug B "Aware" (Sparkplug 3.0 §10; docs/sparkplug.md)."""
 
@@ -1118,6 +1155,7 @@ class Config:
     sys: SysConfig = field(default_factory=SysConfig)
     sparkplug: SparkplugConfig = field(default_factory=SparkplugConfig)
     auto_subscribe: AutoSubscribeConfig = field(default_factory=AutoSubscribeConfig)
+    rewrite: RewriteConfig = field(default_factory=RewriteConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)
@@ -1146,11 +1184,22 @@ def _load_table(base: _Table, raw: object, path: str) -> _Table:
         where = f"{path}.{key}"
         if key not in settings:
             raise ConfigError(f"{where}: unknown key{_did_you_mean(key, list(settings))}")
+        item = _table_list_item(settings[key])
         if _is_table(settings[key]):
             values[key] = _load_table(getattr(base, key), value, where)
+        elif item is not None:
+            values[key] = _load_table_list(item, value, where)
         else:
             values[key] = _kind(settings[key]).parse(value, where)
     return replace(base, **values)
+
+
+def _load_table_list(item: type[_Table], raw: object, path: str) -> tuple[_Table, ...]:
+    """The entries of the TOML array of tables ``raw`` (``[[path]]``), each ``item``
+    with its keys applied."""
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: expected an array of tables ([[{path}]]), got {_describe(raw)}")
+    return tuple(_load_table(item(), entry, f"{path}[{n}]") for n, entry in enumerate(raw))
 
 
 def _load_listeners(raw: object) -> tuple[ListenerConfig, ...]:
@@ -1287,11 +1336,13 @@ def _override_key(table: _Table, path: str, key: str, name: str, text: str) -> _
     if rest and head in settings and _is_table(settings[head]):
         inner = _override_key(getattr(table, head), f"{path}.{head}", rest, name, text)
         return replace(table, **{head: inner})
+    if key in settings and _table_list_item(settings[key]) is not None:
+        raise ConfigError(f"{name}: {path}.{key} is a list of tables; set it in the config file")
     if key not in settings or _is_table(settings[key]):
         known = [
             _env_name(path.replace(".", "__"), other)
             for other, of in settings.items()
-            if not _is_table(of)
+            if not _is_table(of) and _table_list_item(of) is None
         ]
         raise ConfigError(f"{name}: unknown key {path}.{key}{_did_you_mean(name, known)}")
     value = _kind(settings[key]).parse_env(text, name)

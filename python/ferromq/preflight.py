@@ -10,6 +10,7 @@ would. It reads but never writes (check-config may run beside a live broker):
   extras are installed, the hook imports;
 - the ACL rules file reads and every rule in it compiles (:func:`ferromq.acl.load_rules`);
 - every ``[auto_subscribe]`` filter compiles (:func:`ferromq.auto_subscribe.auto_subscriptions`);
+- every ``[[rewrite.rules]]`` rule compiles (:func:`ferromq.rewrite.rewrite_rules`);
 - the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
@@ -36,6 +37,7 @@ from ferromq.admission import load_bans
 from ferromq.auth import check_providers
 from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
+from ferromq.rewrite import rewrite_rules
 from ferromq.tls import server_context
 
 __all__ = ["check"]
@@ -46,6 +48,7 @@ def check(config: Config) -> None:
     check_providers(config.auth)
     load_rules(config.acl)
     auto_subscriptions(config.auto_subscribe)
+    rewrite_rules(config.rewrite)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol in TLS_PROTOCOLS:

@@ -20,6 +20,7 @@ before swapping anything, so it applies whole or not at all:
   delivering, the next PUBLISH is checked against them;
 - ``[auto_subscribe]``: the filters apply from the next CONNECT
   (:mod:`ferromq.auto_subscribe`);
+- ``[rewrite]``: the rules apply to the next packet (:mod:`ferromq.rewrite`);
 - ``[bans]`` (the bans file read again) and the ``[limits]`` admission decides with
   (:data:`ADMISSION_LIMITS`): the next connections are decided with them, and connected
   clients a new ban matches are closed (``Broker._reload_admission``) — unless they
@@ -48,6 +49,7 @@ from ferromq.auth import provider_from_config
 from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.config import Config, ConfigError, LimitsConfig, config_as_dict
 from ferromq.log import install_handler, log_event, log_handler
+from ferromq.rewrite import rewrite_rules
 from ferromq.tls import reloaded_listeners
 
 if TYPE_CHECKING:
@@ -109,6 +111,7 @@ class Reloader:
             provider = provider_from_config(new.auth) if broker.auth is not None else None
             rules = load_rules(new.acl)  # the rules file is read again even when unchanged
             subscriptions = auto_subscriptions(new.auto_subscribe)
+            rewrites = rewrite_rules(new.rewrite)
             handler = log_handler(new.log)
         except ConfigError as exc:
             log_event(
@@ -127,6 +130,7 @@ class Reloader:
             auth=running.auth if auth_switched else new.auth,
             acl=new.acl,
             auto_subscribe=new.auto_subscribe,
+            rewrite=new.rewrite,
             listeners=reloaded_listeners(running.listeners, new.listeners),
             bans=new.bans if admission else running.bans,
             limits=_admission_limits(running.limits, new.limits) if admission else running.limits,
@@ -136,6 +140,7 @@ class Reloader:
             broker.use_provider(provider)
         broker.use_acl(rules, applied.acl)
         broker.engine.set_auto_subscribe(subscriptions)
+        broker.engine.set_rewrite(rewrites)
         broker.hub.flush()
         for hook in broker.reload_hooks:
             hook(running, applied)

@@ -86,6 +86,7 @@ COUNTERS: Mapping[str, str] = {
     "acl/withheld": "acl_withheld",
     "acl/revoked": "acl_revoked",
     "subscriptions/auto_skipped": "auto_subscribe_skipped",
+    "messages/rewritten": "topics_rewritten",
     "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},

@@ -139,6 +139,11 @@ COUNTERS: Final = (
         "auto_subscribe_skipped",
     ),
     (
+        "ferromq_topics_rewritten",
+        "Topics of PUBLISHes and wills and filters of subscriptions rewritten.",
+        "topics_rewritten",
+    ),
+    (
         "ferromq_acl_withheld",
         "Messages withheld from a subscription reaching topics the ACL denies.",
         "acl_withheld",

@@ -22,6 +22,7 @@ use crate::errors;
 use crate::events::events_from_core;
 use crate::raw_feed;
 use crate::restore_report::RestoreReport;
+use crate::rewrite::RewriteRule;
 use crate::settings::EngineSettings;
 use crate::stream::StreamBatch;
 
@@ -476,6 +477,13 @@ impl Engine {
         );
     }
 
+    /// Rewrite every later PUBLISH, will, SUBSCRIBE and UNSUBSCRIBE by `rules`
+    /// (`[[rewrite.rules]]`).
+    fn set_rewrite(&mut self, rules: Vec<PyRef<'_, RewriteRule>>) {
+        self.inner
+            .set_rewrite(rules.iter().map(|r| r.rule.clone()).collect());
+    }
+
     /// Check every later message against `rules` (None: no rules file),
     /// `default_allow` and `withhold` (a wildcard filter reaching some allowed
     /// topics is granted and the rest withheld per message; false: refused), and
@@ -548,6 +556,7 @@ impl Engine {
             ("acl_denied_read", s.acl_denied_read),
             ("acl_withheld", s.acl_withheld),
             ("auto_subscribe_skipped", s.auto_subscribe_skipped),
+            ("topics_rewritten", s.topics_rewritten),
             ("acl_revoked", s.acl_revoked),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),

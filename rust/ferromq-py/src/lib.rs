@@ -26,6 +26,7 @@ mod proxy;
 mod raw_feed;
 mod redis;
 mod restore_report;
+mod rewrite;
 mod settings;
 mod shard_owner;
 mod shared_memory;
@@ -48,6 +49,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     node_counters::register(m)?;
     shard_owner::register(m)?;
     acl::register(m)?;
+    rewrite::register(m)?;
     admin::register(m)?;
     events::register(m)?;
     restore_report::register(m)?;

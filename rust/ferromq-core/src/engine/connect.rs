@@ -100,7 +100,7 @@ impl Engine {
         None
     }
 
-    pub(super) fn accept_connect(&mut self, conn_id: ConnId, connect: Connect, now: u64) {
+    pub(super) fn accept_connect(&mut self, conn_id: ConnId, mut connect: Connect, now: u64) {
         let v5 = connect.protocol.is_v5();
         let mut assigned = None;
         let client_id = if connect.client_id.is_empty() {
@@ -167,6 +167,11 @@ impl Engine {
             state.pending_will = None;
             state.acl = acl;
             state.username = connect.username.as_ref().map(|name| name.as_str().into());
+        }
+        if let Some(will) = connect.will.as_mut() {
+            if let Some(topic) = self.rewritten_topic(session, &will.topic) {
+                will.topic = topic;
+            }
         }
         if session_present {
             // Its subscriptions were granted to an earlier CONNECT, maybe under

@@ -65,6 +65,7 @@ mod queue;
 mod rate;
 mod retained_cursor;
 mod retained_store;
+mod rewrite;
 mod session;
 mod shards;
 mod shared;
@@ -94,6 +95,7 @@ pub use framing::Framing;
 pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
+pub use rewrite::{RewriteAction, RewriteRule};
 pub use sparkplug::Sparkplug;
 pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
@@ -304,6 +306,7 @@ pub struct Engine {
     wall_offset: i64,
     /// `[auto_subscribe]`'s subscriptions, made at every CONNECT (`auto_subscribe`).
     auto_subscriptions: Vec<auto_subscribe::AutoSubscription>,
+    rewrite_rules: Vec<rewrite::RewriteRule>,
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
@@ -376,6 +379,7 @@ impl Engine {
             persist_full_signalled: false,
             wall_offset: 0,
             auto_subscriptions: Vec::new(),
+            rewrite_rules: Vec::new(),
             next_token: 1,
             alias_scratch: Vec::new(),
             ledger: memory::Ledger::default(),

@@ -15,7 +15,8 @@
 //! Identifier is a protocol error (0x82) [MQTT-3.3.4-6]; a client with more unreleased QoS 2 messages
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
 //! Before any of that a PUBLISH passes the connection's rate quota (`quota`),
-//! the limits the broker announced (`announce`) and the ACL (`acl`).
+//! the limits the broker announced (`announce`) and, its topic rewritten by the
+//! `[[rewrite.rules]]` (`rewrite`), the ACL (`acl`).
 //!
 //! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
 //! QoS, every subscription identifier), then per delivery the QoS is lowered to the
@@ -64,6 +65,9 @@ impl Engine {
         if let Err(reason) = self.resolve_topic_alias(conn_id, &mut publish) {
             self.refuse(conn_id, reason, now);
             return;
+        }
+        if let Some(topic) = self.rewritten_topic(session, &publish.topic) {
+            publish.topic = topic;
         }
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let refusal = self

@@ -151,6 +151,8 @@ pub struct Stats {
     /// Auto-subscriptions not made: a placeholder without a value, or refused by
     /// the ACL or the quota (`auto_subscribe`).
     pub auto_subscribe_skipped: u64,
+    /// Topics and filters a `[[rewrite.rules]]` rule changed (`rewrite`).
+    pub topics_rewritten: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,
     pub clients_maximum: u64,

@@ -57,9 +57,14 @@ impl Engine {
         &mut self,
         conn_id: ConnId,
         session: u32,
-        subscribe: Subscribe,
+        mut subscribe: Subscribe,
         now: u64,
     ) {
+        for (filter, _) in &mut subscribe.filters {
+            if let Some(rewritten) = self.rewritten_filter(session, filter) {
+                *filter = rewritten;
+            }
+        }
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let subscription_id = match subscribe.properties.get(PropertyId::SubscriptionIdentifier) {
             Some(Property::SubscriptionIdentifier(id)) => Some(*id),
@@ -354,8 +359,13 @@ impl Engine {
         &mut self,
         conn_id: ConnId,
         session: u32,
-        unsubscribe: Unsubscribe,
+        mut unsubscribe: Unsubscribe,
     ) {
+        for filter in &mut unsubscribe.filters {
+            if let Some(rewritten) = self.rewritten_filter(session, filter) {
+                *filter = rewritten;
+            }
+        }
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let mut reasons = Vec::new();
         for filter in &unsubscribe.filters {
