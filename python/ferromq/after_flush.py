@@ -1,6 +1,6 @@
 """What runs at the end of each ``IOHub.flush`` (the hub's one ``after_flush`` call):
 the node's bus pump sends the tick's records to the other shards
-(:mod:`ferromq.node.bus_pump`), and a cluster member's Kafka bus queues the tick's
+(:mod:`ferromq.shard.bus_pump`), and a cluster member's Kafka bus queues the tick's
 records for other members (:mod:`ferromq.cluster.bus`). A shard of a clustered node
 runs both, so the hub calls one :class:`AfterFlush` and it calls each part that joined,
 in the order they joined. Per tick, never per message."""

@@ -38,10 +38,10 @@ served once they accept and closed first at shutdown; a shard of a node serves i
 its private socket instead, for the supervisor's listener (:mod:`ferromq.node.admin`).
 
 As one shard of a node (:mod:`ferromq.node.supervisor` started it, ``shard`` is its
-:class:`~ferromq.node.identity.ShardIdentity`): ``Engine.set_shards`` before the
+:class:`~ferromq.shard.identity.ShardIdentity`): ``Engine.set_shards`` before the
 restore, listeners bound with ``SO_REUSEPORT`` beside the other shards, its own
 embedded journal (:mod:`ferromq.storage.layout`), no admin listener (the supervisor's),
-and the bus pump (:mod:`ferromq.node.bus_pump`) from the restore to the shutdown; it
+and the bus pump (:mod:`ferromq.shard.bus_pump`) from the restore to the shutdown; it
 accepts only once ``restored`` (the supervisor's ``serve``) returns. A restore first
 takes over the journals of the store's previous layout when the number of workers
 changed, then compacts its own.
@@ -99,23 +99,24 @@ from ferromq.engine import decides_connect_in_python, engine_from_config, stream
 from ferromq.file_watch import FileWatch
 from ferromq.listener import Listeners
 from ferromq.log import log_event, peer_text
-from ferromq.node.identity import ShardIdentity
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.rewrite import rewrite_rules
+from ferromq.shard.identity import ShardIdentity
 from ferromq.shutdown import Shutdown
 from ferromq.sockets import ListenError
 from ferromq.storage import Store, StoreUnavailable, layout
 from ferromq.storage.embedded import EmbeddedStore, read_journal
 from ferromq.storage.persister import Persister, StoreHealth
-from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds, make_sink
+from ferromq.stream.choice import make_sink
+from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds
 from ferromq.sys_topics import PREFIX, Figures, sys_messages
 
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
     from ferromq.admin import AdminServer
     from ferromq.cluster.node import ClusterNode
-    from ferromq.node.bus_pump import BusPump
-    from ferromq.node.sys_figures import ShardSys
+    from ferromq.shard.bus_pump import BusPump
+    from ferromq.shard.sys_figures import ShardSys
     from ferromq.storage.kafka_shared import StreamedGroups
     from ferromq.storage.redis import RedisStore
     from ferromq.storage.split import SplitStore
@@ -325,7 +326,7 @@ class Broker:
         )
         if config.admin.enabled:
             from ferromq.admin import AdminServer  # the optional ``admin`` extra
-            from ferromq.node.admin import bind_shard_admin
+            from ferromq.admin.server import bind_shard_admin
 
             try:
                 self._admin = (
@@ -402,7 +403,7 @@ class Broker:
             await self.cluster.start()
             self.auth.claim = self.cluster.claim
         if self.shard is not None:
-            from ferromq.node.bus_pump import BusPump  # the shard's side of the bus
+            from ferromq.shard.bus_pump import BusPump  # the shard's side of the bus
 
             self._bus = BusPump(self.shard, self.engine, hub, loop, refuse=self.refuse)
             self._bus.start()
@@ -421,7 +422,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._tick_forever()))
         if self.config.sys.interval > 0:
             if self.shard is not None:
-                from ferromq.node.sys_figures import ShardSys  # a node's $SYS
+                from ferromq.shard.sys_figures import ShardSys  # a node's $SYS
 
                 self._shard_sys = ShardSys(self.shard, self.figures)
                 await self._shard_sys.start()

@@ -1,14 +1,15 @@
 """The ``ferromq`` console entrypoint.
 
 Each subcommand is a subparser whose ``handler`` default runs it and returns the exit
-status. Configuration reaches every command the same way: ``-c/--config FILE`` (added by
-:func:`add_config_argument`) plus ``FERROMQ_*`` environment overrides, both read by
-:func:`ferromq.config.load_config`; ``serve`` and ``check-config`` then apply the
-command line's own overrides (:func:`add_override_arguments`: ``-p/--port`` and
-``-b/--bind`` replace the first listener's port and host, as Mosquitto's ``-p`` does,
-``-v/--verbose`` logs at debug). A configuration error is the user's to fix, so it is
-one line on stderr and exit status 2 (argparse's status for bad usage), never a
-traceback; argparse's own errors are one line too (:class:`CommandParser`).
+status. Configuration reaches every command the same way: ``-c/--config FILE`` (added
+by :func:`ferromq.arguments.add_config_argument`) plus ``FERROMQ_*`` environment
+overrides, both read by :func:`ferromq.config.load_config`; ``serve`` and
+``check-config`` then apply the command line's own overrides
+(:func:`add_override_arguments`: ``-p/--port`` and ``-b/--bind`` replace the first
+listener's port and host, as Mosquitto's ``-p`` does, ``-v/--verbose`` logs at debug).
+A configuration error is the user's to fix, so it is one line on stderr and exit
+status 2 (argparse's status for bad usage), never a traceback; argparse's own errors
+are one line too (:class:`CommandParser`).
 
 Every failure at start-up a user can cause is one line on stderr and an exit status:
 2 the configuration or what it names (:func:`usable_config_or_exit`: the schema, then
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ferromq import __version__, bans_cli, bench, ctl, preflight, starter_config
+from ferromq.arguments import add_config_argument
 from ferromq.auth import cli as users_cli
 from ferromq.config import (
     Config,
@@ -69,11 +71,11 @@ from ferromq.config import (
 )
 from ferromq.exits import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.log import configure_logging, log_as_shard
-from ferromq.node.identity import ShardIdentity
-from ferromq.node.link import ShardLink, stop_with_supervisor
 from ferromq.node.workers import pin_shard, worker_count
 from ferromq.pidfile import PidFile
 from ferromq.pipeline import cli as pipeline_cli
+from ferromq.shard.identity import ShardIdentity
+from ferromq.shard.link import ShardLink, stop_with_supervisor
 from ferromq.shutdown import Shutdown
 from ferromq.sockets import raise_descriptor_limit
 
@@ -84,18 +86,6 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_CONFIG_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def add_config_argument(parser: argparse.ArgumentParser) -> None:
-    """Give a subcommand the shared ``-c/--config FILE`` option (``args.config``)."""
-    parser.add_argument(
-        "-c",
-        "--config",
-        type=Path,
-        metavar="FILE",
-        help="configuration file in TOML (default: built-in defaults); environment "
-        "variables FERROMQ_<SECTION>__<KEY> and FERROMQ_LISTEN=host:port override it",
-    )
 
 
 def add_override_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
+from ferromq.arguments import add_config_argument
 from ferromq.config import Config, ConfigError, load_config
 
 __all__ = ["EXIT_BAD_REQUEST", "Action", "file_subcommands"]
@@ -37,8 +38,6 @@ def file_subcommands(
 ) -> Callable[[str, Action, str], argparse.ArgumentParser]:
     """Add the command ``name``; returns what adds one of its actions (name, action,
     description). ``key`` names the setting ``file_of`` reads (``auth.users_file``)."""
-    from ferromq.cli import add_config_argument  # imported late: ferromq.cli imports us
-
     command = commands.add_parser(name, help=description.split(";")[0], description=description)
     actions = command.add_subparsers(dest="action", metavar="ACTION", required=True)
 

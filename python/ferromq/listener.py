@@ -70,11 +70,11 @@ The preamble, per connection and in this order (each step its own module; a plai
    (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
 
 4. **Client-id affinity** in a node of several shards (:meth:`Listeners.serve` given a
-   :class:`~ferromq.node.identity.ShardIdentity`, :mod:`ferromq.node.handover`): the
+   :class:`~ferromq.shard.identity.ShardIdentity`, :mod:`ferromq.shard.handover`): the
    CONNECT's client id decides whether the connection stays here, its socket is handed
    to the owner shard (``tcp``: the socket set reads the CONNECT, Rust's
    ``connect_owner`` decides), or it is relayed to the owner (``tls``, ``ws``,
-   ``wss``: the :class:`~ferromq.node.handover.Router` protocol reads it, and a
+   ``wss``: the :class:`~ferromq.shard.handover.Router` protocol reads it, and a
    ``tcp`` CONNECT too large for one hand-over message). The owner takes over a handed-over
    connection's admission slots without deciding again
    (:meth:`~ferromq.admission.Admission.adopted`) and reports the client's address for
@@ -140,7 +140,8 @@ from ferromq.config import (
 )
 from ferromq.file_watch import FileWatch
 from ferromq.log import RateLimitedLog, log_event, peer_text
-from ferromq.node.handover import (
+from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
+from ferromq.shard.handover import (
     MESSAGE_MAX,
     Framing,
     Handed,
@@ -149,8 +150,7 @@ from ferromq.node.handover import (
     Router,
     relay,
 )
-from ferromq.node.identity import ShardIdentity
-from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
+from ferromq.shard.identity import ShardIdentity
 from ferromq.sockets import ListenError, bind_sockets
 from ferromq.tls import certificate_identity, revocations, server_context, watched_files
 from ferromq.tls_revocation import Revoked, TlsClients
@@ -230,7 +230,7 @@ class _Accepted:
     """Holding admission slots (from accept; on a proxy listener, from its header)."""
     admission: Admission
     handed: bool = False
-    """Handed over by the shard that accepted it (:mod:`ferromq.node.handover`)."""
+    """Handed over by the shard that accepted it (:mod:`ferromq.shard.handover`)."""
 
     def release(self) -> None:
         """Give the connection's admission slots back, once (its protocol, its upgrade
@@ -610,7 +610,7 @@ class Listeners:
     def _owner_backlogged(self, owner: int, backlogged: bool) -> None:
         """Stop accepting while hand-overs to ``owner`` pile up (its descriptors are
         used up, or it is behind), and start again once every owner took its backlog
-        (:class:`~ferromq.node.handover.HandoverSender`)."""
+        (:class:`~ferromq.shard.handover.HandoverSender`)."""
         assert self._loop is not None
         was_accepting = not self._backlogged
         if backlogged:
@@ -908,7 +908,7 @@ class Listeners:
         data: bytes,
         owner: int,
     ) -> None:
-        """The router's decision (:mod:`ferromq.node.handover`): serve the connection
+        """The router's decision (:mod:`ferromq.shard.handover`): serve the connection
         here, or hand it to ``owner``. Out of descriptors for the hand-over, the
         connection is not read and tried again after :data:`ACCEPT_PAUSE`, as accepting
         waits then."""

@@ -183,7 +183,7 @@ _PROCESS_FIELDS: dict[str, object] = {}
 def tag_process(**fields: object) -> None:
     """Put ``fields`` on every line this process logs from now on, last on the line
     (so a line reads as on one process up to them): a shard of a node tags its lines
-    ``shard=K`` (:mod:`ferromq.node`)."""
+    ``shard=K`` (:mod:`ferromq.shard`)."""
     _PROCESS_FIELDS.update(fields)
 
 

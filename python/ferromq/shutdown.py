@@ -2,7 +2,7 @@
 exits hard.
 
 The first request (SIGTERM or SIGINT; for a shard also its supervisor's ``stop`` or
-the end of its link, :mod:`ferromq.node.link`) sets :attr:`Shutdown.requested`, and
+the end of its link, :mod:`ferromq.shard.link`) sets :attr:`Shutdown.requested`, and
 :func:`ferromq.broker.serve` stops the broker: it stops accepting, disconnects the
 clients, writes what the journal still holds and closes the store, the stream and the
 cluster. Those last steps wait on other processes, which may not answer (a stopped

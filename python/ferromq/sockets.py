@@ -1,7 +1,8 @@
 """Listening sockets: bound, listening and non-blocking, or one :class:`ListenError`
 naming the listener, its address and why. Low in the package: the MQTT listeners
 (:mod:`ferromq.listener`), the admin API's (:mod:`ferromq.admin.server`), a node's
-supervisor and its private sockets (:mod:`ferromq.node`) all open theirs here.
+supervisor (:mod:`ferromq.node`) and a shard's private sockets (:mod:`ferromq.shard`)
+all open theirs here.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ topic per interval: an event, not a per-message cost.
 In a node of several shards (workers > 1) each shard publishes this tree for its own
 engine under ``$SYS/broker/shard/<K>/``, and shard 0 also publishes the node's under
 ``$SYS/broker/``, made from every shard's :class:`Figures` (gathered by
-:mod:`ferromq.node.sys_figures`; :func:`node_figures`): counters and levels summed
+:mod:`ferromq.shard.sys_figures`; :func:`node_figures`): counters and levels summed
 (``clients/maximum``: the sum of the shards' maxima, an upper bound of the node's;
 ``retained messages/count``, which every shard holds, the largest),
 ``uptime`` the longest, ``store/state`` failing when a shard's is, ``store/errors``

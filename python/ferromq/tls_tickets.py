@@ -9,7 +9,7 @@ each, connections spread over them by ``SO_REUSEPORT``) a ticket was good only o
 shard that issued it: at two shards half the reconnects made full handshakes.
 
 The supervisor makes one key of :data:`KEY_BYTES` random bytes at the node's start and
-gives every shard a memfd holding it (:class:`~ferromq.node.identity.ShardIdentity`'s
+gives every shard a memfd holding it (:class:`~ferromq.shard.identity.ShardIdentity`'s
 ``ticket_keys_fd``); each shard sets it in its TLS listeners' contexts, at start and
 at each certificate reload. The key lives as long as the node, as OpenSSL's own one
 lives as long as its context.

@@ -7,7 +7,7 @@ open is a slowloris), and :func:`answer` decides it. On ``101 Switching Protocol
 transport is handed to the protocol made for it, given the bytes that came after the
 request: the MQTT protocol with ``framing = "websocket"`` (the engine deframes in Rust
 from then on, :mod:`ferromq._protocol` feeds it one C call per read as for TCP), in a
-node of several shards the router first (:mod:`ferromq.node.handover`); on anything else the
+node of several shards the router first (:mod:`ferromq.shard.handover`); on anything else the
 HTTP error is written and the connection closed. Python runs here once per connection,
 never per message.
 

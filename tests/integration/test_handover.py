@@ -1,5 +1,5 @@
 """Client-id affinity in a node of two shards (``ferromq serve`` with ``workers = 2``,
-ferromq.node.handover) under uvloop and asyncio: whichever shard the kernel gives a
+ferromq.shard.handover) under uvloop and asyncio: whichever shard the kernel gives a
 connection to (SO_REUSEPORT), the client is served by the shard that owns its client
 id, so its persistent session is found again and a takeover reaches the old
 connection. Over ``tcp`` (the socket handed over), ``tls`` and ``ws`` (relayed), and a

@@ -159,7 +159,7 @@ def test_the_kernel_signals_a_shard_whose_supervisor_died() -> None:
     # parent dies.
     orphan = (
         "import os, time\n"
-        "from ferromq.node.link import stop_with_supervisor\n"
+        "from ferromq.shard.link import stop_with_supervisor\n"
         "stop_with_supervisor(os.getppid())\n"
         "print(os.getpid(), flush=True)\n"
         "time.sleep(600)\n"
@@ -180,5 +180,5 @@ def test_the_kernel_signals_a_shard_whose_supervisor_died() -> None:
 def test_a_shard_whose_supervisor_died_before_it_asked_stops_itself() -> None:
     # The race the backstop has: the supervisor is gone before the request, so the
     # kernel will never send the signal; the shard sees another parent and stops.
-    code = "from ferromq.node.link import stop_with_supervisor; stop_with_supervisor(-1)"
+    code = "from ferromq.shard.link import stop_with_supervisor; stop_with_supervisor(-1)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == -signal.SIGTERM

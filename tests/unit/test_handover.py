@@ -1,5 +1,5 @@
 """The pieces of the connection hand-over between a node's shards
-(ferromq.node.handover) on real sockets and a real event loop: the header that travels
+(ferromq.shard.handover) on real sockets and a real event loop: the header that travels
 with a handed-over descriptor, the router that reads a connection's first packet to
 learn its owner, and the sender and receiver on a SOCK_SEQPACKET pair."""
 
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from ferromq._core import encode, shard_of
-from ferromq.node.handover import (
+from ferromq.shard.handover import (
     MESSAGE_MAX,
     READ_SIZE,
     Handed,
@@ -24,7 +24,7 @@ from ferromq.node.handover import (
     HandoverSender,
     Router,
 )
-from ferromq.node.identity import ShardIdentity
+from ferromq.shard.identity import ShardIdentity
 
 
 def _connect(client_id: str, version: int = 5) -> bytes:

@@ -13,7 +13,7 @@ import pytest
 from ferromq._core import Bus, Engine, connect_owner, encode, shard_of
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
-from ferromq.node.bus_pump import ring_capacity
+from ferromq.shard.bus_pump import ring_capacity
 
 
 def _fnv1a(text: str) -> int:

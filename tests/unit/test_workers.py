@@ -15,8 +15,8 @@ import pytest
 from tests.commands import run_cli
 
 from ferromq.config import Config, ConfigError, load_config, override_workers, render_toml
-from ferromq.node.identity import ShardIdentity
 from ferromq.node.workers import available_cores, cpu_quota, shard_cpu, worker_count
+from ferromq.shard.identity import ShardIdentity
 
 V2_MEMBERSHIP = "0::/system.slice/ferromq.service\n"
 V1_MEMBERSHIP = (

@@ -7,17 +7,18 @@ use is the same one-line :class:`~ferromq.sockets.ListenError` and exit status 4
 leaves nothing on disk); :meth:`AdminServer.start` serves once the MQTT listeners
 accept; :meth:`AdminServer.close` stops it first thing at shutdown. A shard of a node
 binds its private unix socket instead (``private``: plain HTTP, the same token;
-:mod:`ferromq.node.private`), and a node's supervisor builds one over its shards
-(:func:`ferromq.node.admin.bind_node_admin`). The application is aiohttp's, its
-routes those of a module table (:data:`ferromq.admin.routes.MODULES`,
-:data:`~ferromq.admin.routes.NODE_MODULES`) behind the bearer-token middleware
-(:mod:`ferromq.admin.auth`). No access log: one line per scrape would drown the
-broker's own.
+:mod:`ferromq.shard.private`, :func:`bind_shard_admin`), and a node's supervisor
+builds one over its shards (:func:`ferromq.node.admin.bind_node_admin`). The
+application is aiohttp's, its routes those of a module table
+(:data:`ferromq.admin.routes.MODULES`, :data:`~ferromq.admin.routes.NODE_MODULES`)
+behind the bearer-token middleware (:mod:`ferromq.admin.auth`). No access log: one
+line per scrape would drown the broker's own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -30,14 +31,14 @@ from ferromq.admin.auth import bearer_auth, load_token
 from ferromq.admin.routes import MODULES, AdminRoutes, Routes
 from ferromq.config import AdminConfig, ListenerConfig
 from ferromq.log import log_event
-from ferromq.node.private import bind_private, shown
+from ferromq.shard.private import bind_private, private_address, shown
 from ferromq.sockets import bind_sockets
 from ferromq.tls import server_context
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
 
-__all__ = ["AdminServer", "AppBuilder", "admin_tls_context"]
+__all__ = ["AdminServer", "AppBuilder", "admin_tls_context", "bind_shard_admin"]
 
 logger = logging.getLogger("ferromq.admin")
 
@@ -114,3 +115,11 @@ class AdminServer:
             await self._runner.cleanup()
         for sock in self._sockets:
             sock.close()
+
+
+def bind_shard_admin(broker: Broker, index: int, node: int | None = None) -> AdminServer:
+    """Shard ``index``'s admin application, bound on its private socket (``node``: the
+    supervisor's pid, by default this process's parent). Raises ``ConfigError`` or
+    ``ListenError``."""
+    node = os.getppid() if node is None else node
+    return AdminServer.bind(broker, broker.config.admin, private_address(node, "admin", index))

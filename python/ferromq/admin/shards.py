@@ -1,7 +1,7 @@
 """The node's admin listener asking its shards: HTTP over each shard's private socket.
 
 Each shard of a node serves its own admin application on a private unix socket
-(:mod:`ferromq.node.admin`, :mod:`ferromq.node.private`); :class:`Shards`
+(:mod:`ferromq.node.admin`, :mod:`ferromq.shard.private`); :class:`Shards`
 keeps one aiohttp client session per shard on it and sends the node's bearer token
 (the shard checks it as its own listener would). A request is sent as it came — the
 path with its query, the body — or as the node's handlers build it, and its answer is

@@ -9,7 +9,7 @@ from __future__ import annotations
 from redis.asyncio import Redis, RedisCluster
 
 from ferromq.config import Config
-from ferromq.node.identity import ShardIdentity
+from ferromq.shard.identity import ShardIdentity
 
 __all__ = [
     "MEMBER_SEPARATOR",

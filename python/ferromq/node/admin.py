@@ -5,10 +5,10 @@ node through it. The design:
 
 - **Each shard serves its own admin application** — today's broker routes, probes and
   metrics — on its private socket ``@ferromq-node-<supervisor pid>-admin-<K>``
-  (:mod:`ferromq.node.private`), checking the same bearer token as the configured
+  (:mod:`ferromq.shard.private`), checking the same bearer token as the configured
   listener, and it alone has the routes that apply a users or bans file another shard
-  changed (:func:`bind_shard_admin`, which the shard's broker binds in place of the
-  configured listener).
+  changed (:func:`ferromq.admin.server.bind_shard_admin`, which the shard's broker
+  binds in place of the configured listener).
 - **The supervisor's listener** (the configured host and port, TLS and token) serves the
   dashboard and the node's answers, built by asking the shards over those sockets
   (:class:`~ferromq.admin.shards.Shards`): the API's lists merged and paginated across
@@ -21,7 +21,7 @@ node through it. The design:
   The OpenAPI document is the broker's: the node serves the same API.
 
 ``$SYS`` needs none of this (it is published with ``[admin]`` off too):
-:mod:`ferromq.node.sys_figures`. Import this module only with ``[admin] enabled`` (the
+:mod:`ferromq.shard.sys_figures`. Import this module only with ``[admin] enabled`` (the
 ``admin`` extra).
 """
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -38,21 +37,10 @@ from ferromq.admin.routes import NODE_MODULES, NodeRoutes, Routes
 from ferromq.admin.server import AdminServer, admin_tls_context
 from ferromq.admin.shards import Shards
 from ferromq.config import AdminConfig, Config
-from ferromq.node.private import private_address
+from ferromq.shard.private import private_address
 from ferromq.sockets import bind_sockets
 
-if TYPE_CHECKING:
-    from ferromq.broker import Broker
-
-__all__ = ["bind_node_admin", "bind_shard_admin"]
-
-
-def bind_shard_admin(broker: Broker, index: int, node: int | None = None) -> AdminServer:
-    """Shard ``index``'s admin application, bound on its private socket (``node``: the
-    supervisor's pid, by default this process's parent). Raises ``ConfigError`` or
-    ``ListenError``."""
-    node = os.getppid() if node is None else node
-    return AdminServer.bind(broker, broker.config.admin, private_address(node, "admin", index))
+__all__ = ["bind_node_admin"]
 
 
 def _node_routes(shards: Shards, config: AdminConfig, app: web.Application) -> Routes:

@@ -10,9 +10,9 @@ the bus (``Bus.create``: one memfd for every pair's ring), the admission counter
 key (a memfd, :mod:`ferromq.tls_tickets`), one eventfd per shard for wake-ups, one
 ``SOCK_SEQPACKET`` pair per shard for connection hand-overs — and starts
 each shard as ``python -m ferromq serve <the same arguments>`` with its
-:class:`~ferromq.node.identity.ShardIdentity` in ``FERROMQ_SHARD`` and those
+:class:`~ferromq.shard.identity.ShardIdentity` in ``FERROMQ_SHARD`` and those
 descriptors inherited (``pass_fds``), plus a stream socket pair of its own
-(:mod:`ferromq.node.link`: ``restored`` / ``serve`` / ``serving`` / ``failed``).
+(:mod:`ferromq.shard.link`: ``restored`` / ``serve`` / ``serving`` / ``failed``).
 
 Start: once every shard has restored its store, the supervisor records the store's
 layout (:func:`ferromq.storage.layout.commit`, which deletes a previous layout the
@@ -68,10 +68,10 @@ from ferromq._core import Bus, NodeCounters
 from ferromq.config import Config, ConfigError, listener_path
 from ferromq.exits import EXIT_CANNOT_LISTEN, EXIT_CONFIG_ERROR, EXIT_STORE_UNAVAILABLE, fail
 from ferromq.log import install_handler, log_event, log_handler, relay_line
-from ferromq.node.bus_pump import ring_capacity
-from ferromq.node.identity import ENV, ShardIdentity
-from ferromq.node.link import RESTORED, SERVE, SERVING, STOP, parse_failed
 from ferromq.pidfile import PidFile
+from ferromq.shard.bus_pump import ring_capacity
+from ferromq.shard.identity import ENV, ShardIdentity
+from ferromq.shard.link import RESTORED, SERVE, SERVING, STOP, parse_failed
 from ferromq.sockets import ListenError, bind_sockets
 from ferromq.storage import StoreUnavailable, layout
 from ferromq.storage.embedded import lock_directory

@@ -22,25 +22,15 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Final
 
-from ferromq.pipeline.errors import PipelineError
-from ferromq.pipeline.jobs import BACKFILL, JOBS, JobOptions
+from ferromq.pipeline.errors import EXIT_SETUP, PipelineError
+from ferromq.pipeline.jobs import AVAILABLE_NOW, BACKFILL, JOBS, JobOptions
 
 if TYPE_CHECKING:
     from ferromq.pipeline.runner import RunSpec
 
-__all__ = [
-    "EXIT_FAILED",
-    "EXIT_SETUP",
-    "add_run_arguments",
-    "run_command",
-    "run_spec",
-    "setup_failed",
-]
+__all__ = ["add_run_arguments", "run_command", "run_spec", "setup_failed"]
 
-EXIT_FAILED: Final = 1
-EXIT_SETUP: Final = 2
 DEFAULT_MASTER: Final = "local[*]"
-AVAILABLE_NOW: Final = "available-now"
 _DURATION: Final = re.compile(
     r"\d+\s*(microsecond|millisecond|second|minute|hour|day|week)s?", re.IGNORECASE
 )

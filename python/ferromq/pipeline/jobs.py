@@ -26,10 +26,21 @@ if TYPE_CHECKING:
     from ferromq.pipeline.sources import Stream
     from ferromq.pipeline.transforms import TopicPattern
 
-__all__ = ["BACKFILL", "JOBS", "Job", "JobOptions", "Outputs", "sessions", "telemetry"]
+__all__ = [
+    "AVAILABLE_NOW",
+    "BACKFILL",
+    "JOBS",
+    "Job",
+    "JobOptions",
+    "Outputs",
+    "sessions",
+    "telemetry",
+]
 
 Outputs: TypeAlias = "dict[str, DataFrame]"
 BACKFILL: Final = "backfill"
+AVAILABLE_NOW: Final = "available-now"
+"""``--trigger available-now``: read what the source holds, write it, then stop."""
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from ferromq.config import LogConfig
 from ferromq.log import configure_logging, log_event
-from ferromq.pipeline.command import AVAILABLE_NOW, EXIT_FAILED
-from ferromq.pipeline.errors import PipelineError
-from ferromq.pipeline.jobs import Job, JobOptions
+from ferromq.pipeline.errors import EXIT_FAILED, PipelineError
+from ferromq.pipeline.jobs import AVAILABLE_NOW, Job, JobOptions
 from ferromq.pipeline.output import write_batch, write_stream
 from ferromq.pipeline.progress import ProgressLog, observed
 from ferromq.pipeline.session import spark_session

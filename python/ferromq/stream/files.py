@@ -8,7 +8,7 @@ Layout under ``[stream.files] directory`` (default ``<storage.path>/stream``)::
 
 ``<opened>`` is the wall clock (microseconds, 16 digits) when the file was begun, so
 names sort by time; ``<node>`` (``[stream] node``), ``<shard>`` (the writing shard of
-the node, 0 for a node of one: :mod:`ferromq.node`) and the per-process sequence make
+the node, 0 for a node of one: :mod:`ferromq.shard`) and the per-process sequence make
 them unique per node, so every shard of a node writes its own files into the same two
 directories and a reader of a directory (Spark) reads all shards' files as one. The
 file being written is a dotfile, which Spark's file source (and
@@ -65,7 +65,7 @@ from ferromq._core import StreamBatch, avro_container_header
 from ferromq.config import Config
 from ferromq.fileio import fsync_directory, write_all
 from ferromq.log import log_error, log_event
-from ferromq.node.identity import ShardIdentity
+from ferromq.shard.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.persister import IO_ERRORS, RETRY_FIRST, RETRY_MAX
 from ferromq.stream.sink import SinkHealth, stream_directory

@@ -62,7 +62,7 @@ from aiokafka.errors import BrokerResponseError, KafkaError
 from ferromq._core import StreamBatch, kafka_record_batches
 from ferromq.config import Config
 from ferromq.log import log_event
-from ferromq.node.identity import ShardIdentity
+from ferromq.shard.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
 from ferromq.stream.sink import SinkHealth
@@ -164,7 +164,7 @@ class SinkCounters:
 
 
 class KafkaStreamSink:
-    """The ``kafka`` sink of :func:`ferromq.stream.sink.make_sink`."""
+    """The ``kafka`` sink of :func:`ferromq.stream.choice.make_sink`."""
 
     name = "kafka"
 

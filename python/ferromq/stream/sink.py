@@ -13,22 +13,20 @@ Python runs here per batch, never per record: a batch crosses as one object and 
 records stay in Rust until a sink's compiled encoder frames them.
 
 Sinks: ``files`` (:mod:`ferromq.stream.files`, the embedded default) and ``kafka``
-(:mod:`ferromq.stream.kafka_sink`).
+(:mod:`ferromq.stream.kafka_sink`), which :mod:`ferromq.stream.choice` chooses between.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from ferromq._core import StreamBatch
-from ferromq.config import Config, ConfigError, StreamConfig
-from ferromq.node.identity import ShardIdentity
+from ferromq.config import Config, StreamConfig
 from ferromq.storage.persister import StoreHealth
 
-__all__ = ["SinkHealth", "StreamSink", "holds_acks", "make_sink", "stream_directory"]
+__all__ = ["SinkHealth", "StreamSink", "holds_acks", "stream_directory"]
 
 SinkHealth = StoreHealth
 """A sink's state (ok or failing, errors, the last one) for ``/readyz``: the same shape
@@ -78,23 +76,3 @@ def gather_seconds(stream: StreamConfig) -> float:
 def stream_directory(config: Config) -> Path:
     """``[stream.files] directory``, by default ``<storage.path>/stream``."""
     return Path(config.stream.files.directory or Path(config.storage.path) / "stream")
-
-
-def make_sink(
-    config: Config, node: str, done: Callable[[int], None], shard: ShardIdentity | None = None
-) -> StreamSink:
-    """The sink ``[stream] sink`` names, reporting stored batches to ``done``; ``shard``
-    (a shard of a node) keeps its files and spill apart from the other shards'. Raises
-    :class:`~ferromq.config.ConfigError` (one line) for a sink this build lacks."""
-    if config.stream.sink == "files":
-        from ferromq.stream.files import FileSink
-
-        return FileSink(config, node, done, shard)
-    try:
-        module = importlib.import_module("ferromq.stream.kafka_sink")
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f'stream.sink: "kafka" is not available in this build ({exc}); use "files"'
-        ) from None
-    sink: StreamSink = module.KafkaStreamSink(config, node, done, shard)
-    return sink

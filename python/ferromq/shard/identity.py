@@ -16,7 +16,7 @@ the descriptors it inherits from the supervisor.
   (:mod:`ferromq.tls_tickets`); -1 when there is none.
 - ``supervisor_pid``: the supervisor's process id, which the shard checks is still its
   parent once it asked to be signalled at its parent's death
-  (:func:`ferromq.node.link.stop_with_supervisor`); -1 when nothing supervises it.
+  (:func:`ferromq.shard.link.stop_with_supervisor`); -1 when nothing supervises it.
 
 The supervisor passes it in the environment (:data:`ENV`), so a shard is the plain
 ``ferromq serve`` command with one more variable; without it the process is a node of

@@ -35,7 +35,7 @@ from ferromq._core import Bus, Engine, FrameVersionError
 from ferromq._protocol import IOHub
 from ferromq.after_flush import after_flush
 from ferromq.log import log_event
-from ferromq.node.identity import ShardIdentity
+from ferromq.shard.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 
 logger = logging.getLogger("ferromq.node.bus")

@@ -84,7 +84,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias, cast
 
 from ferromq._core import connect_owner
-from ferromq.node.identity import ShardIdentity
+from ferromq.shard.identity import ShardIdentity
 
 __all__ = [
     "MESSAGE_MAX",

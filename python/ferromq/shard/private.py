@@ -1,13 +1,13 @@
 """A node's private sockets: unix sockets of the abstract namespace, named by the node.
 
 A shard serves what the node asks of it — its admin application
-(:mod:`ferromq.node.admin`), its ``$SYS`` figures (:mod:`ferromq.node.sys_figures`) —
-on ``@ferromq-node-<supervisor pid>-<what>-<K>`` (:func:`private_address`): nothing
-on disk to clean up or outlive the node, no path-length limit, and a shard that
-restarts binds the same name again. A shard knows its supervisor as its parent
-process. An abstract socket has no file mode: any local process may connect, so
-what is served there is what the configured listeners would serve (the admin
-application checks the same token).
+(:func:`ferromq.admin.server.bind_shard_admin`), its ``$SYS`` figures
+(:mod:`ferromq.shard.sys_figures`) — on ``@ferromq-node-<supervisor pid>-<what>-<K>``
+(:func:`private_address`): nothing on disk to clean up or outlive the node, no
+path-length limit, and a shard that restarts binds the same name again. A shard
+knows its supervisor as its parent process. An abstract socket has no file mode: any
+local process may connect, so what is served there is what the configured listeners
+would serve (the admin application checks the same token).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each shard serves its :class:`~ferromq.sys_topics.Figures` (counters, uptime, store
 health) on its private socket ``@ferromq-node-<supervisor pid>-sys-<K>``
-(:mod:`ferromq.node.private`): a connection reads one JSON document, then end of file.
+(:mod:`ferromq.shard.private`): a connection reads one JSON document, then end of file.
 Every ``[sys] interval`` each shard publishes its own tree under
 ``$SYS/broker/shard/<K>/``, and shard 0 asks every other shard's socket at once
 (:data:`TIMEOUT` each) and publishes the node's tree under ``$SYS/broker/`` from
@@ -30,8 +30,8 @@ import socket
 from collections.abc import Callable
 from typing import Final
 
-from ferromq.node.identity import ShardIdentity
-from ferromq.node.private import bind_private, private_address
+from ferromq.shard.identity import ShardIdentity
+from ferromq.shard.private import bind_private, private_address
 from ferromq.sys_topics import Figures, node_figures, shard_prefix, sys_messages
 
 __all__ = ["TIMEOUT", "ShardSys"]
