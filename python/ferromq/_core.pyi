@@ -43,6 +43,7 @@ __all__ = [
     "NotAuthorized",
     "PacketTooLarge",
     "PacketTrace",
+    "PayloadInvalid",
     "Persist",
     "ProtocolError",
     "ProxyHeader",
@@ -71,6 +72,7 @@ __all__ = [
     "UnknownClient",
     "Unsubscribed",
     "UnsupportedProtocolVersion",
+    "ValidationRule",
     "Wake",
     "__version__",
     "avro_container_header",
@@ -370,6 +372,23 @@ class PacketTrace:
     @property
     def payload_preview(self) -> bytes | None: ...
 
+@final
+class PayloadInvalid:
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def rule(self) -> int: ...
+    @property
+    def filter(self) -> str: ...
+    @property
+    def problem(self) -> str: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def unlogged(self) -> int: ...
+
 EngineEvent: TypeAlias = (
     Authenticate
     | Auth
@@ -386,6 +405,7 @@ EngineEvent: TypeAlias = (
     | Subscribed
     | Unsubscribed
     | PacketTrace
+    | PayloadInvalid
 )
 
 @final
@@ -450,6 +470,10 @@ class AutoSubscription:
 @final
 class RewriteRule:
     def __new__(cls, action: str, source: str, re: str, to: str) -> RewriteRule: ...
+
+@final
+class ValidationRule:
+    def __new__(cls, filter: str, format: str, schema: str, on_failure: str) -> ValidationRule: ...
 
 @final
 class Bus:
@@ -582,6 +606,7 @@ class Engine:
     ) -> None: ...
     def set_auto_subscribe(self, subscriptions: list[AutoSubscription]) -> None: ...
     def set_rewrite(self, rules: list[RewriteRule]) -> None: ...
+    def set_validation(self, rules: list[ValidationRule]) -> None: ...
     def set_acl(
         self, rules: AclRules | None, default_allow: bool, withhold: bool
     ) -> list[tuple[str, str]]: ...

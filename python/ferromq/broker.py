@@ -76,6 +76,7 @@ from ferromq._core import (
     EngineEvent,
     NodeCounters,
     PacketTrace,
+    PayloadInvalid,
     Persist,
     Rejected,
     ResumeReading,
@@ -110,6 +111,7 @@ from ferromq.storage.persister import Persister, StoreHealth
 from ferromq.stream.choice import make_sink
 from ferromq.stream.sink import SinkHealth, StreamSink, gather_seconds
 from ferromq.sys_topics import PREFIX, Figures, sys_messages
+from ferromq.validation import validation_rules
 
 if TYPE_CHECKING:
     from ferromq._core import RestoreReport
@@ -259,6 +261,7 @@ class Broker:
         self.use_acl(load_rules(config.acl), config.acl)
         self.engine.set_auto_subscribe(auto_subscriptions(config.auto_subscribe))
         self.engine.set_rewrite(rewrite_rules(config.rewrite))
+        self.engine.set_validation(validation_rules(config.validation))
         for client_id in config.log.trace_clients:
             self.engine.trace(client_id, True)
 
@@ -652,6 +655,20 @@ class Broker:
                         loop.call_later(gather, self._take_stream)
                     else:
                         loop.call_soon(self._take_stream)
+            case PayloadInvalid():
+                # At most once a second per rule (engine/validation.rs).
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "payload failed validation",
+                    client=event.client_id,
+                    topic=event.topic,
+                    rule=f"validation.rules[{event.rule}]",
+                    filter=event.filter,
+                    problem=event.problem,
+                    action=event.action,
+                    unlogged=event.unlogged or None,
+                )
             case Rejected():
                 # Once per refused or aborted connection, never per message.
                 peer = self.hub.peer(event.conn)

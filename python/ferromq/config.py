@@ -944,6 +944,34 @@ class RewriteConfig:
 
 
 @dataclass(frozen=True)
+class ValidationRuleConfig:
+    """One ``[[validation.rules]]`` entry (:mod:`ferromq.validation`)."""
+
+    filter: str = _setting("", _Text())
+    """A topic filter: a client PUBLISH on a topic it matches must pass ``schema``.
+    Every matching rule is checked, in order; the first that fails decides."""
+    schema: str = _setting("", _Text())
+    """The schema file: a JSON Schema (``format = "json"``) or an Avro schema, ``.avsc``
+    (``format = "avro"``). Read at start and on SIGHUP."""
+    format: str = _setting("json", _Choice(("json", "avro")))
+    """What the payloads are: JSON text checked against a JSON Schema, or one Avro
+    binary datum checked against an Avro schema."""
+    on_failure: str = _setting("reject", _Choice(("drop", "reject", "disconnect")))
+    """``drop``: not routed, acknowledged as usual; ``reject``: not routed, a v5 QoS 1/2
+    PUBLISH hears 0x99 Payload format invalid (3.1.1 and QoS 0: dropped);
+    ``disconnect``: the connection is closed (v5: 0x99) and its will published."""
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """``[validation]``: payload schemas checked at ingress (:mod:`ferromq.validation`;
+    docs/validation.md)."""
+
+    rules: tuple[ValidationRuleConfig, ...] = _tables(ValidationRuleConfig)
+    """The rules, ``[[validation.rules]]`` in order."""
+
+
+@dataclass(frozen=True)
 class SparkplugConfig:
     """``[sparkplug]``: Sparkplug B "Aware" (Sparkplug 3.0 §10; docs/sparkplug.md)."""
 
@@ -1156,6 +1184,7 @@ class Config:
     sparkplug: SparkplugConfig = field(default_factory=SparkplugConfig)
     auto_subscribe: AutoSubscribeConfig = field(default_factory=AutoSubscribeConfig)
     rewrite: RewriteConfig = field(default_factory=RewriteConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
     log: LogConfig = field(default_factory=LogConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     acl: AclConfig = field(default_factory=AclConfig)

@@ -11,6 +11,8 @@ would. It reads but never writes (check-config may run beside a live broker):
 - the ACL rules file reads and every rule in it compiles (:func:`ferromq.acl.load_rules`);
 - every ``[auto_subscribe]`` filter compiles (:func:`ferromq.auto_subscribe.auto_subscriptions`);
 - every ``[[rewrite.rules]]`` rule compiles (:func:`ferromq.rewrite.rewrite_rules`);
+- every ``[[validation.rules]]`` schema file reads and compiles
+  (:func:`ferromq.validation.validation_rules`);
 - the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
 - each TLS listener's certificate, key and CA files load and the key matches the
   certificate (:func:`ferromq.tls.server_context`);
@@ -39,6 +41,7 @@ from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
 from ferromq.rewrite import rewrite_rules
 from ferromq.tls import server_context
+from ferromq.validation import validation_rules
 
 __all__ = ["check"]
 
@@ -49,6 +52,7 @@ def check(config: Config) -> None:
     load_rules(config.acl)
     auto_subscriptions(config.auto_subscribe)
     rewrite_rules(config.rewrite)
+    validation_rules(config.validation)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol in TLS_PROTOCOLS:

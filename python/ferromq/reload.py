@@ -21,6 +21,8 @@ before swapping anything, so it applies whole or not at all:
 - ``[auto_subscribe]``: the filters apply from the next CONNECT
   (:mod:`ferromq.auto_subscribe`);
 - ``[rewrite]``: the rules apply to the next packet (:mod:`ferromq.rewrite`);
+- ``[validation]``: the rules and their schema files, read again, apply to the next
+  PUBLISH (:mod:`ferromq.validation`);
 - ``[bans]`` (the bans file read again) and the ``[limits]`` admission decides with
   (:data:`ADMISSION_LIMITS`): the next connections are decided with them, and connected
   clients a new ban matches are closed (``Broker._reload_admission``) — unless they
@@ -51,6 +53,7 @@ from ferromq.config import Config, ConfigError, LimitsConfig, config_as_dict
 from ferromq.log import install_handler, log_event, log_handler
 from ferromq.rewrite import rewrite_rules
 from ferromq.tls import reloaded_listeners
+from ferromq.validation import validation_rules
 
 if TYPE_CHECKING:
     from ferromq.broker import Broker
@@ -112,6 +115,7 @@ class Reloader:
             rules = load_rules(new.acl)  # the rules file is read again even when unchanged
             subscriptions = auto_subscriptions(new.auto_subscribe)
             rewrites = rewrite_rules(new.rewrite)
+            validations = validation_rules(new.validation)  # schema files read again
             handler = log_handler(new.log)
         except ConfigError as exc:
             log_event(
@@ -131,6 +135,7 @@ class Reloader:
             acl=new.acl,
             auto_subscribe=new.auto_subscribe,
             rewrite=new.rewrite,
+            validation=new.validation,
             listeners=reloaded_listeners(running.listeners, new.listeners),
             bans=new.bans if admission else running.bans,
             limits=_admission_limits(running.limits, new.limits) if admission else running.limits,
@@ -141,6 +146,7 @@ class Reloader:
         broker.use_acl(rules, applied.acl)
         broker.engine.set_auto_subscribe(subscriptions)
         broker.engine.set_rewrite(rewrites)
+        broker.engine.set_validation(validations)
         broker.hub.flush()
         for hook in broker.reload_hooks:
             hook(running, applied)

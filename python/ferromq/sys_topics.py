@@ -87,6 +87,7 @@ COUNTERS: Mapping[str, str] = {
     "acl/revoked": "acl_revoked",
     "subscriptions/auto_skipped": "auto_subscribe_skipped",
     "messages/rewritten": "topics_rewritten",
+    "messages/invalid": "payloads_invalid",
     "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},

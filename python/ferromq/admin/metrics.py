@@ -144,6 +144,11 @@ COUNTERS: Final = (
         "topics_rewritten",
     ),
     (
+        "ferromq_payloads_invalid",
+        "Client PUBLISHes whose payload a validation schema refused.",
+        "payloads_invalid",
+    ),
+    (
         "ferromq_acl_withheld",
         "Messages withheld from a subscription reaching topics the ACL denies.",
         "acl_withheld",

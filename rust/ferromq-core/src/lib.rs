@@ -16,6 +16,7 @@
 //! - [`bus`]: the cross-shard bus (shared-memory rings between a node's shards).
 //! - [`acl`]: access-control rules compiled by Python, checked per message.
 //! - [`export`]: the `[stream]` records (Avro) for the Spark pipeline, in batches.
+//! - [`schema`]: payload schemas (JSON Schema, Avro) for validation at ingress.
 //! - [`choice`]: settings chosen by name (`FromStr` per enum, one table each).
 
 pub mod acl;
@@ -26,6 +27,7 @@ pub mod durability;
 pub mod engine;
 pub mod export;
 pub mod retain;
+pub mod schema;
 pub mod store;
 pub mod topic;
 pub mod transport;

@@ -25,6 +25,7 @@ use crate::restore_report::RestoreReport;
 use crate::rewrite::RewriteRule;
 use crate::settings::EngineSettings;
 use crate::stream::StreamBatch;
+use crate::validation::ValidationRule;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
@@ -484,6 +485,13 @@ impl Engine {
             .set_rewrite(rules.iter().map(|r| r.rule.clone()).collect());
     }
 
+    /// Check every later client PUBLISH's payload against `rules`
+    /// (`[[validation.rules]]`).
+    fn set_validation(&mut self, rules: Vec<PyRef<'_, ValidationRule>>) {
+        self.inner
+            .set_validation(rules.iter().map(|r| r.rule.clone()).collect());
+    }
+
     /// Check every later message against `rules` (None: no rules file),
     /// `default_allow` and `withhold` (a wildcard filter reaching some allowed
     /// topics is granted and the rest withheld per message; false: refused), and
@@ -557,6 +565,7 @@ impl Engine {
             ("acl_withheld", s.acl_withheld),
             ("auto_subscribe_skipped", s.auto_subscribe_skipped),
             ("topics_rewritten", s.topics_rewritten),
+            ("payloads_invalid", s.payloads_invalid),
             ("acl_revoked", s.acl_revoked),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),

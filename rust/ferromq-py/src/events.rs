@@ -150,8 +150,21 @@ pub(crate) struct PacketTrace {
     payload_preview: Option<Py<PyBytes>>,
 }
 
+/// A client's PUBLISH failed a `[[validation.rules]]` schema: logged, at most once a
+/// second per rule (`unlogged` failures of the rule since the last one logged).
+#[pyclass(module = "ferromq._core", frozen, get_all)]
+pub(crate) struct PayloadInvalid {
+    client_id: String,
+    topic: String,
+    rule: usize,
+    filter: String,
+    problem: String,
+    action: &'static str,
+    unlogged: u64,
+}
+
 /// Every event class, in the stub's `EngineEvent` order.
-fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 15] {
+fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 16] {
     [
         py.get_type::<Authenticate>(),
         py.get_type::<Auth>(),
@@ -168,6 +181,7 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 15] {
         py.get_type::<Subscribed>(),
         py.get_type::<Unsubscribed>(),
         py.get_type::<PacketTrace>(),
+        py.get_type::<PayloadInvalid>(),
     ]
 }
 
@@ -332,6 +346,25 @@ pub(crate) fn events_from_core(
                 payload_preview: packet
                     .payload_preview
                     .map(|b| PyBytes::new(py, &b).unbind()),
+            }
+            .into_pyobject(py)?
+            .into_any(),
+            Event::PayloadInvalid {
+                client_id,
+                topic,
+                rule,
+                filter,
+                problem,
+                action,
+                unlogged,
+            } => PayloadInvalid {
+                client_id,
+                topic,
+                rule,
+                filter,
+                problem,
+                action,
+                unlogged,
             }
             .into_pyobject(py)?
             .into_any(),

@@ -35,6 +35,7 @@ mod split;
 mod stream;
 mod stream_kafka;
 mod topic;
+mod validation;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -50,6 +51,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shard_owner::register(m)?;
     acl::register(m)?;
     rewrite::register(m)?;
+    validation::register(m)?;
     admin::register(m)?;
     events::register(m)?;
     restore_report::register(m)?;

@@ -77,6 +77,7 @@ mod subscribe;
 mod timers;
 mod trace;
 mod users;
+mod validation;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -100,6 +101,7 @@ pub use sparkplug::Sparkplug;
 pub use split::{ApplicationOp, JournalSplit, Split};
 pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
 pub use trace::{PacketSummary, PREVIEW_BYTES};
+pub use validation::{OnInvalid, ValidationRule};
 
 use crate::codec::{Packet, QoS};
 use crate::durability::record::Journal;
@@ -251,6 +253,18 @@ pub enum Event {
         client_id: String,
         filters: Vec<String>,
     },
+    /// A client's PUBLISH failed a `[[validation.rules]]` schema (`validation`):
+    /// logged by Python, at most once a second per rule; `unlogged` failures of
+    /// that rule came since the last one logged.
+    PayloadInvalid {
+        client_id: String,
+        topic: String,
+        rule: usize,
+        filter: String,
+        problem: String,
+        action: &'static str,
+        unlogged: u64,
+    },
     /// A packet read from (`inbound`) or written to a traced client (`trace`).
     Trace {
         conn: ConnId,
@@ -307,6 +321,7 @@ pub struct Engine {
     /// `[auto_subscribe]`'s subscriptions, made at every CONNECT (`auto_subscribe`).
     auto_subscriptions: Vec<auto_subscribe::AutoSubscription>,
     rewrite_rules: Vec<rewrite::RewriteRule>,
+    validation_rules: Vec<validation::ValidationRule>,
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
@@ -380,6 +395,7 @@ impl Engine {
             wall_offset: 0,
             auto_subscriptions: Vec::new(),
             rewrite_rules: Vec::new(),
+            validation_rules: Vec::new(),
             next_token: 1,
             alias_scratch: Vec::new(),
             ledger: memory::Ledger::default(),
@@ -536,7 +552,8 @@ impl Engine {
             | Event::ClientDisconnected { .. }
             | Event::Subscribed { .. }
             | Event::Unsubscribed { .. }
-            | Event::Trace { .. } => true,
+            | Event::Trace { .. }
+            | Event::PayloadInvalid { .. } => true,
         });
         self.barrier.replies.forget(conn_id);
         self.held.retain(|&held| held != conn_id);

@@ -16,7 +16,8 @@
 //! than the Receive Maximum announced is disconnected with 0x93 [MQTT-3.3.4-9].
 //! Before any of that a PUBLISH passes the connection's rate quota (`quota`),
 //! the limits the broker announced (`announce`) and, its topic rewritten by the
-//! `[[rewrite.rules]]` (`rewrite`), the ACL (`acl`).
+//! `[[rewrite.rules]]` (`rewrite`), the ACL (`acl`) and the payload schemas of
+//! `[[validation.rules]]` (`validation`).
 //!
 //! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
 //! QoS, every subscription identifier), then per delivery the QoS is lowered to the
@@ -34,6 +35,7 @@ use super::retained_store::{self, Origin};
 use super::session::Awaiting;
 use super::shards;
 use super::sparkplug;
+use super::validation::OnInvalid;
 use super::{ConnId, Engine, Outgoing};
 
 impl Engine {
@@ -95,6 +97,12 @@ impl Engine {
         if !repeated_qos2 && !self.acl_allows(session, Action::Publish, &publish.topic) {
             self.deny_publish(conn_id, &publish, v5);
             return;
+        }
+        if !repeated_qos2 {
+            if let Some(action) = self.invalid_payload(session, &publish, now) {
+                self.refuse_invalid(conn_id, &publish, action, v5, now);
+                return;
+            }
         }
         if let Some(detail) = self.retained_quota_refusal(session, &publish, v5, now) {
             self.reject_publish(conn_id, &publish, ReasonCode::QuotaExceeded, detail);
@@ -164,10 +172,52 @@ impl Engine {
     /// 3.1.1 has no refusal in PUBACK/PUBREC, so it is acknowledged as usual
     /// (a QoS 2 id is not kept: its PUBREL gets PUBCOMP all the same).
     fn deny_publish(&mut self, conn_id: ConnId, publish: &Publish, v5: bool) {
+        let reason = if v5 {
+            ReasonCode::NotAuthorized
+        } else {
+            ReasonCode::Success
+        };
+        self.answer_unrouted(conn_id, publish, reason, "denied by the ACL");
+    }
+
+    /// A PUBLISH whose payload a validation rule refuses (`validation`) is not
+    /// routed: dropped (acknowledged as usual), rejected (v5 QoS 1/2: 0x99; others
+    /// as dropped) or its connection closed with 0x99.
+    fn refuse_invalid(
+        &mut self,
+        conn_id: ConnId,
+        publish: &Publish,
+        action: OnInvalid,
+        v5: bool,
+        now: u64,
+    ) {
+        const DETAIL: &str = "payload failed validation";
+        match action {
+            OnInvalid::Disconnect => {
+                self.refuse_with(conn_id, ReasonCode::PayloadFormatInvalid, DETAIL, now);
+            }
+            OnInvalid::Reject if v5 => {
+                self.answer_unrouted(conn_id, publish, ReasonCode::PayloadFormatInvalid, DETAIL);
+            }
+            OnInvalid::Reject | OnInvalid::Drop => {
+                self.answer_unrouted(conn_id, publish, ReasonCode::Success, DETAIL);
+            }
+        }
+    }
+
+    /// The PUBACK/PUBREC of a QoS 1/2 PUBLISH that is not routed, with `reason`
+    /// (and `detail` as its Reason String when it is not Success).
+    fn answer_unrouted(
+        &mut self,
+        conn_id: ConnId,
+        publish: &Publish,
+        reason: ReasonCode,
+        detail: &'static str,
+    ) {
         let mut ack = Ack::new(publish.packet_id);
-        if v5 {
-            ack.reason = ReasonCode::NotAuthorized;
-            ack.properties = self.ack_reason_string(conn_id, "denied by the ACL");
+        if reason != ReasonCode::Success {
+            ack.reason = reason;
+            ack.properties = self.ack_reason_string(conn_id, detail);
         }
         match publish.qos {
             QoS::AtMostOnce => {}

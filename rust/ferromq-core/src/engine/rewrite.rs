@@ -22,7 +22,9 @@ use regex::Regex;
 
 use crate::acl::{template, Binding, Level, Part};
 use crate::codec::Utf8Bytes;
-use crate::topic::{parse_shared_filter, validate_topic_filter, validate_topic_name};
+use crate::topic::{
+    filter_matches, parse_shared_filter, validate_topic_filter, validate_topic_name,
+};
 
 use super::Engine;
 
@@ -58,7 +60,7 @@ enum Piece {
 #[derive(Debug, Clone)]
 pub struct RewriteRule {
     action: RewriteAction,
-    source: Box<[Box<str>]>,
+    source: Box<str>,
     expression: Regex,
     target: Box<[Box<[Piece]>]>,
 }
@@ -88,7 +90,7 @@ impl RewriteRule {
             .collect::<Result<_, _>>()?;
         Ok(RewriteRule {
             action,
-            source: source.split('/').map(Box::from).collect(),
+            source: source.into(),
             expression,
             target,
         })
@@ -164,30 +166,6 @@ fn target_level(level: &Level, groups: usize) -> Result<Box<[Piece]>, String> {
         }
     }
     Ok(pieces.into())
-}
-
-/// Whether `filter` (split in levels) matches `topic` [MQTT-4.7.1, 4.7.2-1].
-fn filter_matches(filter: &[Box<str>], topic: &str) -> bool {
-    if topic.starts_with('$') && matches!(filter.first().map(|l| &**l), Some("+" | "#")) {
-        return false;
-    }
-    let mut levels = topic.split('/');
-    for wanted in filter {
-        match &**wanted {
-            "#" => return true,
-            "+" => {
-                if levels.next().is_none() {
-                    return false;
-                }
-            }
-            exact => {
-                if levels.next() != Some(exact) {
-                    return false;
-                }
-            }
-        }
-    }
-    levels.next().is_none()
 }
 
 /// `topic` rewritten by the first of `rules` whose source matches it, or None.

@@ -339,7 +339,7 @@ impl Engine {
 
     /// Whether every other shard's `SYNC` (its subscriptions) arrived since
     /// `bus_hello`: before, a PUBLISH here would miss their subscribers, so a started
-    /// shard serves no client until then (`node/bus_pump.py`).
+    /// shard serves no client until then (`shard/bus_pump.py`).
     pub fn bus_synced(&self) -> bool {
         self.shards
             .as_ref()

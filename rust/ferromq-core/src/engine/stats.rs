@@ -153,6 +153,8 @@ pub struct Stats {
     pub auto_subscribe_skipped: u64,
     /// Topics and filters a `[[rewrite.rules]]` rule changed (`rewrite`).
     pub topics_rewritten: u64,
+    /// Client PUBLISHes whose payload a `[[validation.rules]]` schema refused.
+    pub payloads_invalid: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,
     pub clients_maximum: u64,

@@ -28,5 +28,6 @@ pub(crate) use shared::topic_hash;
 pub use shared::{GroupRef, Member, ShareStrategy};
 
 pub use validate::{
-    parse_shared_filter, validate_topic_filter, validate_topic_name, SharedFilter, TopicError,
+    filter_matches, parse_shared_filter, validate_topic_filter, validate_topic_name, SharedFilter,
+    TopicError,
 };

@@ -185,3 +185,47 @@ mod tests {
         assert_eq!(parse_shared_filter("a/b"), Ok(None));
     }
 }
+
+/// Whether the plain `filter` matches the topic name `topic`, for the few places that
+/// hold a filter or two outside an index (rewrite and validation rules): `+` one
+/// level, `#` the rest (and the parent), and neither at the first level matches a
+/// `$` topic [MQTT-4.7.1-2, 4.7.1-3, 4.7.2-1].
+pub fn filter_matches(filter: &str, topic: &str) -> bool {
+    if topic.starts_with('$') && (filter.starts_with('+') || filter.starts_with('#')) {
+        return false;
+    }
+    let mut levels = topic.split('/');
+    for wanted in filter.split('/') {
+        match wanted {
+            "#" => return true,
+            "+" => {
+                if levels.next().is_none() {
+                    return false;
+                }
+            }
+            exact => {
+                if levels.next() != Some(exact) {
+                    return false;
+                }
+            }
+        }
+    }
+    levels.next().is_none()
+}
+
+#[cfg(test)]
+mod filter_matches_tests {
+    use super::filter_matches;
+
+    #[test]
+    fn levels_and_wildcards() {
+        assert!(filter_matches("a/+/c", "a/b/c"));
+        assert!(!filter_matches("a/+/c", "a/b/c/d"));
+        assert!(filter_matches("a/#", "a"));
+        assert!(filter_matches("a/#", "a/b/c"));
+        assert!(!filter_matches("a/b", "a"));
+        assert!(filter_matches("+/x", "/x"));
+        assert!(!filter_matches("#", "$SYS/x"));
+        assert!(filter_matches("$SYS/#", "$SYS/x"));
+    }
+}

@@ -41,6 +41,8 @@ pub struct Harness {
     pub client_events: Vec<Event>,
     /// `StreamReady` events seen (the `[stream]` export has a batch to take).
     pub stream_ready: usize,
+    /// `PayloadInvalid` events (a validation rule refused a payload; logged).
+    pub invalid: Vec<Event>,
 }
 
 pub struct Client {
@@ -72,6 +74,7 @@ impl Harness {
             wakes: Vec::new(),
             client_events: Vec::new(),
             stream_ready: 0,
+            invalid: Vec::new(),
         }
     }
 
@@ -118,6 +121,7 @@ impl Harness {
                 | Event::Subscribed { .. }
                 | Event::Unsubscribed { .. }
                 | Event::Trace { .. } => self.client_events.push(event),
+                Event::PayloadInvalid { .. } => self.invalid.push(event),
             }
         }
     }
