@@ -22,6 +22,7 @@ __all__ = [
     "Authenticate",
     "AutoSubscription",
     "BenchError",
+    "BridgeLink",
     "Bus",
     "ClientConnected",
     "ClientDisconnected",
@@ -468,6 +469,22 @@ class AutoSubscription:
     def __new__(cls, topic: str, qos: int) -> AutoSubscription: ...
 
 @final
+class BridgeLink:
+    def __new__(
+        cls,
+        client_id: str,
+        version: int,
+        out: list[tuple[str, int, str, str]],
+        inbound: list[tuple[str, int, str, str]],
+        keep_alive: int,
+        max_queued_bytes: int,
+    ) -> BridgeLink: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+
+@final
 class RewriteRule:
     def __new__(cls, action: str, source: str, re: str, to: str) -> RewriteRule: ...
 
@@ -606,6 +623,7 @@ class Engine:
     ) -> None: ...
     def set_auto_subscribe(self, subscriptions: list[AutoSubscription]) -> None: ...
     def set_rewrite(self, rules: list[RewriteRule]) -> None: ...
+    def open_bridge(self, conn: int, link: BridgeLink, now: int) -> None: ...
     def set_validation(self, rules: list[ValidationRule]) -> None: ...
     def set_acl(
         self, rules: AclRules | None, default_allow: bool, withhold: bool

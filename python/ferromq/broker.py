@@ -94,6 +94,7 @@ from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
 from ferromq.auto_subscribe import auto_subscriptions
+from ferromq.bridge import Bridges
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
@@ -221,6 +222,7 @@ class Broker:
         self._shard_sys: ShardSys | None = None
         self._bus: BusPump | None = None
         self._listeners: Listeners | None = None
+        self.bridges: Bridges | None = None  # with [[bridges]], once serving
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
@@ -419,6 +421,9 @@ class Broker:
         hub.start()
         # In a node of several shards: route each connection to its client id's owner.
         self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
+        if config.bridges:
+            self.bridges = Bridges(config.bridges, hub, self.shard)
+            self._tasks.extend(self.bridges.start())
         self.serving = True
         if self._admin is not None:
             await self._admin.start()

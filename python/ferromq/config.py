@@ -972,6 +972,74 @@ class ValidationConfig:
 
 
 @dataclass(frozen=True)
+class BridgeTopicConfig:
+    """One ``[[bridges.topics]]`` entry: ``pattern`` under ``local_prefix`` here is
+    ``pattern`` under ``remote_prefix`` on the remote broker."""
+
+    pattern: str = _setting("", _Text())
+    """A topic filter (``sensors/#``), without the prefixes."""
+    direction: str = _setting("out", _Choice(("out", "in", "both")))
+    """``out``: local messages go to the remote broker; ``in``: the remote broker's come
+    here (the bridge subscribes there); ``both``."""
+    qos: int = _setting(1, _Int(0, 2))
+    """The QoS of the subscription on the receiving side (here for ``out``, there for
+    ``in``): messages travel at most at it."""
+    local_prefix: str = _setting("", _Text(allow_empty=True))
+    """Put before ``pattern`` here (``edge/``)."""
+    remote_prefix: str = _setting("", _Text(allow_empty=True))
+    """Put before ``pattern`` on the remote broker (``sites/berlin/``)."""
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """One ``[[bridges]]`` entry: a connection to another MQTT broker
+    (:mod:`ferromq.bridge`; docs/bridges.md)."""
+
+    name: str = _setting("", _Text())
+    """Names the bridge in logs and metrics, and its default client id."""
+    address: str = _setting("", _Text())
+    """The remote broker, ``host:port`` (``[::1]:1883`` for IPv6)."""
+    version: str = _setting("5", _Choice(("5", "3.1.1")))
+    """The MQTT version spoken to the remote broker."""
+    client_id: str = _setting("", _Text(allow_empty=True))
+    """The bridge's client id there and its session's here (default
+    ``ferromq-bridge-{name}``); its session is persistent on both sides."""
+    username: str = _setting("", _Text(allow_empty=True))
+    """User name for the remote broker (none when empty)."""
+    password: str = _setting("", _Text(allow_empty=True))
+    """Password for the remote broker (none when empty)."""
+    tls: bool = _setting(False, _Bool())
+    """Connect with TLS, verifying the remote's certificate (against ``cafile`` or the
+    system's CAs) and host name."""
+    cafile: str = _setting("", _Text(allow_empty=True))
+    """PEM CA certificates the remote's certificate is verified against."""
+    certfile: str = _setting("", _Text(allow_empty=True))
+    """PEM client certificate for the remote broker, with ``keyfile``."""
+    keyfile: str = _setting("", _Text(allow_empty=True))
+    """PEM private key of ``certfile``."""
+    keepalive: int = _setting(60, _duration(1, 65535))
+    """Seconds between the bridge's PINGREQs; the connection is dropped when nothing
+    arrives for 1.5 times that."""
+    remote_session_expiry: int = _setting(86400, _duration(0, 0xFFFF_FFFF))
+    """MQTT 5: how long the remote broker keeps the bridge's session (its ``in``
+    subscriptions and what they queue) while the bridge is away."""
+    try_private: bool = _setting(True, _Bool())
+    """MQTT 3.1.1: announce a bridge (Mosquitto's bridge flag on the protocol level), so
+    a Mosquitto remote does not send the bridge's own messages back. MQTT 5 uses No
+    Local instead."""
+    reconnect_min: int = _setting(1, _duration(1))
+    """Seconds before the first reconnection attempt; doubled after each failure."""
+    reconnect_max: int = _setting(60, _duration(1))
+    """The longest wait between attempts."""
+    max_queued_bytes: int = _setting(0, _size(0, MAX_U63))
+    """Bytes of ``out`` messages kept for the remote broker while it is away or slow
+    (QoS 1/2; QoS 0 only with ``session.queue_qos0_offline``); over it
+    ``session.drop_policy`` applies. 0: ``session.max_queued_bytes``."""
+    topics: tuple[BridgeTopicConfig, ...] = _tables(BridgeTopicConfig)
+    """The topics, ``[[bridges.topics]]``."""
+
+
+@dataclass(frozen=True)
 class SparkplugConfig:
     """``[sparkplug]``: Sparkplug B "Aware" (Sparkplug 3.0 §10; docs/sparkplug.md)."""
 
@@ -1172,6 +1240,7 @@ class Config:
     """The whole configuration; every section has production defaults."""
 
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
+    bridges: tuple[BridgeConfig, ...] = _tables(BridgeConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
@@ -1194,7 +1263,7 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
-_SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name != "listeners")
+_SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name not in ("listeners", "bridges"))
 _SERVER_WORKERS: Final = next(f for f in fields(ServerConfig) if f.name == "workers")
 
 # ---------------------------------------------------------------------------------------
@@ -1247,10 +1316,12 @@ def _apply_document(config: Config, document: Mapping[str, object]) -> Config:
     for key, raw in document.items():
         if key == "listeners":
             config = replace(config, listeners=_load_listeners(raw))
+        elif key == "bridges":
+            config = replace(config, bridges=_load_table_list(BridgeConfig, raw, key))
         elif key in _SECTIONS:
             config = replace(config, **{key: _load_table(getattr(config, key), raw, key)})
         else:
-            names = ["listeners", *_SECTIONS]
+            names = ["listeners", "bridges", *_SECTIONS]
             raise ConfigError(f"{key}: unknown key{_did_you_mean(key, names)}")
     return config
 
@@ -1345,6 +1416,8 @@ def override_workers(config: Config, workers: str | None) -> Config:
 
 def _apply_override(config: Config, name: str, text: str) -> Config:
     section, _, key = name.removeprefix(ENV_PREFIX).lower().partition("__")
+    if section == "bridges":
+        raise ConfigError(f"{name}: bridges are a list of tables; set them in the config file")
     if section == "listeners":
         raise ConfigError(
             f"{name}: listeners are a list and cannot be overridden key by key; "
@@ -1637,6 +1710,7 @@ def config_as_dict(config: Config) -> dict[str, Any]:
     """Plain data (lists, dicts, scalars) in schema order, ready for ``json.dumps``."""
     data = asdict(config)
     data["listeners"] = list(data["listeners"])
+    data["bridges"] = list(data["bridges"])
     return data
 
 
@@ -1661,18 +1735,44 @@ def render_toml(config: Config) -> str:
     """The configuration as a TOML document that :func:`load_config` reads back unchanged."""
     data = config_as_dict(config)
     lines: list[str] = []
-    for listener in data.pop("listeners"):
-        lines += toml_table("[[listeners]]", listener)
+    for key in ("listeners", "bridges"):
+        for entry in data.pop(key):
+            lines += _toml_table_entry(key, entry)
     for section, table in data.items():
         lines += _toml_tables(section, table)
     return "\n".join(lines)
 
 
+def _is_table_array(value: object) -> bool:
+    """Whether ``value`` is a non-empty array of tables (an empty one is written as
+    ``key = []``)."""
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(item, Mapping) for item in value)
+    )
+
+
 def _toml_tables(path: str, table: Mapping[str, object]) -> list[str]:
-    """``table`` as ``[path]`` followed by its sub-tables as ``[path.name]``."""
+    """``table`` as ``[path]`` followed by its sub-tables as ``[path.name]`` and its
+    arrays of tables as ``[[path.name]]``."""
     inner = {key: value for key, value in table.items() if isinstance(value, Mapping)}
-    plain = {key: value for key, value in table.items() if key not in inner}
+    arrays = {key: value for key, value in table.items() if _is_table_array(value)}
+    plain = {key: value for key, value in table.items() if key not in inner | arrays}
     lines = toml_table(f"[{path}]", plain)
     for key, value in inner.items():
         lines += _toml_tables(f"{path}.{key}", value)
+    for key, entries in arrays.items():
+        for entry in entries:  # type: ignore[attr-defined]  # checked by _is_table_array
+            lines += _toml_table_entry(f"{path}.{key}", entry)
+    return lines
+
+
+def _toml_table_entry(path: str, entry: Mapping[str, object]) -> list[str]:
+    """One entry of the array of tables ``[[path]]``, then its own arrays of tables."""
+    arrays = {key: value for key, value in entry.items() if _is_table_array(value)}
+    lines = toml_table(f"[[{path}]]", {k: v for k, v in entry.items() if k not in arrays})
+    for key, entries in arrays.items():
+        for inner in entries:  # type: ignore[attr-defined]  # checked by _is_table_array
+            lines += _toml_table_entry(f"{path}.{key}", inner)
     return lines

@@ -225,7 +225,10 @@ def reference() -> str:
     for section in fields(Config):
         value = getattr(defaults, section.name)
         pending: list[_Pending]
-        if isinstance(value, tuple):  # an array of tables: one entry by default
+        item = _table_list_item(section)
+        if item is not None:  # an array of tables, none by default ([[bridges]])
+            pending = [(f"[[{section.name}]]", _NO_ENV, None, item())]
+        elif isinstance(value, tuple):  # an array of tables: one entry by default
             pending = [(f"[[{section.name}]]", _LISTENERS_ENV, None, value[0])]
         else:
             top = f"FERROMQ_{section.name.upper()}"

@@ -16,6 +16,7 @@ import socket
 import time
 
 from ferromq._core import Engine, EngineSettings
+from ferromq._protocol import MqttProtocol
 from ferromq.admission import checks_connect
 from ferromq.auth.certificate import certificate_identities_needed
 from ferromq.client_log import client_events_wanted
@@ -110,3 +111,15 @@ def engine_from_config(config: Config) -> Engine:
             boot_id=time.time_ns() // 1000,
         )
     return engine
+
+
+def hand_to_engine(protocol: MqttProtocol, data: bytes) -> None:
+    """Give ``protocol``'s engine connection bytes read before it took the transport
+    (a WebSocket upgrade's, the shard router's, a bridge's handshake), as if read now."""
+    rest = memoryview(data)
+    while rest:
+        buffer = protocol.get_buffer(len(rest))
+        size = min(len(buffer), len(rest))
+        buffer[:size] = rest[:size]
+        protocol.buffer_updated(size)
+        rest = rest[size:]

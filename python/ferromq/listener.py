@@ -138,6 +138,7 @@ from ferromq.config import (
     ListenerConfig,
     listener_path,
 )
+from ferromq.engine import hand_to_engine
 from ferromq.file_watch import FileWatch
 from ferromq.log import RateLimitedLog, log_event, peer_text
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
@@ -285,14 +286,8 @@ class _CountedProtocol(MqttProtocol):
         super().connection_made(transport)
         self._names[self.conn] = self._listener
         self._engine.set_listener(self.conn, self._listener)
-        preread = memoryview(self._preread)
+        hand_to_engine(self, self._preread)
         self._preread = b""
-        while preread:
-            buffer = self.get_buffer(len(preread))
-            size = min(len(buffer), len(preread))
-            buffer[:size] = preread[:size]
-            self.buffer_updated(size)
-            preread = preread[size:]
 
     def release(self) -> None:
         if self._release is not None:

@@ -11,6 +11,8 @@ would. It reads but never writes (check-config may run beside a live broker):
 - the ACL rules file reads and every rule in it compiles (:func:`ferromq.acl.load_rules`);
 - every ``[auto_subscribe]`` filter compiles (:func:`ferromq.auto_subscribe.auto_subscriptions`);
 - every ``[[rewrite.rules]]`` rule compiles (:func:`ferromq.rewrite.rewrite_rules`);
+- every ``[[bridges]]`` entry has a name, an address and valid topics, and its TLS
+  files load (:func:`ferromq.bridge.check_bridges`);
 - every ``[[validation.rules]]`` schema file reads and compiles
   (:func:`ferromq.validation.validation_rules`);
 - the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
@@ -38,6 +40,7 @@ from ferromq.acl import load_rules
 from ferromq.admission import load_bans
 from ferromq.auth import check_providers
 from ferromq.auto_subscribe import auto_subscriptions
+from ferromq.bridge import check_bridges
 from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
 from ferromq.rewrite import rewrite_rules
 from ferromq.tls import server_context
@@ -53,6 +56,7 @@ def check(config: Config) -> None:
     auto_subscriptions(config.auto_subscribe)
     rewrite_rules(config.rewrite)
     validation_rules(config.validation)
+    check_bridges(config.bridges)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol in TLS_PROTOCOLS:

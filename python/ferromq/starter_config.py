@@ -103,7 +103,11 @@ def starter_config() -> str:
     defaults = Config()
     for section in fields(Config):
         value = getattr(defaults, section.name)
-        if isinstance(value, tuple):  # an array of tables, one entry by default
+        item = section.metadata.get("tables")
+        if item is not None:  # an array of tables with no entry by default: an example
+            example = _table(f"[[{section.name}]]", item())
+            lines += [line if not line or line.startswith("#") else f"#{line}" for line in example]
+        elif isinstance(value, tuple):  # an array of tables, one entry by default
             lines += _table(f"[[{section.name}]]", value[0])
         else:
             lines += _table(f"[{section.name}]", value)

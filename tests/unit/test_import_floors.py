@@ -56,6 +56,7 @@ FLOORS: Final = (
             "ferromq.acl",
             "ferromq.auth",
             "ferromq.auto_subscribe",
+            "ferromq.bridge",
             "ferromq.client_log",
             "ferromq.crl",
             "ferromq.engine",

@@ -18,6 +18,7 @@ use crate::acl::{AclBinding, AclRules, AutoSubscription};
 use crate::admin::{
     MessageProperties, RetainedMessage, RetainedPage, SessionInfo, SessionPage, Subscription,
 };
+use crate::bridge::BridgeLink;
 use crate::errors;
 use crate::events::events_from_core;
 use crate::raw_feed;
@@ -476,6 +477,12 @@ impl Engine {
                 .map(|s| s.subscription.clone())
                 .collect(),
         );
+    }
+
+    /// Serve `conn` (just opened on a transport Python dialled and handshook) as the
+    /// bridge `link` (`[[bridges]]`).
+    fn open_bridge(&mut self, conn: u32, link: PyRef<'_, BridgeLink>, now: u64) {
+        self.inner.open_bridge(conn, link.link.clone(), now);
     }
 
     /// Rewrite every later PUBLISH, will, SUBSCRIBE and UNSUBSCRIBE by `rules`

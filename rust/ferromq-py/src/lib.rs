@@ -12,6 +12,7 @@ use pyo3::types::PyType;
 mod acl;
 mod admin;
 mod bench;
+mod bridge;
 mod buffer;
 mod bus;
 mod cluster;
@@ -51,6 +52,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shard_owner::register(m)?;
     acl::register(m)?;
     rewrite::register(m)?;
+    bridge::register(m)?;
     validation::register(m)?;
     admin::register(m)?;
     events::register(m)?;

@@ -285,7 +285,9 @@ impl Engine {
             code: 0,
             properties: Properties(properties),
         });
-        if !self.write(conn_id, &connack) {
+        // A bridge's CONNECT was Python's, to the remote broker: nobody waits here.
+        let bridge = self.conn_mut(conn_id).is_some_and(|c| c.bridge);
+        if !bridge && !self.write(conn_id, &connack) {
             // The client's Maximum Packet Size leaves no room for the CONNACK
             // [MQTT-3.1.2-25], and no DISCONNECT may precede it [MQTT-3.14.0-1]: close.
             self.events.push(Event::Rejected {
@@ -302,7 +304,9 @@ impl Engine {
             return;
         }
         self.resend_inflight(conn_id, session, now);
-        self.auto_subscribe(session, now);
+        if !bridge {
+            self.auto_subscribe(session, now);
+        }
         self.drain_queue(session, now);
         self.handle_parked(conn_id, now);
     }

@@ -98,6 +98,8 @@ pub struct Connection {
     pub acl: Option<Box<SessionAcl>>,
     /// Its packets are copied into `Trace` events (`trace`).
     pub traced: bool,
+    /// A connection this broker opened to another broker (`bridge`).
+    pub bridge: bool,
     /// The client's address, for the stream's `connected` / `auth_refused`
     /// records (`export`); set only while the stream records events.
     pub peer: Option<Box<str>>,
@@ -142,6 +144,7 @@ impl Connection {
             websocket: None,
             acl: None,
             traced: false,
+            bridge: false,
             peer: None,
             listener: None,
         }

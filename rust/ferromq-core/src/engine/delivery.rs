@@ -73,7 +73,7 @@ impl Engine {
             }
             _ => {}
         }
-        let limit = self.queue_limit();
+        let limit = self.bridge_queue_limit(session, self.queue_limit());
         if held {
             self.drain_when_stored(session, &out.message);
         }
@@ -326,10 +326,14 @@ impl Engine {
         dup: bool,
         now: u64,
     ) -> Packet {
-        let v5 = self.conns[conn as usize]
+        let (v5, bridge) = self.conns[conn as usize]
             .as_ref()
-            .is_some_and(|c| c.version.is_v5());
+            .map_or((false, false), |c| (c.version.is_v5(), c.bridge));
         let message = &out.message;
+        let topic = bridge
+            .then(|| self.remote_topic(conn, &message.topic))
+            .flatten()
+            .unwrap_or_else(|| message.topic.clone());
         let properties = if v5 {
             message.delivery_properties(&out.subscription_ids, now)
         } else {
@@ -339,7 +343,7 @@ impl Engine {
             dup: dup || out.restored,
             qos: out.qos,
             retain: out.retain,
-            topic: message.topic.clone(),
+            topic,
             packet_id,
             properties,
             payload: message.payload.clone(),

@@ -46,6 +46,7 @@ mod announce;
 mod arrival;
 mod auth;
 mod auto_subscribe;
+mod bridge;
 mod cluster;
 mod config;
 mod connect;
@@ -89,6 +90,7 @@ pub use admin::{
     MAX_PAGE, SCAN_BUDGET,
 };
 pub use auto_subscribe::AutoSubscription;
+pub use bridge::{BridgeLink, BridgeTopic};
 pub use cluster::crossing_entries;
 pub use config::{DropPolicy, EngineConfig, Features, PublishRateLimits, Redirect, RetainedLimits};
 pub use export::{StreamConfig, StreamKey, StreamSettingError};
@@ -322,6 +324,7 @@ pub struct Engine {
     auto_subscriptions: Vec<auto_subscribe::AutoSubscription>,
     rewrite_rules: Vec<rewrite::RewriteRule>,
     validation_rules: Vec<validation::ValidationRule>,
+    bridges: Vec<bridge::OpenBridge>,
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
@@ -396,6 +399,7 @@ impl Engine {
             auto_subscriptions: Vec::new(),
             rewrite_rules: Vec::new(),
             validation_rules: Vec::new(),
+            bridges: Vec::new(),
             next_token: 1,
             alias_scratch: Vec::new(),
             ledger: memory::Ledger::default(),
@@ -771,6 +775,8 @@ impl Engine {
             Packet::PingReq => {
                 self.write(conn_id, &Packet::PingResp);
             }
+            // The answer to the PINGREQ Python sends on a bridge (`bridge`).
+            Packet::PingResp if self.conn_mut(conn_id).is_some_and(|c| c.bridge) => {}
             Packet::Disconnect(disconnect) => {
                 self.handle_disconnect(conn_id, session, disconnect, now)
             }

@@ -71,6 +71,11 @@ impl Engine {
         if let Some(topic) = self.rewritten_topic(session, &publish.topic) {
             publish.topic = topic;
         }
+        if self.conn_mut(conn_id).is_some_and(|c| c.bridge) {
+            if let Some(topic) = self.local_topic(conn_id, &publish.topic) {
+                publish.topic = topic;
+            }
+        }
         let v5 = self.conn_mut(conn_id).is_some_and(|c| c.version.is_v5());
         let refusal = self
             .publish_refusal(&publish)

@@ -193,11 +193,19 @@ impl Engine {
         self.rewrite_rules = rules;
     }
 
-    /// `topic` of `session`'s PUBLISH or will rewritten (counted), or None.
+    /// `topic` of `session`'s PUBLISH or will rewritten (counted), or None. With no
+    /// rule, one test inlined into the PUBLISH path; the rest is kept out of it.
+    #[inline]
     pub(super) fn rewritten_topic(&mut self, session: u32, topic: &str) -> Option<Utf8Bytes> {
         if self.rewrite_rules.is_empty() {
             return None;
         }
+        self.rewrite_topic(session, topic)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rewrite_topic(&mut self, session: u32, topic: &str) -> Option<Utf8Bytes> {
         let state = self.sessions.get(session as usize)?.as_ref()?;
         let rewritten = rewrite(&self.rewrite_rules, true, topic, &state.acl.binding)?;
         let rewritten = Utf8Bytes::try_from(rewritten).ok()?;

@@ -83,6 +83,8 @@ impl Engine {
 
     /// What to do with `publish` from `session` when a rule refuses its payload
     /// (counted and, at most once a second per rule, logged); None when it passes.
+    /// With no rule, one test inlined into the PUBLISH path; the rest is kept out.
+    #[inline]
     pub(super) fn invalid_payload(
         &mut self,
         session: u32,
@@ -92,6 +94,12 @@ impl Engine {
         if self.validation_rules.is_empty() {
             return None;
         }
+        self.validate(session, publish, now)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn validate(&mut self, session: u32, publish: &Publish, now: u64) -> Option<OnInvalid> {
         let (index, problem) = self
             .validation_rules
             .iter()

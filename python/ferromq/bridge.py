@@ -1,0 +1,365 @@
+"""``[[bridges]]``: connections this broker opens to other MQTT brokers (an edge broker
+bridged to a central one), each carrying ``out`` topics there and ``in`` topics here.
+
+A bridge is a client of the remote broker only for its first packets: this module dials
+(TCP or TLS), sends CONNECT (persistent session; in 3.1.1 with Mosquitto's bridge flag
+when ``try_private``) and the SUBSCRIBE of the ``in`` topics (v5: No Local, Retain As
+Published), then hands the transport to the engine (``Engine.open_bridge``,
+``rust/ferromq-core/src/engine/bridge.rs``), which serves it as a subscriber of the
+``out`` topics and a publisher of what arrives, with no Python per message. Bytes the
+remote sent after CONNACK (its queued messages) go to the engine in order; the SUBACK
+is taken out. Python keeps the client's duties the engine does not have: the PINGREQ
+every ``keepalive`` (the engine closes the connection if nothing arrives for 1.5 times
+that), and reconnecting with exponential backoff (``reconnect_min`` doubling to
+``reconnect_max``, with jitter) whenever the connection ends.
+
+On a node of shards the bridge runs on the shard that owns its client id (where its
+session lives); each bridge's state is logged on change and counted for the metrics
+(:class:`BridgeState`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferromq._core import BridgeLink, FrameDecoder, encode, shard_of
+from ferromq._protocol import IOHub, MqttProtocol
+from ferromq.config import BridgeConfig, BridgeTopicConfig, ConfigError
+from ferromq.engine import hand_to_engine
+from ferromq.log import log_event
+from ferromq.shard.identity import ShardIdentity
+
+__all__ = ["BridgeRefused", "BridgeState", "Bridges", "bridge_link", "check_bridges"]
+
+logger = logging.getLogger("ferromq.bridge")
+
+_HANDSHAKE_SECONDS = 10.0
+_PINGREQ = b"\xc0\x00"
+_CONNACK, _SUBACK = 2, 9
+_TRY_PRIVATE = 0x80  # Mosquitto's bridge flag on the protocol level byte
+
+
+class BridgeRefused(Exception):
+    """The remote broker refused the CONNECT or a subscription; the text says which."""
+
+
+@dataclass
+class BridgeState:
+    """What a bridge is doing, for the log, the metrics and the admin API."""
+
+    name: str
+    connected: bool = False
+    connects: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    refused_filters: list[str] = field(default_factory=list)
+
+
+def bridge_link(config: BridgeConfig) -> BridgeLink:
+    """The engine's view of ``config``; raises ValueError naming a bad topic."""
+    return BridgeLink(
+        config.client_id or f"ferromq-bridge-{config.name}",
+        5 if config.version == "5" else 4,
+        [(t.pattern, t.qos, t.local_prefix, t.remote_prefix) for t in _topics(config, "out")],
+        [(t.pattern, t.qos, t.local_prefix, t.remote_prefix) for t in _topics(config, "in")],
+        config.keepalive,
+        config.max_queued_bytes,
+    )
+
+
+def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
+    """Raise :class:`ConfigError` naming the first bad ``[[bridges]]`` key."""
+    names: dict[str, int] = {}
+    for index, config in enumerate(configs):
+        where = f"bridges[{index}]"
+        for key in ("name", "address"):
+            if not getattr(config, key):
+                raise ConfigError(f"{where}.{key}: required")
+        if config.name in names:
+            raise ConfigError(
+                f"{where}.name: {config.name!r} is already the name of "
+                f"bridges[{names[config.name]}]"
+            )
+        names[config.name] = index
+        host, _, port = config.address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{where}.address: expected host:port, got {config.address!r}")
+        if not config.topics:
+            raise ConfigError(f"{where}.topics: at least one [[bridges.topics]] is required")
+        for n, topic in enumerate(config.topics):
+            if not topic.pattern:
+                raise ConfigError(f"{where}.topics[{n}].pattern: required")
+        if config.reconnect_max < config.reconnect_min:
+            raise ConfigError(f"{where}.reconnect_max: less than reconnect_min")
+        try:
+            bridge_link(config)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.topics: {exc}") from None
+        try:
+            _tls_context(config)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{where}: TLS files: {exc}") from None
+
+
+def _topics(config: BridgeConfig, direction: str) -> list[BridgeTopicConfig]:
+    return [t for t in config.topics if t.direction in (direction, "both")]
+
+
+def _frame_end(buffer: bytes | bytearray) -> int | None:
+    """Where the first MQTT frame in ``buffer`` ends, or None when it is not whole."""
+    length, shift = 0, 0
+    for at in range(1, min(len(buffer), 5)):
+        byte = buffer[at]
+        length |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            end = at + 1 + length
+            return end if end <= len(buffer) else None
+        shift += 7
+    return None
+
+
+class _Handshake(asyncio.Protocol):
+    """The bridge's first packets: CONNACK, then SUBACK when it subscribed. Frames
+    other than those (the remote's queued PUBLISHes) are kept, in order, for the
+    engine."""
+
+    def __init__(self, version: int) -> None:
+        self._decoder = FrameDecoder(protocol_version=version)
+        self._buffer = bytearray()
+        self.kept = bytearray()
+        self._waiting: asyncio.Future[dict[str, Any]] | None = None
+        self._wanted = _CONNACK
+        self._got: dict[str, Any] | None = None
+        self._lost: Exception | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while (end := _frame_end(self._buffer)) is not None:
+            frame, self._buffer = bytes(self._buffer[:end]), self._buffer[end:]
+            if self._got is None and frame[0] >> 4 == self._wanted:
+                packets, _, error = self._decoder.decode_buffer(frame)
+                if error is not None:
+                    self._fail(BridgeRefused(f"the remote broker sent a bad packet: {error}"))
+                    return
+                self._got = packets[0]
+                if self._waiting is not None and not self._waiting.done():
+                    self._waiting.set_result(self._got)
+            else:
+                self.kept += frame
+        # Whatever is left is the start of a frame: the engine reads the rest.
+
+    def leftover(self) -> bytes:
+        return bytes(self.kept + self._buffer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(ConnectionError("the remote broker closed the connection"))
+
+    def _fail(self, error: Exception) -> None:
+        self._lost = error
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_exception(error)
+
+    async def packet(self, kind: int) -> dict[str, Any]:
+        """The next packet of type ``kind`` (CONNACK, SUBACK)."""
+        if self._lost is not None:
+            raise self._lost
+        self._wanted, self._got = kind, None
+        self._waiting = asyncio.get_running_loop().create_future()
+        self.data_received(b"")  # a frame of that kind may be buffered already
+        return await asyncio.wait_for(self._waiting, _HANDSHAKE_SECONDS)
+
+
+class _BridgeProtocol(MqttProtocol):
+    """The engine's side of a bridge connection: opened as a bridge, then fed what the
+    handshake read past its packets."""
+
+    __slots__ = ("_bridge_hub", "_closed", "_link", "_preread")
+
+    def __init__(
+        self, hub: IOHub, link: BridgeLink, preread: bytes, closed: asyncio.Future[None]
+    ) -> None:
+        super().__init__(hub, "mqtt", None)
+        self._bridge_hub = hub
+        self._link = link
+        self._preread = preread
+        self._closed = closed
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        hub = self._bridge_hub
+        hub.engine.open_bridge(self.conn, self._link, hub.now())
+        hand_to_engine(self, self._preread)
+        self._preread = b""
+        hub.schedule_flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        try:
+            super().connection_lost(exc)
+        finally:
+            if not self._closed.done():
+                self._closed.set_result(None)
+
+
+class Bridge:
+    """One ``[[bridges]]`` entry: connected, served by the engine, reconnected."""
+
+    def __init__(self, config: BridgeConfig, hub: IOHub) -> None:
+        self.config = config
+        self.state = BridgeState(config.name)
+        self._hub = hub
+        self._link = bridge_link(config)
+        self._tls = _tls_context(config)
+
+    async def run(self) -> None:
+        config = self.config
+        delay = config.reconnect_min
+        while True:
+            try:
+                await self._serve_once()
+                delay = config.reconnect_min  # it was up: start over from the shortest
+            except Exception as exc:  # a bridge retries whatever ended it
+                if not isinstance(exc, (OSError, BridgeRefused, TimeoutError)):
+                    logger.exception("bridge failed", extra={"bridge": config.name})
+                self.state.failures += 1
+                self.state.last_error = str(exc) or type(exc).__name__
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "bridge could not connect",
+                    bridge=config.name,
+                    address=config.address,
+                    error=self.state.last_error,
+                    retry_in=f"{delay:g}s",
+                )
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, config.reconnect_max)
+
+    async def _serve_once(self) -> None:
+        config = self.config
+        host, _, port = config.address.rpartition(":")
+        loop = asyncio.get_running_loop()
+        transport, handshake = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: _Handshake(int(self._link.version)),
+                host.strip("[]"),
+                int(port),
+                ssl=self._tls,
+            ),
+            _HANDSHAKE_SECONDS,
+        )
+        try:
+            await self._handshake(transport, handshake)
+        except BaseException:
+            transport.abort()
+            raise
+        closed: asyncio.Future[None] = loop.create_future()
+        protocol = _BridgeProtocol(self._hub, self._link, handshake.leftover(), closed)
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        self.state.connected = True
+        self.state.connects += 1
+        log_event(
+            logger, logging.INFO, "bridge connected", bridge=config.name, address=config.address
+        )
+        try:
+            while not closed.done():
+                await asyncio.wait({closed}, timeout=config.keepalive or None)
+                if not closed.done() and not transport.is_closing():
+                    transport.write(_PINGREQ)
+        finally:
+            self.state.connected = False
+            if not transport.is_closing():
+                transport.close()
+        log_event(logger, logging.WARNING, "bridge disconnected", bridge=config.name)
+
+    async def _handshake(self, transport: asyncio.Transport, handshake: _Handshake) -> None:
+        config, link = self.config, self._link
+        version = int(link.version)
+        connect: dict[str, Any] = {
+            "type": "connect",
+            "protocol_version": version,
+            "client_id": link.client_id,
+            "clean_start": False,
+            "keep_alive": config.keepalive,
+        }
+        if config.username:
+            connect["username"] = config.username
+        if config.password:
+            connect["password"] = config.password.encode()
+        if version == 5:
+            connect["properties"] = [("session_expiry_interval", config.remote_session_expiry)]
+        packet = bytearray(encode(connect, version))
+        if version == 4 and config.try_private:
+            packet[_frame_header_length(packet) + 6] |= _TRY_PRIVATE  # after "\0\4MQTT"
+        transport.write(bytes(packet))
+        connack = await handshake.packet(_CONNACK)
+        code = connack["reason_code"]
+        if code:
+            raise BridgeRefused(f"CONNECT refused by the remote broker: code 0x{code:02X}")
+        inbound = _topics(config, "in")
+        if not inbound:
+            return
+        filters = [
+            {
+                "filter": f"{t.remote_prefix}{t.pattern}",
+                "qos": t.qos,
+                "no_local": version == 5,
+                "retain_as_published": version == 5,
+            }
+            for t in inbound
+        ]
+        transport.write(encode({"type": "subscribe", "packet_id": 1, "filters": filters}, version))
+        suback = await handshake.packet(_SUBACK)
+        codes = suback["reason_codes"]
+        self.state.refused_filters = [
+            str(f["filter"]) for f, code in zip(filters, codes, strict=False) if code >= 0x80
+        ]
+        if self.state.refused_filters:
+            log_event(
+                logger,
+                logging.WARNING,
+                "bridge subscription refused by the remote broker",
+                bridge=config.name,
+                filters=",".join(self.state.refused_filters),
+            )
+
+
+def _frame_header_length(packet: bytes | bytearray) -> int:
+    at = 1
+    while packet[at] & 0x80:
+        at += 1
+    return at + 1
+
+
+def _tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
+    if not config.tls:
+        return None
+    context = ssl.create_default_context(cafile=config.cafile or None)
+    if config.certfile:
+        context.load_cert_chain(config.certfile, config.keyfile or None)
+    return context
+
+
+class Bridges:
+    """The bridges this shard runs: on a node of shards, those whose client id it
+    owns."""
+
+    def __init__(
+        self, configs: tuple[BridgeConfig, ...], hub: IOHub, shard: ShardIdentity | None
+    ) -> None:
+        def mine(config: BridgeConfig) -> bool:
+            owner = shard_of(bridge_link(config).client_id, shard.count) if shard else 0
+            return shard is None or owner == shard.index
+
+        self.bridges = [Bridge(config, hub) for config in configs if mine(config)]
+
+    def start(self) -> list[asyncio.Task[None]]:
+        return [asyncio.create_task(bridge.run()) for bridge in self.bridges]
+
+    def states(self) -> list[BridgeState]:
+        return [bridge.state for bridge in self.bridges]
