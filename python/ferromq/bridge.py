@@ -14,8 +14,12 @@ that), and reconnecting with exponential backoff (``reconnect_min`` doubling to
 ``reconnect_max``, with jitter) whenever the connection ends.
 
 On a node of shards the bridge runs on the shard that owns its client id (where its
-session lives); each bridge's state is logged on change and counted for the metrics
-(:class:`BridgeState`).
+session lives). In a cluster one member runs each bridge at a time: the one holding it
+in Redis (:meth:`ferromq.cluster.node.ClusterNode.hold`, renewed every third of
+``[cluster] lease``), which first claims the bridge's client id (its session moves
+there, adopted from a dead holder); a holder that cannot renew closes the connection,
+and another member takes the bridge once the lease runs out. Each bridge's state is
+logged on change and counted for the metrics (:class:`BridgeState`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ferromq._core import BridgeLink, FrameDecoder, encode, shard_of
 from ferromq._protocol import IOHub, MqttProtocol
@@ -34,7 +38,14 @@ from ferromq.engine import hand_to_engine
 from ferromq.log import log_event
 from ferromq.shard.identity import ShardIdentity
 
-__all__ = ["BridgeRefused", "BridgeState", "Bridges", "bridge_link", "check_bridges"]
+__all__ = [
+    "BridgeRefused",
+    "BridgeState",
+    "Bridges",
+    "bridge_link",
+    "bridge_stats",
+    "check_bridges",
+]
 
 logger = logging.getLogger("ferromq.bridge")
 
@@ -44,8 +55,17 @@ _CONNACK, _SUBACK = 2, 9
 _TRY_PRIVATE = 0x80  # Mosquitto's bridge flag on the protocol level byte
 
 
+class ClusterSeat(Protocol):
+    """What a cluster member offers a bridge (:class:`ferromq.cluster.node.ClusterNode`)."""
+
+    async def hold(self, resource: str) -> bool: ...
+
+    async def claim(self, client_id: str, may_persist: bool) -> None: ...
+
+
 class BridgeRefused(Exception):
-    """The remote broker refused the CONNECT or a subscription; the text says which."""
+    """The remote broker refused the CONNECT, or the cluster the bridge's client id;
+    the text says which."""
 
 
 @dataclass
@@ -58,6 +78,16 @@ class BridgeState:
     failures: int = 0
     last_error: str | None = None
     refused_filters: list[str] = field(default_factory=list)
+
+
+def bridge_stats(states: list[BridgeState]) -> dict[str, int]:
+    """``states`` summed (a node sums its shards'), for the metrics and ``$SYS``; zeros
+    without bridges."""
+    return {
+        "bridges_connected": sum(state.connected for state in states),
+        "bridge_connects": sum(state.connects for state in states),
+        "bridge_failures": sum(state.failures for state in states),
+    }
 
 
 def bridge_link(config: BridgeConfig) -> BridgeLink:
@@ -206,20 +236,31 @@ class _BridgeProtocol(MqttProtocol):
 
 
 class Bridge:
-    """One ``[[bridges]]`` entry: connected, served by the engine, reconnected."""
+    """One ``[[bridges]]`` entry: connected, served by the engine, reconnected; in a
+    cluster, only while this member holds it (``seat``, renewed every ``renew_every``
+    seconds)."""
 
-    def __init__(self, config: BridgeConfig, hub: IOHub) -> None:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        hub: IOHub,
+        seat: ClusterSeat | None = None,
+        renew_every: float = 0.0,
+    ) -> None:
         self.config = config
         self.state = BridgeState(config.name)
         self._hub = hub
         self._link = bridge_link(config)
         self._tls = _tls_context(config)
+        self._seat = seat
+        self._renew_every = renew_every
 
     async def run(self) -> None:
         config = self.config
         delay = config.reconnect_min
         while True:
             try:
+                await self._seated()
                 await self._serve_once()
                 delay = config.reconnect_min  # it was up: start over from the shortest
             except Exception as exc:  # a bridge retries whatever ended it
@@ -238,6 +279,26 @@ class Bridge:
                 )
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, config.reconnect_max)
+
+    async def _seated(self) -> None:
+        """In a cluster: once this member holds the bridge and its client id (the
+        session moved here); at once otherwise."""
+        if self._seat is None:
+            return
+        waited = False
+        while not await self._seat.hold(f"bridge:{self.config.name}"):
+            if not waited:
+                log_event(
+                    logger, logging.INFO, "bridge held by another member", bridge=self.config.name
+                )
+                waited = True
+            await asyncio.sleep(self._renew_every)
+        try:
+            await self._seat.claim(self._link.client_id, True)
+        except Exception as exc:  # ClaimFailed (not imported: the cluster is an extra)
+            raise BridgeRefused(
+                f"the cluster did not give this member the bridge's client id: {exc}"
+            ) from None
 
     async def _serve_once(self) -> None:
         config = self.config
@@ -267,15 +328,39 @@ class Bridge:
             logger, logging.INFO, "bridge connected", bridge=config.name, address=config.address
         )
         try:
-            while not closed.done():
-                await asyncio.wait({closed}, timeout=config.keepalive or None)
-                if not closed.done() and not transport.is_closing():
-                    transport.write(_PINGREQ)
+            await self._keep(transport, closed)
         finally:
             self.state.connected = False
             if not transport.is_closing():
                 transport.close()
         log_event(logger, logging.WARNING, "bridge disconnected", bridge=config.name)
+
+    async def _keep(self, transport: asyncio.Transport, closed: asyncio.Future[None]) -> None:
+        """Until the connection ends: a PINGREQ every ``keepalive``; in a cluster the
+        hold renewed, and the connection closed once it cannot be."""
+        loop = asyncio.get_running_loop()
+        keepalive = self.config.keepalive
+        next_ping = loop.time() + keepalive
+        next_renewal = loop.time() + self._renew_every if self._seat else float("inf")
+        while not closed.done():
+            wake = min(next_ping, next_renewal)
+            await asyncio.wait({closed}, timeout=max(wake - loop.time(), 0))
+            if closed.done() or transport.is_closing():
+                return
+            now = loop.time()
+            if now >= next_ping:
+                transport.write(_PINGREQ)
+                next_ping = now + keepalive
+            if self._seat is not None and now >= next_renewal:
+                if not await self._seat.hold(f"bridge:{self.config.name}"):
+                    log_event(
+                        logger,
+                        logging.WARNING,
+                        "bridge no longer held here",
+                        bridge=self.config.name,
+                    )
+                    return
+                next_renewal = now + self._renew_every
 
     async def _handshake(self, transport: asyncio.Transport, handshake: _Handshake) -> None:
         config, link = self.config, self._link
@@ -347,16 +432,25 @@ def _tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
 
 class Bridges:
     """The bridges this shard runs: on a node of shards, those whose client id it
-    owns."""
+    owns; in a cluster, each while this member holds it (``seat``, renewed every third
+    of ``lease`` seconds)."""
 
     def __init__(
-        self, configs: tuple[BridgeConfig, ...], hub: IOHub, shard: ShardIdentity | None
+        self,
+        configs: tuple[BridgeConfig, ...],
+        hub: IOHub,
+        shard: ShardIdentity | None,
+        seat: ClusterSeat | None = None,
+        lease: int = 0,
     ) -> None:
         def mine(config: BridgeConfig) -> bool:
             owner = shard_of(bridge_link(config).client_id, shard.count) if shard else 0
             return shard is None or owner == shard.index
 
-        self.bridges = [Bridge(config, hub) for config in configs if mine(config)]
+        renew_every = lease / 3
+        self.bridges = [
+            Bridge(config, hub, seat, renew_every) for config in configs if mine(config)
+        ]
 
     def start(self) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(bridge.run()) for bridge in self.bridges]

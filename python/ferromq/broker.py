@@ -94,7 +94,7 @@ from ferromq.admission import ADMINISTRATIVE_ACTION, Admission, load_bans
 from ferromq.auth import AuthGate, ProviderChain, provider_from_config
 from ferromq.auth.certificate import OpenProvider
 from ferromq.auto_subscribe import auto_subscriptions
-from ferromq.bridge import Bridges
+from ferromq.bridge import Bridges, bridge_stats
 from ferromq.client_log import ClientLog, client_events_wanted
 from ferromq.config import AclConfig, Config, ConfigError
 from ferromq.engine import decides_connect_in_python, engine_from_config, stream_node
@@ -310,7 +310,8 @@ class Broker:
     def stats(self) -> dict[str, int]:
         """The engine's counters, the accept path's and admission's."""
         accepted = {} if self._listeners is None else self._listeners.stats()
-        return {**self.engine.stats(), **accepted, **self.admission.stats()}
+        bridges = bridge_stats([] if self.bridges is None else self.bridges.states())
+        return {**self.engine.stats(), **accepted, **self.admission.stats(), **bridges}
 
     def figures(self) -> Figures:
         """What the $SYS tree says now."""
@@ -422,7 +423,9 @@ class Broker:
         # In a node of several shards: route each connection to its client id's owner.
         self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
         if config.bridges:
-            self.bridges = Bridges(config.bridges, hub, self.shard)
+            self.bridges = Bridges(
+                config.bridges, hub, self.shard, self.cluster, config.cluster.lease
+            )
             self._tasks.extend(self.bridges.start())
         self.serving = True
         if self._admin is not None:

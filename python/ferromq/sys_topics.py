@@ -88,6 +88,9 @@ COUNTERS: Mapping[str, str] = {
     "subscriptions/auto_skipped": "auto_subscribe_skipped",
     "messages/rewritten": "topics_rewritten",
     "messages/invalid": "payloads_invalid",
+    "bridges/connected": "bridges_connected",
+    "bridges/connects": "bridge_connects",
+    "bridges/failures": "bridge_failures",
     "clients/connect_timeouts": "connect_timeouts",
     # Admission and the accept path (ferromq.admission, ferromq.listener), not the engine.
     **{f"clients/refused/{reason}": f"refused_{reason}" for reason in REFUSAL_REASONS},

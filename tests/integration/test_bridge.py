@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import queue
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,45 +20,11 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, start_broker
+from tests.mosquitto import Mosquitto
+from tests.mqtt_raw import RawClient, sys_value_reaches
 from tests.paho_clients import paho_client
-from tests.services import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="no mosquitto")
-
-
-class Mosquitto:
-    """A Mosquitto on ``port`` (anonymous; sessions saved on stop) that can be stopped
-    and started again on the same port."""
-
-    def __init__(self, directory: Path) -> None:
-        self.host, self.port = "127.0.0.1", free_port()
-        self._config = directory / "mosquitto.conf"
-        self._config.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-            f"persistence true\npersistence_location {directory}/\n"
-            "user root\n"  # as root it would drop to "mosquitto", who cannot write here
-        )
-        self._log = directory / "mosquitto.log"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self._log.open("ab") as log:
-            self._process = subprocess.Popen(
-                ["mosquitto", "-c", str(self._config)], stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection((self.host, self.port), timeout=1).close()
-                return
-            except OSError:
-                assert time.monotonic() < deadline, self._log.read_text()
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            self._process.wait(10)
 
 
 @pytest.fixture
@@ -225,8 +190,13 @@ def test_messages_wait_for_a_remote_broker_that_is_down_even_across_kill_9(
 
 def test_a_second_ferromq_is_bridged_as_a_mosquitto_is(started: Starter, loop: str) -> None:
     central = started(loop, "")
-    edge = started(loop, _bridge(f"{central.host}:{central.port}", "5", EDGE_TOPICS))
+    edge = started(
+        loop, "[sys]\ninterval = 1\n" + _bridge(f"{central.host}:{central.port}", "5", EDGE_TOPICS)
+    )
     _connected(edge)
+    watcher = RawClient(edge.host, edge.port, 5)
+    assert watcher.connect("watcher")["reason_code"] == 0
+    sys_value_reaches(watcher, "$SYS/broker/bridges/connected", 1)
     app, inbox = _client(central, "central-app", "edge1/#")
     local, local_inbox = _client(edge, "local-app", "cmd/#")
     _publish(edge, "sensors/t2", [b"1"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ferromq.admin.metrics import PACKET_TYPES, stats_keys
 from ferromq.admission import Admission, load_bans
+from ferromq.bridge import bridge_stats
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
 from ferromq.listener import Listeners
@@ -30,6 +31,7 @@ def test_every_key_a_metric_reads_is_reported() -> None:
         *engine_from_config(config).stats(),
         *admission.stats(),
         *Listeners([], admission, 1.0).stats(),
+        *bridge_stats([]),
     }
     assert stats_keys() - reported == set()
 

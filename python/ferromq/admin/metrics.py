@@ -139,6 +139,16 @@ COUNTERS: Final = (
         "auto_subscribe_skipped",
     ),
     (
+        "ferromq_bridge_connects",
+        "Connections bridges made to their remote broker.",
+        "bridge_connects",
+    ),
+    (
+        "ferromq_bridge_failures",
+        "Bridge connection attempts that failed, and connections that ended in an error.",
+        "bridge_failures",
+    ),
+    (
         "ferromq_topics_rewritten",
         "Topics of PUBLISHes and wills and filters of subscriptions rewritten.",
         "topics_rewritten",
@@ -223,6 +233,7 @@ GAUGES: Final = (
     ("ferromq_shared_queued_messages", "Messages in shared-group queues.", "shared_queued"),
     ("ferromq_memory_used_bytes", "Bytes the memory budget counts.", "memory_used"),
     ("ferromq_memory_held_connections", "Connections whose input is held.", "connections_held"),
+    ("ferromq_bridges_connected", "Bridges connected to their remote broker.", "bridges_connected"),
     (
         "ferromq_admission_flapping_banned_addresses",
         "Addresses banned for flapping now.",

@@ -60,6 +60,20 @@ logger = logging.getLogger("ferromq.cluster")
 #: them anyway (its wills and queues then live again).
 ADOPT_AFTER: Final = 30.0
 
+# Take a free resource, or renew one this member holds, for ARGV[2] ms; 1 if it is ours.
+_HOLD: Final = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 1
+end
+if holder == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+end
+return 0
+"""
+
 
 class ClusterNode:
     def __init__(
@@ -150,6 +164,22 @@ class ClusterNode:
 
     async def claim(self, client_id: str, may_persist: bool) -> None:
         await self.ownership.claim(client_id, may_persist)
+
+    async def hold(self, resource: str) -> bool:
+        """Hold ``resource`` (a bridge: one member runs it at a time) for one
+        ``[cluster] lease``: True when it is this member's (taken or renewed), False
+        while another member holds it or Redis does not answer. A holder that dies lets
+        it go when the lease runs out."""
+        prefix = cluster_key_prefix(self._config.redis.key_prefix)
+        milliseconds = self._config.cluster.lease * 1000
+        try:
+            self.lease.check()
+            held = await self._redis.eval(
+                _HOLD, 1, f"{prefix}held:{resource}", self.node_id, milliseconds
+            )
+        except (RedisError, OSError):
+            return False
+        return bool(held)
 
     def figures(self) -> ClusterFigures:
         return self.bus.figures()
