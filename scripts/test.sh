@@ -38,7 +38,7 @@ step() { printf '\n==== %s (%s)\n' "$*" "$(date +%T)"; }
 
 on_exit() {
     if [ -n "$SERVICES_DIR" ]; then
-        "$ROOT/.venv/bin/python" tests/services.py stop --state-dir "$SERVICES_DIR" || true
+        "$ROOT/.venv/bin/python" tests/support/services.py stop --state-dir "$SERVICES_DIR" || true
     fi
     rm -rf "$FUZZ_WORK" "$SERVICES_DIR" "$WHEEL_DIR" "$SMOKE_VENV"
     allow_service_starts
@@ -171,7 +171,7 @@ step "services: Redis and single-node Kafka (KRaft) for the persistence tests"
 # Started once for the whole pytest run (the fixtures read these variables), stopped by
 # on_exit. The first run resolves Kafka from Maven Central; later runs use the cache.
 SERVICES_DIR=$(mktemp -d)
-service_env=$(python tests/services.py start --state-dir "$SERVICES_DIR")
+service_env=$(python tests/support/services.py start --state-dir "$SERVICES_DIR")
 eval "$service_env"
 
 # Three pytest processes (pytest-xdist), a test file each at a time: most of a test's

@@ -2,7 +2,7 @@
 under uvloop and once under stdlib asyncio (STYLE.md: every integration test runs
 under both loops); `started` for tests that start (and restart) brokers themselves;
 session-wide real Redis, Redis Cluster and Kafka (`redis_url`, `redis_cluster`,
-`kafka_bootstrap`, started by tests/services.py) and a test's own stoppable
+`kafka_bootstrap`, started by tests/support/services.py) and a test's own stoppable
 `redis_server`."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import pytest
 
 from ferromq._core import shard_of
 from ferromq.node.workers import worker_count
-from tests import services
-from tests.services import free_port
-from tests.tls_certs import Pki, authority
+from tests.support import services
+from tests.support.services import free_port
+from tests.support.tls_certs import Pki, authority
 
 # The brokers the suite starts run the number of workers the test command names
 # (FERROMQ_SERVER__WORKERS=2 for the suite at two shards); unset, one, whatever the
@@ -265,7 +265,7 @@ def _session_service(
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """redis://host:port/0 of a real redis-server (tests/services.py)."""
+    """redis://host:port/0 of a real redis-server (tests/support/services.py)."""
     yield from _session_service(services.REDIS_ENV, services.start_redis, tmp_path_factory)
 
 
@@ -298,7 +298,7 @@ def kafka_server(tmp_path: Path) -> Iterator[services.KafkaServer]:
 
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services.RedisCluster]:
-    """A real 3-node Redis Cluster (tests/services.py), started on first use."""
+    """A real 3-node Redis Cluster (tests/support/services.py), started on first use."""
     try:
         cluster = services.start_redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
     except services.ServiceUnavailable as error:
@@ -309,7 +309,7 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[services
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """host:port of a real single-node KRaft Kafka (tests/services.py)."""
+    """host:port of a real single-node KRaft Kafka (tests/support/services.py)."""
     yield from _session_service(services.KAFKA_ENV, services.start_kafka, tmp_path_factory)
 
 

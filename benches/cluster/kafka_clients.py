@@ -3,7 +3,7 @@ uses, against confluent-kafka (librdkafka, compiled), on records shaped like the
 
     PYTHONPATH=python python benches/cluster/kafka_clients.py --out DIR
 
-Starts its own one-JVM KRaft Kafka (tests/services.py; stopped at the end) and first
+Starts its own one-JVM KRaft Kafka (tests/support/services.py; stopped at the end) and first
 warms it (its JIT compiles for about a minute under load; a production Kafka is warm).
 Then, for each client in a process of its own (so the process's CPU is the client's,
 librdkafka's threads included):
@@ -40,10 +40,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benches" / "load"))
-sys.path.insert(0, str(ROOT))  # tests.services
+sys.path.insert(0, str(ROOT))  # tests.support.services
 import brokers  # noqa: E402  (benches/load, put on the path above)
 from compare import machine  # noqa: E402
-from tests.services import start_kafka  # noqa: E402
+from tests.support.services import start_kafka  # noqa: E402
 
 CLIENTS = ("aiokafka", "confluent-kafka")
 WARM_SECONDS = 60.0

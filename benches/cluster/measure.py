@@ -2,7 +2,7 @@
 
     PYTHONPATH=python python benches/cluster/measure.py --out benches/cluster/results
 
-Starts its own Redis and Kafka (tests/services.py; stopped at the end) and real
+Starts its own Redis and Kafka (tests/support/services.py; stopped at the end) and real
 ``ferromq serve`` nodes with ``[cluster]`` configs (benches/load/brokers.py writes the
 rest of each config), then, with the load generator (``ferromq bench``, one thread):
 
@@ -61,10 +61,10 @@ import steer
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benches" / "load"))
-sys.path.insert(0, str(ROOT))  # tests.services
+sys.path.insert(0, str(ROOT))  # tests.support.services
 import brokers  # noqa: E402  (benches/load, put on the path above)
 from compare import machine  # noqa: E402
-from tests.services import KafkaServer, RedisServer, start_kafka, start_redis  # noqa: E402
+from tests.support.services import KafkaServer, RedisServer, start_kafka, start_redis  # noqa: E402
 
 TOPIC_PREFIX = "fmqbench."
 KEY_PREFIX = "fmqbench:"
@@ -137,7 +137,7 @@ class Cluster:
         except BaseException:
             self.stop()
             raise
-        self.kafka_data = work / "kafka" / "data"  # tests/services.py's log.dirs
+        self.kafka_data = work / "kafka" / "data"  # tests/support/services.py's log.dirs
 
     @property
     def bootstrap(self) -> str:

@@ -46,7 +46,10 @@ from ferromq import bench
 from ferromq._core import BenchError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.tls_certs import Pem, authority  # from the repository root, put on the path above
+from tests.support.tls_certs import (  # from the repository root, put on the path above
+    Pem,
+    authority,
+)
 
 # name -> generator config (keys of ferromq-bench's Config). Warm-up 1 s, window 5 s.
 _COMMON = {"warmup": 1.0, "duration": 5.0, "drain_timeout": 5.0, "payload": 64}
@@ -193,7 +196,7 @@ SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
         },
     },
     # Issue 13: the same shapes over TLS and WebSocket, with one certificate (ECDSA
-    # P-256, from tests/tls_certs.py) for every broker, and the TLS connection set-up
+    # P-256, from tests/support/tls_certs.py) for every broker, and the TLS connection set-up
     # rate (1,000 clients connecting unpaced; TLS 1.3, full handshakes).
     "transports": {
         **{

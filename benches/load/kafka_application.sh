@@ -7,7 +7,7 @@
 #
 # <venv> holds the ferromq build to measure (two builds side by side: run it with each,
 # interleaved). Kafka's CPU is read from the first `kafka.Kafka` process on this machine
-# (tests/services.py starts one); the broker listens on port 21883.
+# (tests/support/services.py starts one); the broker listens on port 21883.
 set -euo pipefail
 VENV=$1 KAFKA=$2 QOS=$3 STORE=${4:-kafka}
 DIR=$(mktemp -d)

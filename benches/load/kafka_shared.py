@@ -19,7 +19,7 @@ one run each, in this order:
 
 Per core = messages in + out over the broker's CPU seconds plus, for the Kafka row, the
 Kafka JVM's (from /proc). Kafka is a single KRaft node started from Maven Central
-artifacts by tests/services.py (and warmed by an unmeasured 5 s streamed run) unless
+artifacts by tests/support/services.py (and warmed by an unmeasured 5 s streamed run) unless
 ``--kafka host:port`` names one, whose CPU is then not counted.
 """
 
@@ -36,9 +36,9 @@ from typing import Any
 
 import brokers
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.services
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support.services
 
-from tests import services
+from tests.support import services
 
 from ferromq import bench
 

@@ -15,7 +15,7 @@ Redis, measured as twice the messages delivered over the whole run divided by th
 broker's and redis-server's CPU seconds (from /proc). The sweep varies the Redis batch
 size (records that make a batch go out at once) and the flush interval (ms after the
 first record), like seed 000's Lettuce table. ``--cluster`` runs the Redis rows on a
-3-node Redis Cluster (tests/services.py, every node pinned to core 0) with
+3-node Redis Cluster (tests/support/services.py, every node pinned to core 0) with
 ``redis.cluster = true``; the figure counts the CPU of all three redis-servers. Writes
 ``redis_store.md`` and ``redis_store.json`` to ``--out``.
 """
@@ -38,7 +38,7 @@ import brokers
 from ferromq import bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.services import (  # from the repo root
+from tests.support.services import (  # from the repo root
     RedisServer,
     ServiceUnavailable,
     start_redis,

@@ -18,7 +18,7 @@ broker process (memory store, so the stream is the only difference), pinned to c
 Each round runs every config once, alternating (so drift hits all alike); the table
 holds the median round of each, its ratio to ``off``, the broker's CPU seconds and,
 apart, the Kafka JVM's (``/proc/<pid>/stat``; not counted when ``--kafka`` names a
-running Kafka). Kafka is one KRaft node from tests/services.py, warmed by an unmeasured
+running Kafka). Kafka is one KRaft node from tests/support/services.py, warmed by an unmeasured
 run, and pinned (every thread) to the generator's core, so its CPU does not come out
 of the broker's core: the ratio is the broker's own cost of streaming. Writes
 ``stream_cost.md`` and ``stream_cost.json`` to ``--out``. Run it alone on
@@ -40,9 +40,9 @@ import brokers
 from compare import _COMMON, SCENARIO_SETS
 from kafka_shared import Row, run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.services
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support.services
 
-from tests import services
+from tests.support import services
 
 SCENARIOS = ("fanin-qos1", "p2p-qos1")
 #: Kafka's threads go to the generator's core (kafka_shared.py pins the broker to core 1).

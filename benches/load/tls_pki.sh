@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway PKI for the TLS benchmarks: a CA and a server certificate for localhost /
-# 127.0.0.1, both ECDSA P-256 (as tests/tls_certs.py makes them), written to DIR as
+# 127.0.0.1, both ECDSA P-256 (as tests/support/tls_certs.py makes them), written to DIR as
 # ca.pem, server.pem and server.key. Brokers get server.pem + server.key, the generator
 # `--tls-ca-file DIR/ca.pem`.
 #

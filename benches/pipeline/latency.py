@@ -4,7 +4,7 @@ Numbers).
 A publisher emits ``--rate`` readings per second for ``--duration`` seconds, each stamped
 with the wall clock as its broker time, into the job's source: Kafka (``--source kafka``,
 produced as the broker's Kafka sink produces: Avro values, keyed by device, timestamped;
-a Kafka of its own from tests/services.py unless ``--bootstrap``) or the stream files
+a Kafka of its own from tests/support/services.py unless ``--bootstrap``) or the stream files
 (``--source files``, one container file every ``--file-seconds``, as a file sink rolling
 at that interval). The job runs as a stream (``--trigger`` one second) with one-second
 tumbling windows and no allowed lateness, so a window's row can be written as soon as a
@@ -39,8 +39,8 @@ from aiokafka import AIOKafkaProducer
 from fleet_stream import PATTERN
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from tests import services
 from tests.pipeline.stream_records import T0, Record, encode, message, write_container
+from tests.support import services
 
 from ferromq.pipeline.jobs import JOBS, JobOptions
 from ferromq.pipeline.runner import RunSpec, start_queries

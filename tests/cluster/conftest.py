@@ -45,12 +45,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from ferromq.cluster.names import member_id
-from tests.admin_client import get
 from tests.cluster import netns
 from tests.conftest import RunningBroker, serving, spawn_serve
 from tests.crash.clients import Publisher, Subscriber, stream
-from tests.mqtt_raw import RawClient
-from tests.services import free_ports
+from tests.support.admin_client import get
+from tests.support.mqtt_raw import RawClient
+from tests.support.services import free_ports
 
 LOOPS = ("uvloop", "asyncio")
 #: Shards per node (``FERROMQ_CLUSTER_SHARDS``, 1 by default): each is a member.

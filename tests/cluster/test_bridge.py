@@ -12,8 +12,8 @@ from pathlib import Path
 import paho.mqtt.client as paho
 
 from tests.cluster.conftest import ClusterFactory, ClusterNode
-from tests.mosquitto import Mosquitto
-from tests.paho_clients import paho_client
+from tests.support.mosquitto import Mosquitto
+from tests.support.paho_clients import paho_client
 
 TAKEOVER_TIMEOUT = 90.0
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 
-from tests import services
 from tests.cluster.conftest import ClusterFactory, wait_routed
 from tests.conformance.support import (
     V5,
@@ -26,6 +25,7 @@ from tests.conformance.support import (
     receive,
     subscribe,
 )
+from tests.support import services
 
 HELD = 5  # cross-node messages published while Kafka is frozen
 WHILE_FROZEN = 2.0  # how long an absence is watched for while Kafka is frozen

@@ -24,8 +24,8 @@ import pytest
 from tests.cluster.conftest import ClusterFactory, wait_members, wait_routed
 from tests.conformance.support import V5, connect, connected, subscribe
 from tests.conformance.test_08_session import persistent
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client, stop
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client, stop
 
 BEFORE_KILL = 50  # messages the subscriber has at B when B is killed
 AFTER_RECONNECT = 50  # messages published after the reconnect that must reach it at C

@@ -35,8 +35,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests import services
-from tests.admin_client import get
 from tests.cluster import netns
 from tests.cluster.conftest import (
     NETNS_TOKEN,
@@ -51,8 +49,10 @@ from tests.cluster.conftest import (
     wait_serving,
 )
 from tests.crash.clients import QUEUE_ROOM, Subscriber, Tally, settle, stream
-from tests.services import free_ports
-from tests.waiting import wait_for
+from tests.support import services
+from tests.support.admin_client import get
+from tests.support.services import free_ports
+from tests.support.waiting import wait_for
 
 STREAM = 1.0  # seconds of publishing before a fault and after the clients are back
 LEASE = 5  # [cluster] lease, the default

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import services
 from tests.cluster.conftest import Cluster, start_cluster
 from tests.cluster.test_routing import (
     test_paho_scenario_with_clients_on_different_nodes,
@@ -17,6 +16,7 @@ from tests.cluster.test_routing import (
     test_shared_subscription_delivers_each_message_once_across_nodes,
 )
 from tests.cluster.test_takeover import test_takeover_across_nodes_moves_the_session
+from tests.support import services
 
 __all__ = [
     "test_paho_scenario_with_clients_on_different_nodes",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from tests.cluster.conftest import ClusterFactory, wait_members, wait_routed
 from tests.conformance.support import VERSIONS, connected, subscribe
 from tests.conformance.test_08_session import persistent, resume
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 MESSAGES = 200
 

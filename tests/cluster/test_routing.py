@@ -23,8 +23,8 @@ import pytest
 
 from tests.cluster.conftest import Cluster, wait_routed
 from tests.integration.test_broker_clients import SCENARIOS, Placement
-from tests.paho_clients import paho_client, stop, subscribe
-from tests.waiting import wait_for
+from tests.support.paho_clients import paho_client, stop, subscribe
+from tests.support.waiting import wait_for
 
 COUNT = 20
 

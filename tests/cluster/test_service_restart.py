@@ -32,7 +32,6 @@ import time
 
 import pytest
 
-from tests import services
 from tests.cluster.conftest import Cluster, ClusterFactory, streaming
 from tests.crash.clients import (
     QUEUE_ROOM,
@@ -44,6 +43,7 @@ from tests.crash.clients import (
     stream,
     stream_while,
 )
+from tests.support import services
 
 STREAM = 1.0  # seconds of publishing before the kill and after the stream resumed
 REDIS_DOWN = 2.0  # seconds Redis stays killed while the stream goes on

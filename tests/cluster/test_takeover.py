@@ -7,7 +7,7 @@ Present, and the session moves whole: the messages A had sent and not had
 acknowledged are sent again on B with DUP set and their order kept [MQTT-4.4.0-1],
 [MQTT-3.3.1-1], those still queued for it follow (read back from the store, they may
 carry DUP too), and later messages reach it at B.
-Raw packets (tests/mqtt_raw.py) over real sockets, so the test sees
+Raw packets (tests/support/mqtt_raw.py) over real sockets, so the test sees
 exactly what the client gets; the publisher is on node C.
 
 Wills follow the session: a will with a delay, left by a client of node A, reaches a
@@ -34,7 +34,7 @@ from tests.conformance.support import (
 )
 from tests.conformance.test_07_will import expect_will, will
 from tests.conformance.test_08_session import persistent
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 # A v5 client takes two messages at a time (Receive Maximum): two are in flight at A
 # when it is taken over and the rest wait queued in its session.

@@ -22,7 +22,7 @@ import pytest
 from tests.cluster.conftest import ClusterFactory, ClusterNode, wait_routed
 from tests.conformance.support import V5, connect, connected, subscribe
 from tests.conformance.test_08_session import persistent
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 WILL_DELAY = 3
 ARRIVAL_TIMEOUT = 30.0

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 V31, V311, V5 = 3, 4, 5
 VERSIONS = pytest.mark.parametrize("version", [V311, V5], ids=["v311", "v5"])

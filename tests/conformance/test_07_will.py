@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 from .support import (
     V5,

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from tests.conftest import RunningBroker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 from .support import (
     V5,

@@ -12,7 +12,7 @@ import pytest
 
 from ferromq._core import encode_many
 from tests.conftest import RunningBroker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 from .support import (
     V5,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 from .support import (
     V5,

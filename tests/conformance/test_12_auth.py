@@ -13,8 +13,8 @@ import pytest
 from ferromq.auth.scram import ScramCredential
 from ferromq.auth.users import UserRecord, save_users
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
-from tests.scram_client import ScramClient
+from tests.support.mqtt_raw import RawClient
+from tests.support.scram_client import ScramClient
 
 from .support import V5, VERSIONS, closed_with, open_client, ping, prop, publish, subscribe
 

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 IN_FLIGHT = 20
 #: A paced stream (``stream``) publishes only while fewer of its messages than this are

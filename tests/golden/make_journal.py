@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from tests.conftest import start_broker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 V4, V5 = 4, 5
 

@@ -25,8 +25,8 @@ import paho.mqtt.client as paho
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_accept_path import connects, subscribed, sys_value
 from tests.integration.test_tls import tls_config, wait_closed, wait_for_sys_value
-from tests.paho_clients import paho_client, subscribe
-from tests.tls_certs import Pki
+from tests.support.paho_clients import paho_client, subscribe
+from tests.support.tls_certs import Pki
 
 MEMORY = '[storage]\nbackend = "memory"\n[sys]\ninterval = 1\n'
 ATTACKERS = 100

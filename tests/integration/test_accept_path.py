@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
-from tests.services import free_port
+from tests.support.mqtt_raw import RawClient
+from tests.support.services import free_port
 
 NOFILE = 32
 # More clients than the broker has descriptors: its own use (~7 to ~15) plus these.

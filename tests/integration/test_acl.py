@@ -25,10 +25,10 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.conftest import RunningBroker, hang_up, start_broker
-from tests.json_service import json_service
-from tests.jwt_keys import SigningKey
-from tests.mqtt_raw import RawClient
-from tests.tls_certs import authority
+from tests.support.json_service import json_service
+from tests.support.jwt_keys import SigningKey
+from tests.support.mqtt_raw import RawClient
+from tests.support.tls_certs import authority
 
 VERSIONS = pytest.mark.parametrize("version", [4, 5])
 NOT_AUTHORIZED = 0x87

@@ -23,12 +23,12 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from tests.admin_client import TOKEN, api, disconnects, paged_client_ids, token_config
-from tests.commands import users_add
 from tests.conftest import Starter
-from tests.paho_clients import paho_client, paho_connect, stop, subscribe
-from tests.services import free_port
-from tests.waiting import wait_for
+from tests.support.admin_client import TOKEN, api, disconnects, paged_client_ids, token_config
+from tests.support.commands import users_add
+from tests.support.paho_clients import paho_client, paho_connect, stop, subscribe
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 
 def quoted(text: str) -> str:

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.admin_client import TOKEN, admin_config, get, scrape, value
-from tests.commands import users_add
 from tests.conftest import Starter, ferromq_command
-from tests.paho_clients import paho_client, paho_connect, stop, subscribe
-from tests.services import RedisServer, free_port
-from tests.tls_certs import authority
-from tests.waiting import wait_for
+from tests.support.admin_client import TOKEN, admin_config, get, scrape, value
+from tests.support.commands import users_add
+from tests.support.paho_clients import paho_client, paho_connect, stop, subscribe
+from tests.support.services import RedisServer, free_port
+from tests.support.tls_certs import authority
+from tests.support.waiting import wait_for
 
 
 def test_metrics_rise_by_the_traffic_paho_made(started: Starter, loop: str) -> None:

@@ -23,8 +23,8 @@ from tests.integration.test_accept_path import (
     subscribed,
     sys_value,
 )
-from tests.mqtt_raw import RawClient
-from tests.services import free_port
+from tests.support.mqtt_raw import RawClient
+from tests.support.services import free_port
 
 MEMORY = '[storage]\nbackend = "memory"\n[sys]\ninterval = 1\n'
 BANNED, QUOTA_EXCEEDED, ADMINISTRATIVE_ACTION = 0x8A, 0x97, 0x98

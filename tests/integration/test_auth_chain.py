@@ -1,6 +1,6 @@
 """The provider chain of ``[auth] providers`` with real paho-mqtt clients against
 `ferromq serve`: a users file, then a custom provider loaded by ``[auth] hook``
-(tests/auth_hook.py); a rejection ends the chain, "not mine" asks the next provider,
+(tests/support/auth_hook.py); a rejection ends the chain, "not mine" asks the next provider,
 and nobody's client is refused; a hook that cannot be loaded stops the broker with
 one line. Under uvloop and asyncio."""
 
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import run_cli, serve_error, users_add
 from tests.conftest import RunningBroker, start_broker
-from tests.paho_clients import connack
+from tests.support.commands import run_cli, serve_error, users_add
+from tests.support.paho_clients import connack
 
-ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.auth_hook
+ROOT = Path(__file__).resolve().parents[2]  # so the broker imports tests.support.auth_hook
 ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
 
 
-def chain_config(users: Path, hook: str = "tests.auth_hook:TicketProvider") -> str:
+def chain_config(users: Path, hook: str = "tests.support.auth_hook:TicketProvider") -> str:
     return f'[auth]\nusers_file = "{users}"\nproviders = ["users_file", "hook"]\nhook = "{hook}"\n'
 
 
@@ -57,7 +57,7 @@ def test_a_hook_is_found_by_its_entry_point(tmp_path: Path, loop: str) -> None:
         "Metadata-Version: 2.1\nName: ferromq-test-hooks\nVersion: 1.0\n"
     )
     (dist / "entry_points.txt").write_text(
-        "[ferromq.auth_providers]\ntickets = tests.auth_hook:TicketProvider\n"
+        "[ferromq.auth_providers]\ntickets = tests.support.auth_hook:TicketProvider\n"
     )
     users = tmp_path / "users.toml"
     assert users_add(users, "sensor", "s3nsor pw").returncode == 0
@@ -72,8 +72,8 @@ def test_a_hook_is_found_by_its_entry_point(tmp_path: Path, loop: str) -> None:
 
 UNLOADABLE_HOOKS = [
     ("tests.no_such_module:X", "auth.hook: 'tests.no_such_module:X': cannot import"),
-    ("tests.auth_hook:Missing", "tests.auth_hook has no attribute Missing"),
-    ("tests.auth_hook:NOT_A_PROVIDER", "is neither a provider nor callable"),
+    ("tests.support.auth_hook:Missing", "tests.support.auth_hook has no attribute Missing"),
+    ("tests.support.auth_hook:NOT_A_PROVIDER", "is neither a provider nor callable"),
     ("no-such-entry-point", "no entry point of that name in ferromq.auth_providers"),
 ]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import serve_error, users_add
 from tests.conftest import RunningBroker, start_broker
-from tests.paho_clients import paho_connect, stop
+from tests.support.commands import serve_error, users_add
+from tests.support.paho_clients import paho_connect, stop
 
 USERS = {"sensor": ("s3nsor pw", "device"), "dashboard": ("dash pw", "application")}
 

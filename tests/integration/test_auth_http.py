@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.commands import serve_error, users_add
 from tests.conftest import start_broker
-from tests.json_service import json_service
-from tests.paho_clients import connack
-from tests.services import free_port
+from tests.support.commands import serve_error, users_add
+from tests.support.json_service import json_service
+from tests.support.paho_clients import connack
+from tests.support.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
 UNAVAILABLE = "Server unavailable"  # 0x88; 3.1.1's return code 3 has the same name

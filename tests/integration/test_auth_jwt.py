@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from ferromq._core import shard_of
-from tests.commands import serve_error
 from tests.conftest import RunningBroker, start_broker, suite_workers
-from tests.json_service import json_service
-from tests.jwt_keys import ALGORITHMS, SigningKey
-from tests.paho_clients import connack, paho_connect, stop
-from tests.services import free_port
+from tests.support.commands import serve_error
+from tests.support.json_service import json_service
+from tests.support.jwt_keys import ALGORITHMS, SigningKey
+from tests.support.paho_clients import connack, paho_connect, stop
+from tests.support.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
 

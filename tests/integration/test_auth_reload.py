@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.commands import users_add
 from tests.conftest import hang_up, start_broker
-from tests.json_service import json_service
-from tests.jwt_keys import SigningKey
-from tests.paho_clients import connack
+from tests.support.commands import users_add
+from tests.support.json_service import json_service
+from tests.support.jwt_keys import SigningKey
+from tests.support.paho_clients import connack
 
 
 def allow_svc(_method: str, _path: str, body: Any) -> tuple[int, Any]:

@@ -16,7 +16,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, hang_up
-from tests.paho_clients import paho_client
+from tests.support.paho_clients import paho_client
 
 CONFIG = """[auto_subscribe]
 topics = {topics}

@@ -20,9 +20,9 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, start_broker
-from tests.mosquitto import Mosquitto
-from tests.mqtt_raw import RawClient, sys_value_reaches
-from tests.paho_clients import paho_client
+from tests.support.mosquitto import Mosquitto
+from tests.support.mqtt_raw import RawClient, sys_value_reaches
+from tests.support.paho_clients import paho_client
 
 pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="no mosquitto")
 

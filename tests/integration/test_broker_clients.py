@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client, round_trip, subscribe
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client, round_trip, subscribe
 
 
 @pytest.mark.parametrize("version", [4, 5])

@@ -18,8 +18,8 @@ import pytest
 
 import ferromq
 from tests.conftest import RunningBroker, ferromq_command
-from tests.paho_clients import paho_client, round_trip
-from tests.services import free_port
+from tests.support.paho_clients import paho_client, round_trip
+from tests.support.services import free_port
 
 MEMORY = {"FERROMQ_STORAGE__BACKEND": "memory"}
 

@@ -29,9 +29,9 @@ from tests.conftest import (
     suite_shards,
     untagged,
 )
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client, subscribe
-from tests.proxy_headers import v1
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client, subscribe
+from tests.support.proxy_headers import v1
 
 MEMORY = '[storage]\nbackend = "memory"\n'
 

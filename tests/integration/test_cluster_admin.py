@@ -15,11 +15,11 @@ import uuid
 
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.admin_client import TOKEN, api, get, ok, token_config
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_dashboard import Dashboard, browser  # noqa: F401 (a fixture)
-from tests.services import free_ports
-from tests.waiting import wait_for
+from tests.support.admin_client import TOKEN, api, get, ok, token_config
+from tests.support.services import free_ports
+from tests.support.waiting import wait_for
 
 
 def node_config(node_id: str, admin_port: int, kafka: str, redis: str, unique: str) -> str:

@@ -14,11 +14,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.admin_client import TOKEN, ctl, disconnects, ok, token_config
 from tests.conftest import Starter, ferromq_command
-from tests.paho_clients import paho_client, stop, subscribe
-from tests.services import free_port
-from tests.waiting import wait_for
+from tests.support.admin_client import TOKEN, ctl, disconnects, ok, token_config
+from tests.support.paho_clients import paho_client, stop, subscribe
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 
 def test_clients_and_sessions_listed_shown_kicked_deleted(started: Starter, loop: str) -> None:

@@ -37,11 +37,11 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.admin_client import TOKEN, admin_config, api, disconnects, token_config
 from tests.conftest import RunningBroker, Starter
-from tests.paho_clients import paho_client, stop, subscribe
-from tests.services import free_port
-from tests.waiting import wait_for
+from tests.support.admin_client import TOKEN, admin_config, api, disconnects, token_config
+from tests.support.paho_clients import paho_client, stop, subscribe
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

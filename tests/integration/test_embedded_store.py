@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
-from tests.store_layout import segment_of
+from tests.support.mqtt_raw import RawClient
+from tests.support.store_layout import segment_of
 
 LOOPS = ["uvloop", "asyncio"]
 

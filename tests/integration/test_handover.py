@@ -25,10 +25,10 @@ import pytest
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.ws_raw import WsRawClient
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client, subscribe
-from tests.proxy_headers import v1
-from tests.tls_certs import Pki, client_context, tls_keys
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client, subscribe
+from tests.support.proxy_headers import v1
+from tests.support.tls_certs import Pki, client_context, tls_keys
 
 CLIENTS = 12
 """Client ids per test: both shards own some (checked by :func:`_ids`)."""

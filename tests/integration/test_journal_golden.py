@@ -15,8 +15,8 @@ import pytest
 from ferromq._core import JOURNAL_FORMAT_VERSION
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_embedded_store import drain
-from tests.mqtt_raw import RawClient
-from tests.store_layout import Restored, restored
+from tests.support.mqtt_raw import RawClient
+from tests.support.store_layout import Restored, restored
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 VERSIONS = sorted(p.name for p in GOLDEN.glob("journal-v*"))

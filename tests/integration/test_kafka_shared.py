@@ -24,7 +24,7 @@ from tests.integration.test_kafka_store import (
     publish_counting,
     unique_prefix,
 )
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 GROUP = "$share/workers/jobs/#"
 PARTITIONS = 4

@@ -22,11 +22,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from ferromq.storage.kafka import topic_name
-from tests import services
 from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.mqtt_raw import RawClient
-from tests.seed_002 import seed_002
-from tests.services import free_port
+from tests.support import services
+from tests.support.mqtt_raw import RawClient
+from tests.support.seed_002 import seed_002
+from tests.support.services import free_port
 
 APP = "app-"
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import Starter
 from tests.integration.test_websocket import ws_config
-from tests.tls_certs import Pki, tls_keys
+from tests.support.tls_certs import Pki, tls_keys
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 

@@ -23,7 +23,8 @@ import paho.mqtt.client as paho
 import pytest
 
 from ferromq._core import shard_of
-from tests.admin_client import (
+from tests.conftest import RunningBroker, start_broker
+from tests.support.admin_client import (
     TOKEN,
     Samples,
     api,
@@ -35,10 +36,9 @@ from tests.admin_client import (
     token_config,
     value,
 )
-from tests.conftest import RunningBroker, start_broker
-from tests.paho_clients import paho_client, stop, subscribe
-from tests.services import free_port
-from tests.waiting import wait_for
+from tests.support.paho_clients import paho_client, stop, subscribe
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 WORKERS = 2
 NodeStarter = Callable[[str, str], tuple[RunningBroker, int]]

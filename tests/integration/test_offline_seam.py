@@ -6,7 +6,7 @@ redeliveries of messages it had not acknowledged."""
 from __future__ import annotations
 
 from tests.conftest import RunningBroker
-from tests.seed_002 import seed_002
+from tests.support.seed_002 import seed_002
 
 
 def test_no_loss_no_duplicates_across_reconnect(broker: RunningBroker) -> None:

@@ -16,10 +16,10 @@ import pytest
 
 from tests.conftest import RunningBroker, Starter
 from tests.integration.ws_raw import WsRawClient
-from tests.json_service import json_service
-from tests.mqtt_raw import RawClient, sys_value_reaches
-from tests.proxy_headers import v1, v2
-from tests.tls_certs import Pki, client_context, tls_keys
+from tests.support.json_service import json_service
+from tests.support.mqtt_raw import RawClient, sys_value_reaches
+from tests.support.proxy_headers import v1, v2
+from tests.support.tls_certs import Pki, client_context, tls_keys
 
 
 def proxy_config(listener: str = "", sections: str = "") -> str:

@@ -1,4 +1,4 @@
-"""The Redis store on a real 3-node Redis Cluster (tests/services.py), a real `ferromq
+"""The Redis store on a real 3-node Redis Cluster (tests/support/services.py), a real `ferromq
 serve` and real MQTT clients. What a user would notice: seed 002 and a `kill -9` lose
 nothing on a cluster as on one server; clients' keys spread over every node, each
 client's keys on one; a slot moved to another node while the broker runs is followed
@@ -28,10 +28,10 @@ from tests.integration.test_redis_store import (
     receive,
     redis_config,
 )
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client
-from tests.seed_002 import seed_002
-from tests.services import RedisCluster, RedisServer
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client
+from tests.support.seed_002 import seed_002
+from tests.support.services import RedisCluster, RedisServer
 
 
 def client(node: RedisServer) -> redis.Redis:

@@ -21,11 +21,11 @@ import pytest
 
 from ferromq import bench
 from tests.conftest import RunningBroker, Starter, free_port
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client, subscribe
-from tests.seed_002 import seed_002
-from tests.services import RedisServer
-from tests.waiting import wait_for
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client, subscribe
+from tests.support.seed_002 import seed_002
+from tests.support.services import RedisServer
+from tests.support.waiting import wait_for
 
 LOOPS = ["uvloop", "asyncio"]
 _prefixes = itertools.count()

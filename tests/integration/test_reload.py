@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import users_add
 from tests.conftest import RunningBroker, hang_up, start_broker
-from tests.mqtt_raw import RawClient
+from tests.support.commands import users_add
+from tests.support.mqtt_raw import RawClient
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from ferromq._core import encode
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 RETAINED = 100_000
 BURST = 5_000

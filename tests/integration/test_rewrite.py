@@ -17,7 +17,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, hang_up
-from tests.paho_clients import paho_client
+from tests.support.paho_clients import paho_client
 
 LEGACY = """[[rewrite.rules]]
 action = "publish"

@@ -1,4 +1,4 @@
-"""The test command's real services (tests/services.py), used the way the persistence stores
+"""The test command's real services (tests/support/services.py), used the way the persistence stores
 will use them: redis-py asyncio with the hiredis parser (keys with a TTL, a Lua script by
 SHA with the NOSCRIPT fallback), aiokafka with acks=all and a consumer group whose committed
 offset is the cursor a returning client resumes from. Under uvloop and asyncio, as the
@@ -24,7 +24,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from redis.asyncio.connection import _AsyncHiredisParser
 from redis.exceptions import NoScriptError
 
-from tests import services
+from tests.support import services
 
 T = TypeVar("T")
 

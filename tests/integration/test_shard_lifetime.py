@@ -30,9 +30,9 @@ from pathlib import Path
 
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
-from tests.integration.test_workers import alive, node_serving, shard_pids, with_retries
-from tests.paho_clients import paho_client, subscribe
-from tests.services import RedisServer
+from tests.support.paho_clients import paho_client, subscribe
+from tests.support.services import RedisServer
+from tests.support.shards import alive, node_serving, shard_pids, with_retries
 
 SHUTDOWN_TIMEOUT = 3
 GONE_WITHIN = 30.0  # seconds: the timeout, the supervisor's margin, a loaded machine

@@ -29,8 +29,8 @@ from tests.conformance.support import (
     subscribe,
 )
 from tests.conftest import RunningBroker, start_broker
-from tests.paho_clients import paho_client
-from tests.paho_clients import subscribe as paho_subscribe
+from tests.support.paho_clients import paho_client
+from tests.support.paho_clients import subscribe as paho_subscribe
 
 
 def stop(client: paho.Client) -> None:

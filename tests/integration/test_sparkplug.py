@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import RunningBroker, start_broker
-from tests.mqtt_raw import RawClient
+from tests.support.mqtt_raw import RawClient
 
 CERTIFICATES = "$sparkplug/certificates/"
 NBIRTH, DBIRTH = "spBv1.0/plant/NBIRTH/edge-1", "spBv1.0/plant/DBIRTH/edge-1/pump"

@@ -17,8 +17,8 @@ from tests.integration.test_embedded_store import (
     queued_payloads,
 )
 from tests.integration.test_store_lock import EXIT_STORE_UNAVAILABLE, serve_once
-from tests.mqtt_raw import RawClient
-from tests.store_layout import segment_of
+from tests.support.mqtt_raw import RawClient
+from tests.support.store_layout import segment_of
 
 MESSAGES = 20
 # The offline session ``neighbour`` lives on another shard than ``keeper`` at two

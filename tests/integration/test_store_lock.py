@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.services import free_port
+from tests.support.services import free_port
 
 EXIT_STORE_UNAVAILABLE = 3
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_embedded_store import persistent_subscriber, queued_payloads
-from tests.mqtt_raw import RawClient
-from tests.store_layout import store_pid, sys_tree_of
+from tests.support.mqtt_raw import RawClient
+from tests.support.store_layout import store_pid, sys_tree_of
 
 PAYLOAD = b"x" * 200
 

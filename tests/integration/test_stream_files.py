@@ -20,13 +20,13 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.admin_client import admin_config, get, scrape, value
-from tests.commands import users_add
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_embedded_store import publish_until_killed
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_connect, stop
-from tests.services import free_port
+from tests.support.admin_client import admin_config, get, scrape, value
+from tests.support.commands import users_add
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_connect, stop
+from tests.support.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
 

@@ -31,8 +31,6 @@ from fastavro import parse_schema, schemaless_reader
 
 from ferromq.stream import schema_text
 from ferromq.stream.spill import Spill
-from tests import services
-from tests.admin_client import admin_config, scrape, value
 from tests.conftest import (
     RunningBroker,
     Starter,
@@ -42,10 +40,12 @@ from tests.conftest import (
 )
 from tests.integration.test_kafka_store import frozen
 from tests.integration.test_redis_cluster_store import serve_exit
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client
-from tests.services import free_port
-from tests.waiting import wait_for
+from tests.support import services
+from tests.support.admin_client import admin_config, scrape, value
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 SCHEMA = parse_schema(json.loads(schema_text()))
 PARTITIONS = 3

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from ferromq.config import load_config
-from tests.commands import run_cli
 from tests.conftest import ferromq_command, start_broker
-from tests.paho_clients import paho_client
+from tests.support.commands import run_cli
+from tests.support.paho_clients import paho_client
 
 SYSTEMD_DOCS = Path(__file__).resolve().parents[2] / "docs" / "systemd"
 UNIT = SYSTEMD_DOCS / "ferromq.service"

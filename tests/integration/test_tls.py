@@ -1,5 +1,5 @@
 """TLS listeners (``protocol = "tls"``, ferromq.tls) with real clients and certificates
-the test makes (tests/tls_certs.py), under uvloop and asyncio: paho-mqtt 3.1.1 and 5.0
+the test makes (tests/support/tls_certs.py), under uvloop and asyncio: paho-mqtt 3.1.1 and 5.0
 and mosquitto_pub/sub over TLS, a TCP and a TLS listener side by side, client
 certificates required and used as user names, the TLS version floor, certificates
 reloaded on SIGHUP while a connection stays up, and handshakes that fail or never
@@ -19,12 +19,12 @@ import pytest
 
 from ferromq import bench
 from ferromq._core import BenchError
-from tests.commands import users_add
 from tests.conftest import RunningBroker, Starter, hang_up
-from tests.mqtt_raw import RawClient, sys_value_reaches
-from tests.paho_clients import paho_client, round_trip
-from tests.services import free_port
-from tests.tls_certs import Pem, Pki, authority, client_context, tls_keys, x509_serial
+from tests.support.commands import users_add
+from tests.support.mqtt_raw import RawClient, sys_value_reaches
+from tests.support.paho_clients import paho_client, round_trip
+from tests.support.services import free_port
+from tests.support.tls_certs import Pem, Pki, authority, client_context, tls_keys, x509_serial
 
 
 def tls_config(pki: Pki, extra: str = "", sections: str = "") -> str:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import users_add
 from tests.conformance.support import prop
 from tests.conformance.test_12_auth import scram_connect
 from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.paho_clients import connack
+from tests.support.commands import users_add
+from tests.support.paho_clients import connack
 
 needs_mosquitto_passwd = pytest.mark.skipif(
     shutil.which("mosquitto_passwd") is None, reason="mosquitto (mosquitto_passwd) missing"

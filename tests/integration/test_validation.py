@@ -20,7 +20,7 @@ import fastavro
 import pytest
 
 from tests.conftest import RunningBroker, Starter, hang_up
-from tests.mqtt_raw import RawClient, sys_value_reaches
+from tests.support.mqtt_raw import RawClient, sys_value_reaches
 
 PAYLOAD_FORMAT_INVALID = 0x99
 NO_MATCHING_SUBSCRIBERS = 0x10

@@ -17,9 +17,9 @@ from ferromq._core import encode
 from tests.conftest import RunningBroker, Starter
 from tests.integration.test_tls import generator_delivers_exactly_once
 from tests.integration.ws_raw import WsRawClient, client_frame, upgrade_request
-from tests.mqtt_raw import sys_value_reaches
-from tests.paho_clients import paho_client, round_trip
-from tests.tls_certs import Pki, client_context, tls_keys
+from tests.support.mqtt_raw import sys_value_reaches
+from tests.support.paho_clients import paho_client, round_trip
+from tests.support.tls_certs import Pki, client_context, tls_keys
 
 
 def ws_config(listener: str = "", sections: str = "") -> str:

@@ -24,16 +24,16 @@ import queue
 import signal
 import socket
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, ferromq_command, start_broker
-from tests.paho_clients import paho_client, round_trip, subscribe
-from tests.services import free_port
+from tests.support.paho_clients import paho_client, round_trip, subscribe
+from tests.support.services import free_port
+from tests.support.shards import alive, node_serving, shard_pids, with_retries
 
 
 def shards_that_logged(log: str, message: str) -> set[int]:
@@ -43,10 +43,6 @@ def shards_that_logged(log: str, message: str) -> set[int]:
         for line in log.splitlines()
         if message in line and " shard=" in line and line.rsplit(" shard=", 1)[1].isdigit()
     }
-
-
-def node_serving(running: RunningBroker) -> bool:
-    return "node serving" in running.log()
 
 
 def start_node(
@@ -84,34 +80,8 @@ def children(pid: int) -> set[int]:
     return {child for child in found if alive(child)}
 
 
-def alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
 def command_line(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:-1]
-
-
-def with_retries(check: Callable[[], bool], seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-
-
-def shard_pids(running: RunningBroker) -> dict[int, int]:
-    """Each shard's pid, from the supervisor's latest "shard started" lines."""
-    pids: dict[int, int] = {}
-    for line in running.log().splitlines():
-        if "INFO ferromq.node shard started" in line:
-            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-            pids[int(fields["shard"])] = int(fields["pid"])
-    return pids
 
 
 def shard_of_connection(running: RunningBroker, client: paho.Client) -> int:

@@ -28,8 +28,8 @@ from ferromq.pipeline.command import run_spec
 from ferromq.pipeline.runner import start_queries
 from tests.conftest import RunningBroker, start_broker
 from tests.pipeline.tables import wait_for_table
-from tests.services import free_port
-from tests.waiting import wait_for
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 DEVICES = 3
 READINGS = 300  # per device

@@ -23,7 +23,7 @@ import ferromq.pipeline.submit
 from ferromq.pipeline.session import pipeline_jars
 from tests.pipeline.fleet import JOB_OPTIONS, expected_windows, fleet_records
 from tests.pipeline.stream_records import T0, write_container
-from tests.services import free_ports
+from tests.support.services import free_ports
 
 SPARK_HOME = Path(pyspark.__file__).parent
 READY_TIMEOUT = 60.0

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ferromq.cli import main
-from tests.services import free_port
+from tests.support.services import free_port
 
 RUN = ["pipeline", "run", "telemetry", "--output", "/nonexistent/out"]
 

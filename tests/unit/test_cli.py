@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.commands import one_line_error, run_cli
-from tests.tls_certs import authority
+from tests.support.commands import one_line_error, run_cli
+from tests.support.tls_certs import authority
 
 import ferromq
 from ferromq.config import toml_value

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 import pytest
 from redis.asyncio import Redis
-from tests.services import RedisServer, free_ports
+from tests.support.services import RedisServer, free_ports
 
 from ferromq.admin.schema import check
 from ferromq.admin.views import CLUSTER

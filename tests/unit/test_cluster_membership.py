@@ -20,8 +20,8 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 import uvloop
 from redis.asyncio import Redis, RedisCluster
-from tests.services import RedisCluster as RedisClusterService
-from tests.services import RedisServer
+from tests.support.services import RedisCluster as RedisClusterService
+from tests.support.services import RedisServer
 
 from ferromq.cluster.lease import Lease
 from ferromq.cluster.membership import MemberInfo, Membership, MemberState

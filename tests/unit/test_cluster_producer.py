@@ -9,7 +9,7 @@ import os
 import time
 
 import pytest
-from tests.services import free_ports
+from tests.support.services import free_ports
 
 from ferromq.cluster.producer import Producer, QueueFull
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from tests.tls_certs import authority
+from tests.support.tls_certs import authority
 
 from ferromq.crl import CertificateId, CrlError, certificate_id, revoked_certificates
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from tests.scram_client import ScramClient
+from tests.support.scram_client import ScramClient
 
 from ferromq.auth.scram import ScramAuthFailed, ScramCredential, ScramError, ScramServer, saslprep
 

@@ -9,8 +9,8 @@ import subprocess
 from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 
-from tests.commands import one_line_error, run_cli
 from tests.conftest import ferromq_command
+from tests.support.commands import one_line_error, run_cli
 
 from ferromq.config import Config, MiB, load_config
 from ferromq.starter_config import starter_config

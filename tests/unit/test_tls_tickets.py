@@ -8,7 +8,7 @@ import contextlib
 import ssl
 
 import pytest
-from tests.tls_certs import Pki, client_context
+from tests.support.tls_certs import Pki, client_context
 
 from ferromq.tls_tickets import KEY_BYTES, new_ticket_keys, share_ticket_keys
 

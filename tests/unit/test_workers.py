@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.commands import run_cli
+from tests.support.commands import run_cli
 
 from ferromq.config import Config, ConfigError, load_config, override_workers, render_toml
 from ferromq.node.workers import available_cores, cpu_quota, shard_cpu, worker_count

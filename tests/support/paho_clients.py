@@ -46,7 +46,7 @@ def paho_client(
     if configure is not None:
         configure(client)
     if version == 5:
-        props = Properties(PacketTypes.CONNECT)
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
         props.SessionExpiryInterval = 0 if clean else 300
         client.connect(broker.host, broker.port, clean_start=clean, properties=props)
     else:

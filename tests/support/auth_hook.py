@@ -1,5 +1,5 @@
 """A custom authentication provider for the ``hook`` tests (``[auth] hook =
-"tests.auth_hook:TicketProvider"``): user names ``ticket-*`` with the password
+"tests.support.auth_hook:TicketProvider"``): user names ``ticket-*`` with the password
 ``hook-pass`` are APPLICATION clients with ACL data; another ``ticket-*`` password is
 refused 0x87; every other name is passed to the next provider."""
 

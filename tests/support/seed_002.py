@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 from tests.conftest import RunningBroker
-from tests.mqtt_raw import RawClient
-from tests.paho_clients import paho_client
+from tests.support.mqtt_raw import RawClient
+from tests.support.paho_clients import paho_client
 
 TOTAL = 2000
 

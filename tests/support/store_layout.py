@@ -16,7 +16,7 @@ from ferromq._core import shard_of
 from ferromq.storage.layout import shard_path
 from ferromq.sys_topics import PREFIX, shard_prefix
 from tests.conftest import RunningBroker, suite_shards
-from tests.integration.test_workers import shard_pids
+from tests.support.shards import shard_pids
 
 _RESTORED = re.compile(
     r"store restored store=\"?(?P<store>\w+)[^=]*"

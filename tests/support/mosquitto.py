@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.services import free_port
+from tests.support.services import free_port
 
 
 class Mosquitto:

@@ -31,11 +31,11 @@ Two faces:
   ports and data), used by the session fixtures
   in tests/conftest.py and by benches;
 - a CLI for scripts/test.sh, whose services outlive the command that started them:
-  `python tests/services.py start --state-dir DIR` starts both, records each one's pid in
+  `python tests/support/services.py start --state-dir DIR` starts both, records each one's pid in
   DIR/<name>.json once it is ready (a start that fails or is interrupted stops what it
   spawned itself) and prints `export FERROMQ_TEST_REDIS_URL=...` and
   `export FERROMQ_TEST_KAFKA_BOOTSTRAP=...` for the shell to `eval`;
-  `python tests/services.py stop --state-dir DIR` stops whatever DIR records.
+  `python tests/support/services.py stop --state-dir DIR` stops whatever DIR records.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KAFKA_VERSION = "3.9.1"
-KAFKA_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
+KAFKA_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "kafka"
 KAFKA_POM = KAFKA_SCRIPTS / "pom.xml"
 KAFKA_LOG4J = KAFKA_SCRIPTS / "log4j.properties"
 # The broker's JVM: a small heap (2-core, shared machine). The short-lived StorageTool
