@@ -37,7 +37,7 @@ questions, each once per connection (never per message):
 connections broker-wide, per listener, per address and per user, each listener's
 connect-rate bucket, each address's flapping window and its ban — live in the node's
 shared table (``ferromq._core.NodeCounters``, a memfd the supervisor makes and every
-shard maps; lock-free, see rust/ferromq-py/src/node_counters.rs), so a limit counts
+shard maps; lock-free, see rust/ferromq-core/src/bus/admission.rs), so a limit counts
 every shard's connections at once. A connection is counted once, by the shard that holds
 it: a shard that hands a connection to its client id's owner gives its slots back as it
 hands it, and the owner takes them over without deciding again

@@ -3,6 +3,9 @@
 //!
 //! - [`ring`]: one direction between two shards, a single-producer single-consumer
 //!   byte ring in shared memory, written in batches once per loop tick.
+//! - [`admission`]: the node's admission counts (connections, rates, flapping) in
+//!   shared memory every shard updates with atomics.
+pub mod admission;
 pub mod ring;
 
 use crate::codec::{read_fixed_header, FrameDecoder, Packet, PacketType, PROTOCOL_MAX_PACKET_SIZE};
