@@ -38,11 +38,14 @@ impl Region {
         if fd < 0 {
             return Err(errors::os_error("memfd_create"));
         }
+        // SAFETY: as above; `fd` is open and ours.
         if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
             let error = errors::os_error("ftruncate");
+            // SAFETY: closes the descriptor made above, used nowhere else.
             unsafe { libc::close(fd) };
             return Err(error);
         }
+        // SAFETY: closes the descriptor made above when mapping it failed.
         let region = Region::map(fd, len).inspect_err(|_| unsafe {
             libc::close(fd);
         })?;
@@ -58,6 +61,7 @@ impl Region {
     pub(crate) fn attach(fd: i32) -> PyResult<(Region, Header)> {
         // SAFETY: fstat into a zeroed struct.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes only into `stat`, a valid struct of its type.
         if unsafe { libc::fstat(fd, &mut stat) } != 0 {
             return Err(errors::os_error("fstat"));
         }

@@ -239,6 +239,8 @@ impl Reader {
                 continue;
             }
             let len = len as usize;
+            // SAFETY: the record's `len` bytes follow its length word, below `tail` as
+            // the word is (see above), and stay untouched until `head` passes them.
             each(unsafe { std::slice::from_raw_parts(data.add(offset + LEN), len) });
             self.head += padded(len) as u64;
             count += 1;
