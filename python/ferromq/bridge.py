@@ -140,17 +140,24 @@ def _topics(config: BridgeConfig, direction: str) -> list[BridgeTopicConfig]:
     return [t for t in config.topics if t.direction in (direction, "both")]
 
 
-def _frame_end(buffer: bytes | bytearray) -> int | None:
-    """Where the first MQTT frame in ``buffer`` ends, or None when it is not whole."""
+def _fixed_header(buffer: bytes | bytearray) -> tuple[int, int] | None:
+    """The length of the first MQTT frame's fixed header in ``buffer`` and its
+    remaining length, or None when the header is not whole."""
     length, shift = 0, 0
     for at in range(1, min(len(buffer), 5)):
         byte = buffer[at]
         length |= (byte & 0x7F) << shift
         if not byte & 0x80:
-            end = at + 1 + length
-            return end if end <= len(buffer) else None
+            return at + 1, length
         shift += 7
     return None
+
+
+def _frame_end(buffer: bytes | bytearray) -> int | None:
+    """Where the first MQTT frame in ``buffer`` ends, or None when it is not whole."""
+    header = _fixed_header(buffer)
+    end = None if header is None else sum(header)
+    return end if end is not None and end <= len(buffer) else None
 
 
 class _Handshake(asyncio.Protocol):
@@ -380,7 +387,9 @@ class Bridge:
             connect["properties"] = [("session_expiry_interval", config.remote_session_expiry)]
         packet = bytearray(encode(connect, version))
         if version == 4 and config.try_private:
-            packet[_frame_header_length(packet) + 6] |= _TRY_PRIVATE  # after "\0\4MQTT"
+            header = _fixed_header(packet)
+            assert header is not None, "encode made a whole CONNECT"
+            packet[header[0] + 6] |= _TRY_PRIVATE  # after "\0\4MQTT"
         transport.write(bytes(packet))
         connack = await handshake.packet(_CONNACK)
         code = connack["reason_code"]
@@ -412,13 +421,6 @@ class Bridge:
                 bridge=config.name,
                 filters=",".join(self.state.refused_filters),
             )
-
-
-def _frame_header_length(packet: bytes | bytearray) -> int:
-    at = 1
-    while packet[at] & 0x80:
-        at += 1
-    return at + 1
 
 
 def _tls_context(config: BridgeConfig) -> ssl.SSLContext | None:

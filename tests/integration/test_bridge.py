@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import queue
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, start_broker
+from tests.support.commands import one_line_error, run_cli
 from tests.support.mosquitto import Mosquitto
 from tests.support.mqtt_raw import RawClient, sys_value_reaches
 from tests.support.paho_clients import paho_client
@@ -222,9 +222,4 @@ def test_a_second_ferromq_is_bridged_as_a_mosquitto_is(started: Starter, loop: s
 def test_a_bad_bridge_is_one_line_naming_its_key(tmp_path: Path, bridge: str, error: str) -> None:
     config = tmp_path / "ferromq.toml"
     config.write_text(bridge)
-    checked = subprocess.run(
-        ["ferromq", "check-config", "-c", str(config)], capture_output=True, text=True
-    )
-    assert checked.returncode == 2
-    lines = checked.stderr.strip().splitlines()
-    assert len(lines) == 1 and error in lines[0], lines
+    one_line_error(run_cli("check-config", "-c", str(config)), 2, error)

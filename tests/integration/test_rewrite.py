@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import socket
-import subprocess
 import threading
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, hang_up
+from tests.support.commands import one_line_error, run_cli
 from tests.support.paho_clients import paho_client
 
 LEGACY = """[[rewrite.rules]]
@@ -165,10 +165,4 @@ def test_sighup_replaces_the_rules(started: Starter, loop: str) -> None:
 def test_a_bad_rule_is_one_line_naming_its_key(tmp_path: Path, rule: str, error: str) -> None:
     config = tmp_path / "ferromq.toml"
     config.write_text(rule)
-    checked = subprocess.run(
-        ["ferromq", "check-config", "-c", str(config)], capture_output=True, text=True
-    )
-    assert checked.returncode == 2
-    lines = checked.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ferromq: error: "), lines
-    assert error in lines[0]
+    one_line_error(run_cli("check-config", "-c", str(config)), 2, error)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import fastavro
 import pytest
 
 from tests.conftest import RunningBroker, Starter, hang_up
+from tests.support.commands import one_line_error, run_cli
 from tests.support.mqtt_raw import RawClient, sys_value_reaches
 
 PAYLOAD_FORMAT_INVALID = 0x99
@@ -225,21 +225,15 @@ def test_a_bad_schema_is_one_line_naming_its_key(
 ) -> None:
     config = tmp_path / "ferromq.toml"
     config.write_text(_config(tmp_path, "reject", schema))
-    checked = subprocess.run(
-        ["ferromq", "check-config", "-c", str(config)], capture_output=True, text=True
-    )
-    assert checked.returncode == 2
-    lines = checked.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("ferromq: error: validation.rules[0].schema: ") and error in lines[0]
+    checked = run_cli("check-config", "-c", str(config))
+    one_line_error(checked, 2, error)
+    assert checked.stderr.startswith("ferromq: error: validation.rules[0].schema: ")
 
 
 def test_a_missing_schema_file_is_named(tmp_path: Path) -> None:
     config = tmp_path / "ferromq.toml"
     config.write_text('[[validation.rules]]\nfilter = "a/#"\nschema = "/nowhere/s.json"\n')
-    checked = subprocess.run(
-        ["ferromq", "check-config", "-c", str(config)], capture_output=True, text=True
-    )
+    checked = run_cli("check-config", "-c", str(config))
     assert checked.returncode == 2
     assert checked.stderr.strip() == (
         "ferromq: error: validation.rules[0].schema: /nowhere/s.json not found"

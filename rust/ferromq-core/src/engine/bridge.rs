@@ -78,20 +78,44 @@ pub(super) struct OpenBridge {
     /// Bound once the connection has its session.
     session: Option<u32>,
     link: BridgeLink,
+    /// The link's topics as prefix swaps each way, their filters made once here
+    /// rather than per delivery.
+    out: Vec<Swap>,
+    inbound: Vec<Swap>,
 }
 
-/// `topic` moved from under `from` to under `to` by the first mapping whose filter
-/// (seen from `from`'s side) matches it.
-fn mapped<'a>(
-    topics: &'a [BridgeTopic],
-    topic: &str,
-    side: impl Fn(&'a BridgeTopic) -> (&'a str, &'a str),
-) -> Option<String> {
-    topics.iter().find_map(|t| {
-        let (from, to) = side(t);
-        let filter = format!("{from}{}", t.pattern);
-        (filter_matches(&filter, topic) && from != to)
-            .then(|| format!("{to}{}", &topic[from.len()..]))
+/// One topic's prefix swap in one direction: a topic `filter` matches has its
+/// `from` prefix replaced by `to`.
+#[derive(Debug)]
+struct Swap {
+    filter: String,
+    from: String,
+    to: String,
+}
+
+impl Swap {
+    fn out(topic: &BridgeTopic) -> Swap {
+        Swap {
+            filter: topic.local_filter(),
+            from: topic.local_prefix.clone(),
+            to: topic.remote_prefix.clone(),
+        }
+    }
+
+    fn inbound(topic: &BridgeTopic) -> Swap {
+        Swap {
+            filter: topic.remote_filter(),
+            from: topic.remote_prefix.clone(),
+            to: topic.local_prefix.clone(),
+        }
+    }
+}
+
+/// `topic` moved by the first swap whose filter matches it (and that changes it).
+fn mapped(swaps: &[Swap], topic: &str) -> Option<String> {
+    swaps.iter().find_map(|swap| {
+        (filter_matches(&swap.filter, topic) && swap.from != swap.to)
+            .then(|| format!("{}{}", swap.to, &topic[swap.from.len()..]))
     })
 }
 
@@ -137,27 +161,33 @@ impl Engine {
         self.bridges.push(OpenBridge {
             conn: conn_id,
             session: None,
+            out: link.out.iter().map(Swap::out).collect(),
+            inbound: link.inbound.iter().map(Swap::inbound).collect(),
             link,
         });
         self.accept_connect(conn_id, connect, now);
-        let Some(conn) = self.conn_mut(conn_id) else {
-            return;
-        };
-        let Some(session) = conn.session() else {
+        let Some(session) = self.conn_mut(conn_id).and_then(|c| c.session()) else {
             return;
         };
         let open = self.bridges.last_mut().expect("pushed above");
         open.session = Some(session);
-        let link = open.link.clone();
-        let conn = self.conn_mut(conn_id).expect("bound above");
-        conn.keepalive_grace_ms = u64::from(link.keep_alive) * 1500;
-        let wanted: Vec<String> = link.out.iter().map(BridgeTopic::local_filter).collect();
+        let keepalive_grace_ms = u64::from(open.link.keep_alive) * 1500;
+        // Each `out` filter here with its QoS; a filter named twice keeps the first.
+        let mut wanted: Vec<(String, QoS)> = Vec::with_capacity(open.out.len());
+        for (swap, topic) in open.out.iter().zip(&open.link.out) {
+            if !wanted.iter().any(|(filter, _)| *filter == swap.filter) {
+                wanted.push((swap.filter.clone(), topic.qos));
+            }
+        }
+        if let Some(conn) = self.conn_mut(conn_id) {
+            conn.keepalive_grace_ms = keepalive_grace_ms;
+        }
         let stale: Vec<Box<str>> = self.sessions[session as usize]
             .as_ref()
             .map(|s| {
                 s.subscriptions
                     .keys()
-                    .filter(|f| !wanted.iter().any(|w| w == &***f))
+                    .filter(|f| !wanted.iter().any(|(w, _)| w == &***f))
                     .cloned()
                     .collect()
             })
@@ -166,10 +196,9 @@ impl Engine {
             self.remove_subscription(session, Some(conn_id), &filter);
         }
         // Not the quota or the ACL: the bridge's filters are the operator's.
-        for filter in &wanted {
-            let topic = link.out.iter().find(|t| &t.local_filter() == filter);
+        for (filter, qos) in &wanted {
             let options = self.granted(SubscriptionOptions {
-                qos: topic.map_or(QoS::AtMostOnce, |t| t.qos),
+                qos: *qos,
                 no_local: true,
                 retain_as_published: true,
                 retain_handling: RetainHandling::SendAtSubscribeIfNew,
@@ -183,16 +212,12 @@ impl Engine {
         self.drain_queue(session, now);
     }
 
-    fn bridge_of(&self, conn_id: ConnId) -> Option<&BridgeLink> {
+    fn bridge_of(&self, conn_id: ConnId) -> Option<&OpenBridge> {
         let conn = self.conns.get(conn_id as usize)?.as_ref()?;
         if !conn.bridge {
             return None;
         }
-        self.bridges
-            .iter()
-            .rev()
-            .find(|open| open.conn == conn_id)
-            .map(|open| &open.link)
+        self.bridges.iter().rev().find(|open| open.conn == conn_id)
     }
 
     /// The topic a delivery of `topic` carries on `conn`: on a bridge, with its
@@ -200,8 +225,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(super) fn remote_topic(&self, conn_id: ConnId, topic: &Utf8Bytes) -> Option<Utf8Bytes> {
-        let link = self.bridge_of(conn_id)?;
-        let remote = mapped(&link.out, topic, |t| (&t.local_prefix, &t.remote_prefix))?;
+        let remote = mapped(&self.bridge_of(conn_id)?.out, topic)?;
         Utf8Bytes::try_from(remote).ok()
     }
 
@@ -209,10 +233,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(super) fn local_topic(&self, conn_id: ConnId, topic: &str) -> Option<Utf8Bytes> {
-        let link = self.bridge_of(conn_id)?;
-        let local = mapped(&link.inbound, topic, |t| {
-            (&t.remote_prefix, &t.local_prefix)
-        })?;
+        let local = mapped(&self.bridge_of(conn_id)?.inbound, topic)?;
         Utf8Bytes::try_from(local).ok()
     }
 
