@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from ferromq._core import BridgeLink, FrameDecoder, encode, shard_of
 from ferromq._protocol import IOHub, MqttProtocol
-from ferromq.config import BridgeConfig, BridgeTopicConfig, ConfigError
+from ferromq.config import BridgeConfig, BridgeTopicConfig, ConfigError, require
 from ferromq.engine import hand_to_engine
 from ferromq.log import log_event
 from ferromq.shard.identity import ShardIdentity
@@ -107,9 +107,7 @@ def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
     names: dict[str, int] = {}
     for index, config in enumerate(configs):
         where = f"bridges[{index}]"
-        for key in ("name", "address"):
-            if not getattr(config, key):
-                raise ConfigError(f"{where}.{key}: required")
+        require(config, where, "name", "address")
         if config.name in names:
             raise ConfigError(
                 f"{where}.name: {config.name!r} is already the name of "
@@ -122,8 +120,7 @@ def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
         if not config.topics:
             raise ConfigError(f"{where}.topics: at least one [[bridges.topics]] is required")
         for n, topic in enumerate(config.topics):
-            if not topic.pattern:
-                raise ConfigError(f"{where}.topics[{n}].pattern: required")
+            require(topic, f"{where}.topics[{n}]", "pattern")
         if config.reconnect_max < config.reconnect_min:
             raise ConfigError(f"{where}.reconnect_max: less than reconnect_min")
         try:

@@ -1300,6 +1300,15 @@ def _load_table_list(item: type[_Table], raw: object, path: str) -> tuple[_Table
     return tuple(_load_table(item(), entry, f"{path}[{n}]") for n, entry in enumerate(raw))
 
 
+def require(table: DataclassInstance, where: str, *keys: str) -> None:
+    """Raise :class:`ConfigError` ``{where}.{key}: required`` for the first of ``keys``
+    left empty in ``table`` (an entry of an array of tables, whose required keys have
+    an empty default)."""
+    for key in keys:
+        if not getattr(table, key):
+            raise ConfigError(f"{where}.{key}: required")
+
+
 def _load_listeners(raw: object) -> tuple[ListenerConfig, ...]:
     if not isinstance(raw, list):
         raise ConfigError(

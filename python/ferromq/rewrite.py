@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ferromq._core import RewriteRule
-from ferromq.config import ConfigError, RewriteConfig, RewriteRuleConfig
+from ferromq.config import ConfigError, RewriteConfig, RewriteRuleConfig, require
 
 __all__ = ["rewrite_rules"]
 
@@ -22,9 +22,7 @@ def rewrite_rules(config: RewriteConfig) -> list[RewriteRule]:
     compiled = []
     for index, rule in enumerate(config.rules):
         where = f"rewrite.rules[{index}]"
-        for key in _REQUIRED:
-            if not getattr(rule, key):
-                raise ConfigError(f"{where}.{key}: required")
+        require(rule, where, *_REQUIRED)
         try:
             compiled.append(RewriteRule(rule.action, rule.source, rule.re, rule.to))
         except ValueError as exc:

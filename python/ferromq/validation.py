@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ferromq._core import ValidationRule
-from ferromq.config import ConfigError, ValidationConfig
+from ferromq.config import ConfigError, ValidationConfig, require
 
 __all__ = ["validation_rules"]
 
@@ -20,9 +20,7 @@ def validation_rules(config: ValidationConfig) -> list[ValidationRule]:
     compiled = []
     for index, rule in enumerate(config.rules):
         where = f"validation.rules[{index}]"
-        for key in ("filter", "schema"):
-            if not getattr(rule, key):
-                raise ConfigError(f"{where}.{key}: required")
+        require(rule, where, "filter", "schema")
         path = Path(rule.schema)
         try:
             text = path.read_text(encoding="utf-8")
