@@ -70,15 +70,18 @@ The preamble, per connection and in this order (each step its own module; a plai
    (``$SYS/broker/clients/refused/websocket_upgrade``) and logged like the others.
 
 4. **Client-id affinity** in a node of several shards (:meth:`Listeners.serve` given a
-   :class:`~ferromq.shard.identity.ShardIdentity`, :mod:`ferromq.shard.handover`): the
-   CONNECT's client id decides whether the connection stays here, its socket is handed
-   to the owner shard (``tcp``: the socket set reads the CONNECT, Rust's
-   ``connect_owner`` decides), or it is relayed to the owner (``tls``, ``ws``,
-   ``wss``: the :class:`~ferromq.shard.handover.Router` protocol reads it, and a
-   ``tcp`` CONNECT too large for one hand-over message). The owner takes over a handed-over
-   connection's admission slots without deciding again
-   (:meth:`~ferromq.admission.Admission.adopted`) and reports the client's address for
-   it as for a PROXY header.
+   :class:`~ferromq.shard.identity.ShardIdentity`): the listeners ask the shard side,
+   :class:`~ferromq.shard.routing.ClientRouting`, where a connection goes. The
+   CONNECT's client id decides whether it stays here, its socket is handed to the
+   owner shard (``tcp``: the socket set reads the CONNECT, Rust's ``connect_owner``
+   decides, and a socket it gives up goes to the routing), or it is relayed to the
+   owner (``tls``, ``ws``, ``wss``: the routing's router is the protocol after the
+   preamble, and a ``tcp`` CONNECT too large for one hand-over message comes back
+   here to take that way). The routing also takes the connections other shards hand
+   to this one, their admission slots with them, and gives them to the listener to
+   serve (:meth:`Listeners._serve_handed`), which reports the client's address for
+   them as for a PROXY header. This module only serves what the routing decides
+   (:class:`~ferromq.shard.routing.ListenerHooks`).
 
 The connection's admission slots are given back once (:meth:`_Accepted.release`), by
 whichever ends it: the MQTT protocol, the upgrade protocol, the router, or a preamble
@@ -142,17 +145,10 @@ from ferromq.engine import hand_to_engine
 from ferromq.file_watch import FileWatch
 from ferromq.log import RateLimitedLog, log_event, peer_text
 from ferromq.proxy_protocol import ProxyHeaderError, is_trusted, read_proxy_header
-from ferromq.shard.handover import (
-    MESSAGE_MAX,
-    Framing,
-    Handed,
-    HandoverReceiver,
-    HandoverSender,
-    Router,
-    relay,
-)
+from ferromq.shard.handover import Framing, Handed
 from ferromq.shard.identity import ShardIdentity
-from ferromq.sockets import ListenError, bind_sockets
+from ferromq.shard.routing import ClientRouting, ListenerHooks
+from ferromq.sockets import EXHAUSTED, ListenError, bind_sockets
 from ferromq.tls import certificate_identity, revocations, server_context, watched_files
 from ferromq.tls_revocation import Revoked, TlsClients
 from ferromq.tls_tickets import TicketKeysUnavailable, share_ticket_keys
@@ -171,8 +167,6 @@ _Address: TypeAlias = tuple[Any, ...]
 """What ``accept`` gives for a TCP peer: (host, port) or (host, port, flow, scope)."""
 _Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-# accept() failures that mean "no descriptor or memory for one more socket now".
-_EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 # accept() failures of one connection that ended before it was taken (accept(2), "Error
 # handling"): skip it and go on.
 _PEER_GONE: Final = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
@@ -207,8 +201,6 @@ _PreambleFailure: TypeAlias = Literal[
 class _Counts:
     accept_paused: int = 0
     accept_paused_handovers: int = 0  # times accepting stopped for hand-overs piling up
-    connect_timeouts: int = 0
-    """Connections the router closed at the connect timeout (in a node of shards)."""
     tls_revoked: int = 0
     """Connections closed because a reloaded ``crlfile`` revokes their certificate."""
     failures: Counter[_PreambleFailure] = field(default_factory=Counter)
@@ -382,12 +374,8 @@ class Listeners:
         self._admission_closed = admission.closed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._hub: IOHub | None = None
-        self._shard: ShardIdentity | None = None  # set in a node of several shards
+        self._routing: ClientRouting | None = None  # in a node of several shards
         self._ticket_keys: bytes | None = None  # the node's, in a node of several shards
-        self._max_packet_size = 0
-        self._senders: dict[int, HandoverSender] = {}  # by owner shard
-        self._receiver: HandoverReceiver | None = None
-        self._backlogged: set[int] = set()  # owner shards whose hand-overs pile up here
         self._log_backlogged = RateLimitedLog(
             logger, logging.WARNING, "accepting paused: hand-overs wait for their owner shard"
         )
@@ -400,7 +388,6 @@ class Listeners:
             logger, logging.WARNING, "connection refused: no valid PROXY header"
         )
         self._log_upgrade = RateLimitedLog(logger, logging.WARNING, "WebSocket upgrade refused")
-        self._log_handover = RateLimitedLog(logger, logging.WARNING, "connection hand-over lost")
 
     @classmethod
     def bind(
@@ -444,10 +431,9 @@ class Listeners:
             **{kind: counts.failures[kind] for kind in get_args(_PreambleFailure)},
             "tls_revoked": counts.tls_revoked,
         }
-        if self._shard is not None and self._hub is not None:
+        if self._routing is not None and self._hub is not None:
             engine = self._hub.engine.stats()["connect_timeouts"]
-            routing = self._hub.sockets.routing_timeouts
-            stats["connect_timeouts"] = engine + routing + counts.connect_timeouts
+            stats["connect_timeouts"] = engine + self._routing.connect_timeouts
         return stats
 
     def listener_of(self, conn: int) -> str | None:
@@ -518,25 +504,32 @@ class Listeners:
         shard: ShardIdentity | None,
         max_packet_size: int,
     ) -> None:
-        """Start accepting on every listener; as ``shard`` of a node of several, route
-        each connection to the shard owning its client id (``max_packet_size`` bounds
-        what the router holds) and take the connections other shards hand over."""
+        """Start accepting on every listener; as ``shard`` of a node of several, ask
+        the client-id routing (:mod:`ferromq.shard.routing`) where each connection goes
+        (``max_packet_size`` bounds what its router holds), which also takes the
+        connections other shards hand over."""
         self._loop, self._hub = loop, hub
         hub.on_sockets_left = self._sockets_left
-        hub.sockets.set_listener_names([listener.config.name for listener in self._listeners])
+        names = tuple(listener.config.name for listener in self._listeners)
+        hub.sockets.set_listener_names(list(names))
         if shard is not None and shard.count > 1:
-            self._shard, self._max_packet_size = shard, max_packet_size
-            timeout_ms = round(self._handshake_timeout * 1000)
-            hub.sockets.set_shards(shard.index, shard.count, max_packet_size, timeout_ms)
-            self._senders = {
-                owner: HandoverSender(
-                    loop, fd, self._handover_lost, partial(self._owner_backlogged, owner)
-                )
-                for owner, fd in enumerate(shard.handover_send)
-                if owner != shard.index
-            }
-            self._receiver = HandoverReceiver(
-                loop, shard.handover_receive, self._received, self._handover_lost, ACCEPT_PAUSE
+            hooks = ListenerHooks(
+                serve_handed=self._serve_handed,
+                through_loop=self._through_loop,
+                certificate=self._certificate,
+                start=self._start,
+                backlogged=self._handovers_backlogged,
+            )
+            self._routing = ClientRouting(
+                loop,
+                shard,
+                hub.sockets,
+                self._admission,
+                names,
+                self._handshake_timeout,
+                max_packet_size,
+                ACCEPT_PAUSE,
+                hooks,
             )
             self._ticket_keys = shard.ticket_keys()
             for listener in self._listeners:
@@ -593,38 +586,29 @@ class Listeners:
                 if self._loop is not None:
                     self._loop.remove_reader(sock.fileno())
                 sock.close()
-        if self._receiver is not None:
-            self._receiver.close()
-            self._receiver = None
-        for sender in self._senders.values():
-            sender.close()
-        self._senders = {}
+        if self._routing is not None:
+            self._routing.close()
         for task in self._counts.pending:
             task.cancel()
 
-    def _owner_backlogged(self, owner: int, backlogged: bool) -> None:
-        """Stop accepting while hand-overs to ``owner`` pile up (its descriptors are
-        used up, or it is behind), and start again once every owner took its backlog
-        (:class:`~ferromq.shard.handover.HandoverSender`)."""
+    def _handovers_backlogged(self, owner: int, backlogged: bool) -> None:
+        """Stop accepting while hand-overs to ``owner`` pile up, and start again once
+        every owner took its backlog (the routing says when,
+        :attr:`~ferromq.shard.routing.ListenerHooks.backlogged`)."""
         assert self._loop is not None
-        was_accepting = not self._backlogged
         if backlogged:
-            self._backlogged.add(owner)
-        else:
-            self._backlogged.discard(owner)
-        if was_accepting and self._backlogged:
             self._counts.accept_paused_handovers += 1
             self._log_backlogged(self._loop.time(), owner=owner)
             for listener in self._listeners:
                 self._stop_accepting(listener)
-        elif not was_accepting and not self._backlogged:
+        else:
             for listener in self._listeners:
                 self._resume(listener)
 
     def _resume(self, listener: _Listener) -> None:
         assert self._loop is not None
-        if self._backlogged:
-            return  # started again when the hand-overs are taken (_owner_backlogged)
+        if self._routing is not None and self._routing.backlogged:
+            return  # started again when the hand-overs are taken (_handovers_backlogged)
         for sock in listener.sockets:
             if sock.fileno() >= 0:  # not closed by close() during a pause
                 self._loop.add_reader(sock.fileno(), self._accept, listener, sock)
@@ -648,7 +632,7 @@ class Listeners:
             except OSError as exc:
                 if exc.errno in _PEER_GONE:
                     continue
-                if exc.errno in _EXHAUSTED:
+                if exc.errno in EXHAUSTED:
                     self._out_of_descriptors(listener, exc)
                     return
                 raise
@@ -772,9 +756,9 @@ class Listeners:
     def _own(self, listener: _Listener, fd: int, peer: _Address, data: bytes, route: bool) -> None:
         """Give socket ``fd`` (admitted, or adopted from another shard) to the engine's
         socket set, fed ``data`` (bytes another shard read) first; with ``route``, in
-        a node of shards, the set reads its CONNECT first and may hand it over
-        (:meth:`_sockets_left`). Its admission slots are given back when the set
-        reports its end; if it cannot be watched (out of memory), at once."""
+        a node of shards, the set reads its CONNECT first and may give it up to be
+        handed over (:meth:`_sockets_left`). Its admission slots are given back when
+        the set reports its end; if it cannot be watched (out of memory), at once."""
         assert self._hub is not None and self._loop is not None
         hub = self._hub
         host, port = str(peer[0]), int(peer[1])
@@ -798,25 +782,22 @@ class Listeners:
         handovers: list[tuple[int, int, str, int, bytes, int]],
     ) -> None:
         """Sockets that left the engine's socket set: those that ended give their slots
-        back; those whose CONNECT named another shard go there."""
+        back; those whose CONNECT named another shard go there (the routing's)."""
         for conn, index, host in closed:
             self._admission.released(self._listeners[index].config.name, host)
             if conn is not None:
                 self._admission_closed(conn)
-        for fd, index, host, port, data, owner in handovers:
-            self._send_handover(self._listeners[index], fd, (host, port), data, owner)
+        if handovers:
+            routing = self._routing
+            assert routing is not None  # the set hands over only in a node of shards
+            for fd, index, host, port, data, owner in handovers:
+                routing.hand_socket(index, fd, (host, port), data, owner)
 
-    def _send_handover(
-        self, listener: _Listener, fd: int, peer: tuple[str, int], data: bytes, owner: int
-    ) -> None:
-        """Send socket ``fd`` of an owned listener, and the bytes it sent, to shard
-        ``owner``; the owner counts it from here. Bytes beyond one hand-over message (a
-        CONNECT with a large will) go the loop's way: the router relays them."""
-        message = Handed(listener.index, "mqtt", peer, None, data).encode()
-        if len(message) <= MESSAGE_MAX:
-            self._senders[owner].send(message, fd)
-            self._admission.released(listener.config.name, peer[0])
-            return
+    def _through_loop(self, index: int, fd: int, peer: tuple[str, int], data: bytes) -> None:
+        """A hook of the routing: admitted plain socket ``fd``, which the socket set gave
+        up with ``data`` too large for one hand-over message, onto the loop's
+        transport behind a router fed ``data``, which relays it to its owner."""
+        listener = self._listeners[index]
         accepted = _Accepted(listener, socket.socket(fileno=fd), peer, True, self._admission)
         release = accepted.release
         protocol = self._after_preamble(accepted, release, "mqtt", data)
@@ -843,23 +824,28 @@ class Listeners:
     def _after_preamble(
         self, accepted: _Accepted, release: Callable[[], None], framing: Framing, preread: bytes
     ) -> asyncio.BufferedProtocol:
-        """The protocol that follows the preamble: the router to the client id's owner in
-        a node of several shards, else MQTT. ``preread``: bytes the preamble read."""
-        if self._shard is None:
+        """The protocol that follows the preamble: in a node of several shards the
+        routing's router, which finds the client id's owner, else MQTT. ``preread``:
+        bytes the preamble read."""
+        if self._routing is None:
             return self._mqtt_protocol(accepted, release, framing, preread)
-        return Router(
-            framing,
-            self._shard,
-            self._handshake_timeout,
-            self._max_packet_size,
-            preread,
-            partial(self._route, accepted, release, framing),
-            release,
-            self._router_timed_out,
-        )
+        peer = (str(accepted.peer[0]), int(accepted.peer[1]))
+        serve = partial(self._serve_routed, accepted, release, framing)
+        return self._routing.router(accepted.listener.index, peer, framing, preread, release, serve)
 
-    def _router_timed_out(self) -> None:
-        self._counts.connect_timeouts += 1
+    def _serve_routed(
+        self,
+        accepted: _Accepted,
+        release: Callable[[], None],
+        framing: Framing,
+        transport: asyncio.Transport,
+        data: bytes,
+    ) -> None:
+        """A routed connection this shard owns: the MQTT protocol takes its transport
+        over from the router, fed the bytes the router read."""
+        protocol = self._mqtt_protocol(accepted, release, framing, data)
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
 
     def _mqtt_protocol(
         self,
@@ -894,72 +880,18 @@ class Listeners:
             self._hub, release, closed, framing, peer, config.name, self._names, preread
         )
 
-    def _route(
-        self,
-        accepted: _Accepted,
-        release: Callable[[], None],
-        framing: Framing,
-        transport: asyncio.Transport,
-        data: bytes,
-        owner: int,
-    ) -> None:
-        """The router's decision (:mod:`ferromq.shard.handover`): serve the connection
-        here, or hand it to ``owner``. Out of descriptors for the hand-over, the
-        connection is not read and tried again after :data:`ACCEPT_PAUSE`, as accepting
-        waits then."""
-        assert self._shard is not None and self._loop is not None
-        if owner == self._shard.index:
-            protocol = self._mqtt_protocol(accepted, release, framing, data)
-            transport.set_protocol(protocol)
-            protocol.connection_made(transport)
-            return
-        if transport.is_closing():  # the client left while its hand-over waited
-            release()
-            return
-        try:
-            self._hand_to(owner, accepted, release, framing, transport, data)
-        except OSError as exc:
-            if exc.errno not in _EXHAUSTED:
-                raise
-            transport.pause_reading()
-            retry = (accepted, release, framing, transport, data, owner)
-            self._loop.call_later(ACCEPT_PAUSE, self._route, *retry)
+    def _certificate(self, index: int, transport: asyncio.BaseTransport) -> str | None:
+        """A hook of the routing: the identity a relayed hand-over carries, that of the
+        client certificate on a listener with ``require_certificate``."""
+        config = self._listeners[index].config
+        return _identity(config, transport) if config.require_certificate else None
 
-    def _hand_to(
-        self,
-        owner: int,
-        accepted: _Accepted,
-        release: Callable[[], None],
-        framing: Framing,
-        transport: asyncio.Transport,
-        data: bytes,
-    ) -> None:
-        """Relay the connection to ``owner`` (its TLS or WebSocket state cannot move,
-        or its first bytes exceed one hand-over message: a plain socket that fits one
-        is sent by :meth:`_send_handover`); raises OSError, having changed nothing, when
-        a descriptor cannot be had."""
-        assert self._loop is not None
-        listener = accepted.listener
-        peer = (str(accepted.peer[0]), int(accepted.peer[1]))
-        sender = self._senders[owner]
-        near, far = socket.socketpair()
-        config = listener.config
-        certificate = _identity(config, transport) if config.require_certificate else None
-        relayed = Handed(listener.index, framing, peer, certificate, b"")
-        sender.send(relayed.encode(), far.detach())
-        release()  # the owner counts it from here
-        self._start(relay(self._loop, transport, near, data), _relay_ended)
-
-    def _received(self, handed: Handed, sock: socket.socket) -> None:
-        """A connection another shard admitted and handed over: its slots taken over
-        here, then the listener's MQTT protocol around it, fed the bytes that came with
-        it."""
-        if handed.listener >= len(self._listeners):
-            sock.close()
-            self._handover_lost(f"hand-over names listener {handed.listener}, not configured")
-            return
+    def _serve_handed(self, handed: Handed, sock: socket.socket) -> None:
+        """A hook of the routing: a connection another shard handed over (its slots
+        taken over already), served with the listener's MQTT protocol, fed the bytes
+        that came with it: a plain socket in the engine's socket set, not routed again,
+        any other over the loop's transport."""
         listener = self._listeners[handed.listener]
-        self._admission.adopted(listener.config.name, handed.peer[0])
         if listener.owned and handed.framing == "mqtt" and handed.certificate is None:
             self._own(listener, sock.detach(), handed.peer, handed.data, route=False)
             return
@@ -973,10 +905,6 @@ class Listeners:
         )
         started = self._loop.connect_accepted_socket(lambda: protocol, sock)
         self._start(started, partial(self._handed_over, accepted, release))
-
-    def _handover_lost(self, why: str) -> None:
-        assert self._loop is not None
-        self._log_handover(self._loop.time(), why=why)
 
     def _handed_over(
         self, accepted: _Accepted, release: Callable[[], None], task: asyncio.Task[object]
@@ -1024,9 +952,3 @@ class Listeners:
             why=why,
             total=failures[kind],
         )
-
-
-def _relay_ended(task: asyncio.Task[object]) -> None:
-    """A relay that could not start has closed both its sides already."""
-    if not task.cancelled():
-        task.exception()

@@ -2,18 +2,25 @@
 naming the listener, its address and why. Low in the package: the MQTT listeners
 (:mod:`ferromq.listener`), the admin API's (:mod:`ferromq.admin.server`), a node's
 supervisor (:mod:`ferromq.node`) and a shard's private sockets (:mod:`ferromq.shard`)
-all open theirs here.
+all open theirs here; the listeners and a shard's hand-overs
+(:mod:`ferromq.shard.routing`) both wait when :data:`EXHAUSTED` says a socket cannot
+be had now.
 """
 
 from __future__ import annotations
 
+import errno
 import resource
 import socket
 from typing import Final
 
-__all__ = ["BACKLOG", "ListenError", "bind_sockets", "raise_descriptor_limit"]
+__all__ = ["BACKLOG", "EXHAUSTED", "ListenError", "bind_sockets", "raise_descriptor_limit"]
 
 BACKLOG: Final = 4096
+
+EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+"""``accept`` or ``socketpair`` failures that mean "no descriptor or memory for one
+more socket now": the caller waits and tries again rather than failing."""
 
 
 class ListenError(Exception):

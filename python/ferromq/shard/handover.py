@@ -9,7 +9,7 @@ protocol after its preamble (PROXY header, TLS handshake, WebSocket upgrade) is 
 :class:`Router`. Both collect bytes until :func:`ferromq._core.connect_owner` (one
 decision, ``ferromq_core::bus::connect_owner``) names the CONNECT's owner, the
 :func:`ferromq._core.shard_of` of its client id. Then one of three ways
-(:mod:`ferromq.listener` wires them):
+(:mod:`ferromq.shard.routing` decides, :mod:`ferromq.listener` serves):
 
 - **Here.** The owner is this shard, the client id is empty (the engine assigns one this
   shard owns), or the bytes are not a well-formed CONNECT (the engine refuses them with
@@ -58,7 +58,8 @@ beyond the bound (sockets this shard had accepted before it stopped), or whose s
 fails otherwise, is lost: the connection is closed, logged, and its client
 reconnects. Out of
 descriptors, the receiver stops reading for a while (:class:`HandoverReceiver`) and the
-listener retries a hand-over it could not make (:meth:`ferromq.listener.Listeners._route`).
+routing retries a hand-over it could not make
+(:meth:`ferromq.shard.routing.ClientRouting._route`).
 
 Cost: the router runs once per connection, per read until the first packet is whole. A
 relay costs Python per read, not per message: each read on either side is one
