@@ -76,7 +76,7 @@ def test_one_member_runs_a_bridge_and_another_takes_it_over_after_kill_9(
         holder = _running(nodes)
         (other,) = [node for node in nodes if node is not holder]
         other.wait_for_log("bridge held by another member")
-        central, inbox = paho_client(mosquitto, "central-app", 5)  # type: ignore[arg-type]
+        central, inbox = paho_client(mosquitto, "central-app", 5)
         central.subscribe("edge1/#", qos=1)
         _arrives(inbox, other, b"via-the-holder")
         assert mosquitto.log().count("as ferromq-bridge-central") == 1

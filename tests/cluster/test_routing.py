@@ -134,7 +134,7 @@ def test_shared_subscription_delivers_each_message_once_across_nodes(cluster: Cl
         # Messages to one node arrive in order: once its fence is in, so is every job
         # routed to it before.
         while (message := inbox.get(timeout=10)).payload != b"fence":
-            received.append(message.payload)
+            received.append(bytes(message.payload))
         stop(client)
     stop(publisher)
     assert sorted(received, key=int) == [b"%d" % n for n in range(count)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from typing import Any
 
 import pytest
 
@@ -219,11 +220,12 @@ def test_second_connect_is_a_protocol_error(broker: RunningBroker, version: int)
 @VERSIONS
 def test_packet_before_connect_closes(broker: RunningBroker, version: int) -> None:
     # [MQTT-3.1.0-1]: the first packet must be CONNECT; nothing is answered.
-    for packet in [
+    packets: list[dict[str, Any]] = [
         {"type": "pingreq"},
         {"type": "publish", "topic": "early", "payload": b"x"},
         {"type": "subscribe", "packet_id": 1, "filters": [{"filter": "early", "qos": 0}]},
-    ]:
+    ]
+    for packet in packets:
         client = open_client(broker, version)
         client.send(packet)
         assert client.expect_closed() == [], packet

@@ -152,7 +152,7 @@ def test_v5_will_properties_are_forwarded(broker: RunningBroker) -> None:
     # [MQTT-3.1.3-?] §3.1.3.2: the will's properties travel with it; Will Delay
     # Interval is for the broker only.
     watch = watcher(broker, V5)
-    properties = {
+    properties: dict[str, Any] = {
         "content_type": "text/plain",
         "user_property": ("why", "lost"),
         "will_delay_interval": 0,

@@ -248,7 +248,7 @@ def test_stalled_exchanges_are_refused_at_the_connect_timeout(tmp_path: Path, lo
 @VERSIONS
 def test_user_name_and_password(auth_broker: RunningBroker, version: int) -> None:
     refused_bad, refused_anonymous = (0x86, 0x87) if version == V5 else (4, 5)
-    cases = [
+    cases: list[tuple[dict[str, Any], int]] = [
         ({"username": "alice", "password": PASSWORD.encode()}, 0),
         ({"username": "alice", "password": b"wrong"}, refused_bad),
         ({"username": "mallory", "password": PASSWORD.encode()}, refused_bad),

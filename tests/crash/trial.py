@@ -197,11 +197,11 @@ class Trial:
                 self._connect(subscribe=False)
             self.deaths.setdefault(shard, []).append(time.monotonic())
             pids = shard_pids(self.broker_running())
-            victim = pids[shard_of(owner, self.shards)] if len(pids) == self.shards else None
-            assert victim is not None, f"shards {pids}"
-            os.kill(victim, signal.SIGKILL)
+            pid = pids[shard_of(owner, self.shards)] if len(pids) == self.shards else None
+            assert pid is not None, f"shards {pids}"
+            os.kill(pid, signal.SIGKILL)
             _wait_until(lambda: len(shard_pids(self.broker_running())) == self.shards
-                        and victim not in shard_pids(self.broker_running()))  # fmt: skip
+                        and pid not in shard_pids(self.broker_running()))  # fmt: skip
         else:
             raise ValueError(kill)
 

@@ -71,6 +71,7 @@ class Client:
     def subscribe(self, *filters: str, qos: int = 1) -> list[int]:
         """The SUBACK's reason code per filter."""
         _, mid = self.paho.subscribe([(f, qos) for f in filters])
+        assert mid is not None  # None: not connected
         return self._slot(mid).get(timeout=5)
 
     def publish(self, topic: str, payload: bytes, qos: int = 1, retain: bool = False) -> int:
@@ -80,7 +81,7 @@ class Client:
 
     def received(self, timeout: float = 5.0) -> tuple[str, bytes]:
         message = self.inbox.get(timeout=timeout)
-        return message.topic, message.payload
+        return message.topic, bytes(message.payload)
 
     def stop(self) -> None:
         self.paho.disconnect()

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.conftest import Starter
 from tests.support.admin_client import TOKEN, api, disconnects, paged_client_ids, token_config
 from tests.support.commands import users_add
-from tests.support.paho_clients import paho_client, paho_connect, stop, subscribe
+from tests.support.paho_clients import paho_client, paho_connect, property_of, stop, subscribe
 from tests.support.services import free_port
 from tests.support.waiting import wait_for
 
@@ -142,7 +142,7 @@ def test_subscriptions_made_and_removed_for_a_client(started: Starter, loop: str
     pub.publish("ops/restart", b"now", qos=1).wait_for_publish(5)
     message = inbox.get(timeout=5)
     assert (message.topic, message.payload, message.qos) == ("ops/restart", b"now", 1)
-    assert message.properties.SubscriptionIdentifier == [7]
+    assert property_of(message, "SubscriptionIdentifier") == [7]
     status, answer = api(port, "GET", "/clients/worker/subscriptions")
     assert sorted(s["filter"] for s in answer["items"]) == ["ctrl", "ops/#"]
     status, page = api(port, "GET", "/subscriptions")
@@ -230,7 +230,8 @@ def test_publish_carries_qos_retain_and_v5_properties(started: Starter, loop: st
     assert api(port, "POST", "/publish", body) == (200, {"delivered": 2})
     got = inbox5.get(timeout=5)
     assert (got.topic, got.payload, got.qos) == ("cmd/light", b"on", 2)
-    props = got.properties
+    props: Any = got.properties  # paho's attributes, not in its stubs
+    assert props is not None
     assert props.ContentType == "text/plain" and props.ResponseTopic == "reply/light"
     assert props.CorrelationData == b"req-42" and props.UserProperty == [("origin", "admin")]
     assert 0 < props.MessageExpiryInterval <= 300

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ def refused_at_accept(broker: RunningBroker, source: str, port: int | None = Non
     return client.expect_closed() == []
 
 
-def connack(broker: RunningBroker, client_id: str, version: int, **fields: object) -> int:
+def connack(broker: RunningBroker, client_id: str, version: int, **fields: Any) -> int:
     """The reason code (v5) or return code (3.1.1) of a CONNECT; the client is closed."""
     client = RawClient(broker.host, broker.port, version)
     code = int(client.connect(client_id, **fields)["reason_code"])

@@ -158,10 +158,15 @@ def test_audience_issuer_and_client_type_claims_are_checked(tmp_path: Path, loop
     path = key.key_file(tmp_path / "jwt.pem")
     settings = f'jwt_key_file = "{path}"\njwt_audience = "mqtt"\njwt_issuer = "https://idp"'
     broker = start_broker(tmp_path, loop, jwt_config(settings))
-    ours = {"aud": "mqtt", "iss": "https://idp"}
+    ours: dict[str, Any] = {"aud": "mqtt", "iss": "https://idp"}
     try:
         assert connack(broker, "dev-1", key.sign(claims(**ours)), 5) == "Success"
-        for wrong in ({**ours, "aud": "web"}, {**ours, "iss": "https://other"}, {"aud": "mqtt"}):
+        wrongs: list[dict[str, Any]] = [
+            {**ours, "aud": "web"},
+            {**ours, "iss": "https://other"},
+            {"aud": "mqtt"},
+        ]
+        for wrong in wrongs:
             assert connack(broker, "dev-1", key.sign(claims(**wrong)), 5) == (
                 "Bad user name or password"
             )

@@ -73,7 +73,7 @@ def _client(
     clean: bool = True,
     qos: int = 1,
 ) -> tuple[paho.Client, queue.Queue[paho.MQTTMessage]]:
-    client, inbox = paho_client(_Endpoint(where.host, where.port), client_id, 5, clean=clean)  # type: ignore[arg-type]
+    client, inbox = paho_client(_Endpoint(where.host, where.port), client_id, 5, clean=clean)
     acknowledged: queue.Queue[int] = queue.Queue()
     client.on_subscribe = lambda _c, _u, mid, *_: acknowledged.put(mid)
     sent = {client.subscribe(topic_filter, qos=qos)[1] for topic_filter in filters}
@@ -84,7 +84,7 @@ def _client(
 def _publish(
     where: RunningBroker | Mosquitto, topic: str, payloads: list[bytes], qos: int = 1
 ) -> None:
-    client, _ = paho_client(_Endpoint(where.host, where.port), f"pub-{time.monotonic_ns()}", 5)  # type: ignore[arg-type]
+    client, _ = paho_client(_Endpoint(where.host, where.port), f"pub-{time.monotonic_ns()}", 5)
     for payload in payloads:
         client.publish(topic, payload, qos=qos).wait_for_publish(5)
     client.disconnect()
@@ -92,7 +92,7 @@ def _publish(
 
 
 def _received(inbox: queue.Queue[paho.MQTTMessage], count: int) -> list[tuple[str, bytes]]:
-    return [(m.topic, m.payload) for m in (inbox.get(timeout=10) for _ in range(count))]
+    return [(m.topic, bytes(m.payload)) for m in (inbox.get(timeout=10) for _ in range(count))]
 
 
 def _connected(broker: RunningBroker, times: int = 1) -> None:
@@ -176,7 +176,7 @@ def test_messages_wait_for_a_remote_broker_that_is_down_even_across_kill_9(
             _Endpoint(mosquitto.host, mosquitto.port),
             "central-app",
             5,
-            clean=False,  # type: ignore[arg-type]
+            clean=False,
         )
         got = _received(central_inbox, 20)
         assert got == [("edge1/sensors/t1", b"%d" % n) for n in range(20)]

@@ -12,6 +12,7 @@ other lists it dead, in the API, in `ctl cluster`, in the panel and in
 from __future__ import annotations
 
 import uuid
+from functools import partial
 
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -30,6 +31,10 @@ def node_config(node_id: str, admin_port: int, kafka: str, redis: str, unique: s
         "[server]\nworkers = 1\n"
     )
     return token_config(admin_port, cluster)
+
+
+def _states_are(admin_port: int, expected: dict[str, str]) -> bool:
+    return states(admin_port) == expected
 
 
 def states(admin_port: int) -> dict[str, str]:
@@ -59,7 +64,7 @@ def test_ctl_api_and_dashboard_list_the_nodes_then_a_killed_one_dead(
     }
     both_alive = {"a": "alive", "b": "alive"}
     for port in (admin_a, admin_b):
-        wait_for(lambda p=port: states(p) == both_alive, f"both nodes alive on :{port}")
+        wait_for(partial(_states_are, port, both_alive), f"both nodes alive on :{port}")
 
     status, answer = api(admin_b, "GET", "/cluster")
     assert status == 200 and answer["node_id"] == "b"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.conftest import Starter, ferromq_command
 from tests.support.admin_client import TOKEN, ctl, disconnects, ok, token_config
-from tests.support.paho_clients import paho_client, stop, subscribe
+from tests.support.paho_clients import paho_client, property_of, stop, subscribe
 from tests.support.services import free_port
 from tests.support.waiting import wait_for
 
@@ -70,7 +70,7 @@ def test_subscriptions_publish_and_retained(started: Starter, loop: str) -> None
     assert published.strip() == "published to ops/restart: 1 sessions reached"
     message = inbox.get(timeout=5)
     assert (message.topic, message.payload, message.qos) == ("ops/restart", b"now", 1)
-    assert message.properties.ContentType == "text/plain"
+    assert property_of(message, "ContentType") == "text/plain"
 
     ok(port, "publish", "site/state", "up", "--retain")
     table = ok(port, "retained", "list", "site/#").splitlines()

@@ -142,7 +142,7 @@ class Dashboard:
     def console_errors(self) -> list[str]:
         return [
             entry["message"]
-            for entry in self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+            for entry in self.driver.get_log("browser")  # type: ignore[attr-defined]  # Chrome's, not in the stubs
             if entry["level"] == "SEVERE"
         ]
 

@@ -20,6 +20,7 @@ import paho.mqtt.client as paho
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from paho.mqtt.enums import CallbackAPIVersion
 
 from ferromq.storage.kafka import topic_name
 from tests.conftest import RunningBroker, ferromq_command, start_broker
@@ -102,7 +103,7 @@ def publish_counting(
     """Publish ``count`` QoS 1 messages to ``topic`` numbered from ``start`` (4 bytes, big
     endian); ``acked`` gets each number whose PUBACK arrived. Returns when done or when
     the broker went away."""
-    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"pub-{start}")
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"pub-{start}")
     connected = threading.Event()
     client.on_connect = lambda *_: connected.set()
     pending: dict[int, int] = {}

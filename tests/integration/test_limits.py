@@ -11,7 +11,7 @@ import threading
 import time
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from tests.conftest import RunningBroker, Starter
 
@@ -23,7 +23,9 @@ class Client:
         self, broker: RunningBroker, client_id: str, version: int, username: str | None = None
     ) -> None:
         self.client = paho.Client(
-            CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=MQTTProtocolVersion(version),
         )
         self.messages: queue.Queue[paho.MQTTMessage] = queue.Queue()
         self.acks: queue.Queue[int] = queue.Queue()

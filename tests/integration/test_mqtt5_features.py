@@ -18,10 +18,10 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from tests.conftest import RunningBroker, start_broker
+from tests.support.paho_clients import new_properties, property_of
 
 FEATURES_CONFIG = """
 [mqtt5]
@@ -79,7 +79,7 @@ class V5Client:
         )
         properties = None
         if "subscription_id" in options:
-            properties = Properties(PacketTypes.SUBSCRIBE)
+            properties = new_properties(PacketTypes.SUBSCRIBE)
             properties.SubscriptionIdentifier = options.pop("subscription_id")
         self.client.subscribe(
             topic, options=SubscribeOptions(qos=qos, **options), properties=properties
@@ -89,7 +89,7 @@ class V5Client:
     def publish(
         self, topic: str, payload: bytes, qos: int = 0, retain: bool = False, **props: Any
     ) -> None:
-        properties = Properties(PacketTypes.PUBLISH)
+        properties = new_properties(PacketTypes.PUBLISH)
         for name, value in props.items():
             setattr(properties, name, value)
         info = self.client.publish(topic, payload, qos=qos, retain=retain, properties=properties)
@@ -116,7 +116,7 @@ def v5_client(
     )
     client.on_disconnect = lambda _c, _u, _f, code, _p: wrapped.disconnects.put(code.value)
     client.on_publish = lambda _c, _u, mid, code, _p: wrapped.acks.put((mid, code.value))
-    properties = Properties(PacketTypes.CONNECT)
+    properties = new_properties(PacketTypes.CONNECT)
     properties.SessionExpiryInterval = 0 if clean else 300
     for name, value in props.items():
         setattr(properties, name, value)
@@ -156,7 +156,7 @@ def test_broker_to_client_topic_aliases(broker: RunningBroker) -> None:
     alias_only = 0
     for _ in topics:
         message = sub.message()
-        alias = message.properties.TopicAlias
+        alias = property_of(message, "TopicAlias")
         assert 1 <= alias <= 2  # [MQTT-3.3.2-11]
         if message.topic:
             mapping[alias] = message.topic
@@ -189,7 +189,7 @@ def test_forwarded_message_carries_its_remaining_expiry(broker: RunningBroker) -
     pub = v5_client(broker, "exp-pub")
     pub.publish("exp/t", b"x", qos=1, MessageExpiryInterval=60)
     got = sub.message()
-    assert 0 < got.properties.MessageExpiryInterval <= 60
+    assert 0 < property_of(got, "MessageExpiryInterval") <= 60
 
 
 def test_expired_message_is_not_delivered_to_a_returning_session(broker: RunningBroker) -> None:
@@ -203,7 +203,7 @@ def test_expired_message_is_not_delivered_to_a_returning_session(broker: Running
     back = v5_client(broker, "exp-away", clean=False)
     got = back.message()
     assert (got.topic, got.payload) == ("away/long", b"stays")
-    assert got.properties.MessageExpiryInterval <= 599  # the time queued is deducted
+    assert property_of(got, "MessageExpiryInterval") <= 599  # the time queued is deducted
     with pytest.raises(queue.Empty):
         back.message(timeout=0.5)
 
@@ -215,7 +215,7 @@ def test_subscription_identifiers_of_every_matching_subscription(broker: Running
     pub = v5_client(broker, "subid-pub")
     pub.publish("ids/a", b"x", qos=1)
     got = sub.message()
-    assert sorted(got.properties.SubscriptionIdentifier) == [5, 7]
+    assert sorted(property_of(got, "SubscriptionIdentifier")) == [5, 7]
 
 
 def test_no_local(broker: RunningBroker) -> None:
@@ -282,8 +282,8 @@ def test_response_topic_and_correlation_data_pass_through(broker: RunningBroker)
         CorrelationData=correlation,
     )
     got = responder.message()
-    assert got.properties.ResponseTopic == "rr/reply/requester"
-    assert got.properties.CorrelationData == correlation
+    assert property_of(got, "ResponseTopic") == "rr/reply/requester"
+    assert property_of(got, "CorrelationData") == correlation
 
 
 def test_response_information_is_returned_on_request(features_broker: RunningBroker) -> None:
@@ -309,9 +309,9 @@ def test_user_properties_content_type_and_format_pass_through_in_order(
         PayloadFormatIndicator=1,
     )
     got = sub.message()
-    assert got.properties.UserProperty == pairs
-    assert got.properties.ContentType == "text/plain; charset=utf-8"
-    assert got.properties.PayloadFormatIndicator == 1
+    assert property_of(got, "UserProperty") == pairs
+    assert property_of(got, "ContentType") == "text/plain; charset=utf-8"
+    assert property_of(got, "PayloadFormatIndicator") == 1
 
 
 def test_invalid_utf8_payload_is_refused_when_validation_is_on(
@@ -391,7 +391,7 @@ def test_subscribe_above_the_limits(restricted_broker: RunningBroker) -> None:
     assert client.subscribe("a/+", 1) == [0xA2]
     assert client.subscribe("$share/g/a", 1) == [0x9E]
     assert client.subscribe("a/b", 2) == [1]  # granted Maximum QoS
-    properties = Properties(PacketTypes.SUBSCRIBE)
+    properties = new_properties(PacketTypes.SUBSCRIBE)
     properties.SubscriptionIdentifier = 3
     client.client.subscribe("a/c", 1, properties=properties)
     assert client.disconnects.get(timeout=5) == 0xA1

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -79,6 +80,11 @@ def by_shard(samples: Samples, name: str, **labels: str) -> list[float]:
     return [value(samples, name, **labels, shard=str(k)) for k in range(WORKERS)]
 
 
+def _gone(port: int, client_id: str) -> bool:
+    """Whether the node's API no longer knows ``client_id``."""
+    return api(port, "GET", f"/clients/{client_id}")[0] == 404
+
+
 def test_clients_of_both_shards_are_one_listing_and_kicked(node: NodeStarter, loop: str) -> None:
     broker, port = node(loop, "")
     ids = owned_ids("listed", 2)
@@ -102,7 +108,7 @@ def test_clients_of_both_shards_are_one_listing_and_kicked(node: NodeStarter, lo
         reasons = disconnects(clients[client_id])
         assert api(port, "DELETE", f"/clients/{client_id}") == (204, None)
         assert reasons.get(timeout=5) == "Administrative action"
-        wait_for(lambda c=client_id: api(port, "GET", f"/clients/{c}")[0] == 404, "kicked")
+        wait_for(partial(_gone, port, client_id), "kicked")
     status, page = api(port, "GET", "/clients")
     assert sorted(item["client_id"] for item in page["items"]) == sorted(ids[1:-1])
     status, ready = api(port, "GET", "/openapi.json")

@@ -44,7 +44,7 @@ def paho_client(broker: RunningBroker, client_id: str) -> paho.Client:
 def collector(client: paho.Client, topic: str, qos: int) -> queue.Queue[bytes]:
     got: queue.Queue[bytes] = queue.Queue()
     subscribed = threading.Event()
-    client.on_message = lambda _c, _u, message: got.put(message.payload)
+    client.on_message = lambda _c, _u, message: got.put(bytes(message.payload))
     client.on_subscribe = lambda *_: subscribed.set()
     client.subscribe(topic, qos)
     assert subscribed.wait(5)
@@ -134,7 +134,7 @@ interval = 1
 
     def slow_reader(_c: object, _u: object, message: paho.MQTTMessage) -> None:
         time.sleep(0.0005)  # a consumer slower than the publisher
-        got.put(message.payload)
+        got.put(bytes(message.payload))
 
     subscribed = threading.Event()
     subscriber.on_subscribe = lambda *_: subscribed.set()

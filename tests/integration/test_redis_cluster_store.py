@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from ferromq._core import key_hash_slot
-from tests.conftest import Starter, free_port
+from tests.conftest import Starter
 from tests.integration.test_redis_store import (
     LOOPS,
     key_prefix,
@@ -31,7 +31,7 @@ from tests.integration.test_redis_store import (
 from tests.support.mqtt_raw import RawClient
 from tests.support.paho_clients import paho_client
 from tests.support.seed_002 import seed_002
-from tests.support.services import RedisCluster, RedisServer
+from tests.support.services import RedisCluster, RedisServer, free_port
 
 
 def client(node: RedisServer) -> redis.Redis:

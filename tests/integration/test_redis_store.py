@@ -20,11 +20,11 @@ import paho.mqtt.client as paho
 import pytest
 
 from ferromq import bench
-from tests.conftest import RunningBroker, Starter, free_port
+from tests.conftest import RunningBroker, Starter
 from tests.support.mqtt_raw import RawClient
 from tests.support.paho_clients import paho_client, subscribe
 from tests.support.seed_002 import seed_002
-from tests.support.services import RedisServer
+from tests.support.services import RedisServer, free_port
 from tests.support.waiting import wait_for
 
 LOOPS = ["uvloop", "asyncio"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.conftest import RunningBroker, Starter, hang_up
 from tests.support.commands import one_line_error, run_cli
@@ -94,7 +95,7 @@ def test_a_legacy_publish_arrives_on_the_rewritten_topic_only(
 def test_a_will_is_published_on_the_rewritten_topic(started: Starter, loop: str) -> None:
     broker = started(loop, LEGACY + MEMORY)
     watcher, inbox = _subscriber(broker, "watcher", 5, "sensors/#", "legacy/#", "sync/#")
-    device = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="d3", protocol=paho.MQTTv311)
+    device = paho.Client(CallbackAPIVersion.VERSION2, client_id="d3", protocol=paho.MQTTv311)
     device.will_set("legacy/d3/temp", b"lost", qos=1)
     device.connect(broker.host, broker.port)
     device.loop_start()

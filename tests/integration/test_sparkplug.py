@@ -54,7 +54,7 @@ def _certificates(broker: RunningBroker) -> dict[str, bytes]:
         {"type": "subscribe", "packet_id": 1, "filters": [{"filter": CERTIFICATES + "#", "qos": 1}]}
     )
     assert host.recv()["type"] == "suback"
-    got = {}
+    got: dict[str, bytes] = {}
     while len(got) < 2:
         packet = host.recv()
         assert packet["retain"], packet

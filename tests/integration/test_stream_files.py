@@ -18,14 +18,13 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from tests.conftest import RunningBroker, start_broker
 from tests.integration.test_embedded_store import publish_until_killed
 from tests.support.admin_client import admin_config, get, scrape, value
 from tests.support.commands import users_add
 from tests.support.mqtt_raw import RawClient
-from tests.support.paho_clients import paho_connect, stop
+from tests.support.paho_clients import new_properties, paho_connect, stop
 from tests.support.services import free_port
 
 LOOPS = ["uvloop", "asyncio"]
@@ -54,10 +53,12 @@ directory = "{directory}"
 
 def records(directory: Path, kind: str) -> list[dict[str, Any]]:
     """Every record in the files in place under ``directory/kind``, in file order."""
-    found = []
+    found: list[dict[str, Any]] = []
     for path in sorted((directory / kind).glob("*.avro")):
         with path.open("rb") as file:
-            found += list(fastavro.reader(file))
+            for record in fastavro.reader(file):
+                assert isinstance(record, dict), record
+                found.append(record)
     return found
 
 
@@ -79,7 +80,7 @@ def test_publishes_and_events_are_records_in_the_files(tmp_path: Path, loop: str
     try:
         publisher = paho_v5(broker, "dev-1")
         for qos in (0, 1, 2):
-            properties = Properties(PacketTypes.PUBLISH)
+            properties = new_properties(PacketTypes.PUBLISH)
             properties.ContentType = "application/json"
             properties.PayloadFormatIndicator = 1
             properties.ResponseTopic = "reply/dev-1"
@@ -195,9 +196,9 @@ def test_files_roll_by_size_and_the_oldest_go_past_the_retained_bytes(
             assert publisher.recv()["type"] == "puback"  # one batch (one block) each
     finally:
         assert broker.stop() == 0
-    files = sorted((directory / "messages").glob("*.avro"))
-    sizes = [path.stat().st_size for path in files]
-    assert len(files) >= 3, "rolled at 8 KiB"
+    written = sorted((directory / "messages").glob("*.avro"))
+    sizes = [path.stat().st_size for path in written]
+    assert len(written) >= 3, "rolled at 8 KiB"
     assert sum(sizes) <= 32768, "files beyond 32 KiB in all were deleted"
     kept = [int.from_bytes(m["payload"][:2], "big") for m in records(directory, "messages")]
     assert kept[0] > 0, "the oldest went first"

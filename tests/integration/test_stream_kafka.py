@@ -126,7 +126,7 @@ def publish(broker: RunningBroker, client_id: str, topic: str, payloads: list[by
 
 def expected_partition(key: bytes) -> int:
     """The Java client's default partitioner, through aiokafka's murmur2."""
-    return (murmur2(key) & 0x7FFFFFFF) % PARTITIONS
+    return int(murmur2(key) & 0x7FFFFFFF) % PARTITIONS
 
 
 def test_messages_and_events_are_keyed_by_device_in_order(

@@ -25,7 +25,7 @@ from tests.support.mqtt_raw import RawClient, sys_value_reaches
 PAYLOAD_FORMAT_INVALID = 0x99
 NO_MATCHING_SUBSCRIBERS = 0x10
 
-READING = {
+READING: dict[str, Any] = {
     "type": "object",
     "required": ["device", "value"],
     "properties": {
@@ -89,7 +89,7 @@ def _publish(client: RawClient, topic: str, payload: bytes, qos: int, packet_id:
 
 def _received(subscriber: RawClient) -> list[bytes]:
     """Payloads delivered to ``subscriber`` up to the marker a good reading carries."""
-    payloads = []
+    payloads: list[bytes] = []
     while True:
         packet = subscriber.recv()
         if packet.get("qos"):
@@ -191,7 +191,7 @@ def test_avro_payloads_are_checked_against_their_schema(
     _publish(device, "other", b"x", 0, 0)
     device.send({"type": "publish", "topic": "avro/end", "payload": good, "qos": 1, "packet_id": 9})
     assert device.recv().get("reason_code", 0) == 0
-    received = []
+    received: list[tuple[str, bytes]] = []
     while len(received) < 3:
         packet = subscriber.recv()
         subscriber.send({"type": "puback", "packet_id": packet["packet_id"]})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,7 +163,7 @@ def test_upgrades_refused_with_an_http_error(started: Starter, loop: str) -> Non
         loop,
         ws_config('protocol = "ws"\npath = "/things"\norigins = ["https://app.example"]\n'),
     )
-    good = {"path": "/things", "origin": "https://app.example"}
+    good: dict[str, Any] = {"path": "/things", "origin": "https://app.example"}
     host = broker.host
     cases = [
         (upgrade_request(host, **{**good, "path": "/mqtt"}), "404 Not Found"),

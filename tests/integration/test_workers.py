@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -34,6 +35,15 @@ from tests.conftest import RunningBroker, ferromq_command, start_broker
 from tests.support.paho_clients import paho_client, round_trip, subscribe
 from tests.support.services import free_port
 from tests.support.shards import alive, node_serving, shard_pids, with_retries
+
+
+def dead(pid: int) -> bool:
+    return not alive(pid)
+
+
+def restarted(node: RunningBroker, pid: int) -> bool:
+    """Whether shard 0 of ``node`` runs as another process than ``pid`` now."""
+    return shard_pids(node)[0] != pid
 
 
 def shards_that_logged(log: str, message: str) -> set[int]:
@@ -65,7 +75,7 @@ def nodes() -> Iterator[list[RunningBroker]]:
         shards = children(running.process.pid)
         running.stop()
         for pid in shards:
-            with_retries(lambda pid=pid: not alive(pid))
+            with_retries(partial(dead, pid))
 
 
 def children(pid: int) -> set[int]:
@@ -87,7 +97,9 @@ def command_line(pid: int) -> list[str]:
 def shard_of_connection(running: RunningBroker, client: paho.Client) -> int:
     """The shard serving ``client``'s connection: the shard process holding the socket
     whose peer is the client's local port (/proc/net/tcp and /proc/<pid>/fd)."""
-    client_port = client.socket().getsockname()[1]
+    sock = client.socket()
+    assert isinstance(sock, socket.socket)
+    client_port = sock.getsockname()[1]
     inode = None
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
@@ -200,7 +212,7 @@ def test_the_shards_stop_when_the_supervisor_is_killed(tmp_path: Path, loop: str
     node.process.kill()
     node.process.wait()
     for pid in shards:
-        with_retries(lambda pid=pid: not alive(pid))
+        with_retries(partial(dead, pid))
 
 
 def test_a_killed_shard_is_restarted_and_its_client_gets_its_session_back(
@@ -233,10 +245,10 @@ def test_a_shard_that_keeps_dying_stops_the_node(tmp_path: Path, loop: str) -> N
     node = start_node(tmp_path, loop)
     for death in range(5):
         pid = shard_pids(node)[0]
-        with_retries(lambda pid=pid: alive(pid))
+        with_retries(partial(alive, pid))
         os.kill(pid, signal.SIGKILL)
         if death < 4:
-            with_retries(lambda pid=pid: shard_pids(node)[0] != pid)
+            with_retries(partial(restarted, node, pid))
     assert node.process.wait(30) == 1
     node.wait_for_log("shard keeps dying, node stopping shard=0 deaths=5")
 

@@ -72,7 +72,8 @@ class Device:
             CallbackAPIVersion.VERSION2, client_id=f"dev-{number}", clean_session=False
         )
         self.client.on_publish = lambda _c, _u, mid, _rc, _p: self.acked.add(mid)
-        self.client.reconnect_delay_set(min_delay=0.1, max_delay=0.5)
+        # paho's annotations say int; its reconnect sleeps take fractions of a second.
+        self.client.reconnect_delay_set(min_delay=0.1, max_delay=0.5)  # type: ignore[arg-type]
         self.client.max_inflight_messages_set(20)
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -16,8 +16,33 @@ from paho.mqtt.properties import Properties
 from tests.conftest import RunningBroker
 
 
+class Endpoint(Protocol):
+    """Where a broker listens: a :class:`RunningBroker`, or another broker's address."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+def new_properties(packet_type: int) -> Any:
+    """paho's MQTT 5.0 properties for a packet of ``packet_type`` (``PacketTypes``). Any:
+    paho sets and reads each property as an attribute its type stubs do not list, and
+    its constructor is not annotated."""
+    return Properties(packet_type)  # type: ignore[no-untyped-call]
+
+
+def property_of(message: paho.MQTTMessage, name: str) -> Any:
+    """Property ``name`` (paho's spelling: ``ContentType``) of a message received over
+    MQTT 5.0. paho sets each as an attribute its type stubs do not list; AttributeError
+    when the message does not carry it."""
+    assert message.properties is not None, "no properties: not an MQTT 5.0 message"
+    return getattr(message.properties, name)
+
+
 def paho_client(
-    broker: RunningBroker,
+    broker: Endpoint,
     client_id: str,
     version: int,
     clean: bool = True,

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.unit.test_cli import BOTH_COMMANDS, one_line_error, run_with
+from tests.support.commands import one_line_error
+from tests.unit.test_cli import BOTH_COMMANDS, run_with
 
 from ferromq.acl import binding_for, load_rules, rules_from_answer
 from ferromq.auth.provider import Identity

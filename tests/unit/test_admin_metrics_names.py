@@ -1,6 +1,6 @@
 """The Prometheus metrics and the statistics they read agree: every ``$SYS`` counter
 has a metric (or is the sum of a labelled one), and every key a metric reads is one
-the engine, admission or the accept path reports — a renamed key fails here, not as
+the engine, admission, the accept path, the bridges or the plugins report — a renamed key fails here, not as
 a 500 at the first scrape in production."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ferromq.bridge import bridge_stats
 from ferromq.config import Config
 from ferromq.engine import engine_from_config
 from ferromq.listener import Listeners
+from ferromq.plugin_host import plugin_stats
 from ferromq.sys_topics import COUNTERS
 
 # $SYS totals Prometheus users get by summing a labelled metric.
@@ -32,6 +33,7 @@ def test_every_key_a_metric_reads_is_reported() -> None:
         *admission.stats(),
         *Listeners([], admission, 1.0).stats(),
         *bridge_stats([]),
+        *plugin_stats(),
     }
     assert stats_keys() - reported == set()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+from typing import Any
 
 from ferromq.admission import Admission, Bans, parse_address
 from ferromq.config import BanList, BansConfig, Config, LimitsConfig
@@ -20,7 +21,7 @@ class Clock:
         return self.now
 
 
-def admission(clock: Clock, bans: Bans | None = None, **limits: int) -> Admission:
+def admission(clock: Clock, bans: Bans | None = None, **limits: Any) -> Admission:
     config = Config(limits=replace(LimitsConfig(), **limits))
     return Admission(config, bans or Bans(), clock)
 

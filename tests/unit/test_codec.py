@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from codec_strategies import (
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.unit.codec_strategies import (
     DETERMINISTIC,
     PACKET_TYPES_V4,
     PACKET_TYPES_V5,
@@ -22,8 +24,6 @@ from codec_strategies import (
     packets_of,
     str16,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 from ferromq import codec
 from ferromq.codec import (

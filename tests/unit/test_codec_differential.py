@@ -3,7 +3,7 @@
 * amqtt (MQTT 3.1.1): generated packets built and encoded by amqtt's packet classes
   must decode in ferromq to the same fields, ferromq must encode the same fields to the
   same bytes, and amqtt's ``from_stream`` must read ferromq's bytes back to them.
-* paho-mqtt (MQTT 5.0): property sets packed by ``paho.mqtt.properties.Properties``
+* paho-mqtt (MQTT 5.0): property sets packed by ``paho.property_of(mqtt, "Properties")``
   must decode in ferromq inside every packet that may carry them, ferromq must encode
   them to the same bytes, and paho's own packet decoders must read ferromq's bytes back.
   Paho's property table and reason-code names are compared with the spec's too.
@@ -31,7 +31,7 @@ says so next to the case. Deviations found:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, TypeAlias
 
 import pytest
 from amqtt.adapters import StreamReaderAdapter
@@ -39,7 +39,7 @@ from amqtt.mqtt import packet_class
 from amqtt.mqtt.connack import ConnackPacket
 from amqtt.mqtt.connect import ConnectPacket, ConnectPayload, ConnectVariableHeader
 from amqtt.mqtt.disconnect import DisconnectPacket
-from amqtt.mqtt.packet import MQTTFixedHeader, MQTTPacket
+from amqtt.mqtt.packet import MQTTFixedHeader
 from amqtt.mqtt.pingreq import PingReqPacket
 from amqtt.mqtt.pingresp import PingRespPacket
 from amqtt.mqtt.puback import PubackPacket
@@ -51,7 +51,15 @@ from amqtt.mqtt.suback import SubackPacket
 from amqtt.mqtt.subscribe import SubscribePacket
 from amqtt.mqtt.unsuback import UnsubackPacket
 from amqtt.mqtt.unsubscribe import UnsubscribePacket
-from codec_strategies import (
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from paho.mqtt import _packet as paho_packet
+from paho.mqtt.enums import MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+from tests.support.paho_clients import new_properties
+from tests.unit.codec_strategies import (
     CONTEXTS,
     DETERMINISTIC,
     PACKET_TYPES_V4,
@@ -66,17 +74,11 @@ from codec_strategies import (
     properties,
     str16,
 )
-from hypothesis import assume, given
-from hypothesis import strategies as st
-from paho.mqtt import _packet as paho_packet
-from paho.mqtt.enums import MQTTProtocolVersion
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
-from paho.mqtt.reasoncodes import ReasonCode
 
 from ferromq import codec
 
-AmqttPacket = MQTTPacket[Any, Any, Any]
+# amqtt ships no types (pyproject.toml): its packets are Any to mypy.
+AmqttPacket: TypeAlias = Any
 
 # ---- amqtt (MQTT 3.1.1) ------------------------------------------------------------
 
@@ -292,7 +294,7 @@ def test_binary_password_follows_the_spec() -> None:
 # ---- paho-mqtt (MQTT 5.0 properties) ---------------------------------------------
 
 PAHO_NAMES = {
-    name.lower().replace(" ", "_"): name for name in Properties(PacketTypes.PUBLISH).names
+    name.lower().replace(" ", "_"): name for name in new_properties(PacketTypes.PUBLISH).names
 }
 PAHO_PACKET_TYPES = {
     "connect": PacketTypes.CONNECT,
@@ -470,7 +472,7 @@ def test_paho_decodes_what_ferromq_encodes(kind: str, data: st.DataObject) -> No
 
 def test_property_table_matches_paho_and_the_decoder() -> None:
     """Table 2-4 three ways: the spec's (codec_strategies), paho's, and what decodes."""
-    paho = Properties(PacketTypes.PUBLISH)
+    paho = new_properties(PacketTypes.PUBLISH)
     by_type = {v: k for k, v in PAHO_PACKET_TYPES.items()}
     for name, (ident, _) in PROPERTY_VALUES.items():
         assert paho.names[PAHO_NAMES[name]] == ident

@@ -29,6 +29,7 @@ def test_every_table_the_loader_accepts_has_a_section_and_every_key_a_row() -> N
         table = getattr(defaults, name)
         item = next(f for f in fields(Config) if f.name == name).metadata.get("tables")
         if isinstance(table, tuple):
+            assert item is not None, f"[[{name}]] has no 'tables' metadata"
             header, table = f"[[{name}]]", table[0] if table else item()
         else:
             header = f"[{name}]"

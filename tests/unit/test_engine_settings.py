@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import fields, replace
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,8 @@ def test_every_name_the_config_accepts_the_engine_accepts(setting: str) -> None:
 def test_a_name_the_engine_does_not_know_is_one_line_naming_the_choices(
     setting: str, message: str
 ) -> None:
-    config = replace(Config(), session=replace(SessionConfig(), **{setting: "x"}))
+    unknown: dict[str, Any] = {setting: "x"}
+    config = replace(Config(), session=replace(SessionConfig(), **unknown))
     with pytest.raises(ValueError, match=f"^{message}$"):
         engine_settings(config)
 
@@ -61,7 +63,7 @@ def test_the_limits_largest_values_fit_the_engine() -> None:
         assert isinstance(high, int)
         return high
 
-    limits = {
+    limits: dict[str, Any] = {
         name: top(LimitsConfig, name)
         for name in (
             "max_publish_rate",
@@ -76,7 +78,9 @@ def test_the_limits_largest_values_fit_the_engine() -> None:
             "retained_max_expiry",
         )
     }
-    session = {name: top(SessionConfig, name) for name in ("max_queued_bytes", "memory_budget")}
+    session: dict[str, Any] = {
+        name: top(SessionConfig, name) for name in ("max_queued_bytes", "memory_budget")
+    }
     config = replace(
         Config(),
         limits=replace(Config().limits, **limits),

@@ -229,7 +229,12 @@ def test_a_shards_records_reach_the_supervisors_handler_as_the_shard_formatted_t
     configure_logging(LogConfig(format="text"), stream)
     (supervisor,) = (h for h in logging.getLogger().handlers if h.get_name() == "ferromq")
     levels: list[int] = []
-    supervisor.addFilter(lambda record: levels.append(record.levelno) or True)
+
+    def keep(record: logging.LogRecord) -> bool:
+        levels.append(record.levelno)
+        return True
+
+    supervisor.addFilter(keep)
     for line in [*framed, "Fatal Python error: Aborted"]:
         relay_line(line)
     warning, error, *traceback, raw = lines(stream)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def region() -> Iterator[int]:
     os.close(fd)
 
 
-def shards(fd: int, clock: list[float], **limits: int) -> tuple[Admission, Admission]:
+def shards(fd: int, clock: list[float], **limits: Any) -> tuple[Admission, Admission]:
     config = Config(limits=replace(LimitsConfig(), **limits))
     return (
         Admission(config, Bans(), lambda: clock[0], NodeCounters(fd, 0)),

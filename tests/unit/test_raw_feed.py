@@ -46,7 +46,7 @@ def _capsule_pointer(capsule: object) -> int:
     get.restype = ctypes.c_void_p
     get.argtypes = [ctypes.py_object, ctypes.c_char_p]
     pointer = get(capsule, CAPSULE_NAME)
-    assert pointer
+    assert isinstance(pointer, int) and pointer
     return pointer
 
 

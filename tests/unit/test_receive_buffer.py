@@ -15,9 +15,9 @@ from itertools import cycle
 from typing import Any
 
 import pytest
-from codec_strategies import DETERMINISTIC, any_packet, frame, packets_of, str16
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.unit.codec_strategies import DETERMINISTIC, any_packet, frame, packets_of, str16
 
 from ferromq import codec
 from ferromq._protocol import ReadArena, ReceiveBuffer

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from collections.abc import Iterator
 
 import pytest
 
@@ -30,7 +31,7 @@ def _shard(index: int) -> Engine:
 
 
 @pytest.fixture
-def bus_fd() -> int:
+def bus_fd() -> Iterator[int]:
     fd = Bus.create(2, 1 << 16)
     yield fd
     os.close(fd)

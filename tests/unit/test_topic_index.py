@@ -80,12 +80,12 @@ def test_match_equals_reference(ops: list[Sub], publishes: list[tuple[str, int |
         model[(client, topic_filter)] = sub
     assert len(index) == len(model)
     for topic, publisher in publishes:
-        clients, qos, flags, offsets, sub_ids, unserved = index.match(topic, publisher)
-        assert len(clients) == len(qos) == len(flags) == len(offsets) - 1
+        clients, granted, flags, offsets, sub_ids, unserved = index.match(topic, publisher)
+        assert len(clients) == len(granted) == len(flags) == len(offsets) - 1
         plain, groups = expected(model, topic, publisher)
         got = {
             clients[i]: (
-                qos[i],
+                granted[i],
                 bool(flags[i] & DELIVERY_RETAIN_AS_PUBLISHED),
                 sorted(sub_ids[offsets[i] : offsets[i + 1]]),
             )
