@@ -78,6 +78,7 @@ from ferromq._core import (
     PacketTrace,
     PayloadInvalid,
     Persist,
+    PluginReady,
     Rejected,
     ResumeReading,
     SocketSet,
@@ -101,6 +102,7 @@ from ferromq.engine import decides_connect_in_python, engine_from_config, stream
 from ferromq.file_watch import FileWatch
 from ferromq.listener import Listeners
 from ferromq.log import log_event, peer_text
+from ferromq.plugin_host import PluginHost, plugin_stats
 from ferromq.reload import Reloader, ReloadHook
 from ferromq.rewrite import rewrite_rules
 from ferromq.shard.identity import ShardIdentity
@@ -223,6 +225,7 @@ class Broker:
         self._bus: BusPump | None = None
         self._listeners: Listeners | None = None
         self.bridges: Bridges | None = None  # with [[bridges]], once serving
+        self.plugins: PluginHost | None = None  # with [[plugins]], once serving
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
@@ -311,7 +314,14 @@ class Broker:
         """The engine's counters, the accept path's and admission's."""
         accepted = {} if self._listeners is None else self._listeners.stats()
         bridges = bridge_stats([] if self.bridges is None else self.bridges.states())
-        return {**self.engine.stats(), **accepted, **self.admission.stats(), **bridges}
+        plugins = plugin_stats() if self.plugins is None else self.plugins.stats()
+        return {
+            **self.engine.stats(),
+            **accepted,
+            **self.admission.stats(),
+            **bridges,
+            **plugins,
+        }
 
     def figures(self) -> Figures:
         """What the $SYS tree says now."""
@@ -419,6 +429,11 @@ class Broker:
         if self._bus is not None:
             self.waiting_for = "the other shards' subscriptions"
             await self._bus.synced()
+        if config.plugins:
+            self.waiting_for = "the plugins to start"
+            self.plugins = PluginHost(config.plugins, self.engine, hub)
+            await self.plugins.start()
+            self.engine.set_client_events(self._client_events_wanted(config))
         hub.start()
         # In a node of several shards: route each connection to its client id's owner.
         self._listeners.serve(loop, hub, self.shard, config.limits.max_packet_size)
@@ -526,6 +541,9 @@ class Broker:
         self.engine.shutdown(hub.now())
         hub.flush()
         hub.close_all()
+        if self.plugins is not None:
+            self.waiting_for = "the plugins to close"
+            await self.plugins.close()
         if self._bus is not None:
             self._bus.close()
         if self._streams is not None:
@@ -616,12 +634,17 @@ class Broker:
     def _reload_log(self, running: Config, applied: Config) -> None:
         """A reload hook: client events follow the new log level; clients added to
         ``[log] trace_clients`` are traced, those removed from it no longer."""
-        self.engine.set_client_events(client_events_wanted(applied.log.level))
+        self.engine.set_client_events(self._client_events_wanted(applied))
         before, after = set(running.log.trace_clients), set(applied.log.trace_clients)
         for client_id in sorted(before - after):
             self.trace(client_id, False)
         for client_id in sorted(after - before):
             self.trace(client_id, True)
+
+    def _client_events_wanted(self, config: Config) -> bool:
+        """The engine reports client events while the log shows them or a plugin sees them."""
+        plugins_want = self.plugins is not None and self.plugins.wants_events
+        return client_events_wanted(config.log.level) or plugins_want
 
     def _reload_admission(self, running: Config, applied: Config) -> None:
         """A reload hook: the applied limits and bans (the bans file read again) decide
@@ -663,6 +686,9 @@ class Broker:
                         loop.call_later(gather, self._take_stream)
                     else:
                         loop.call_soon(self._take_stream)
+            case PluginReady():
+                assert self.plugins is not None  # only with [[plugins]]
+                self.plugins.ready()
             case PayloadInvalid():
                 # At most once a second per rule (engine/validation.rs).
                 log_event(
@@ -701,9 +727,11 @@ class Broker:
                 | Unsubscribed()
                 | PacketTrace()
             ):
-                # Only while logging at info, or for traced clients.
+                # Only while logging at info, for traced clients, or for plugins.
                 assert self._client_log is not None
                 self._client_log.on_event(event)
+                if self.plugins is not None and not isinstance(event, PacketTrace):
+                    self.plugins.on_client_event(event)
             case Close() | ResumeReading() | Wake():
                 pass  # IOHub acts on these itself
             case _:

@@ -336,6 +336,33 @@ class _TextList:
 
 
 @dataclass(frozen=True)
+class _Options:
+    """A table of settings for someone else (a plugin): keys with strings, numbers,
+    booleans or arrays of them, kept as sorted ``(key, value)`` pairs."""
+
+    def parse(self, value: object, where: str) -> object:
+        if isinstance(value, tuple):  # a default
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {_describe(value)}")
+        for key, item in value.items():
+            scalars = item if isinstance(item, list) else [item]
+            if not all(isinstance(i, str | int | float | bool) for i in scalars):
+                raise ConfigError(
+                    f"{where}.{key}: expected a string, number, boolean or an array of them, "
+                    f"got {_describe(item)}"
+                )
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+
+    def parse_env(self, text: str, where: str) -> object:
+        raise ConfigError(f"{where}: set it in the config file")
+
+
+def _frozen(item: object) -> object:
+    return tuple(item) if isinstance(item, list) else item
+
+
+@dataclass(frozen=True)
 class _Names(_TextList):
     """A list of names from a fixed set, spelt exactly (MQTT method names are
     case-sensitive)."""
@@ -1040,6 +1067,24 @@ class BridgeConfig:
 
 
 @dataclass(frozen=True)
+class PluginConfig:
+    """One ``[[plugins]]`` entry: a Python plugin (:mod:`ferromq.plugins`; docs/plugins.md)."""
+
+    name: str = _setting("", _Text())
+    """The plugin: an entry point of the ``ferromq.plugins`` group, or ``module:Class``.
+    Names it in logs and metrics."""
+    options: tuple[tuple[str, object], ...] = _setting((), _Options())
+    """Settings for the plugin (``options = { table = "readings" }``), given to it as a
+    mapping."""
+    timeout: int = _setting(5, _duration(1, HOUR))
+    """Seconds a batch may take; a plugin that takes longer has failed (it is
+    restarted)."""
+    on_failure: str = _setting("pass", _Choice(("pass", "drop")))
+    """What an intercepting plugin's messages get while it fails or restarts: routed
+    (``pass``) or dropped (``drop``)."""
+
+
+@dataclass(frozen=True)
 class SparkplugConfig:
     """``[sparkplug]``: Sparkplug B "Aware" (Sparkplug 3.0 §10; docs/sparkplug.md)."""
 
@@ -1241,6 +1286,7 @@ class Config:
 
     listeners: tuple[ListenerConfig, ...] = (ListenerConfig(),)
     bridges: tuple[BridgeConfig, ...] = _tables(BridgeConfig)
+    plugins: tuple[PluginConfig, ...] = _tables(PluginConfig)
     server: ServerConfig = field(default_factory=ServerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     session: SessionConfig = field(default_factory=SessionConfig)
@@ -1263,7 +1309,11 @@ class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
 
-_SECTIONS: Final = tuple(f.name for f in fields(Config) if f.name not in ("listeners", "bridges"))
+# The top-level arrays of tables besides ``[[listeners]]``, each set in the file only.
+_TABLE_LISTS: Final = ("bridges", "plugins")
+_SECTIONS: Final = tuple(
+    f.name for f in fields(Config) if f.name not in ("listeners", *_TABLE_LISTS)
+)
 _SERVER_WORKERS: Final = next(f for f in fields(ServerConfig) if f.name == "workers")
 
 # ---------------------------------------------------------------------------------------
@@ -1327,10 +1377,12 @@ def _apply_document(config: Config, document: Mapping[str, object]) -> Config:
             config = replace(config, listeners=_load_listeners(raw))
         elif key == "bridges":
             config = replace(config, bridges=_load_table_list(BridgeConfig, raw, key))
+        elif key == "plugins":
+            config = replace(config, plugins=_load_table_list(PluginConfig, raw, key))
         elif key in _SECTIONS:
             config = replace(config, **{key: _load_table(getattr(config, key), raw, key)})
         else:
-            names = ["listeners", "bridges", *_SECTIONS]
+            names = ["listeners", *_TABLE_LISTS, *_SECTIONS]
             raise ConfigError(f"{key}: unknown key{_did_you_mean(key, names)}")
     return config
 
@@ -1425,8 +1477,8 @@ def override_workers(config: Config, workers: str | None) -> Config:
 
 def _apply_override(config: Config, name: str, text: str) -> Config:
     section, _, key = name.removeprefix(ENV_PREFIX).lower().partition("__")
-    if section == "bridges":
-        raise ConfigError(f"{name}: bridges are a list of tables; set them in the config file")
+    if section in _TABLE_LISTS:
+        raise ConfigError(f"{name}: {section} are a list of tables; set them in the config file")
     if section == "listeners":
         raise ConfigError(
             f"{name}: listeners are a list and cannot be overridden key by key; "
@@ -1720,6 +1772,7 @@ def config_as_dict(config: Config) -> dict[str, Any]:
     data = asdict(config)
     data["listeners"] = list(data["listeners"])
     data["bridges"] = list(data["bridges"])
+    data["plugins"] = [{**entry, "options": dict(entry["options"])} for entry in data["plugins"]]
     return data
 
 
@@ -1731,6 +1784,8 @@ def toml_value(value: object) -> str:
         return _quote(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, list | tuple):
         return f"[{', '.join(toml_value(item) for item in value)}]"
+    if isinstance(value, Mapping):  # an inline table (a plugin's options)
+        return "{" + ", ".join(f"{_quote(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -1744,7 +1799,7 @@ def render_toml(config: Config) -> str:
     """The configuration as a TOML document that :func:`load_config` reads back unchanged."""
     data = config_as_dict(config)
     lines: list[str] = []
-    for key in ("listeners", "bridges"):
+    for key in ("listeners", *_TABLE_LISTS):
         for entry in data.pop(key):
             lines += _toml_table_entry(key, entry)
     for section, table in data.items():

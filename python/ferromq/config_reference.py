@@ -32,6 +32,7 @@ from ferromq.config import (
     _Int,
     _Names,
     _Networks,
+    _Options,
     _Quantity,
     _Text,
     _TextList,
@@ -134,6 +135,8 @@ def _kind(kind: object) -> tuple[str, str]:
     if isinstance(kind, _Quantity):
         name = "size" if _is_size(kind) else "duration"
         return name, _bounds(kind.low, kind.high, lambda amount: _quantity(kind, amount))
+    if isinstance(kind, _Options):
+        return "table", "strings, numbers, booleans or arrays of them"
     if isinstance(kind, _Workers):
         return "workers", f'`"auto"` or 1 to {kind.high}'
     return type(kind).__name__.lstrip("_").lower(), ""

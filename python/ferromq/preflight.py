@@ -13,6 +13,8 @@ would. It reads but never writes (check-config may run beside a live broker):
 - every ``[[rewrite.rules]]`` rule compiles (:func:`ferromq.rewrite.rewrite_rules`);
 - every ``[[bridges]]`` entry has a name, an address and valid topics, and its TLS
   files load (:func:`ferromq.bridge.check_bridges`);
+- every ``[[plugins]]`` entry names a plugin class that loads and declares filters and
+  events the engine can match (:func:`ferromq.plugin_host.check_plugins`);
 - every ``[[validation.rules]]`` schema file reads and compiles
   (:func:`ferromq.validation.validation_rules`);
 - the bans file (``[bans] file``) exists and parses (:func:`ferromq.admission.load_bans`);
@@ -42,6 +44,7 @@ from ferromq.auth import check_providers
 from ferromq.auto_subscribe import auto_subscriptions
 from ferromq.bridge import check_bridges
 from ferromq.config import TLS_PROTOCOLS, Config, ConfigError
+from ferromq.plugin_host import check_plugins
 from ferromq.rewrite import rewrite_rules
 from ferromq.tls import server_context
 from ferromq.validation import validation_rules
@@ -57,6 +60,7 @@ def check(config: Config) -> None:
     rewrite_rules(config.rewrite)
     validation_rules(config.validation)
     check_bridges(config.bridges)
+    check_plugins(config.plugins)
     load_bans(config.bans)
     for index, listener in enumerate(config.listeners):
         if listener.protocol in TLS_PROTOCOLS:

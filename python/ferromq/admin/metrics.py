@@ -159,6 +159,41 @@ COUNTERS: Final = (
         "payloads_invalid",
     ),
     (
+        "ferromq_plugin_batches",
+        "Batches of messages and events plugins took.",
+        "plugin_batches",
+    ),
+    (
+        "ferromq_plugin_messages",
+        "Messages handed to plugins.",
+        "plugin_messages",
+    ),
+    (
+        "ferromq_plugin_dropped",
+        "Client PUBLISHes an intercepting plugin dropped or rejected.",
+        "plugin_dropped",
+    ),
+    (
+        "ferromq_plugin_failures",
+        "Plugin calls that raised, returned no verdict per message or took too long.",
+        "plugin_failures",
+    ),
+    (
+        "ferromq_plugin_restarts",
+        "Plugins started again after a failure.",
+        "plugin_restarts",
+    ),
+    (
+        "ferromq_plugin_skipped",
+        "Messages and events not shown to a plugin that was down (restarting).",
+        "plugin_skipped",
+    ),
+    (
+        "ferromq_plugin_overflow",
+        "Observed messages not kept for plugins that fell behind.",
+        "plugin_overflow",
+    ),
+    (
         "ferromq_acl_withheld",
         "Messages withheld from a subscription reaching topics the ACL denies.",
         "acl_withheld",
@@ -234,6 +269,7 @@ GAUGES: Final = (
     ("ferromq_memory_used_bytes", "Bytes the memory budget counts.", "memory_used"),
     ("ferromq_memory_held_connections", "Connections whose input is held.", "connections_held"),
     ("ferromq_bridges_connected", "Bridges connected to their remote broker.", "bridges_connected"),
+    ("ferromq_plugins_running", "Plugins started and not failed.", "plugins_running"),
     (
         "ferromq_admission_flapping_banned_addresses",
         "Addresses banned for flapping now.",

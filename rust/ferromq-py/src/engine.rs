@@ -21,6 +21,7 @@ use crate::admin::{
 use crate::bridge::BridgeLink;
 use crate::errors;
 use crate::events::events_from_core;
+use crate::plugins::{verdict_of, PluginFilters, PluginMessage, VerdictTuple};
 use crate::raw_feed;
 use crate::restore_report::RestoreReport;
 use crate::rewrite::RewriteRule;
@@ -499,6 +500,42 @@ impl Engine {
             .set_validation(rules.iter().map(|r| r.rule.clone()).collect());
     }
 
+    /// Match every later client PUBLISH against these plugins' filters, in order
+    /// (`ferromq.plugins`); messages set aside for plugins no longer here pass.
+    fn set_plugins(&mut self, plugins: Vec<PyRef<'_, PluginFilters>>, now: u64) {
+        let filters = plugins.iter().map(|p| p.filters.clone()).collect();
+        self.inner.set_plugins(filters, now);
+    }
+
+    /// The messages for plugins since the last call, in the order they came.
+    fn take_plugin_batch(&mut self, py: Python<'_>) -> PyResult<Vec<PluginMessage>> {
+        let batch = self.inner.take_plugin_batch();
+        batch
+            .into_iter()
+            .map(|m| PluginMessage::new(py, m))
+            .collect()
+    }
+
+    /// Apply plugins' verdicts, each `(id, verdict, topic, payload, reason_code)`
+    /// with verdict `pass`, `rewrite` (topic and/or payload not None), `drop` or
+    /// `reject` (reason_code ≥ 0x80); ids decided already are ignored. Raises
+    /// `ValueError` before applying any when one is malformed.
+    fn decide(&mut self, verdicts: Vec<VerdictTuple>, now: u64) -> PyResult<()> {
+        let verdicts = verdicts
+            .into_iter()
+            .map(verdict_of)
+            .collect::<PyResult<Vec<_>>>()?;
+        for (id, verdict) in verdicts {
+            self.inner.decide(id, verdict, now);
+        }
+        Ok(())
+    }
+
+    /// Intercepted messages waiting for a plugin's verdict.
+    fn plugin_pending(&self) -> usize {
+        self.inner.plugin_pending()
+    }
+
     /// Check every later message against `rules` (None: no rules file),
     /// `default_allow` and `withhold` (a wildcard filter reaching some allowed
     /// topics is granted and the rest withheld per message; false: refused), and
@@ -573,6 +610,8 @@ impl Engine {
             ("auto_subscribe_skipped", s.auto_subscribe_skipped),
             ("topics_rewritten", s.topics_rewritten),
             ("payloads_invalid", s.payloads_invalid),
+            ("plugin_dropped", s.plugin_dropped),
+            ("plugin_overflow", s.plugin_overflow),
             ("acl_revoked", s.acl_revoked),
             ("clients_connected", s.clients_connected),
             ("clients_maximum", s.clients_maximum),

@@ -77,6 +77,10 @@ pub(crate) struct StreamDone;
 #[pyclass(module = "ferromq._core", frozen)]
 pub(crate) struct StreamReady;
 
+/// Plugins have messages: take them (`Engine.take_plugin_batch`). Once per batch.
+#[pyclass(module = "ferromq._core", frozen)]
+pub(crate) struct PluginReady;
+
 /// The connection's input is no longer held: read its transport again (handled in
 /// `IOHub`; the raw feed said when to stop).
 #[pyclass(module = "ferromq._core", frozen, get_all)]
@@ -164,7 +168,7 @@ pub(crate) struct PayloadInvalid {
 }
 
 /// Every event class, in the stub's `EngineEvent` order.
-fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 16] {
+fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 17] {
     [
         py.get_type::<Authenticate>(),
         py.get_type::<Auth>(),
@@ -174,6 +178,7 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 16] {
         py.get_type::<StreamMember>(),
         py.get_type::<StreamDone>(),
         py.get_type::<StreamReady>(),
+        py.get_type::<PluginReady>(),
         py.get_type::<ResumeReading>(),
         py.get_type::<Wake>(),
         py.get_type::<ClientConnected>(),
@@ -266,6 +271,7 @@ pub(crate) fn events_from_core(
             .into_any(),
             Event::StreamDone => StreamDone.into_pyobject(py)?.into_any(),
             Event::StreamReady => StreamReady.into_pyobject(py)?.into_any(),
+            Event::PluginReady => PluginReady.into_pyobject(py)?.into_any(),
             Event::ResumeReading { conn } => ResumeReading { conn }.into_pyobject(py)?.into_any(),
             Event::Wake { at } => Wake { at }.into_pyobject(py)?.into_any(),
             Event::ClientConnected {

@@ -23,6 +23,7 @@ mod events;
 mod journal;
 mod logfmt;
 mod node_counters;
+mod plugins;
 mod proxy;
 mod raw_feed;
 mod redis;
@@ -53,6 +54,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     acl::register(m)?;
     rewrite::register(m)?;
     bridge::register(m)?;
+    plugins::register(m)?;
     validation::register(m)?;
     admin::register(m)?;
     events::register(m)?;

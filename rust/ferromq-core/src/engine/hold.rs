@@ -32,6 +32,8 @@ pub enum Hold {
     Rate { until: u64 },
     /// Until the memory used is at or below the low-water mark.
     Memory,
+    /// Until a plugin's verdict on the PUBLISH it set aside (`plugins`).
+    Plugin,
 }
 
 /// Packets handled even while the connection's input is held.
@@ -67,7 +69,7 @@ impl Engine {
             let due = match hold {
                 Some(Hold::Rate { until }) => until <= now,
                 Some(Hold::Memory) => memory_ok,
-                None => continue,
+                Some(Hold::Plugin) | None => continue,
             };
             if due {
                 self.release(conn_id, now);
@@ -154,7 +156,7 @@ impl Engine {
     }
 
     /// End the connection's hold: handle what it parked, then resume reading it.
-    fn release(&mut self, conn_id: ConnId, now: u64) {
+    pub(super) fn release(&mut self, conn_id: ConnId, now: u64) {
         let Some(conn) = self.conn_mut(conn_id) else {
             return;
         };

@@ -61,6 +61,7 @@ mod memory;
 mod message;
 mod names;
 mod persist;
+mod plugins;
 mod publish;
 mod queue;
 mod rate;
@@ -98,6 +99,7 @@ pub use framing::Framing;
 pub use lifecycle::DisconnectReason;
 pub use message::Message;
 pub use persist::RestoreReport;
+pub use plugins::{PluginFilters, PluginMessage, Verdict, OBSERVED_MAX};
 pub use rewrite::{RewriteAction, RewriteRule};
 pub use sparkplug::Sparkplug;
 pub use split::{ApplicationOp, JournalSplit, Split};
@@ -219,6 +221,9 @@ pub enum Event {
     /// Streamed deliveries were done with: take their tokens (`take_stream_done`).
     /// Sent once until taken.
     StreamDone,
+    /// Plugins have messages (`plugins`): take them (`take_plugin_batch`). Sent once
+    /// until taken.
+    PluginReady,
     /// The connection's input is no longer held (`hold`): read its transport again.
     ResumeReading { conn: ConnId },
     /// Call [`Engine::wake`] at engine time `at` (a held connection's rate refills).
@@ -325,6 +330,7 @@ pub struct Engine {
     rewrite_rules: Vec<rewrite::RewriteRule>,
     validation_rules: Vec<validation::ValidationRule>,
     bridges: Vec<bridge::OpenBridge>,
+    plugins: plugins::Plugins,
     next_token: u64,
     /// The property list of outbound aliased PUBLISHes, reused (`alias_out`).
     alias_scratch: Vec<crate::codec::Property>,
@@ -400,6 +406,7 @@ impl Engine {
             rewrite_rules: Vec::new(),
             validation_rules: Vec::new(),
             bridges: Vec::new(),
+            plugins: plugins::Plugins::default(),
             next_token: 1,
             alias_scratch: Vec::new(),
             ledger: memory::Ledger::default(),
@@ -552,6 +559,7 @@ impl Engine {
             | Event::StreamMember { .. }
             | Event::StreamDone
             | Event::StreamReady
+            | Event::PluginReady
             | Event::ClientConnected { .. }
             | Event::ClientDisconnected { .. }
             | Event::Subscribed { .. }

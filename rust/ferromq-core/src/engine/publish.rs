@@ -17,7 +17,8 @@
 //! Before any of that a PUBLISH passes the connection's rate quota (`quota`),
 //! the limits the broker announced (`announce`) and, its topic rewritten by the
 //! `[[rewrite.rules]]` (`rewrite`), the ACL (`acl`) and the payload schemas of
-//! `[[validation.rules]]` (`validation`).
+//! `[[validation.rules]]` (`validation`); after it an intercepting plugin may hold it
+//! for its verdict (`plugins`) before it is accepted (`accept_publish`).
 //!
 //! Routing: one `Arc<Message>`, one index match (one delivery per session, highest
 //! QoS, every subscription identifier), then per delivery the QoS is lowered to the
@@ -113,6 +114,25 @@ impl Engine {
             self.reject_publish(conn_id, &publish, ReasonCode::QuotaExceeded, detail);
             return;
         }
+        if !repeated_qos2 && !self.plugins.is_empty() {
+            // An intercepting plugin decides it first (`plugins`).
+            match self.set_aside(conn_id, session, publish, 0) {
+                Ok(()) => return,
+                Err(back) => publish = back,
+            }
+        }
+        self.accept_publish(conn_id, session, publish, now);
+    }
+
+    /// Route a PUBLISH that passed every check and acknowledge it; a QoS 2 one whose
+    /// packet id is kept is only acknowledged again.
+    pub(super) fn accept_publish(
+        &mut self,
+        conn_id: ConnId,
+        session: u32,
+        publish: Publish,
+        now: u64,
+    ) {
         let make_message = |publish: &Publish| {
             Arc::new(Message::from_publish(
                 &publish.topic,
@@ -124,14 +144,15 @@ impl Engine {
                 now,
             ))
         };
-        // Each arm streams the PUBLISH once it is sure to be routed (`export`).
+        // Each arm streams the PUBLISH (`export`), and shows it to the plugins that
+        // observe it (`plugins`), once it is sure to be routed.
         match publish.qos {
             QoS::AtMostOnce => {
-                self.export_message(session, &publish, now);
+                self.record_accepted(session, &publish, now);
                 self.route(make_message(&publish), now);
             }
             QoS::AtLeastOnce => {
-                self.export_message(session, &publish, now);
+                self.record_accepted(session, &publish, now);
                 let delivered = self.route(make_message(&publish), now);
                 let ack = self.publish_ack(conn_id, publish.packet_id, delivered);
                 self.acknowledge(conn_id, Packet::PubAck(ack));
@@ -156,7 +177,7 @@ impl Engine {
                             .expect("not shared yet")
                             .held_for_batch = self.journal.current_batch();
                     }
-                    self.export_message(session, &publish, now);
+                    self.record_accepted(session, &publish, now);
                     if journaled {
                         self.begin_crossing(session);
                     }
@@ -171,6 +192,12 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// An accepted PUBLISH goes to the stream and to the plugins that observe it.
+    fn record_accepted(&mut self, session: u32, publish: &Publish, now: u64) {
+        self.export_message(session, publish, now);
+        self.observe(session, publish);
     }
 
     /// A PUBLISH the ACL denies is not routed. v5 QoS 1/2 hear 0x87 Not authorized;
@@ -212,7 +239,7 @@ impl Engine {
 
     /// The PUBACK/PUBREC of a QoS 1/2 PUBLISH that is not routed, with `reason`
     /// (and `detail` as its Reason String when it is not Success).
-    fn answer_unrouted(
+    pub(super) fn answer_unrouted(
         &mut self,
         conn_id: ConnId,
         publish: &Publish,

@@ -155,6 +155,10 @@ pub struct Stats {
     pub topics_rewritten: u64,
     /// Client PUBLISHes whose payload a `[[validation.rules]]` schema refused.
     pub payloads_invalid: u64,
+    /// Client PUBLISHes an intercepting plugin dropped or rejected (`plugins`).
+    pub plugin_dropped: u64,
+    /// Observed copies not kept for plugins, over `plugins::OBSERVED_MAX` waiting.
+    pub plugin_overflow: u64,
     /// Live gauges, kept by connect and close.
     pub clients_connected: u64,
     pub clients_maximum: u64,

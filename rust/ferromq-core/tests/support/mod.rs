@@ -43,6 +43,8 @@ pub struct Harness {
     pub stream_ready: usize,
     /// `PayloadInvalid` events (a validation rule refused a payload; logged).
     pub invalid: Vec<Event>,
+    /// Every plugin batch taken (`PluginReady`), in order.
+    pub plugin_messages: Vec<ferromq_core::engine::PluginMessage>,
 }
 
 pub struct Client {
@@ -75,6 +77,7 @@ impl Harness {
             client_events: Vec::new(),
             stream_ready: 0,
             invalid: Vec::new(),
+            plugin_messages: Vec::new(),
         }
     }
 
@@ -122,6 +125,10 @@ impl Harness {
                 | Event::Unsubscribed { .. }
                 | Event::Trace { .. } => self.client_events.push(event),
                 Event::PayloadInvalid { .. } => self.invalid.push(event),
+                Event::PluginReady => {
+                    let batch = self.engine.take_plugin_batch();
+                    self.plugin_messages.extend(batch);
+                }
             }
         }
     }
@@ -177,6 +184,7 @@ impl Harness {
     pub fn drop_connection(&mut self, client: &Client) {
         self.engine.connection_lost(client.conn, self.now);
         self.inbox.remove(&client.conn);
+        self.held.remove(&client.conn); // the IO layer forgets a closed socket
         self.pump();
     }
 
