@@ -10,6 +10,10 @@ Every cell runs on the Redis store too (MQTT 5.0), where a batch is applied per 
 rather than whole (`store/redis.rs`, "Order"; `docs/shards.md`, "Exactly once across the
 bus").
 
+Every cell runs once more with every message waiting for an intercepting plugin's
+verdict before it is routed and acknowledged (`[[plugins]]`, engine/plugins.rs; MQTT
+5.0): a kill between the PUBLISH and the verdict must leave nothing behind.
+
 Every cell runs once more with the subscriber an APPLICATION client whose queue is in
 Kafka (`storage.application_store = "kafka"`, `storage/split.py`), on the embedded store
 and on Redis as the primary store (MQTT 5.0).
@@ -50,6 +54,15 @@ def test_on_redis_nothing_acknowledged_is_lost_nothing_doubled(
     tmp_path: Path, redis_url: str, shards: int, kill: str, qos: int
 ) -> None:
     check(partial(Trial, redis_url=redis_url), tmp_path, shards, kill, qos, 5, store="redis ")
+
+
+@pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])
+@pytest.mark.parametrize(("shards", "kill"), CELLS, ids=[f"{n}x-{k}" for n, k in CELLS])
+def test_with_a_plugin_nothing_acknowledged_is_lost_nothing_doubled(
+    tmp_path: Path, shards: int, kill: str, qos: int
+) -> None:
+    trial_of = partial(Trial, plugin="tests.support.example_plugins:PassThrough")
+    check(trial_of, tmp_path, shards, kill, qos, 5, store="plugin ")
 
 
 @pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])

@@ -36,6 +36,7 @@ from tests.conftest import RunningBroker, start_broker
 from tests.crash.clients import Publisher, Subscriber, Tally, pump, settle
 
 KILLS = ("process", "supervisor", "shard", "group")
+REPOSITORY = Path(__file__).resolve().parents[2]  # the plugins' module path
 
 
 def ids_on_shards(shards: int, across: bool, subscriber_prefix: str = "") -> tuple[str, str]:
@@ -84,8 +85,12 @@ class Trial:
         seed: int = 0,
         redis_url: str | None = None,
         kafka_bootstrap: str | None = None,
+        plugin: str | None = None,
     ) -> None:
         self.tmp_path, self.shards = tmp_path, shards
+        # With ``plugin`` (module:Class from this repository), every message waits for
+        # that plugin's verdict before it is routed and acknowledged.
+        self.plugin = plugin
         # The embedded store in the trial's directory, or Redis under a key prefix
         # of the trial's own; with Kafka, the subscriber is an APPLICATION client
         # whose queue is a Kafka topic under a prefix of the trial's own.
@@ -109,6 +114,8 @@ class Trial:
             sections += (
                 f'[kafka]\nbootstrap_servers = "{kafka_bootstrap}"\ntopic_prefix = "{own}."\n'
             )
+        if plugin is not None:
+            sections += f'[[plugins]]\nname = "{plugin}"\n'
         self.store = "[storage]\n" + storage + sections
         self.random = random.Random(seed)
         publisher_id, subscriber_id = ids_on_shards(
@@ -131,6 +138,7 @@ class Trial:
             env={
                 "FERROMQ_STORAGE__PATH": str(self.tmp_path / "data"),
                 "FERROMQ_SESSION__QUEUE_LIMIT": "60000",
+                "PYTHONPATH": str(REPOSITORY),
             },
         )
         return self.broker
