@@ -247,6 +247,20 @@ SCENARIO_SETS: dict[str, dict[str, dict[str, Any]]] = {
             for rules in (0, 1000)
         },
     },
+    # Issue 27: a plugin's cost per message, P2P QoS 1 (100 pairs) paced at 10k and
+    # 100k msg/s: no plugin, one observing every message, one deciding every message.
+    "plugins": {
+        f"p2p-qos1-{rate // 1000}k{'-' + plugin.lower() if plugin else ''}": {
+            "scenario": "p2p",
+            "pairs": 100,
+            "pub_qos": 1,
+            "sub_qos": 1,
+            "rate": rate // 100,
+            **({"ferromq_plugin": plugin} if plugin else {}),
+        }
+        for rate in (10_000, 100_000)
+        for plugin in ("", "Observer", "Interceptor")
+    },
     "large": {
         "p2p-qos1-1k": {"scenario": "p2p", "pairs": 1000, "pub_qos": 1, "sub_qos": 1},
         "p2p-qos1-1k-persistent": {
@@ -372,7 +386,11 @@ def acl_broker(rules: int, prefix: str, work: Path, node: brokers.Ferromq) -> br
 
 
 # Scenario keys that configure ferromq (the other brokers skip those scenarios).
-FERROMQ_ONLY = {"acl_rules": "ACL cost", "ferromq_store": "the durable store"}
+FERROMQ_ONLY = {
+    "acl_rules": "ACL cost",
+    "ferromq_store": "the durable store",
+    "ferromq_plugin": "a plugin's cost",
+}
 
 
 def ferromq_variant(
@@ -381,6 +399,14 @@ def ferromq_variant(
     """``node`` configured as ``config``'s ferromq-only keys say."""
     if "acl_rules" in config:
         return acl_broker(config["acl_rules"], config["topic_prefix"], work / f"{name}-acl", node)
+    if "ferromq_plugin" in config:
+        # bench_plugins.py, beside this file, on the broker's module path.
+        here = str(Path(__file__).resolve().parent)
+        path = os.environ.get("PYTHONPATH", "")
+        if here not in path.split(os.pathsep):
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, path) if p)
+        plugin = f'[[plugins]]\nname = "bench_plugins:{config["ferromq_plugin"]}"\n'
+        return node.configured(brokers.NO_STORE + plugin)
     if "ferromq_store" in config:
         path = work / f"{name}-{node.name}-store"
         return node.configured(

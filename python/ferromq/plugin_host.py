@@ -4,7 +4,8 @@ own, brings its verdicts back and supervises it.
 
 The engine raises ``PluginReady`` once per batch; the host takes the batch on the next
 loop turn (:meth:`PluginHost.take`), splits it by plugin and queues each part for that
-plugin's thread: one call per batch, never one per message. An intercepting plugin's
+plugin's thread: one call per batch, never one per message; what arrives while the
+plugin is busy with a batch goes as the next one. An intercepting plugin's
 verdicts go back to the engine in one call (``Engine.decide``). Client events (which the
 engine reports per connection, not per message) are gathered per loop turn the same way.
 
@@ -31,6 +32,7 @@ import queue
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -204,7 +206,9 @@ class _Running:
     cls: type[Plugin]
     instance: Plugin | None = None
     worker: _Worker | None = None
-    jobs: asyncio.Queue[_Job] = field(default_factory=asyncio.Queue)
+    jobs: deque[_Job] = field(default_factory=deque)
+    #: Set when ``jobs`` has something for the plugin's serving task.
+    waiting: asyncio.Event = field(default_factory=asyncio.Event)
     backoff: float = _BACKOFF_FIRST
     started_at: float = 0.0
     batches: int = 0
@@ -299,7 +303,8 @@ class PluginHost:
         if plugin.instance is None:
             self._skip(plugin, job)
         else:
-            plugin.jobs.put_nowait(job)
+            plugin.jobs.append(job)
+            plugin.waiting.set()
 
     def _skip(self, plugin: _Running, job: _Job) -> None:
         """A job for a plugin that is down: intercepted messages get ``on_failure``."""
@@ -308,12 +313,17 @@ class PluginHost:
 
     async def _serve(self, plugin: _Running) -> None:
         while True:
-            job = await plugin.jobs.get()
-            if plugin.instance is None or plugin.worker is None:
-                self._skip(plugin, job)
-                continue
-            verdicts = await self._run(plugin, job)
-            self._decide(plugin, job, verdicts)
+            await plugin.waiting.wait()
+            plugin.waiting.clear()
+            while plugin.jobs:
+                await self._serve_one(plugin, _next_job(plugin.jobs))
+
+    async def _serve_one(self, plugin: _Running, job: _Job) -> None:
+        if plugin.instance is None or plugin.worker is None:
+            self._skip(plugin, job)
+            return
+        verdicts = await self._run(plugin, job)
+        self._decide(plugin, job, verdicts)
 
     async def _run(self, plugin: _Running, job: _Job) -> list[Verdict | None] | None:
         """The plugin's verdicts on ``job`` (None: it failed; it is restarting)."""
@@ -460,6 +470,17 @@ def _close_quietly(instance: Plugin) -> None:
         instance.close()
     except Exception:  # the instance failed already; its close is best effort
         logger.debug("a failed plugin's close raised", exc_info=True)
+
+
+def _next_job(jobs: deque[_Job]) -> _Job:
+    """The first job, with the jobs of the same kind right behind it merged in: what
+    arrived while the plugin was busy goes as one batch (order kept)."""
+    job = jobs.popleft()
+    while jobs and bool(jobs[0].messages) == bool(job.messages):
+        following = jobs.popleft()
+        job.messages += following.messages
+        job.events += following.events
+    return job
 
 
 def _verdict_tuple(message_id: int, verdict: Verdict | None) -> _VerdictTuple:

@@ -88,7 +88,7 @@ def _received(inbox: queue.Queue[paho.MQTTMessage], marker: bytes) -> list[tuple
     """(topic, payload) of each message up to the one whose payload is ``marker``."""
     got = []
     while (message := inbox.get(timeout=10)).payload != marker:
-        got.append((message.topic, message.payload))
+        got.append((message.topic, bytes(message.payload)))
     return got
 
 
