@@ -17,7 +17,8 @@
 //! (Python's CONNECT decision, AUTH exchanges, re-authentication), `announce` (the
 //! CONNACK properties offered and the reason code for breaking each), `framing` (MQTT
 //! over TCP/TLS or in WebSocket frames), `publish` (inbound QoS flows and routing),
-//! `delivery` (outbound window, queue, resend), `alias_out` (broker → client topic
+//! `plugins` (messages set aside for a Python plugin's verdict, copies for observing
+//! ones), `delivery` (outbound window, queue, resend), `alias_out` (broker → client topic
 //! aliases), `subscribe` (SUBSCRIBE, UNSUBSCRIBE, retained on subscribe),
 //! `retained_cursor` (retained messages a new subscription still has to receive),
 //! `timers` (keep alive, expiry, will delay), `shared` (shared-group queues and
