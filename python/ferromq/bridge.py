@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import ssl
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
 
 from ferromq._core import BridgeLink, FrameDecoder, encode, shard_of
 from ferromq._protocol import IOHub, MqttProtocol
@@ -37,6 +39,7 @@ from ferromq.config import BridgeConfig, BridgeTopicConfig, ConfigError, require
 from ferromq.engine import hand_to_engine
 from ferromq.log import log_event
 from ferromq.shard.identity import ShardIdentity
+from ferromq.websocket_client import ClientFrames, WebSocketRefused, upgrade_request
 
 __all__ = [
     "BridgeRefused",
@@ -114,9 +117,10 @@ def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
                 f"bridges[{names[config.name]}]"
             )
         names[config.name] = index
-        host, _, port = config.address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"{where}.address: expected host:port, got {config.address!r}")
+        try:
+            endpoint(config)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.address: {exc}") from None
         if not config.topics:
             raise ConfigError(f"{where}.topics: at least one [[bridges.topics]] is required")
         for n, topic in enumerate(config.topics):
@@ -128,9 +132,42 @@ def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
         except ValueError as exc:
             raise ConfigError(f"{where}.topics: {exc}") from None
         try:
-            _tls_context(config)
+            _tls_context(config, endpoint(config))
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"{where}: TLS files: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a bridge connects: ``host:port`` (TCP, or TLS with ``tls``), or a
+    ``ws://`` / ``wss://`` URL (MQTT over WebSocket at ``path``; ``wss`` is TLS)."""
+
+    host: str
+    port: int
+    tls: bool
+    path: str | None = None  # the WebSocket path; None: MQTT straight over TCP/TLS
+
+
+def endpoint(config: BridgeConfig) -> Endpoint:
+    """The bridge's endpoint from ``address``; :class:`ValueError` says what is wrong."""
+    address = config.address
+    scheme, found, _ = address.partition("://")
+    if not found:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port or a ws:// or wss:// URL, got {address!r}")
+        return Endpoint(host.strip("[]"), int(port), config.tls)
+    if scheme not in ("ws", "wss"):
+        raise ValueError(f"scheme {scheme!r}: expected ws or wss, got {address!r}")
+    parts = urlsplit(address)
+    try:
+        number = parts.port or (443 if scheme == "wss" else 80)
+    except ValueError:
+        raise ValueError(f"bad port in {address!r}") from None
+    if not parts.hostname:
+        raise ValueError(f"no host in {address!r}")
+    path = (parts.path or "/mqtt") + (f"?{parts.query}" if parts.query else "")
+    return Endpoint(parts.hostname, number, scheme == "wss" or config.tls, path)
 
 
 def _topics(config: BridgeConfig, direction: str) -> list[BridgeTopicConfig]:
@@ -162,16 +199,42 @@ class _Handshake(asyncio.Protocol):
     other than those (the remote's queued PUBLISHes) are kept, in order, for the
     engine."""
 
-    def __init__(self, version: int) -> None:
+    def __init__(self, version: int, frames: ClientFrames | None) -> None:
         self._decoder = FrameDecoder(protocol_version=version)
+        self._frames = frames
+        self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self.kept = bytearray()
         self._waiting: asyncio.Future[dict[str, Any]] | None = None
         self._wanted = _CONNACK
         self._got: dict[str, Any] | None = None
         self._lost: Exception | None = None
+        self.upgraded: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if frames is None:
+            self.upgraded.set_result(None)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, and create_connection
+        # may return before this runs: send() takes the transport too.
+        self._transport = cast(asyncio.Transport, transport)
+
+    def send(self, transport: asyncio.Transport, packet: bytes) -> None:
+        """Write an MQTT packet (in a masked frame over WebSocket)."""
+        self._transport = transport
+        transport.write(self._frames.frame(packet) if self._frames else packet)
 
     def data_received(self, data: bytes) -> None:
+        if self._frames is not None:
+            try:
+                data = self._frames.feed(data)
+            except WebSocketRefused as exc:
+                self._fail(BridgeRefused(str(exc)))
+                return
+            if self._frames.upgraded and not self.upgraded.done():
+                self.upgraded.set_result(None)
+            if self._frames.replies and self._transport is not None:
+                self._transport.write(bytes(self._frames.replies))
+                self._frames.replies.clear()
         self._buffer += data
         while (end := _frame_end(self._buffer)) is not None:
             frame, self._buffer = bytes(self._buffer[:end]), self._buffer[end:]
@@ -188,15 +251,19 @@ class _Handshake(asyncio.Protocol):
         # Whatever is left is the start of a frame: the engine reads the rest.
 
     def leftover(self) -> bytes:
-        return bytes(self.kept + self._buffer)
+        """What the engine reads first: the bytes read past the handshake's packets
+        (as WebSocket bytes over WebSocket)."""
+        mqtt = bytes(self.kept + self._buffer)
+        return self._frames.rest(mqtt) if self._frames is not None else mqtt
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(ConnectionError("the remote broker closed the connection"))
 
     def _fail(self, error: Exception) -> None:
         self._lost = error
-        if self._waiting is not None and not self._waiting.done():
-            self._waiting.set_exception(error)
+        for waiting in (self._waiting, self.upgraded):
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(error)
 
     async def packet(self, kind: int) -> dict[str, Any]:
         """The next packet of type ``kind`` (CONNACK, SUBACK)."""
@@ -212,21 +279,28 @@ class _BridgeProtocol(MqttProtocol):
     """The engine's side of a bridge connection: opened as a bridge, then fed what the
     handshake read past its packets."""
 
-    __slots__ = ("_bridge_hub", "_closed", "_link", "_preread")
+    __slots__ = ("_bridge_hub", "_closed", "_link", "_preread", "_websocket_seed")
 
     def __init__(
-        self, hub: IOHub, link: BridgeLink, preread: bytes, closed: asyncio.Future[None]
+        self,
+        hub: IOHub,
+        link: BridgeLink,
+        preread: bytes,
+        closed: asyncio.Future[None],
+        websocket: bool,
     ) -> None:
         super().__init__(hub, "mqtt", None)
         self._bridge_hub = hub
         self._link = link
         self._preread = preread
         self._closed = closed
+        # Over WebSocket the engine masks our frames with keys from this seed.
+        self._websocket_seed = int.from_bytes(os.urandom(8), "big") if websocket else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         hub = self._bridge_hub
-        hub.engine.open_bridge(self.conn, self._link, hub.now())
+        hub.engine.open_bridge(self.conn, self._link, hub.now(), self._websocket_seed)
         hand_to_engine(self, self._preread)
         self._preread = b""
         hub.schedule_flush()
@@ -255,7 +329,9 @@ class Bridge:
         self.state = BridgeState(config.name)
         self._hub = hub
         self._link = bridge_link(config)
-        self._tls = _tls_context(config)
+        self._endpoint = endpoint(config)
+        self._tls = _tls_context(config, self._endpoint)
+        self._pingreq = _PINGREQ
         self._seat = seat
         self._renew_every = renew_every
 
@@ -305,25 +381,35 @@ class Bridge:
             ) from None
 
     async def _serve_once(self) -> None:
-        config = self.config
-        host, _, port = config.address.rpartition(":")
+        config, where = self.config, self._endpoint
         loop = asyncio.get_running_loop()
+        frames: ClientFrames | None = None
+        request = b""
+        if where.path is not None:
+            request, accept = upgrade_request(where.host, where.port, where.path)
+            frames = ClientFrames(accept)
         transport, handshake = await asyncio.wait_for(
             loop.create_connection(
-                lambda: _Handshake(int(self._link.version)),
-                host.strip("[]"),
-                int(port),
+                lambda: _Handshake(int(self._link.version), frames),
+                where.host,
+                where.port,
                 ssl=self._tls,
+                server_hostname=where.host if self._tls else None,
             ),
             _HANDSHAKE_SECONDS,
         )
         try:
+            transport.write(request)
+            await asyncio.wait_for(handshake.upgraded, _HANDSHAKE_SECONDS)
             await self._handshake(transport, handshake)
         except BaseException:
             transport.abort()
             raise
+        self._pingreq = ClientFrames.frame(_PINGREQ) if frames else _PINGREQ
         closed: asyncio.Future[None] = loop.create_future()
-        protocol = _BridgeProtocol(self._hub, self._link, handshake.leftover(), closed)
+        protocol = _BridgeProtocol(
+            self._hub, self._link, handshake.leftover(), closed, frames is not None
+        )
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         self.state.connected = True
@@ -353,7 +439,7 @@ class Bridge:
                 return
             now = loop.time()
             if now >= next_ping:
-                transport.write(_PINGREQ)
+                transport.write(self._pingreq)
                 next_ping = now + keepalive
             if self._seat is not None and now >= next_renewal:
                 if not await self._seat.hold(f"bridge:{self.config.name}"):
@@ -387,7 +473,7 @@ class Bridge:
             header = _fixed_header(packet)
             assert header is not None, "encode made a whole CONNECT"
             packet[header[0] + 6] |= _TRY_PRIVATE  # after "\0\4MQTT"
-        transport.write(bytes(packet))
+        handshake.send(transport, bytes(packet))
         connack = await handshake.packet(_CONNACK)
         code = connack["reason_code"]
         if code:
@@ -404,7 +490,8 @@ class Bridge:
             }
             for t in inbound
         ]
-        transport.write(encode({"type": "subscribe", "packet_id": 1, "filters": filters}, version))
+        subscribe = {"type": "subscribe", "packet_id": 1, "filters": filters}
+        handshake.send(transport, encode(subscribe, version))
         suback = await handshake.packet(_SUBACK)
         codes = suback["reason_codes"]
         self.state.refused_filters = [
@@ -420,8 +507,8 @@ class Bridge:
             )
 
 
-def _tls_context(config: BridgeConfig) -> ssl.SSLContext | None:
-    if not config.tls:
+def _tls_context(config: BridgeConfig, where: Endpoint) -> ssl.SSLContext | None:
+    if not where.tls:
         return None
     context = ssl.create_default_context(cafile=config.cafile or None)
     if config.certfile:

@@ -1025,7 +1025,9 @@ class BridgeConfig:
     name: str = _setting("", _Text())
     """Names the bridge in logs and metrics, and its default client id."""
     address: str = _setting("", _Text())
-    """The remote broker, ``host:port`` (``[::1]:1883`` for IPv6)."""
+    """The remote broker, ``host:port`` (``[::1]:1883`` for IPv6), or a WebSocket URL,
+    ``ws://host:port/path`` or ``wss://host:port/path`` (TLS; the path defaults to
+    ``/mqtt``)."""
     version: str = _setting("5", _Choice(("5", "3.1.1")))
     """The MQTT version spoken to the remote broker."""
     client_id: str = _setting("", _Text(allow_empty=True))
@@ -1037,7 +1039,7 @@ class BridgeConfig:
     """Password for the remote broker (none when empty)."""
     tls: bool = _setting(False, _Bool())
     """Connect with TLS, verifying the remote's certificate (against ``cafile`` or the
-    system's CAs) and host name."""
+    system's CAs) and host name; a ``wss://`` address implies it."""
     cafile: str = _setting("", _Text(allow_empty=True))
     """PEM CA certificates the remote's certificate is verified against."""
     certfile: str = _setting("", _Text(allow_empty=True))

@@ -23,6 +23,7 @@ from tests.support.commands import one_line_error, run_cli
 from tests.support.mosquitto import Mosquitto
 from tests.support.mqtt_raw import RawClient, sys_value_reaches
 from tests.support.paho_clients import paho_client
+from tests.support.services import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="no mosquitto")
 
@@ -188,6 +189,48 @@ def test_messages_wait_for_a_remote_broker_that_is_down_even_across_kill_9(
         edge.stop()
 
 
+@pytest.mark.parametrize("version", ["3.1.1", "5"])
+def test_a_bridge_over_websocket_crosses_a_mosquitto_both_ways(
+    started: Starter, loop: str, mosquitto: Mosquitto, version: str
+) -> None:
+    remote = f"ws://{mosquitto.host}:{mosquitto.websocket_port}/mqtt"
+    edge = started(loop, _bridge(remote, version, EDGE_TOPICS))
+    _connected(edge)
+    central, central_inbox = _client(mosquitto, "central-app", "edge1/sensors/#")
+    local, local_inbox = _client(edge, "local-app", "cmd/#")
+    # Past 125 and 65,535 bytes: every length form of a frame, both ways.
+    payloads = [b"21.5", b"x" * 300, b"y" * 70_000]
+    _publish(edge, "sensors/t1", payloads)
+    assert _received(central_inbox, 3) == [("edge1/sensors/t1", p) for p in payloads]
+    _publish(mosquitto, "edge1/cmd/reboot", [b"now", b"z" * 70_000])
+    assert _received(local_inbox, 2) == [("cmd/reboot", b"now"), ("cmd/reboot", b"z" * 70_000)]
+    for client in (central, local):
+        client.disconnect()
+        client.loop_stop()
+
+
+def test_a_bridge_over_websocket_reaches_a_second_ferromq(started: Starter, loop: str) -> None:
+    websocket_port = free_port()
+    central = started(
+        loop,
+        '[[listeners]]\nport = 1883\n[[listeners]]\nname = "ws"\n'
+        f'port = {websocket_port}\nprotocol = "ws"\n',
+    )
+    remote = f"ws://{central.host}:{websocket_port}/mqtt"
+    edge = started(loop, _bridge(remote, "5", EDGE_TOPICS))
+    _connected(edge)
+    app, inbox = _client(central, "central-app", "edge1/#")
+    local, local_inbox = _client(edge, "local-app", "cmd/#")
+    _publish(edge, "sensors/t2", [b"1", b"2" * 200])
+    assert _received(inbox, 2) == [("edge1/sensors/t2", b"1"), ("edge1/sensors/t2", b"2" * 200)]
+    _publish(central, "edge1/cmd/x", [b"go"])
+    assert _received(local_inbox, 1) == [("cmd/x", b"go")]
+    central.wait_for_log("client connected", "ferromq-bridge-central", "listener=ws")
+    for client in (app, local):
+        client.disconnect()
+        client.loop_stop()
+
+
 def test_a_second_ferromq_is_bridged_as_a_mosquitto_is(started: Starter, loop: str) -> None:
     central = started(loop, "")
     edge = started(
@@ -212,6 +255,8 @@ def test_a_second_ferromq_is_bridged_as_a_mosquitto_is(started: Starter, loop: s
     ("bridge", "error"),
     [
         (_bridge("nowhere", "5", EDGE_TOPICS), "bridges[0].address: expected host:port"),
+        (_bridge("ftp://h:1/x", "5", EDGE_TOPICS), "bridges[0].address: scheme 'ftp'"),
+        (_bridge("ws://:80/mqtt", "5", EDGE_TOPICS), "bridges[0].address: no host"),
         (_bridge("h:1", "5", ""), "bridges[0].topics: at least one"),
         (
             _bridge("h:1", "5", '[[bridges.topics]]\npattern = "a/#/b"\n'),

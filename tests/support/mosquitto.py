@@ -13,13 +13,15 @@ from tests.support.services import free_port
 
 class Mosquitto:
     """A Mosquitto on ``port`` (anonymous; sessions saved on stop) that can be stopped
-    and started again on the same port."""
+    and started again on the same port; MQTT over WebSocket on ``websocket_port``."""
 
     def __init__(self, directory: Path) -> None:
-        self.host, self.port = "127.0.0.1", free_port()
+        self.host, self.port, self.websocket_port = "127.0.0.1", free_port(), free_port()
         self._config = directory / "mosquitto.conf"
         self._config.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+            f"listener {self.port} 127.0.0.1\n"
+            f"listener {self.websocket_port} 127.0.0.1\nprotocol websockets\n"
+            "allow_anonymous true\n"
             f"persistence true\npersistence_location {directory}/\n"
             "user root\n"  # as root it would drop to "mosquitto", who cannot write here
             "log_type all\n"  # the bridge tests count connections

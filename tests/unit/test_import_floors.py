@@ -97,6 +97,7 @@ FLOORS: Final = (
             "ferromq.mosquitto_conf",
             "ferromq.plugins",
             "ferromq.topic",
+            "ferromq.websocket_client",
         ),
     ),
     ("low floor", ("ferromq", "ferromq.exits", "ferromq.fileio", "ferromq.sockets")),

@@ -481,9 +481,18 @@ impl Engine {
     }
 
     /// Serve `conn` (just opened on a transport Python dialled and handshook) as the
-    /// bridge `link` (`[[bridges]]`).
-    fn open_bridge(&mut self, conn: u32, link: PyRef<'_, BridgeLink>, now: u64) {
-        self.inner.open_bridge(conn, link.link.clone(), now);
+    /// bridge `link` (`[[bridges]]`); with `websocket_seed` (random, per connection)
+    /// in WebSocket frames as their client side.
+    #[pyo3(signature = (conn, link, now, websocket_seed = None))]
+    fn open_bridge(
+        &mut self,
+        conn: u32,
+        link: PyRef<'_, BridgeLink>,
+        now: u64,
+        websocket_seed: Option<u64>,
+    ) {
+        self.inner
+            .open_bridge(conn, link.link.clone(), websocket_seed, now);
     }
 
     /// Rewrite every later PUBLISH, will, SUBSCRIBE and UNSUBSCRIBE by `rules`

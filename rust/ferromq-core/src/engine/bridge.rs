@@ -123,11 +123,23 @@ impl Engine {
     /// Serve `conn` (open, nothing read from it yet) as the bridge `link`: bind its
     /// session (created, or resumed with what it queued), subscribe it to the `out`
     /// topics (dropping subscriptions no longer configured) and start delivering.
-    pub fn open_bridge(&mut self, conn_id: ConnId, link: BridgeLink, now: u64) {
+    /// With `websocket_seed` the connection carries MQTT in WebSocket frames as the
+    /// client side (Python ran the upgrade), its masks drawn from that seed.
+    pub fn open_bridge(
+        &mut self,
+        conn_id: ConnId,
+        link: BridgeLink,
+        websocket_seed: Option<u64>,
+        now: u64,
+    ) {
         let Some(conn) = self.conn_mut(conn_id) else {
             return;
         };
         conn.bridge = true;
+        if let Some(seed) = websocket_seed {
+            let max = conn.decoder.max_packet_size();
+            conn.websocket = Some(Box::new(super::framing::WebSocket::client(max, seed)));
+        }
         // What a CONNECT would have told the connection: the version it speaks.
         conn.version = link.version;
         conn.decoder = FrameDecoder::new(conn.decoder.max_packet_size(), Some(link.version));

@@ -11,6 +11,8 @@
 //!   close frame carrying its status (1002, 1003, 1009), and the connection ends as if
 //!   the socket dropped (the will is published). A client's close frame is echoed and
 //!   ends the connection the same way, unless an MQTT DISCONNECT came first.
+//! - **Bridges.** A `[[bridges]]` connection over WebSocket is the client side
+//!   (`WebSocket::client`): the remote's frames come unmasked, ours go masked.
 //! - **Out.** `take_output` sends the connection's MQTT output as one binary frame,
 //!   followed by its control frames (pong, close): a header copy per flush, never a
 //!   frame per packet. A connection the engine ends gets a close frame (1000) after its
@@ -24,9 +26,7 @@ use super::lifecycle::DisconnectReason;
 use super::{ConnId, Engine, Event};
 use crate::choice::named;
 use crate::codec::ReasonCode;
-use crate::transport::websocket::{
-    put_binary_header, put_close, CloseCode, Deframer, FrameError, Progress, MAX_SERVER_HEADER,
-};
+use crate::transport::websocket::{CloseCode, Deframer, FrameError, Progress, BINARY, MAX_HEADER};
 
 /// Inbound capacity a WebSocket connection keeps once its stream is drained.
 const IDLE_INBOUND_CAPACITY: usize = 4096;
@@ -55,8 +55,18 @@ pub(super) struct WebSocket {
 
 impl WebSocket {
     pub(super) fn new(max_packet_size: u32) -> WebSocket {
+        WebSocket::with(Deframer::new(max_packet_size))
+    }
+
+    /// A bridge's connection to a remote broker over WebSocket: our frames masked
+    /// with keys from `seed`, the remote's unmasked (`transport::websocket::Role`).
+    pub(super) fn client(max_packet_size: u32, seed: u64) -> WebSocket {
+        WebSocket::with(Deframer::client(max_packet_size, seed))
+    }
+
+    fn with(deframer: Deframer) -> WebSocket {
         WebSocket {
-            deframer: Deframer::new(max_packet_size),
+            deframer,
             inbound: BytesMut::new(),
             replies: BytesMut::new(),
             close_sent: false,
@@ -69,10 +79,10 @@ impl WebSocket {
 
     /// One buffer for the socket: `mqtt` in one binary frame, then the control frames.
     pub(super) fn wrap(&mut self, mqtt: &[u8]) -> Bytes {
-        let mut out = BytesMut::with_capacity(MAX_SERVER_HEADER + mqtt.len() + self.replies.len());
+        let mut out = BytesMut::with_capacity(MAX_HEADER + mqtt.len() + self.replies.len());
         if !mqtt.is_empty() {
-            put_binary_header(&mut out, mqtt.len());
-            out.extend_from_slice(mqtt);
+            // The server's header then a copy; a bridge's masked while copied.
+            self.deframer.put_frame(&mut out, BINARY, mqtt);
         }
         out.extend_from_slice(&self.replies);
         self.replies.clear();
@@ -83,7 +93,8 @@ impl WebSocket {
     fn close(&mut self, code: CloseCode) {
         if !self.close_sent {
             self.close_sent = true;
-            put_close(&mut self.replies, Some(code.status()));
+            self.deframer
+                .put_close(&mut self.replies, Some(code.status()));
         }
     }
 }

@@ -22,6 +22,12 @@
 //! ignored; a close frame is answered with a close frame echoing its status (§5.5.1)
 //! and ends the stream. The server's own frames are never masked (§5.1): [`put_header`]
 //! writes them.
+//!
+//! A bridge is the client of its remote broker ([`Role::Client`]): its deframer
+//! refuses a *masked* frame instead (§5.1: the server's frames are never masked),
+//! and everything it writes is masked ([`Deframer::put_frame`]) with a key from a
+//! generator seeded from the operating system's randomness by the caller (§5.3: an
+//! unpredictable key per frame; it guards proxies, not secrets).
 
 use bytes::{BufMut, BytesMut};
 
@@ -86,9 +92,21 @@ pub enum Progress {
     Closed,
 }
 
-/// One client's inbound frame state.
+/// Which side of the connection the engine is: the broker serving a client, or a
+/// bridge that is the client of a remote broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Server,
+    /// Its frames masked with keys drawn from this xorshift state (never 0).
+    Client {
+        keys: u64,
+    },
+}
+
+/// One connection's inbound frame state (and, as a client, its mask keys).
 #[derive(Debug, Clone)]
 pub struct Deframer {
+    role: Role,
     max_payload: u64,
     /// Payload bytes of the current data frame still to come.
     remaining: u64,
@@ -113,7 +131,18 @@ impl Deframer {
     /// A deframer refusing data frames whose payload is above `max_payload` bytes
     /// (the broker's maximum packet size).
     pub fn new(max_payload: u32) -> Deframer {
+        Deframer::with_role(max_payload, Role::Server)
+    }
+
+    /// A bridge's deframer: the remote broker's frames come unmasked, ours go masked
+    /// with keys from `seed` (random bytes from the caller).
+    pub fn client(max_payload: u32, seed: u64) -> Deframer {
+        Deframer::with_role(max_payload, Role::Client { keys: seed | 1 })
+    }
+
+    fn with_role(max_payload: u32, role: Role) -> Deframer {
         Deframer {
+            role,
             max_payload: u64::from(max_payload),
             remaining: 0,
             mask: [0; 4],
@@ -148,7 +177,8 @@ impl Deframer {
                     return Ok(Progress::Open(pos));
                 }
             }
-            let Some(header) = read_header(&input[pos..], self.max_payload)? else {
+            let masked = self.role == Role::Server;
+            let Some(header) = read_header(&input[pos..], self.max_payload, masked)? else {
                 return Ok(Progress::Open(pos));
             };
             self.check_sequence(&header)?;
@@ -174,14 +204,11 @@ impl Deframer {
                     }
                     pos += end;
                     match header.opcode {
-                        PING => {
-                            put_header(replies, PONG, payload.len());
-                            replies.put_slice(payload);
-                        }
+                        PING => self.put_frame(replies, PONG, payload),
                         PONG => {}
                         _ => {
                             let status = close_status(payload)?;
-                            put_close(replies, status);
+                            self.put_close(replies, status);
                             self.closed = true;
                             return Ok(Progress::Closed);
                         }
@@ -189,6 +216,38 @@ impl Deframer {
                 }
             }
         }
+    }
+
+    /// Write a final frame of `opcode` with `payload`: unmasked as the server, masked
+    /// with the next key as a client.
+    pub fn put_frame(&mut self, out: &mut BytesMut, opcode: u8, payload: &[u8]) {
+        match &mut self.role {
+            Role::Server => {
+                put_header(out, opcode, payload.len());
+                out.put_slice(payload);
+            }
+            Role::Client { keys } => {
+                // xorshift64: the low 32 bits of each state are a key.
+                *keys ^= *keys << 13;
+                *keys ^= *keys >> 7;
+                *keys ^= *keys << 17;
+                let key = (*keys as u32).to_be_bytes();
+                put_client_frame(out, FIN | opcode, payload, key);
+            }
+        }
+    }
+
+    /// A close frame with `status` (none: an empty close), in this side's form.
+    pub fn put_close(&mut self, out: &mut BytesMut, status: Option<u16>) {
+        match status {
+            Some(status) => self.put_frame(out, CLOSE, &status.to_be_bytes()),
+            None => self.put_frame(out, CLOSE, &[]),
+        }
+    }
+
+    /// Whether this side masks what it writes (a bridge).
+    pub fn is_client(&self) -> bool {
+        matches!(self.role, Role::Client { .. })
     }
 
     fn check_sequence(&self, header: &Header) -> Result<(), FrameError> {
@@ -230,8 +289,9 @@ impl Deframer {
 }
 
 /// The header at the front of `input`, or None until all of it is there. A data
-/// frame above `max_payload` is refused as soon as its length is read.
-fn read_header(input: &[u8], max_payload: u64) -> Result<Option<Header>, FrameError> {
+/// frame above `max_payload` is refused as soon as its length is read; a frame must
+/// be `masked` (from a client) or not (from a server).
+fn read_header(input: &[u8], max_payload: u64, masked: bool) -> Result<Option<Header>, FrameError> {
     let [first, second, ..] = *input else {
         return Ok(None);
     };
@@ -253,10 +313,16 @@ fn read_header(input: &[u8], max_payload: u64) -> Result<Option<Header>, FrameEr
             ))
         }
     };
-    if second & MASKED == 0 {
+    if masked && second & MASKED == 0 {
         return Err(refuse(
             CloseCode::ProtocolError,
             "unmasked websocket frame from a client",
+        ));
+    }
+    if !masked && second & MASKED != 0 {
+        return Err(refuse(
+            CloseCode::ProtocolError,
+            "masked websocket frame from a server",
         ));
     }
     let short = u64::from(second & 0x7F);
@@ -295,8 +361,9 @@ fn read_header(input: &[u8], max_payload: u64) -> Result<Option<Header>, FrameEr
             "websocket frame larger than the maximum packet size",
         ));
     }
-    let len = 2 + extended + 4;
-    let Some(mask) = input.get(len - 4..len) else {
+    let key_len = if masked { 4 } else { 0 };
+    let len = 2 + extended + key_len;
+    let Some(mask) = input.get(len - key_len..len) else {
         return Ok(None);
     };
     Ok(Some(Header {
@@ -304,7 +371,8 @@ fn read_header(input: &[u8], max_payload: u64) -> Result<Option<Header>, FrameEr
         fin,
         opcode,
         payload,
-        mask: mask.try_into().expect("4 bytes"),
+        // An unmasked frame's payload is XORed with zeros: unchanged.
+        mask: mask.try_into().unwrap_or([0; 4]),
     }))
 }
 
@@ -369,24 +437,8 @@ fn put_length(out: &mut BytesMut, len: usize, mask_bit: u8) {
     }
 }
 
-/// The header of a binary frame carrying `len` bytes of MQTT.
-pub fn put_binary_header(out: &mut BytesMut, len: usize) {
-    put_header(out, BINARY, len);
-}
-
-/// A close frame with `status` (none: an empty close, answering one without status).
-pub fn put_close(out: &mut BytesMut, status: Option<u16>) {
-    match status {
-        Some(status) => {
-            put_header(out, CLOSE, 2);
-            out.put_u16(status);
-        }
-        None => put_header(out, CLOSE, 0),
-    }
-}
-
-/// The longest header [`put_header`] writes.
-pub const MAX_SERVER_HEADER: usize = 10;
+/// The longest header [`Deframer::put_frame`] writes (a client's, with its key).
+pub const MAX_HEADER: usize = 14;
 
 #[cfg(test)]
 mod tests {
@@ -536,9 +588,63 @@ mod tests {
             (65536, vec![0x82, 127, 0, 0, 0, 0, 0, 1, 0, 0]),
         ] {
             let mut out = BytesMut::new();
-            put_binary_header(&mut out, len);
+            put_header(&mut out, BINARY, len);
             assert_eq!(&out[..], &expect[..]);
-            assert!(out.len() <= MAX_SERVER_HEADER);
+            assert!(out.len() <= MAX_HEADER);
         }
+    }
+
+    /// A server's frame as a bridge reads it: unmasked.
+    fn server_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        put_header(&mut out, opcode, payload.len());
+        out.put_slice(payload);
+        out.to_vec()
+    }
+
+    #[test]
+    fn a_client_reads_unmasked_frames_refuses_masked_ones_and_masks_its_own() {
+        let mut bridge = Deframer::client(1 << 20, 42);
+        let mut wire = server_frame(BINARY, b"\x20\x02\x00\x00");
+        wire.extend(server_frame(PING, b"hi"));
+        let (progress, data, replies) = run(&mut bridge, &wire);
+        assert_eq!(progress, Ok(Progress::Open(wire.len())));
+        assert_eq!(data, b"\x20\x02\x00\x00");
+        // The pong goes masked: a server reads it back as the ping's payload.
+        let mut server = Deframer::new(1 << 20);
+        let (progress, _, _) = run(&mut server, &replies);
+        assert_eq!(progress, Ok(Progress::Open(replies.len())));
+        assert_eq!(replies[0], FIN | PONG);
+        assert_ne!(replies[1] & MASKED, 0);
+        let mut key = [0u8; 4];
+        key.copy_from_slice(&replies[2..6]);
+        let pong: Vec<u8> = replies[6..]
+            .iter()
+            .zip(key.iter().cycle())
+            .map(|(b, k)| b ^ k)
+            .collect();
+        assert_eq!(pong, b"hi");
+        // A masked frame from the server side is refused.
+        let err = run(&mut Deframer::client(1 << 20, 7), &frame(0x82, b"x"))
+            .0
+            .unwrap_err();
+        assert_eq!(err.detail, "masked websocket frame from a server");
+    }
+
+    #[test]
+    fn a_client_frame_is_read_back_by_a_server() {
+        let mut bridge = Deframer::client(1 << 20, 99);
+        let mut out = BytesMut::new();
+        bridge.put_frame(&mut out, BINARY, b"\x10\x00 whatever");
+        bridge.put_frame(&mut out, BINARY, b"more");
+        let (progress, data, _) = run(&mut Deframer::new(1 << 20), &out);
+        assert_eq!(progress, Ok(Progress::Open(out.len())));
+        assert_eq!(data, b"\x10\x00 whatevermore");
+        let second = 2 + 4 + 11; // the first frame: header, key, payload
+        assert_ne!(
+            out[2..6],
+            out[second + 2..second + 6],
+            "a new key per frame"
+        );
     }
 }
