@@ -15,8 +15,10 @@ __all__ = [
     "AclRule",
     "AclRules",
     "ApplicationAck",
+    "ApplicationDone",
     "ApplicationEnd",
     "ApplicationEnqueue",
+    "ApplicationMember",
     "ApplicationOp",
     "Auth",
     "Authenticate",
@@ -65,8 +67,6 @@ __all__ = [
     "SessionPage",
     "SocketSet",
     "StreamBatch",
-    "StreamDone",
-    "StreamMember",
     "StreamReady",
     "Subscribed",
     "Subscription",
@@ -191,7 +191,7 @@ class EngineSettings:
         share_strategy: str,
         journal: bool,
         application_client_prefixes: list[str],
-        stream_application_groups: bool,
+        serve_application_groups: bool,
         maximum_qos: int,
         retain_available: bool,
         wildcard_subscription_available: bool,
@@ -277,7 +277,7 @@ class Close:
 class Persist: ...
 
 @final
-class StreamMember:
+class ApplicationMember:
     @property
     def client(self) -> str: ...
     @property
@@ -286,7 +286,7 @@ class StreamMember:
     def online(self) -> bool: ...
 
 @final
-class StreamDone: ...
+class ApplicationDone: ...
 
 @final
 class StreamReady: ...
@@ -402,8 +402,8 @@ EngineEvent: TypeAlias = (
     | Rejected
     | Close
     | Persist
-    | StreamMember
-    | StreamDone
+    | ApplicationMember
+    | ApplicationDone
     | StreamReady
     | PluginReady
     | ResumeReading
@@ -724,10 +724,10 @@ class Engine:
     def set_store_per_client(self, per_client: bool) -> None: ...
     def journal_pending(self) -> int: ...
     def journal_done(self, batch: int) -> None: ...
-    def deliver_streamed(
+    def deliver_application(
         self, client: str, share_filter: str, record: bytes, token: int, now: int
     ) -> bool: ...
-    def take_stream_done(self) -> list[int]: ...
+    def take_application_done(self) -> list[int]: ...
     def set_stream(
         self, *, topics: list[str], events: bool, node: str, key: str, acked: bool, boot_id: int
     ) -> None: ...

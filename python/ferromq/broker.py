@@ -16,7 +16,7 @@ the store and releases the acknowledgements waiting for them. Its health (ok or
 failing) is published under ``$SYS/broker/store/`` and decides :meth:`Broker.ready`.
 With the Kafka application store, shared groups of application clients are served by
 Kafka consumer groups (:mod:`ferromq.storage.kafka_shared`), driven by the engine's
-``StreamMember`` and ``StreamDone`` events.
+``ApplicationMember`` and ``ApplicationDone`` events.
 
 With ``[stream] enabled`` the engine exports every accepted PUBLISH and lifecycle
 event as records (``StreamReady`` once per batch); the broker takes the batch on the
@@ -67,6 +67,8 @@ from typing import TYPE_CHECKING, NoReturn
 from ferromq import sd_notify
 from ferromq._core import (
     AclRules,
+    ApplicationDone,
+    ApplicationMember,
     Auth,
     Authenticate,
     ClientConnected,
@@ -82,8 +84,6 @@ from ferromq._core import (
     Rejected,
     ResumeReading,
     SocketSet,
-    StreamDone,
-    StreamMember,
     StreamReady,
     Subscribed,
     Unsubscribed,
@@ -122,7 +122,7 @@ if TYPE_CHECKING:
     from ferromq.cluster.node import ClusterNode
     from ferromq.shard.bus_pump import BusPump
     from ferromq.shard.sys_figures import ShardSys
-    from ferromq.storage.kafka_shared import StreamedGroups
+    from ferromq.storage.kafka_shared import ApplicationGroups
     from ferromq.storage.redis import RedisStore
     from ferromq.storage.split import SplitStore
 
@@ -198,17 +198,17 @@ def application_split(primary: Store, config: Config) -> Store:
     )
 
 
-def streamed_groups(
+def application_groups(
     engine: Engine, store: Store, hub: IOHub, config: Config
-) -> StreamedGroups | None:
+) -> ApplicationGroups | None:
     """The consumers of shared groups the engine streams through the Kafka store."""
     if config.storage.application_store != "kafka":
         return None
-    from ferromq.storage.kafka_shared import StreamedGroups
+    from ferromq.storage.kafka_shared import ApplicationGroups
     from ferromq.storage.split import SplitStore
 
     assert isinstance(store, SplitStore), "application_split made it"
-    return StreamedGroups(
+    return ApplicationGroups(
         engine, store.application, hub.flush, hub.now, config.kafka.shared_prefetch
     )
 
@@ -229,7 +229,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._hub: IOHub | None = None
         self._persister: Persister | None = None
-        self._streams: StreamedGroups | None = None
+        self._application_groups: ApplicationGroups | None = None
         self._stream_sink: StreamSink | None = None
         self._stream_take_scheduled = False
         self._admin: AdminServer | None = None
@@ -402,7 +402,7 @@ class Broker:
                 self.engine.set_store_per_client(True)
             self._persister = Persister(self.engine, store, hub.flush, flush_interval_ms / 1000)
             self._persister.start()
-            self._streams = streamed_groups(self.engine, store, hub, self.config)
+            self._application_groups = application_groups(self.engine, store, hub, self.config)
         if config.stream.enabled:
             self._stream_sink = make_sink(
                 config, stream_node(config), self._stream_done, self.shard
@@ -546,9 +546,9 @@ class Broker:
             await self.plugins.close()
         if self._bus is not None:
             self._bus.close()
-        if self._streams is not None:
+        if self._application_groups is not None:
             self.waiting_for = "the Kafka consumers of shared groups to close"
-            await self._streams.close()
+            await self._application_groups.close()
         if self._stream_sink is not None:
             self._take_stream()
             self.waiting_for = "the stream's sink to take the last records"
@@ -668,13 +668,13 @@ class Broker:
             case Persist():
                 if self._persister is not None:
                     self._persister.kick()
-            case StreamMember(client=client, share_filter=share_filter, online=online):
+            case ApplicationMember(client=client, share_filter=share_filter, online=online):
                 # Only with the Kafka application store, whose groups the engine streams.
-                assert self._streams is not None
-                self._streams.on_member(client, share_filter, online)
-            case StreamDone():
-                assert self._streams is not None
-                self._streams.on_done()
+                assert self._application_groups is not None
+                self._application_groups.on_member(client, share_filter, online)
+            case ApplicationDone():
+                assert self._application_groups is not None
+                self._application_groups.on_done()
             case StreamReady():
                 # Once per batch: taken on the next loop turn (Kafka: after its
                 # linger), so the batch gathers what the reads until then add.

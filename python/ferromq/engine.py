@@ -5,7 +5,7 @@
 compiled engine is built with; the binding's ``EngineSettings`` requires every field,
 so a setting has no second default in Rust or here. Conversions that are the engine's
 business happen here once: seconds to milliseconds, "0 means never" to the engine's
-``0xFFFFFFFF``, the storage choice to ``journal`` and ``stream_application_groups``, the
+``0xFFFFFFFF``, the storage choice to ``journal`` and ``serve_application_groups``, the
 log level to ``client_events``. :func:`engine_from_config` also starts the ``[stream]``
 export (``Engine.set_stream``) when it is enabled.
 """
@@ -64,7 +64,7 @@ def engine_settings(config: Config) -> EngineSettings:
         share_strategy=session.share_strategy,
         journal=config.storage.backend != "memory",
         application_client_prefixes=list(config.storage.application_client_prefixes),
-        stream_application_groups=config.storage.application_store == "kafka",
+        serve_application_groups=config.storage.application_store == "kafka",
         authenticate=decides_connect_in_python(config),
         max_publish_rate=limits.max_publish_rate,
         max_publish_bytes_rate=limits.max_publish_bytes_rate,

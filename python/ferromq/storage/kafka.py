@@ -23,7 +23,7 @@ value the journal's Message and Enqueue records (sequence, packet id, QoS, ...),
 - ``load(clients)``: per application session the primary store knows, the records from its
   committed offset to the end of the log but those the metadata names done, as journal
   bytes.
-- Streamed shared groups (engine/stream.rs): the journal names a group's stream like a
+- Application groups (engine/application_groups.rs): the journal names a group's stream like a
   client, a NUL then its ``$share/`` filter. Its records go to the group's topic
   (:func:`shared_topic_name`, ``kafka.shared_partitions`` partitions, chosen by the
   packet id the engine gives a stream's record as its key: the topic under the
@@ -93,7 +93,7 @@ def topic_name(prefix: str, client: str) -> str:
 
 
 def shared_topic_name(prefix: str, share_filter: str) -> str:
-    """The topic of a streamed shared group: ``<prefix>share.`` and its
+    """The topic of an application group: ``<prefix>share.`` and its
     ``{group}/{filter}`` in Kafka's alphabet."""
     return topic_name(prefix + "share.", share_filter.removeprefix("$share/"))
 
@@ -115,7 +115,7 @@ async def create_topic(
 
 
 def is_stream(client: str) -> bool:
-    """A streamed shared group's journal name (a NUL, never in a client id), not a
+    """A application group's journal name (a NUL, never in a client id), not a
     client."""
     return client.startswith("\0")
 
@@ -419,8 +419,8 @@ class KafkaStore:
             raise failure
 
     async def _partition_for(self, client: str, sequence_id: int) -> TopicPartition:
-        """Where a delivery goes: the client's partition 0, or the streamed group's
-        partition its key (the packet id engine/stream.rs gave it) picks."""
+        """Where a delivery goes: the client's partition 0, or the application group's
+        partition its key (the packet id engine/application_groups.rs gave it) picks."""
         if not is_stream(client):
             return (await self._cursor(client)).topic
         partitions = self._stream_partitions.get(client)
@@ -438,7 +438,7 @@ class KafkaStore:
         return future
 
     async def _drop_stream(self, stream: str) -> None:
-        """A streamed group ended: its records go, as the engine drops a group's
+        """A application group ended: its records go, as the engine drops a group's
         queue; a later group of the same name starts empty."""
         name = shared_topic_name(self.prefix, stream[1:])
         if name not in self._topics:

@@ -1,21 +1,21 @@
 """Shared subscriptions of APPLICATION clients through Kafka consumer groups (seed 000,
-TBMQ's application shared subscriptions): the consumer side of streamed groups.
+TBMQ's application shared subscriptions): the consumer side of application groups.
 
-The engine (engine/stream.rs) streams a shared group once an application client joins
+The engine (engine/application_groups.rs) streams a shared group once an application client joins
 it: each QoS 1/2 message for the group is journaled once, and the Kafka store produces it
 to the group's topic (:func:`ferromq.storage.kafka.shared_topic_name`,
 ``kafka.shared_partitions`` partitions), before the publisher's PUBACK. This module
 delivers those records:
 
 - one :class:`MemberConsumer` per member online for the group (the engine's
-  ``StreamMember`` events start and stop them), all in the consumer group
+  ``ApplicationMember`` events start and stop them), all in the consumer group
   ``<prefix>share.<group>/<filter>``, so Kafka shares the partitions among the members
   and moves them as members come and go; a group with no member online keeps its
   messages in the topic until one comes;
-- each record is handed to the member with ``Engine.deliver_streamed`` under a token, at
+- each record is handed to the member with ``Engine.deliver_application`` under a token, at
   most ``kafka.shared_prefetch`` of them outstanding per member;
 - the engine reports tokens done with (PUBACK, PUBREC, or dropped by expiry or queue
-  policy) through ``StreamDone``; each partition's cursor is the offset after its
+  policy) through ``ApplicationDone``; each partition's cursor is the offset after its
   longest done prefix (:class:`~ferromq.storage.kafka.AckedPrefix`), committed at
   most every ``COMMIT_INTERVAL`` while it delivers, and when it stops or loses the
   partition;
@@ -47,7 +47,7 @@ from ferromq._core import Engine
 from ferromq.log import log_event
 from ferromq.storage.kafka import AckedPrefix, KafkaStore, shared_topic_name
 
-__all__ = ["MemberConsumer", "StreamedGroups"]
+__all__ = ["ApplicationGroups", "MemberConsumer"]
 
 logger = logging.getLogger("ferromq.storage")
 
@@ -56,8 +56,8 @@ COMMIT_INTERVAL: Final = 0.1  # seconds between a member's cursor commits
 RETRY_SECONDS: Final = 1.0
 
 
-class StreamedGroups:
-    """The member consumers of every streamed group with members online here."""
+class ApplicationGroups:
+    """The member consumers of every application group with members online here."""
 
     def __init__(
         self,
@@ -90,7 +90,7 @@ class StreamedGroups:
         """Hand one record to ``consumer``'s member: its token, or None when the
         member is no longer online for the group."""
         token = next(self._tokens)
-        if not self.engine.deliver_streamed(
+        if not self.engine.deliver_application(
             consumer.client, consumer.share_filter, record, token, self.now()
         ):
             return None
@@ -98,7 +98,7 @@ class StreamedGroups:
         return token
 
     def on_done(self) -> None:
-        for token in self.engine.take_stream_done():
+        for token in self.engine.take_application_done():
             consumer = self._owner.pop(token, None)
             if consumer is not None:
                 consumer.done(token)
@@ -125,7 +125,7 @@ class StreamedGroups:
 class MemberConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     """One member's Kafka consumer in its group's consumer group."""
 
-    def __init__(self, groups: StreamedGroups, client: str, share_filter: str) -> None:
+    def __init__(self, groups: ApplicationGroups, client: str, share_filter: str) -> None:
         self._groups = groups
         self.client = client
         self.share_filter = share_filter

@@ -435,9 +435,9 @@ impl Engine {
         self.inner.set_peer(conn, token, peer);
     }
 
-    /// Hand `client` one record of `share_filter`'s streamed group under `token`;
-    /// False when it is not online for that group (engine/stream.rs).
-    fn deliver_streamed(
+    /// Hand `client` one record of `share_filter`'s application group under `token`;
+    /// False when it is not online for that group (engine/application_groups.rs).
+    fn deliver_application(
         &mut self,
         client: &str,
         share_filter: &str,
@@ -445,7 +445,7 @@ impl Engine {
         token: u64,
         now: u64,
     ) -> bool {
-        self.inner.deliver_streamed(
+        self.inner.deliver_application(
             client,
             share_filter,
             bytes::Bytes::copy_from_slice(record),
@@ -454,9 +454,9 @@ impl Engine {
         )
     }
 
-    /// Tokens of streamed deliveries done with since the last call.
-    fn take_stream_done(&mut self) -> Vec<u64> {
-        self.inner.take_stream_done()
+    /// Tokens of application deliveries done with since the last call.
+    fn take_application_done(&mut self) -> Vec<u64> {
+        self.inner.take_application_done()
     }
 
     fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {

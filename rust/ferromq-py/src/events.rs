@@ -60,17 +60,17 @@ pub(crate) struct Close {
 #[pyclass(module = "ferromq._core", frozen)]
 pub(crate) struct Persist;
 
-/// A member of a streamed shared group came online for it or stopped.
+/// A member of an application group came online for it or stopped.
 #[pyclass(module = "ferromq._core", frozen, get_all)]
-pub(crate) struct StreamMember {
+pub(crate) struct ApplicationMember {
     client: String,
     share_filter: String,
     online: bool,
 }
 
-/// Streamed deliveries were done with: take their tokens (`Engine.take_stream_done`).
+/// Streamed deliveries were done with: take their tokens (`Engine.take_application_done`).
 #[pyclass(module = "ferromq._core", frozen)]
-pub(crate) struct StreamDone;
+pub(crate) struct ApplicationDone;
 
 /// The `[stream]` export has records: take them (`Engine.take_stream`) and hand
 /// the batch to the sink. Once per batch.
@@ -175,8 +175,8 @@ fn event_classes(py: Python<'_>) -> [Bound<'_, PyType>; 17] {
         py.get_type::<Rejected>(),
         py.get_type::<Close>(),
         py.get_type::<Persist>(),
-        py.get_type::<StreamMember>(),
-        py.get_type::<StreamDone>(),
+        py.get_type::<ApplicationMember>(),
+        py.get_type::<ApplicationDone>(),
         py.get_type::<StreamReady>(),
         py.get_type::<PluginReady>(),
         py.get_type::<ResumeReading>(),
@@ -258,18 +258,18 @@ pub(crate) fn events_from_core(
             .into_any(),
             Event::Close { conn } => Close { conn }.into_pyobject(py)?.into_any(),
             Event::Persist => Persist.into_pyobject(py)?.into_any(),
-            Event::StreamMember {
+            Event::ApplicationMember {
                 client,
                 share_filter,
                 online,
-            } => StreamMember {
+            } => ApplicationMember {
                 client,
                 share_filter,
                 online,
             }
             .into_pyobject(py)?
             .into_any(),
-            Event::StreamDone => StreamDone.into_pyobject(py)?.into_any(),
+            Event::ApplicationDone => ApplicationDone.into_pyobject(py)?.into_any(),
             Event::StreamReady => StreamReady.into_pyobject(py)?.into_any(),
             Event::PluginReady => PluginReady.into_pyobject(py)?.into_any(),
             Event::ResumeReading { conn } => ResumeReading { conn }.into_pyobject(py)?.into_any(),

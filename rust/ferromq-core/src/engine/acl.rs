@@ -273,7 +273,7 @@ impl Engine {
 
     /// Remove `session`'s subscriptions the rules now deny (a reload, or a
     /// session resumed by a new CONNECT): out of the index, the journal, the
-    /// retained cursor and any streamed group.
+    /// retained cursor and any application group.
     pub(super) fn revoke_denied(&mut self, session: u32) -> Vec<(String, String)> {
         let mut revoked = Vec::new();
         if let Some(state) = self.session_mut(session) {
@@ -309,7 +309,7 @@ impl Engine {
             if let Some(conn) = state.conn.and_then(|c| self.conn_mut(c)) {
                 conn.retained.remove(&filter);
             }
-            self.stream_unsubscribing(session, &filter);
+            self.application_unsubscribing(session, &filter);
             if self.index.unsubscribe(session, &filter) {
                 self.shards_unsubscribed(session, &filter);
             }

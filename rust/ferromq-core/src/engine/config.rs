@@ -103,8 +103,8 @@ pub struct EngineConfig {
     /// rest are DEVICE clients (seed 000).
     pub application_client_prefixes: Vec<String>,
     /// Serve shared groups of APPLICATION clients through the application store's
-    /// consumer groups (engine/stream.rs): on when that store is Kafka.
-    pub stream_application_groups: bool,
+    /// consumer groups (engine/application_groups.rs): on when that store is Kafka.
+    pub serve_application_groups: bool,
     /// What the broker offers and announces in CONNACK (see `announce`).
     pub features: Features,
     /// Report each connect, disconnect, subscribe and unsubscribe as an event
@@ -144,7 +144,7 @@ impl Default for EngineConfig {
             write_high_water: 1024 * 1024,
             journal: false,
             application_client_prefixes: Vec::new(),
-            stream_application_groups: false,
+            serve_application_groups: false,
             features: Features::default(),
             client_events: false,
             sparkplug: Sparkplug::default(),

@@ -182,7 +182,7 @@ impl Engine {
         // Stored so that the node adopting this one after a crash publishes it.
         self.journal_will(session, connect.will.as_ref().map(|will| (will, 0)));
         self.index.set_client_online(session, true);
-        self.stream_member_presence(session, true);
+        self.application_member_presence(session, true);
 
         let max_inflight = self.config.max_inflight;
         let aliases_out = match connect.properties.get(PropertyId::TopicAliasMaximum) {
@@ -568,7 +568,7 @@ impl Engine {
         self.export_disconnected(session, reason, now);
         self.stats.clients_connected -= 1;
         self.index.set_client_online(session, false);
-        self.stream_member_presence(session, false);
+        self.application_member_presence(session, false);
         let Some(state) = self
             .sessions
             .get_mut(session as usize)

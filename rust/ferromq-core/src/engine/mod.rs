@@ -44,6 +44,7 @@ mod acl;
 mod admin;
 mod alias_out;
 mod announce;
+mod application_groups;
 mod arrival;
 mod auth;
 mod auto_subscribe;
@@ -75,7 +76,6 @@ mod shared;
 mod sparkplug;
 mod split;
 mod stats;
-mod stream;
 mod subscribe;
 mod timers;
 mod trace;
@@ -137,9 +137,9 @@ pub struct Outgoing {
     /// The shared group it came through: such a delivery goes back to the group
     /// when its member's connection ends unacknowledged (see `shared`).
     pub group: Option<GroupRef>,
-    /// A streamed group's delivery: its consumer's token, reported when done with
+    /// A application group's delivery: its consumer's token, reported when done with
     /// and never journaled (see `stream`).
-    pub stream_token: Option<u64>,
+    pub application_token: Option<u64>,
     /// In a cluster: how far into the subscription topic the node that matched the
     /// message had read (`cluster`: a moved session's stub forwards only what that
     /// node could not yet route to the session's new owner).
@@ -162,7 +162,7 @@ impl Outgoing {
             packet_id: 0,
             restored: false,
             group: None,
-            stream_token: None,
+            application_token: None,
             seen: 0,
         }
     }
@@ -209,9 +209,9 @@ pub enum Event {
     /// The journal has records: take them (`take_journal`) and store them. Sent
     /// once per batch, not per record.
     Persist,
-    /// A member of a streamed shared group came online for it or stopped
-    /// (engine/stream.rs): start or stop its consumer.
-    StreamMember {
+    /// A member of an application group came online for it or stopped
+    /// (engine/application_groups.rs): start or stop its consumer.
+    ApplicationMember {
         client: String,
         share_filter: String,
         online: bool,
@@ -219,9 +219,9 @@ pub enum Event {
     /// The `[stream]` export has records (`export`): take them (`take_stream`) and
     /// hand them to the sink. Sent once per batch, not per record.
     StreamReady,
-    /// Streamed deliveries were done with: take their tokens (`take_stream_done`).
+    /// Streamed deliveries were done with: take their tokens (`take_application_done`).
     /// Sent once until taken.
-    StreamDone,
+    ApplicationDone,
     /// Plugins have messages (`plugins`): take them (`take_plugin_batch`). Sent once
     /// until taken.
     PluginReady,
@@ -297,7 +297,7 @@ pub struct Engine {
     /// Messages of shared groups waiting for a member that can take them.
     group_queues: shared::GroupQueues,
     /// Shared groups served through the application store's consumer groups.
-    streamed: stream::StreamedGroups,
+    application_groups: application_groups::ApplicationGroups,
     /// Connections with output waiting for `take_output`, each once.
     dirty: Vec<ConnId>,
     events: Vec<Event>,
@@ -387,7 +387,7 @@ impl Engine {
             retained_messages: retained_store::RetainedStore::default(),
             next_retained_id: 1,
             group_queues: shared::GroupQueues::default(),
-            streamed: stream::StreamedGroups::default(),
+            application_groups: application_groups::ApplicationGroups::default(),
             dirty: Vec::new(),
             events: Vec::new(),
             stats: Stats::default(),
@@ -557,8 +557,8 @@ impl Engine {
             Event::Rejected { .. }
             | Event::Wake { .. }
             | Event::Persist
-            | Event::StreamMember { .. }
-            | Event::StreamDone
+            | Event::ApplicationMember { .. }
+            | Event::ApplicationDone
             | Event::StreamReady
             | Event::PluginReady
             | Event::ClientConnected { .. }

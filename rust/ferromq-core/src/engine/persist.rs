@@ -302,7 +302,7 @@ impl Engine {
 
     /// A QoS 1/2 delivery was sent or queued.
     pub(super) fn journal_delivery(&mut self, session: u32, out: &Outgoing) {
-        if out.stream_token.is_some() {
+        if out.application_token.is_some() {
             return; // its group's topic holds it
         }
         let wall_offset = self.wall_offset;
@@ -322,8 +322,8 @@ impl Engine {
 
     /// A delivery left the session without completing (dropped, expired, too large).
     pub(super) fn journal_removed(&mut self, session: u32, out: &Outgoing) {
-        if let Some(token) = out.stream_token {
-            self.streamed_delivery_done(token);
+        if let Some(token) = out.application_token {
+            self.application_delivery_done(token);
         } else if out.qos != QoS::AtMostOnce {
             self.journal_ack(session, out.packet_id);
         }
@@ -505,7 +505,7 @@ impl Engine {
             });
             self.restore_group_queue(&filter, client, deliveries);
         }
-        self.restore_streamed_groups();
+        self.restore_application_groups();
         report.retained = self.retained_messages.len();
         report
     }

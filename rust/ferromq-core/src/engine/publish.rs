@@ -510,7 +510,7 @@ impl Engine {
     /// or report a streamed one done.
     fn delivery_completed(&mut self, session: u32, packet_id: u16, awaiting: &Awaiting) {
         match awaiting {
-            Awaiting::PubAck(out) | Awaiting::PubRec(out) if out.stream_token.is_some() => {
+            Awaiting::PubAck(out) | Awaiting::PubRec(out) if out.application_token.is_some() => {
                 self.journal_removed(session, out);
             }
             _ => self.journal_ack(session, packet_id),
@@ -546,9 +546,9 @@ impl Engine {
             std::mem::replace(&mut entry.awaiting, Awaiting::PubComp { release_batch })
         });
         if let Some(Awaiting::PubRec(out)) = &received {
-            if let Some(token) = out.stream_token {
+            if let Some(token) = out.application_token {
                 // The member holds it now; only PUBREL/PUBCOMP remain, kept below.
-                self.streamed_delivery_done(token);
+                self.application_delivery_done(token);
             }
         }
         self.journal_release(session, ack.packet_id);

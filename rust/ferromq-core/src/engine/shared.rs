@@ -145,8 +145,8 @@ impl Engine {
         let Some(group) = self.index.group_ref(group) else {
             return self.deliver(session, out, now);
         };
-        if out.message.qos != QoS::AtMostOnce && self.streamed.contains(group) {
-            return self.stream_message(group, &out.message, now);
+        if out.message.qos != QoS::AtMostOnce && self.application_groups.contains(group) {
+            return self.application_message(group, &out.message, now);
         }
         if self.group_queues.queues.contains_key(&group) {
             let queued = self.hold_for_group(group, out.message, now);
@@ -160,8 +160,10 @@ impl Engine {
     /// Route found no online member of group id `group`: hold the message.
     pub(super) fn queue_for_group(&mut self, group: u32, message: &Arc<Message>, now: u64) -> bool {
         match self.index.group_ref(group) {
-            Some(group) if message.qos != QoS::AtMostOnce && self.streamed.contains(group) => {
-                self.stream_message(group, message, now)
+            Some(group)
+                if message.qos != QoS::AtMostOnce && self.application_groups.contains(group) =>
+            {
+                self.application_message(group, message, now)
             }
             Some(group) => self.hold_for_group(group, message.clone(), now),
             None => false,
@@ -446,19 +448,21 @@ impl Engine {
             }
         }
         released.extend(state.queue.take_where(releasable));
-        // Streamed deliveries not done with go back to their topic (engine/stream.rs).
+        // Streamed deliveries not done with go back to their topic (engine/application_groups.rs).
         let streamed: Vec<u16> = state
             .inflight
             .iter()
             .filter(|(_, entry)| {
-                matches!(&entry.awaiting, Awaiting::PubAck(o) | Awaiting::PubRec(o) if o.stream_token.is_some())
+                matches!(&entry.awaiting, Awaiting::PubAck(o) | Awaiting::PubRec(o) if o.application_token.is_some())
             })
             .map(|(id, _)| *id)
             .collect();
         for packet_id in streamed {
             state.inflight.remove(&packet_id);
         }
-        state.queue.take_where(|out| out.stream_token.is_some());
+        state
+            .queue
+            .take_where(|out| out.application_token.is_some());
         self.stats.shared_released += released.len() as u64;
         for out in released {
             // The member's stored copy goes; the next holder journals its own.
@@ -496,7 +500,7 @@ impl Engine {
 
     /// Drop (counted) the queues of groups that ended.
     pub(super) fn forget_removed_groups(&mut self) {
-        self.forget_removed_streams();
+        self.forget_removed_application_groups();
         if self.group_queues.queues.is_empty() && self.group_queues.journaled.is_empty() {
             return;
         }

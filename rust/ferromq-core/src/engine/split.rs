@@ -36,7 +36,7 @@
 //!   primary store and an application End (its topic's records are dropped);
 //! - anything else → the primary store.
 //!
-//! A streamed shared group's records (engine/stream.rs) go to Kafka alone, as before
+//! A application group's records (engine/application_groups.rs) go to Kafka alone, as before
 //! this design: the group's members' consumers complete them, not Acks.
 //!
 //! A Message record goes to the primary store only when a primary record (an
@@ -280,7 +280,7 @@ impl JournalSplit {
                 if group_of_journal_name(client).is_some()
                     || (self.snapshot && self.in_application.get(&key) == Some(&sequence))
                 {
-                    // A streamed group's record (its members' consumers complete it), or
+                    // A application group's record (its members' consumers complete it), or
                     // one the application store has: the primary store goes without.
                     return Ok(Route::Application(op));
                 }

@@ -219,7 +219,7 @@ impl Engine {
     }
 
     /// Hold `filter` for `session`: in the index, the journal and (a shared filter)
-    /// its streamed group. True when it is new, false when it replaced one. Used by
+    /// its application group. True when it is new, false when it replaced one. Used by
     /// SUBSCRIBE and by the admin API (`admin`).
     pub(super) fn add_subscription(
         &mut self,
@@ -238,7 +238,7 @@ impl Engine {
             subscription_id.unwrap_or(0),
         );
         if matches!(parse_shared_filter(filter), Ok(Some(_))) {
-            self.stream_subscribed(session, filter);
+            self.application_subscribed(session, filter);
         }
         if is_new {
             self.shards_subscribed(session, filter);
@@ -318,7 +318,7 @@ impl Engine {
         conn_id: Option<ConnId>,
         filter: &str,
     ) -> bool {
-        self.stream_unsubscribing(session, filter);
+        self.application_unsubscribing(session, filter);
         if let Some(conn) = conn_id.and_then(|id| self.conn_mut(id)) {
             conn.retained.remove(filter);
         }

@@ -28,9 +28,9 @@ pub struct Harness {
     pub auth_events: Vec<Event>,
     /// `Persist` events seen.
     pub persists: usize,
-    /// `StreamMember` events as (client, share filter, online).
+    /// `ApplicationMember` events as (client, share filter, online).
     pub stream_members: Vec<(String, String, bool)>,
-    /// Tokens of streamed deliveries done with, taken on `StreamDone`.
+    /// Tokens of application deliveries done with, taken on `ApplicationDone`.
     pub stream_done: Vec<u64>,
     /// Connections whose input the engine holds, as the IO layer tracks them: added
     /// when `input_held` says so after a feed, removed on `ResumeReading`.
@@ -108,12 +108,14 @@ impl Harness {
                 } => self.rejected.push((conn, reason, detail)),
                 Event::Authenticate { .. } | Event::Auth { .. } => self.auth_events.push(event),
                 Event::Persist => self.persists += 1,
-                Event::StreamMember {
+                Event::ApplicationMember {
                     client,
                     share_filter,
                     online,
                 } => self.stream_members.push((client, share_filter, online)),
-                Event::StreamDone => self.stream_done.extend(self.engine.take_stream_done()),
+                Event::ApplicationDone => {
+                    self.stream_done.extend(self.engine.take_application_done())
+                }
                 Event::StreamReady => self.stream_ready += 1,
                 Event::ResumeReading { conn } => {
                     self.held.remove(&conn);

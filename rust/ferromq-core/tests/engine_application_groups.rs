@@ -1,4 +1,4 @@
-//! Streamed shared groups (engine/stream.rs): an APPLICATION client's shared group
+//! Application groups (engine/application_groups.rs): an APPLICATION client's shared group
 //! is fed through the application store's consumer group, not by the engine.
 
 mod support;
@@ -21,7 +21,7 @@ fn streaming_harness_with(strategy: ShareStrategy) -> Harness {
         EngineConfig {
             journal: true,
             application_client_prefixes: vec!["app-".into()],
-            stream_application_groups: true,
+            serve_application_groups: true,
             ..EngineConfig::default()
         },
         strategy,
@@ -108,7 +108,7 @@ fn a_streamed_record_reaches_its_member_and_its_token_is_done_on_puback() {
     let now = h.now;
     assert!(h
         .engine
-        .deliver_streamed("app-a", GROUP, records[0].clone(), 41, now));
+        .deliver_application("app-a", GROUP, records[0].clone(), 41, now));
     let got = h.recv(&mut a);
     let delivered = publishes(&got);
     assert_eq!(delivered.len(), 1);
@@ -133,7 +133,7 @@ fn a_qos2_streamed_delivery_is_done_at_pubrec_and_its_pubrel_state_is_kept() {
     );
     let record = application_enqueues(&h, &format!("\0{GROUP}"))[0].clone();
     let now = h.now;
-    h.engine.deliver_streamed("app-a", GROUP, record, 5, now);
+    h.engine.deliver_application("app-a", GROUP, record, 5, now);
     let got = h.recv(&mut a);
     let packet_id = publishes(&got)[0].packet_id;
     h.send(&a, Packet::PubRec(Ack::new(packet_id)));
@@ -155,7 +155,7 @@ fn a_member_leaving_drops_its_unfinished_streamed_deliveries_unreported() {
     let record = application_enqueues(&h, &format!("\0{GROUP}"))[0].clone();
     let now = h.now;
     h.engine
-        .deliver_streamed("app-a", GROUP, record.clone(), 9, now);
+        .deliver_application("app-a", GROUP, record.clone(), 9, now);
     assert_eq!(publishes(&h.recv(&mut a)).len(), 1);
     h.drop_connection(&a);
     assert_eq!(
@@ -165,7 +165,9 @@ fn a_member_leaving_drops_its_unfinished_streamed_deliveries_unreported() {
     assert!(h.stream_done.is_empty(), "left for the next member");
     // Offline: nothing is handed to it.
     let now = h.now;
-    assert!(!h.engine.deliver_streamed("app-a", GROUP, record, 10, now));
+    assert!(!h
+        .engine
+        .deliver_application("app-a", GROUP, record, 10, now));
     // Back with its session: online for the group again, and nothing resent.
     let (mut again, _) = h.connect(with_expiry(connect("app-a", V5, false), 600));
     assert_eq!(
@@ -214,7 +216,7 @@ fn device_groups_and_qos0_messages_stay_with_the_engine() {
     );
     let to_device = h.recv(&mut device);
     assert_eq!(payloads(&to_device), vec![b"q1".to_vec(), b"q0".to_vec()]);
-    // The streamed group: QoS 0 straight from the engine, QoS 1 through its stream.
+    // The application group: QoS 0 straight from the engine, QoS 1 through its stream.
     assert_eq!(payloads(&h.recv(&mut app)), vec![b"q0".to_vec()]);
     assert_eq!(application_enqueues(&h, &format!("\0{GROUP}")).len(), 1);
 }
