@@ -654,7 +654,7 @@ mod tests {
     }
 
     #[test]
-    fn a_streamed_groups_records_go_to_kafka_alone() {
+    fn an_application_groups_records_go_to_kafka_alone() {
         let mut j = Journal::new(true);
         j.session("\0$share/g/t", 0, ClientType::Application);
         enqueue(&mut j, "\0$share/g/t", 1, &message(9, "t"));
