@@ -14,6 +14,7 @@ routes in the store, which whoever restores the publisher sends again to each
 destination whose topic lacks them (engine/cluster.rs, "Crossing QoS 2"). With a
 second subscriber on the third node, a message crosses to two nodes at once. With an
 APPLICATION subscriber (``app-``), its queue is a Kafka topic beside the Redis store.
+With an intercepting plugin, every message waits for its verdict before it is routed.
 
 ``FERROMQ_CRASH_KILLS`` (default 1) kills per trial: the killed node is started again
 after each kill, and the next kill takes the node the same client is on then.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +46,7 @@ from tests.crash.clients import (
 )
 
 KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "1"))
+REPOSITORY = Path(__file__).resolve().parents[2]  # the plugins' module path
 STREAM = 1.0  # seconds of publishing before a kill and after the reconnect
 AT_ONCE, ONCE_DEAD = "at-once", "once-dead"
 SUBSCRIBERS_NODE, PUBLISHERS_NODE = "subscriber", "publisher"
@@ -95,12 +98,43 @@ def test_kill_9_of_a_node_loses_and_doubles_nothing(
 ) -> None:
     application = subscriber_kind == "app"
     extra = QUEUE_ROOM + (application_store(kafka_bootstrap) if application else "")
-    cluster = cluster_factory(extra=extra)
+    prefix = "app-" if application else ""
+    trial(cluster_factory(extra=extra), version, qos, victim, when, nodes_subscribed, prefix)
+
+
+@pytest.mark.parametrize(
+    ("qos", "victim"),
+    [(2, PUBLISHERS_NODE), (1, PUBLISHERS_NODE), (2, SUBSCRIBERS_NODE)],
+    ids=lambda value: str(value),
+)
+def test_with_an_intercepting_plugin_a_kill_9_loses_and_doubles_nothing(
+    cluster_factory: ClusterFactory, monkeypatch: pytest.MonkeyPatch, qos: int, victim: str
+) -> None:
+    """Every message waits for a plugin's verdict on the publisher's node
+    (tests/support/example_plugins.py, ``PassThrough``) before it crosses."""
+    monkeypatch.setenv("PYTHONPATH", str(REPOSITORY))
+    extra = QUEUE_ROOM + '[[plugins]]\nname = "tests.support.example_plugins:PassThrough"\n'
+    trial(cluster_factory(extra=extra), 5, qos, victim, AT_ONCE, 1, "", tag="plugin-")
+
+
+def trial(
+    cluster: Cluster,
+    version: int,
+    qos: int,
+    victim: str,
+    when: str,
+    nodes_subscribed: int,
+    subscriber_prefix: str,
+    tag: str = "",
+) -> None:
+    """Stream from a publisher on the first node to a subscriber on the second (and
+    a third on the last with ``nodes_subscribed`` 2), kill the ``victim``'s node
+    ``KILLS`` times, and check what the subscribers' applications saw."""
     a, b, c = cluster.nodes
-    name = f"{victim}-{version}-{qos}-{when}-{nodes_subscribed}"
+    name = f"{tag}{victim}-{version}-{qos}-{when}-{nodes_subscribed}"
     topic = f"exactly/{name}"
     publisher = Publisher(f"pub-{name}", topic, qos, version)
-    subscriber = Subscriber(f"{'app-' if application else ''}sub-{name}", topic, qos, version)
+    subscriber = Subscriber(f"{subscriber_prefix}sub-{name}", topic, qos, version)
     subscriber.connect(b.host, b.port, subscribe=True)
     wait_routed(b, a)
     # On the third node: it stays up, and the publisher moves to it.

@@ -92,10 +92,10 @@ class Fragile(Plugin):
 
 
 class PassThrough(Plugin):
-    """Intercepts ``crash/#`` and passes everything: the crash matrix's messages all
-    wait for a plugin's verdict."""
+    """Intercepts ``crash/#`` and ``exactly/#`` and passes everything: the crash
+    matrix's and the cluster's crash trials' messages all wait for a plugin's verdict."""
 
-    filters = ("crash/#",)
+    filters = ("crash/#", "exactly/#")
     intercepts = True
 
     def on_messages(self, messages: Sequence[Message]) -> None:
