@@ -304,9 +304,9 @@ def _probe(control: Path, name: str) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             stats = engine.stats()
             result["engine"] = {
-                k: stats[k]
-                for k in ("memory_used", "queued_bytes", "connections_opened")
-                if k in stats
+                "memory_used": stats.memory_used,
+                "queued_bytes": stats.queued_bytes,
+                "connections_opened": stats.connections_opened,
             }
     return result
 

@@ -311,12 +311,14 @@ class Broker:
         return self._hub
 
     def stats(self) -> dict[str, int]:
-        """The engine's counters, the accept path's and admission's."""
+        """The engine's counters (``EngineStats.as_dict()``), the accept path's,
+        admission's, the bridges' and the plugins', by the keys ``$SYS``, metrics, the
+        admin API and a node's sum over its shards read."""
         accepted = {} if self._listeners is None else self._listeners.stats()
         bridges = bridge_stats([] if self.bridges is None else self.bridges.states())
         plugins = plugin_stats() if self.plugins is None else self.plugins.stats()
         return {
-            **self.engine.stats(),
+            **self.engine.stats().as_dict(),
             **accepted,
             **self.admission.stats(),
             **bridges,

@@ -432,7 +432,7 @@ class Listeners:
             "tls_revoked": counts.tls_revoked,
         }
         if self._routing is not None and self._hub is not None:
-            engine = self._hub.engine.stats()["connect_timeouts"]
+            engine = self._hub.engine.stats().connect_timeouts
             stats["connect_timeouts"] = engine + self._routing.connect_timeouts
         return stats
 

@@ -3,10 +3,11 @@
 The topic list follows the de-facto tree of Mosquitto and seed 004 (bytes and
 messages received/sent, clients active/inactive/maximum/total/expired, messages in
 flight and stored, publishes received/sent/dropped, retained count, subscription
-count, uptime, version), drops by reason (``messages/dropped/<reason>``: queue_full,
-session_bytes, memory_budget, expired, qos0_offline, too_large, group_ended, session_moved
-(a cluster node forwarded a moved session's message to where it no longer was), summing
-to ``publish/messages/dropped``), the limits' refusals (publish rate, subscriptions,
+count, uptime, version), drops by reason (``messages/dropped/<reason>`` for each of
+``_core.DROP_REASONS``, the engine's enum: queue_full, session_bytes, expired,
+qos0_offline, too_large, memory_budget, group_ended, session_moved (a cluster node
+forwarded a moved session's message to where it no longer was), summing to
+``publish/messages/dropped``), the limits' refusals (publish rate, subscriptions,
 retained) and the memory budget (``memory/used`` bytes it counts,
 ``messages/queued_bytes`` of them in queues, ``clients/held`` connections not read,
 ``publishers/paused`` times), refused connections by reason
@@ -38,12 +39,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ferromq import __version__
+from ferromq._core import DROP_REASONS
 from ferromq.admission import REFUSAL_REASONS
 from ferromq.storage.persister import StoreHealth
 
 PREFIX = "$SYS/broker/"
 
-# topic suffix -> engine stats key
+# topic suffix -> ``Broker.stats()`` key: the engine's (``EngineStats.as_dict()``), the
+# bridges', then admission's and the accept path's (tests/unit/test_admin_metrics_names.py)
 COUNTERS: Mapping[str, str] = {
     "bytes/received": "bytes_received",
     "bytes/sent": "bytes_sent",
@@ -51,14 +54,7 @@ COUNTERS: Mapping[str, str] = {
     "publish/messages/received": "publish_received",
     "publish/messages/sent": "publish_sent",
     "publish/messages/dropped": "publish_dropped",
-    "messages/dropped/queue_full": "dropped_queue_full",
-    "messages/dropped/session_bytes": "dropped_session_bytes",
-    "messages/dropped/expired": "dropped_expired",
-    "messages/dropped/qos0_offline": "dropped_qos0_offline",
-    "messages/dropped/too_large": "dropped_too_large",
-    "messages/dropped/group_ended": "dropped_group_ended",
-    "messages/dropped/session_moved": "dropped_session_moved",
-    "messages/dropped/memory_budget": "dropped_memory_budget",
+    **{f"messages/dropped/{reason}": f"dropped_{reason}" for reason in DROP_REASONS},
     "publish/messages/rate_exceeded": "publish_rate_exceeded",
     "publishers/paused": "publishers_paused",
     "clients/held": "connections_held",

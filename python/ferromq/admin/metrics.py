@@ -13,7 +13,9 @@ has a metric (``tests/unit/test_admin_metrics_names.py`` checks it), plus what
 and by protocol version, retained bytes, authentication failures, store batch sizes
 and write latencies, store errors by operation, event-loop lag. A clustered node adds
 the cluster's families (:mod:`ferromq.admin.cluster`), read per scrape. The table of
-every metric is in docs/architecture.md ("Admin listener").
+every metric is in docs/architecture.md ("Admin listener"). Packet types and drop
+reasons are the engine's own lists (``_core.PACKET_TYPES``, ``_core.DROP_REASONS``,
+made from the Rust enums), so a reason added in Rust gets its label here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ferromq import __version__
+from ferromq._core import DROP_REASONS, PACKET_TYPES
 from ferromq.admin.loop_lag import LoopLag
 from ferromq.admission import REFUSAL_REASONS
 from ferromq.histogram import Histogram
@@ -43,37 +46,8 @@ if TYPE_CHECKING:
     from ferromq.admin.routes import AdminRoutes
     from ferromq.broker import Broker
 
-__all__ = ["PACKET_TYPES", "BrokerCollector", "Families", "register", "stats_keys"]
+__all__ = ["BrokerCollector", "Families", "register", "stats_keys"]
 
-PACKET_TYPES: Final = (
-    "connect",
-    "connack",
-    "publish",
-    "puback",
-    "pubrec",
-    "pubrel",
-    "pubcomp",
-    "subscribe",
-    "suback",
-    "unsubscribe",
-    "unsuback",
-    "pingreq",
-    "pingresp",
-    "disconnect",
-    "auth",
-)
-"""MQTT control packet types in wire order (1..15), as the engine's stats name them."""
-
-DROP_REASONS: Final = (
-    "queue_full",
-    "session_bytes",
-    "memory_budget",
-    "expired",
-    "qos0_offline",
-    "too_large",
-    "group_ended",
-    "session_moved",
-)
 AUTH_FAILURES: Final = ("bad_credentials", "not_authorized", "bad_method", "unavailable")
 PROTOCOLS: Final = {"3.1": "mqtt31", "3.1.1": "mqtt311", "5.0": "mqtt5"}
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 __all__ = ["NODE_FIGURES", "ClusterFigures"]
 
 #: The engine counters each node's heartbeat carries, which the cluster's totals add up
-#: (``$SYS/broker/cluster/totals/<name>``, ``GET /api/v1/cluster``).
+#: (``$SYS/broker/cluster/totals/<name>``, ``GET /api/v1/cluster``): ``EngineStats``
+#: attributes (tests/unit/test_admin_metrics_names.py checks they are).
 NODE_FIGURES = (
     "clients_connected",
     "clients_disconnected",

@@ -135,7 +135,7 @@ class ClusterNode:
         engine.set_assigned_id_prefix(f"ferromq-{member}-")
 
     def _node_figures(self) -> dict[str, int]:
-        stats = self._engine.stats()
+        stats = self._engine.stats().as_dict()
         return {name: stats[name] for name in NODE_FIGURES}
 
     async def prepare(self) -> None:

@@ -7,12 +7,12 @@
 //! read. Events leave as typed objects (events.rs).
 
 use ferromq_core::codec::{
-    PacketType, Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
+    Properties, QoS, ReasonCode, RetainHandling, SubscriptionOptions, Utf8Bytes,
 };
 use ferromq_core::durability::ClientType;
 use ferromq_core::engine::{Engine as CoreEngine, Framing, SessionFilter, StreamConfig, StreamKey};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList};
+use pyo3::types::{PyBytes, PyCapsule, PyList};
 
 use crate::acl::{AclBinding, AclRules, AutoSubscription};
 use crate::admin::{
@@ -26,6 +26,7 @@ use crate::raw_feed;
 use crate::restore_report::RestoreReport;
 use crate::rewrite::RewriteRule;
 use crate::settings::EngineSettings;
+use crate::stats::EngineStats;
 use crate::stream::StreamBatch;
 use crate::validation::ValidationRule;
 
@@ -581,81 +582,9 @@ impl Engine {
         self.inner.shutdown(now);
     }
 
-    /// Counters and gauges for $SYS and metrics.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.stats();
-        let d = PyDict::new(py);
-        for (key, value) in [
-            ("bytes_received", s.bytes_received),
-            ("bytes_sent", s.bytes_sent),
-            ("packets_received", s.packets_received),
-            ("publish_received", s.publish_received),
-            ("publish_sent", s.publish_sent),
-            ("publish_dropped", s.publish_dropped),
-            ("dropped_queue_full", s.dropped.queue_full),
-            ("dropped_session_bytes", s.dropped.session_bytes),
-            ("dropped_expired", s.dropped.expired),
-            ("dropped_qos0_offline", s.dropped.qos0_offline),
-            ("dropped_too_large", s.dropped.too_large),
-            ("dropped_group_ended", s.dropped.group_ended),
-            ("dropped_session_moved", s.dropped.session_moved),
-            ("dropped_memory_budget", s.dropped.memory_budget),
-            ("publish_rate_exceeded", s.publish_rate_exceeded),
-            ("publishers_paused", s.publishers_paused),
-            ("subscriptions_refused", s.subscriptions_refused),
-            ("retained_refused", s.retained_refused),
-            ("memory_used", s.memory_used),
-            ("queued_bytes", s.queued_bytes),
-            ("connections_held", s.connections_held),
-            ("shared_released", s.shared_released),
-            ("connections_opened", s.connections_opened),
-            ("protocol_errors", s.protocol_errors),
-            ("connect_timeouts", s.connect_timeouts),
-            ("sessions_expired", s.sessions_expired),
-            ("acl_denied_publish", s.acl_denied_publish),
-            ("acl_denied_subscribe", s.acl_denied_subscribe),
-            ("acl_denied_read", s.acl_denied_read),
-            ("acl_withheld", s.acl_withheld),
-            ("auto_subscribe_skipped", s.auto_subscribe_skipped),
-            ("topics_rewritten", s.topics_rewritten),
-            ("payloads_invalid", s.payloads_invalid),
-            ("plugin_dropped", s.plugin_dropped),
-            ("plugin_overflow", s.plugin_overflow),
-            ("acl_revoked", s.acl_revoked),
-            ("clients_connected", s.clients_connected),
-            ("clients_maximum", s.clients_maximum),
-            ("clients_disconnected", s.clients_disconnected),
-            ("messages_inflight", s.messages_inflight),
-            ("messages_queued", s.messages_queued),
-            ("shared_queued", s.shared_queued),
-            ("retained_messages", s.retained_messages),
-            ("retained_bytes", s.retained_bytes),
-            ("subscriptions", s.subscriptions),
-            ("auth_failed_bad_credentials", s.auth_failed.bad_credentials),
-            ("auth_failed_not_authorized", s.auth_failed.not_authorized),
-            ("auth_failed_bad_method", s.auth_failed.bad_method),
-            ("auth_failed_unavailable", s.auth_failed.unavailable),
-            (
-                "clients_connected_mqtt31",
-                s.clients_connected_by_version[0],
-            ),
-            (
-                "clients_connected_mqtt311",
-                s.clients_connected_by_version[1],
-            ),
-            ("clients_connected_mqtt5", s.clients_connected_by_version[2]),
-        ] {
-            d.set_item(key, value)?;
-        }
-        // By packet type, for metrics: `packets_received_publish`, `bytes_sent_suback` ...
-        for kind in (1..=15).filter_map(PacketType::from_u8) {
-            let (name, i) = (kind.name(), kind as usize);
-            d.set_item(format!("packets_received_{name}"), s.received.packets[i])?;
-            d.set_item(format!("bytes_received_{name}"), s.received.bytes[i])?;
-            d.set_item(format!("packets_sent_{name}"), s.sent.packets[i])?;
-            d.set_item(format!("bytes_sent_{name}"), s.sent.bytes[i])?;
-        }
-        Ok(d)
+    /// Counters and gauges for $SYS and metrics, read per interval or scrape.
+    fn stats(&self, py: Python<'_>) -> PyResult<EngineStats> {
+        EngineStats::from_core(py, self.inner.stats())
     }
 }
 

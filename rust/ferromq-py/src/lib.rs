@@ -34,6 +34,7 @@ mod shard_owner;
 mod shared_memory;
 mod sockets;
 mod split;
+mod stats;
 mod stream;
 mod stream_kafka;
 mod topic;
@@ -47,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bench::register(m)?;
     settings::register(m)?;
     engine::register(m)?;
+    stats::register(m)?;
     bus::register(m)?;
     cluster::register(m)?;
     node_counters::register(m)?;

@@ -89,7 +89,9 @@ pub enum PacketType {
 }
 
 impl PacketType {
-    pub fn from_u8(value: u8) -> Option<PacketType> {
+    /// Every control packet type, in wire order (1..=15): `from_u8` reads this list,
+    /// and the binding's `PACKET_TYPES` (per-type metrics) are their names.
+    pub const ALL: [PacketType; 15] = {
         use PacketType::*;
         [
             Connect,
@@ -108,8 +110,10 @@ impl PacketType {
             Disconnect,
             Auth,
         ]
-        .get((value as usize).wrapping_sub(1))
-        .copied()
+    };
+
+    pub fn from_u8(value: u8) -> Option<PacketType> {
+        Self::ALL.get((value as usize).wrapping_sub(1)).copied()
     }
 
     /// Lower-case name used by the Python face (`"publish"`, `"pubrel"` ...).
@@ -134,6 +138,15 @@ impl PacketType {
         }
     }
 }
+
+// `ALL[i]` is the type with wire value i + 1, so `from_u8` is the fixed header's map.
+const _: () = {
+    let mut i = 0;
+    while i < PacketType::ALL.len() {
+        assert!(PacketType::ALL[i] as usize == i + 1);
+        i += 1;
+    }
+};
 
 /// A will message carried in CONNECT (§3.1.3.2-3.1.3.4).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,7 +104,7 @@ pub use plugins::{PluginFilters, PluginMessage, Verdict, OBSERVED_MAX};
 pub use rewrite::{RewriteAction, RewriteRule};
 pub use sparkplug::Sparkplug;
 pub use split::{ApplicationOp, JournalSplit, Split};
-pub use stats::{AuthFailures, Drops, PacketCounts, Stats};
+pub use stats::{AuthFailures, DropReason, Drops, PacketCounts, Stats};
 pub use trace::{PacketSummary, PREVIEW_BYTES};
 pub use validation::{OnInvalid, ValidationRule};
 

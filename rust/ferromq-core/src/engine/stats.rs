@@ -11,44 +11,45 @@
 
 use crate::codec::{PacketType, ProtocolVersion, ReasonCode};
 
-/// Why a delivery was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    /// The session's or group's queue held `queue_limit` messages.
-    QueueFull,
-    /// The session's queue held `max_queued_bytes`.
-    SessionBytes,
-    /// Its Message Expiry Interval passed before it was sent [MQTT-3.3.2-5].
-    Expired,
-    /// QoS 0 for an offline session (without `queue_qos0_offline`) or for a shared
-    /// group with no member online.
-    Qos0Offline,
-    /// Larger than the client's Maximum Packet Size [MQTT-3.1.2-25].
-    TooLarge,
-    /// Trimmed from a queue that did not drain while the memory budget held the
-    /// publishers (`memory`).
-    MemoryBudget,
-    /// The shared group it waited in ended, or had no member left.
-    GroupEnded,
-    /// Forwarded by a cluster node a session moved away from, to a node where the
-    /// session no longer was (it moved on, or ended).
-    SessionMoved,
+macro_rules! drop_reasons {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal;)*) => {
+        /// Why a delivery was dropped.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum DropReason { $($(#[$doc])* $variant,)* }
+
+        impl DropReason {
+            /// Every reason, in declaration order: the binding's `DROP_REASONS`, which
+            /// metrics and `$SYS` read, so a reason added here is published there.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)*];
+
+            /// The name `$SYS`, metrics and stream records use.
+            pub fn name(self) -> &'static str {
+                match self { $(DropReason::$variant => $name,)* }
+            }
+        }
+    };
 }
 
-impl DropReason {
-    /// The name `$SYS`, metrics and stream records use.
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::QueueFull => "queue_full",
-            DropReason::SessionBytes => "session_bytes",
-            DropReason::Expired => "expired",
-            DropReason::Qos0Offline => "qos0_offline",
-            DropReason::TooLarge => "too_large",
-            DropReason::MemoryBudget => "memory_budget",
-            DropReason::GroupEnded => "group_ended",
-            DropReason::SessionMoved => "session_moved",
-        }
-    }
+drop_reasons! {
+    /// The session's or group's queue held `queue_limit` messages.
+    QueueFull = "queue_full";
+    /// The session's queue held `max_queued_bytes`.
+    SessionBytes = "session_bytes";
+    /// Its Message Expiry Interval passed before it was sent [MQTT-3.3.2-5].
+    Expired = "expired";
+    /// QoS 0 for an offline session (without `queue_qos0_offline`) or for a shared
+    /// group with no member online.
+    Qos0Offline = "qos0_offline";
+    /// Larger than the client's Maximum Packet Size [MQTT-3.1.2-25].
+    TooLarge = "too_large";
+    /// Trimmed from a queue that did not drain while the memory budget held the
+    /// publishers (`memory`).
+    MemoryBudget = "memory_budget";
+    /// The shared group it waited in ended, or had no member left.
+    GroupEnded = "group_ended";
+    /// Forwarded by a cluster node a session moved away from, to a node where the
+    /// session no longer was (it moved on, or ended).
+    SessionMoved = "session_moved";
 }
 
 /// Drops by reason; see `DropReason`.
@@ -62,6 +63,22 @@ pub struct Drops {
     pub group_ended: u64,
     pub session_moved: u64,
     pub memory_budget: u64,
+}
+
+impl Drops {
+    /// The drops counted for `reason`.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::QueueFull => self.queue_full,
+            DropReason::SessionBytes => self.session_bytes,
+            DropReason::Expired => self.expired,
+            DropReason::Qos0Offline => self.qos0_offline,
+            DropReason::TooLarge => self.too_large,
+            DropReason::MemoryBudget => self.memory_budget,
+            DropReason::GroupEnded => self.group_ended,
+            DropReason::SessionMoved => self.session_moved,
+        }
+    }
 }
 
 /// MQTT packets and their bytes (whole frames, before any WebSocket framing) by
@@ -232,5 +249,26 @@ impl super::Engine {
         stats.queued_bytes = self.ledger.get();
         stats.connections_held = self.held.len() as u64;
         stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_drop_reason_has_its_own_counter_and_name() {
+        let mut stats = Stats::default();
+        for (n, &reason) in DropReason::ALL.iter().enumerate() {
+            stats.count_drop(reason, n as u64 + 1);
+        }
+        for (n, &reason) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(stats.dropped.get(reason), n as u64 + 1, "{}", reason.name());
+        }
+        let names: std::collections::HashSet<_> =
+            DropReason::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names.len(), DropReason::ALL.len());
+        let total = DropReason::ALL.len() as u64;
+        assert_eq!(stats.publish_dropped, total * (total + 1) / 2);
     }
 }
