@@ -19,6 +19,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, start_broker
+from tests.support.admin_client import admin_config, scrape, value
 from tests.support.commands import one_line_error, run_cli
 from tests.support.mosquitto import Mosquitto
 from tests.support.mqtt_raw import RawClient, sys_value_reaches
@@ -233,10 +234,17 @@ def test_a_bridge_over_websocket_reaches_a_second_ferromq(started: Starter, loop
 
 def test_a_second_ferromq_is_bridged_as_a_mosquitto_is(started: Starter, loop: str) -> None:
     central = started(loop, "")
+    admin_port = free_port()
     edge = started(
-        loop, "[sys]\ninterval = 1\n" + _bridge(f"{central.host}:{central.port}", "5", EDGE_TOPICS)
+        loop,
+        "[sys]\ninterval = 1\n"
+        + admin_config(admin_port)
+        + _bridge(f"{central.host}:{central.port}", "5", EDGE_TOPICS),
     )
     _connected(edge)
+    metrics = scrape(admin_port)
+    assert value(metrics, "ferromq_bridge_up", bridge="central") == 1
+    assert value(metrics, "ferromq_bridge_connects_total", bridge="central") == 1
     watcher = RawClient(edge.host, edge.port, 5)
     assert watcher.connect("watcher")["reason_code"] == 0
     sys_value_reaches(watcher, "$SYS/broker/bridges/connected", 1)

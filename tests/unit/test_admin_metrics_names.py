@@ -24,6 +24,8 @@ from ferromq.sys_topics import COUNTERS, REPLICATED
 SUMMED = {
     "packets_received": "sum(ferromq_packets_received_total)",
     "publish_dropped": "sum(ferromq_messages_dropped_total)",
+    "bridge_connects": "sum(ferromq_bridge_connects_total)",  # by bridge
+    "bridge_failures": "sum(ferromq_bridge_failures_total)",
 }
 
 # What sys_messages reads besides COUNTERS (clients/total).

@@ -113,16 +113,6 @@ COUNTERS: Final = (
         "auto_subscribe_skipped",
     ),
     (
-        "ferromq_bridge_connects",
-        "Connections bridges made to their remote broker.",
-        "bridge_connects",
-    ),
-    (
-        "ferromq_bridge_failures",
-        "Bridge connection attempts that failed, and connections that ended in an error.",
-        "bridge_failures",
-    ),
-    (
         "ferromq_topics_rewritten",
         "Topics of PUBLISHes and wills and filters of subscriptions rewritten.",
         "topics_rewritten",
@@ -321,6 +311,7 @@ class BrokerCollector(Collector):
         )
         yield from _store_metrics(broker)
         yield from _stream_metrics(broker)
+        yield from _bridge_metrics(broker)
 
 
 def _from_stats(stats: Mapping[str, int]) -> Iterator[Metric]:
@@ -338,6 +329,32 @@ def _from_stats(stats: Mapping[str, int]) -> Iterator[Metric]:
         for value, key in by_label.items():
             gauge.add_metric([value], stats[key])
         yield gauge
+
+
+def _bridge_metrics(broker: Broker) -> Iterator[Metric]:
+    """Each ``[[bridges]]`` entry this broker runs, by name (``sum`` for the node's:
+    ``$SYS/broker/bridges/...`` has those)."""
+    states = [] if broker.bridges is None else broker.bridges.states()
+    up = GaugeMetricFamily(
+        "ferromq_bridge_up",
+        "1 while the bridge is connected to its remote broker.",
+        labels=["bridge"],
+    )
+    connects = CounterMetricFamily(
+        "ferromq_bridge_connects",
+        "Connections the bridge made to its remote broker.",
+        labels=["bridge"],
+    )
+    failures = CounterMetricFamily(
+        "ferromq_bridge_failures",
+        "Connection attempts of the bridge that failed, and connections that ended in an error.",
+        labels=["bridge"],
+    )
+    for state in states:
+        up.add_metric([state.name], int(state.connected))
+        connects.add_metric([state.name], state.connects)
+        failures.add_metric([state.name], state.failures)
+    yield from (up, connects, failures)
 
 
 def _store_metrics(broker: Broker) -> Iterator[Metric]:
