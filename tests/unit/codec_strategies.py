@@ -190,7 +190,7 @@ def _props(version: int, context: str, **kwargs: Any) -> st.SearchStrategy[list[
 
 
 @st.composite
-def connects(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def connects(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     will = None
     if draw(st.booleans()):
         will = {
@@ -219,7 +219,7 @@ def connects(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def connacks(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def connacks(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     codes = V5_REASON_CODES["connack"] if version == 5 else V3_CONNACK_RETURN_CODES
     code = draw(st.sampled_from(codes))
     return {
@@ -232,7 +232,7 @@ def connacks(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def publishes(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def publishes(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     qos = draw(st.integers(0, 2))
     return {
         "type": "publish",
@@ -247,7 +247,7 @@ def publishes(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def acks(draw: st.DrawFn, kind: str, version: int, **kwargs: Any) -> Packet:
+def acks(draw: st.DrawFn, /, kind: str, version: int, **kwargs: Any) -> Packet:
     return {
         "type": kind,
         "packet_id": draw(PACKET_IDS),
@@ -257,7 +257,7 @@ def acks(draw: st.DrawFn, kind: str, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def subscribes(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def subscribes(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     filters = []
     for topic in draw(st.lists(topic_filters(), min_size=1, max_size=4)):
         v5 = version == 5
@@ -279,7 +279,7 @@ def subscribes(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def subacks(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def subacks(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     codes = V5_REASON_CODES["suback"] if version == 5 else V3_SUBACK_RETURN_CODES
     return {
         "type": "suback",
@@ -290,7 +290,7 @@ def subacks(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def unsubscribes(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def unsubscribes(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     return {
         "type": "unsubscribe",
         "packet_id": draw(PACKET_IDS),
@@ -300,7 +300,7 @@ def unsubscribes(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def unsubacks(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
+def unsubacks(draw: st.DrawFn, /, version: int, **kwargs: Any) -> Packet:
     # 3.1.1 UNSUBACK has no payload (§3.11.3); 5.0 has one reason code per filter.
     codes = draw(st.lists(st.sampled_from(V5_REASON_CODES["unsuback"]), min_size=1, max_size=4))
     return {
@@ -312,7 +312,7 @@ def unsubacks(draw: st.DrawFn, version: int, **kwargs: Any) -> Packet:
 
 
 @st.composite
-def reason_only(draw: st.DrawFn, kind: str, version: int, **kwargs: Any) -> Packet:
+def reason_only(draw: st.DrawFn, /, kind: str, version: int, **kwargs: Any) -> Packet:
     return {
         "type": kind,
         "reason_code": draw(st.sampled_from(V5_REASON_CODES[kind])) if version == 5 else 0,
