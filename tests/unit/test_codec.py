@@ -19,6 +19,7 @@ from tests.unit.codec_strategies import (
     V3_CONNACK_RETURN_CODES,
     V3_SUBACK_RETURN_CODES,
     V5_REASON_CODES,
+    Packet,
     any_packet,
     frame,
     packets_of,
@@ -79,7 +80,7 @@ def test_stream_starting_with_connect_fixes_the_version(version: int, data: st.D
 
 
 def test_encode_many_is_the_concatenation_of_encode() -> None:
-    packets = [
+    packets: list[Packet] = [
         {"type": "publish", "topic": "a/b", "payload": b"x", "qos": 1, "packet_id": 7},
         {"type": "puback", "packet_id": 7},
         {"type": "pingreq"},
@@ -112,7 +113,7 @@ def test_known_wire_bytes() -> None:
 
 def test_large_remaining_length_round_trips() -> None:
     # 200,000 bytes of payload needs a three-byte remaining length (§1.5.5).
-    packet = {"type": "publish", "topic": "big", "payload": bytes(range(256)) * 782}
+    packet: Packet = {"type": "publish", "topic": "big", "payload": bytes(range(256)) * 782}
     packet |= {"qos": 0, "retain": False, "dup": False, "packet_id": None, "properties": []}
     wire = codec.encode(packet, 5)
     assert wire[1] & 0x80 and wire[2] & 0x80 and not wire[3] & 0x80
@@ -388,7 +389,7 @@ def test_incomplete_frames_wait_for_more_bytes() -> None:
 
 
 def test_frames_before_an_error_are_returned() -> None:
-    good = [
+    good: list[Packet] = [
         {"type": "publish", "topic": "a", "payload": b"1"},
         {"type": "pingreq"},
     ]
