@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 
 from ferromq.stream import SCHEMA_VERSION, schema_text
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 SCHEMA = fastavro.parse_schema(json.loads(schema_text()))
 BOOT = int(datetime(2026, 11, 24, tzinfo=timezone.utc).timestamp() * 1_000_000)
@@ -99,7 +102,7 @@ def write_container(directory: Path, stream: str, name: str, records: Iterable[R
     return target
 
 
-def frame(spark: Any, records: Iterable[Record]) -> Any:
+def frame(spark: SparkSession, records: Iterable[Record]) -> DataFrame:
     """A DataFrame of ``records`` with the columns a source gives (``record_type``)."""
     from ferromq.pipeline.records import record_type
 

@@ -90,7 +90,7 @@ def test_telemetry_from_kafka_at_one_second(
     assertDataFrameEqual(spark.read.parquet(str(output / "tumbling")), expected)
     assertDataFrameEqual(
         spark.read.parquet(str(output / "quarantine")).select("topic", "reason"),
-        [Row(topic, reason) for topic, reason in quarantined],
+        [Row(topic=topic, reason=reason) for topic, reason in quarantined],
     )
     lags = [
         str(getattr(record, "ferromq_fields", {}).get("lag", ""))
