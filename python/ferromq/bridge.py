@@ -543,3 +543,18 @@ class Bridges:
 
     def states(self) -> list[BridgeState]:
         return [bridge.state for bridge in self.bridges]
+
+    def describe(self) -> list[dict[str, object]]:
+        """Each bridge this shard runs as the admin API shows it (``GET /bridges``)."""
+        return [
+            {
+                "name": bridge.state.name,
+                "address": bridge.config.address,
+                "connected": bridge.state.connected,
+                "connects": bridge.state.connects,
+                "failures": bridge.state.failures,
+                "last_error": bridge.state.last_error,
+                "refused_filters": list(bridge.state.refused_filters),
+            }
+            for bridge in self.bridges
+        ]

@@ -277,6 +277,26 @@ def _shards(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     return items, table(rows, ("shard", "ready", *_SHARD_STATS))
 
 
+def _plugins(client: Client, args: argparse.Namespace) -> tuple[object, str]:
+    items = client.call("GET", "/plugins")["items"]
+    rows = [
+        {
+            **{k: item[k] for k in ("name", "intercepts", "running", "messages", "failures")},
+            "filters": ",".join(item["filters"]),
+            "last_error": item["last_error"],
+        }
+        for item in items
+    ]
+    columns = ("name", "filters", "intercepts", "running", "messages", "failures", "last_error")
+    return items, table(rows, columns)
+
+
+def _bridges(client: Client, args: argparse.Namespace) -> tuple[object, str]:
+    items = client.call("GET", "/bridges")["items"]
+    columns = ("name", "address", "connected", "connects", "failures", "last_error")
+    return items, table([{k: item[k] for k in columns} for item in items], columns)
+
+
 def _cluster(client: Client, args: argparse.Namespace) -> tuple[object, str]:
     answer = client.call("GET", "/cluster")
     rows = [
@@ -491,6 +511,8 @@ def register(commands: Any) -> None:
 
     _runs(groups.add_parser("shards", help="each shard of the node: ready, clients"), _shards)
     _runs(groups.add_parser("cluster", help="the nodes of the cluster: state, addresses"), _cluster)
+    _runs(groups.add_parser("plugins", help="the plugins: running, messages, failures"), _plugins)
+    _runs(groups.add_parser("bridges", help="the bridges: connected, connects, failures"), _bridges)
     _runs(groups.add_parser("reload", help="reload the configuration (as SIGHUP)"), _reload)
     trace = groups.add_parser("trace", help="log every packet of one client (on) or stop (off)")
     _runs(trace, _trace)

@@ -216,6 +216,7 @@ class _Running:
     failures: int = 0
     restarts: int = 0
     skipped: int = 0
+    last_error: str | None = None
 
     @property
     def name(self) -> str:
@@ -266,6 +267,25 @@ class PluginHost:
     def stats(self) -> dict[str, int]:
         """The plugins' figures for the metrics (summed over plugins)."""
         return plugin_stats(self._plugins)
+
+    def describe(self) -> list[dict[str, object]]:
+        """Each plugin as the admin API shows it (``GET /plugins``)."""
+        return [
+            {
+                "name": p.name,
+                "filters": list(p.cls.filters),
+                "events": list(p.cls.events),
+                "intercepts": p.cls.intercepts,
+                "running": p.instance is not None,
+                "batches": p.batches,
+                "messages": p.messages,
+                "failures": p.failures,
+                "restarts": p.restarts,
+                "skipped": p.skipped,
+                "last_error": p.last_error,
+            }
+            for p in self._plugins
+        ]
 
     def ready(self) -> None:
         """The engine's ``PluginReady``: take its batch on the next loop turn, so the
@@ -372,6 +392,7 @@ class PluginHost:
 
     def _failed(self, plugin: _Running, why: str, exc: BaseException | None = None) -> None:
         plugin.failures += 1
+        plugin.last_error = why
         log_event(
             logger,
             logging.ERROR,

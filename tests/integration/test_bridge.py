@@ -19,7 +19,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, Starter, start_broker
-from tests.support.admin_client import admin_config, scrape, value
+from tests.support.admin_client import admin_config, api, ok, scrape, value
 from tests.support.commands import one_line_error, run_cli
 from tests.support.mosquitto import Mosquitto
 from tests.support.mqtt_raw import RawClient, sys_value_reaches
@@ -245,6 +245,12 @@ def test_a_second_ferromq_is_bridged_as_a_mosquitto_is(started: Starter, loop: s
     metrics = scrape(admin_port)
     assert value(metrics, "ferromq_bridge_up", bridge="central") == 1
     assert value(metrics, "ferromq_bridge_connects_total", bridge="central") == 1
+    status, answer = api(admin_port, "GET", "/bridges")
+    assert status == 200
+    assert [(b["name"], b["connected"], b["connects"]) for b in answer["items"]] == [
+        ("central", True, 1)
+    ]
+    assert f"central  {central.host}:{central.port}  True" in ok(admin_port, "bridges")
     watcher = RawClient(edge.host, edge.port, 5)
     assert watcher.connect("watcher")["reason_code"] == 0
     sys_value_reaches(watcher, "$SYS/broker/bridges/connected", 1)

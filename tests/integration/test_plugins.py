@@ -19,7 +19,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
-from tests.support.admin_client import admin_config, scrape, value
+from tests.support.admin_client import admin_config, api, ok, scrape, value
 from tests.support.commands import one_line_error, run_cli
 from tests.support.mqtt_raw import RawClient
 from tests.support.paho_clients import paho_client, subscribe
@@ -195,6 +195,15 @@ def test_a_failing_plugin_is_restarted_and_the_broker_keeps_serving(
         payload = inbox.get(timeout=10).payload
         assert payload in (b"after", b"3:after"), payload  # passed while down, or the third
         assert plugged.counter("plugin_failures") == 2
+        # The admin API and ferromq ctl say which plugin fails and why.
+        status, answer = api(plugged.admin_port, "GET", "/plugins")
+        assert status == 200
+        [plugin] = answer["items"]
+        assert plugin["name"] == "tests.support.example_plugins:Fragile"
+        assert (plugin["intercepts"], plugin["failures"]) == (True, 2)
+        assert plugin["last_error"] == "a batch took longer than 1 s"
+        shown = ok(plugged.admin_port, "plugins")
+        assert "tests.support.example_plugins:Fragile  fragile/#  True" in shown, shown
     finally:
         broker.stop()
 

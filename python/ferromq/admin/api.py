@@ -63,11 +63,13 @@ from ferromq.admin.views import (
     ACL,
     BAN,
     BAN_KIND,
+    BRIDGE,
     CLIENT,
     CLIENT_SUBSCRIPTION,
     CLUSTER,
     LISTED_BAN,
     NEW_USER,
+    PLUGIN,
     PUBLISH,
     RETAINED,
     SESSION,
@@ -512,6 +514,16 @@ async def list_listeners(api: AdminApi, request: web.Request) -> object:
     }
 
 
+async def list_plugins(api: AdminApi, request: web.Request) -> object:
+    plugins = api.broker.plugins
+    return {"items": [] if plugins is None else plugins.describe()}
+
+
+async def list_bridges(api: AdminApi, request: web.Request) -> object:
+    bridges = api.broker.bridges
+    return {"items": [] if bridges is None else bridges.describe()}
+
+
 async def show_stats(api: AdminApi, request: web.Request) -> object:
     return api.broker.stats()
 
@@ -782,6 +794,20 @@ ROUTES: tuple[Route, ...] = (
                 }
             )
         ),
+    ),
+    Route(
+        "GET",
+        "/plugins",
+        "The [[plugins]]: what each sees, whether it runs, its batches and failures",
+        list_plugins,
+        answer=list_of(PLUGIN),
+    ),
+    Route(
+        "GET",
+        "/bridges",
+        "The [[bridges]]: each one's remote address, connection and failures",
+        list_bridges,
+        answer=list_of(BRIDGE),
     ),
     Route(
         "GET",

@@ -214,6 +214,27 @@ async def listeners(shards: Shards, request: web.Request) -> web.StreamResponse:
     return web.json_response({"items": items})
 
 
+async def plugins(shards: Shards, request: web.Request) -> web.StreamResponse:
+    """Every shard runs every plugin: one item per plugin, its figures added up,
+    running while it runs on every shard, the last error any shard saw."""
+    answers = [answer.json()["items"] for answer in await shards.every("GET", request.raw_path)]
+    items = answers[0]
+    for n, item in enumerate(items):
+        each = [shard[n] for shard in answers]
+        for key in ("batches", "messages", "failures", "restarts", "skipped"):
+            item[key] = sum(one[key] for one in each)
+        item["running"] = all(one["running"] for one in each)
+        item["last_error"] = next((one["last_error"] for one in each if one["last_error"]), None)
+    return web.json_response({"items": items})
+
+
+async def bridges(shards: Shards, request: web.Request) -> web.StreamResponse:
+    """Each bridge runs on the shard owning its client id: the shards' lists joined."""
+    answers = await shards.every("GET", request.raw_path)
+    items = sorted((item for a in answers for item in a.json()["items"]), key=lambda i: i["name"])
+    return web.json_response({"items": items})
+
+
 async def traced(shards: Shards, request: web.Request) -> web.StreamResponse:
     answers = await shards.every("GET", request.raw_path)
     items = sorted({client_id for answer in answers for client_id in answer.json()["items"]})
@@ -263,6 +284,8 @@ HOW: Final[dict[str, NodeHandler]] = {
     "reload": every,
     "show_stats": stats,
     "list_listeners": listeners,
+    "list_plugins": plugins,
+    "list_bridges": bridges,
     "list_traced": traced,
     "list_shards": shard_list,
     "show_cluster": any_shard,

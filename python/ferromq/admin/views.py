@@ -174,6 +174,32 @@ ACL = obj(
 )
 
 
+PLUGIN = obj(
+    {
+        "name": STRING,
+        "filters": array(STRING),
+        "events": array(STRING),
+        "intercepts": BOOLEAN,
+        "running": BOOLEAN,
+        "batches": integer(0),
+        "messages": integer(0),
+        "failures": integer(0),
+        "restarts": integer(0),
+        "skipped": integer(0),
+        "last_error": nullable(STRING),
+    }
+)
+BRIDGE = obj(
+    {
+        "name": STRING,
+        "address": STRING,
+        "connected": BOOLEAN,
+        "connects": integer(0),
+        "failures": integer(0),
+        "last_error": nullable(STRING),
+        "refused_filters": array(STRING),
+    }
+)
 SHARD = obj(
     {
         "shard": integer(0),
