@@ -31,6 +31,7 @@ says so next to the case. Deviations found:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 import pytest
@@ -321,7 +322,7 @@ def carrier(context: str, props: list[tuple[str, Any]], block: bytes) -> tuple[P
     # wire; with no properties the property length is left out, as the spec allows
     # (§3.4.2.2.1: "If the Remaining Length is less than 4 ... the value of 0 is used").
     tail = block if props else b""
-    base = {"type": context, "properties": props}
+    base: Packet = {"type": context, "properties": props}
     if context in ("connect", "will"):
         connect = {
             "type": "connect",
@@ -373,7 +374,10 @@ def carrier(context: str, props: list[tuple[str, Any]], block: bytes) -> tuple[P
 
 
 def carried_properties(packet: Packet, context: str) -> list[tuple[str, Any]]:
-    return packet["will"]["properties"] if context == "will" else packet["properties"]
+    props: list[tuple[str, Any]] = (
+        packet["will"]["properties"] if context == "will" else packet["properties"]
+    )
+    return props
 
 
 def paho_pack(context: str, props: list[tuple[str, Any]]) -> bytes:
@@ -396,8 +400,9 @@ def paho_items(paho: Properties) -> list[tuple[str, Any]]:
     return items
 
 
-def has_feff(props: list[tuple[str, Any]]) -> bool:
-    return "\ufeff" in repr(props)
+def has_feff(value: object) -> bool:
+    """Whether U+FEFF is anywhere in `value` (a property list or a whole packet)."""
+    return "\ufeff" in repr(value)
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -431,7 +436,20 @@ def split_frame(wire: bytes) -> tuple[int, bytes]:
     return wire[0], wire[end + 1 :]
 
 
-PAHO_DECODERS = {
+# What paho's client-side decoders return (NamedTuples of paho.mqtt._packet).
+PahoPacket: TypeAlias = (
+    paho_packet.ConnackPacket
+    | paho_packet.PublishPacket
+    | paho_packet.PubackPacket
+    | paho_packet.PubrecPacket
+    | paho_packet.PubrelPacket
+    | paho_packet.PubcompPacket
+    | paho_packet.SubackPacket
+    | paho_packet.UnsubackPacket
+    | paho_packet.DisconnectPacket
+)
+
+PAHO_DECODERS: dict[str, Callable[[int, bytes, MQTTProtocolVersion], PahoPacket]] = {
     "connack": paho_packet.decode_connack,
     "publish": paho_packet.decode_publish,
     "puback": paho_packet.decode_puback,
@@ -458,12 +476,12 @@ def test_paho_decodes_what_ferromq_encodes(kind: str, data: st.DataObject) -> No
     decoded = PAHO_DECODERS[kind](header, body, MQTTProtocolVersion.MQTTv5)
     got = paho_items(decoded.properties) if decoded.properties is not None else []
     assert got == sorted(packet["properties"], key=lambda item: PROPERTY_VALUES[item[0]][0])
-    if kind == "publish":
+    if isinstance(decoded, paho_packet.PublishPacket):  # kind == "publish"
         fields = (decoded.topic.decode(), bytes(decoded.payload), decoded.qos, decoded.retain)
         assert fields == (packet["topic"], packet["payload"], packet["qos"], packet["retain"])
         assert decoded.dup == packet["dup"]
         assert decoded.mid == (packet["packet_id"] or 0)
-    elif kind in ("suback", "unsuback"):
+    elif isinstance(decoded, (paho_packet.SubackPacket, paho_packet.UnsubackPacket)):
         assert decoded.mid == packet["packet_id"]
         assert [c.value for c in decoded.reason_codes] == packet["reason_codes"]
     elif decoded.reason is not None:  # an empty DISCONNECT has none: 0 is implied
