@@ -408,3 +408,58 @@ fn a_resumed_session_is_checked_against_its_new_connection() {
     assert_eq!(h.engine.stats().subscriptions, 0);
     assert_eq!(h.engine.stats().acl_revoked, 1);
 }
+
+#[test]
+fn a_shared_message_withheld_from_the_chosen_member_goes_to_one_that_may_read_it() {
+    // worker-a may not read jobs/secret; its group's messages on it go to worker-b.
+    let mut h = with_rules(
+        vec![Rule::new(
+            Permission::Deny,
+            SUB,
+            Subject::Client("worker-a".into()),
+            "jobs/secret",
+        )
+        .unwrap()],
+        true,
+    );
+    let mut workers = Vec::new();
+    for id in ["worker-a", "worker-b"] {
+        let (mut worker, _) = h.connect(connect(id, V5, true));
+        h.send(&worker, subscribe(1, "$share/g/jobs/#", QoS::AtLeastOnce));
+        assert_eq!(
+            suback_reasons(&h.recv(&mut worker)),
+            vec![ReasonCode::GrantedQos1]
+        );
+        workers.push(worker);
+    }
+    let (publisher, _) = h.connect(connect("pub", V5, true));
+    for id in 1..=6 {
+        // open, secret, secret, open, …: by round robin some secret ones fall to a.
+        let topic = if id % 3 == 1 {
+            "jobs/open"
+        } else {
+            "jobs/secret"
+        };
+        h.send(
+            &publisher,
+            publish(
+                topic,
+                format!("{id}").as_bytes(),
+                QoS::AtLeastOnce,
+                id,
+                false,
+            ),
+        );
+    }
+    let [a, b] = &mut workers[..] else {
+        unreachable!()
+    };
+    let to_a = payloads(&h.recv(a));
+    let to_b = payloads(&h.recv(b));
+    assert!(
+        to_a.iter().all(|p| p == b"1" || p == b"4"),
+        "worker-a got only jobs/open: {to_a:?}"
+    );
+    assert_eq!(to_a.len() + to_b.len(), 6, "every message went to a member");
+    assert_eq!(h.engine.stats().acl_withheld, 0, "none was lost to the ACL");
+}

@@ -256,6 +256,16 @@ impl Engine {
     /// queued before a reload or for a restored session is checked against the
     /// rules and the identity of the connection that takes it.
     pub(super) fn withheld(&mut self, session: u32, topic: &str) -> bool {
+        let withheld = self.withholds(session, topic);
+        if withheld {
+            self.stats.acl_withheld += 1;
+        }
+        withheld
+    }
+
+    /// `withheld` without counting: whether the rules would withhold `topic` from
+    /// `session` (a shared group looks for a member that may read it).
+    pub(super) fn withholds(&mut self, session: u32, topic: &str) -> bool {
         let Some(state) = self
             .sessions
             .get_mut(session as usize)
@@ -264,11 +274,7 @@ impl Engine {
         else {
             return false;
         };
-        let withheld = !self.acl.allows(&mut state.acl, Action::Subscribe, topic);
-        if withheld {
-            self.stats.acl_withheld += 1;
-        }
-        withheld
+        !self.acl.allows(&mut state.acl, Action::Subscribe, topic)
     }
 
     /// Remove `session`'s subscriptions the rules now deny (a reload, or a

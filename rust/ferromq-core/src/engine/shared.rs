@@ -35,13 +35,19 @@
 //!   a member (whose own session journals it), and `restore` puts it back in the
 //!   group's queue (`restore_group_queue`).
 //!
+//! - **ACL withhold mode.** A member whose wildcard subscription the ACL narrows
+//!   (`[acl] wildcards = "withhold"`) is never handed a message it may not read:
+//!   the strategy picks again among the members that may, and the drain offers a
+//!   queued message only to them; with none online it is withheld (counted).
+//!
 //! A group's queue is dropped (counted) when the group ends: its last member
 //! unsubscribed or its session ended. Deliveries of an ended group still with a
 //! member stay with it like any other. Retained messages are never sent on a shared
 //! subscription (`subscribe`).
 //!
-//! Cost: route pays one empty-map check per shared delivery while no group holds
-//! messages back; the drain pays O(members) per message it moves.
+//! Cost: route pays one empty-map check and one session flag test per shared
+//! delivery while no group holds messages back; the drain pays O(members) per
+//! message it moves.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -153,8 +159,30 @@ impl Engine {
             self.drain_group(group, now);
             return queued;
         }
+        if self.withholds(session, &out.message.topic) {
+            // The chosen member may not read it (`[acl] wildcards = "withhold"`):
+            // offered to one that may, by the group's strategy; none online, it is
+            // withheld from the chosen one as from any subscriber.
+            if let Some(member) = self.member_that_may_read(group, &out.message) {
+                return self.deliver(member.client, for_member(out.message, group, member), now);
+            }
+        }
         out.group = Some(group);
         self.deliver(session, out, now)
+    }
+
+    /// The member of `group` the group's strategy picks among those online that the
+    /// ACL lets read `message` (withhold mode), if any.
+    fn member_that_may_read(&mut self, group: GroupRef, message: &Message) -> Option<Member> {
+        let members: Vec<u32> = self.index.members(group).collect();
+        let readers: Vec<u32> = members
+            .into_iter()
+            .filter(|&member| !self.withholds(member, &message.topic))
+            .collect();
+        self.index
+            .pick_member(group, message.publisher, &message.topic, |client| {
+                readers.contains(&client)
+            })
     }
 
     /// Route found no online member of group id `group`: hold the message.
@@ -391,6 +419,8 @@ impl Engine {
                     .members(group)
                     .filter(|&member| self.can_send_now(member)),
             );
+            // A member the ACL withholds this message from is not offered it.
+            ready.retain(|&member| !self.withholds(member, &message.topic));
             let Some(member) =
                 self.index
                     .pick_member(group, message.publisher, &message.topic, |client| {
