@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ferromq.pipeline.errors import PipelineError
-from ferromq.pipeline.jars import Artifact, resolve
+from ferromq.pipeline.jars import Artifact, delta_artifacts, resolve
 
 POM = """<?xml version="1.0"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -83,3 +83,19 @@ def test_a_missing_artifact_is_one_line_naming_it(repository: Path, tmp_path: Pa
     )
     assert "\n" not in message
     assert not list((tmp_path / "cache").rglob("*gone-1.0.jar*"))  # no half-written file
+
+
+@pytest.mark.parametrize(
+    ("delta", "spark", "jar"),
+    [
+        ("4.0.1", "4.0.0", "delta-spark_2.13"),
+        ("4.4.0", "4.1.1", "delta-spark_4.1_2.13"),
+        ("4.3.1", "4.0.1", "delta-spark_4.0_2.13"),
+    ],
+)
+def test_delta_from_4_1_on_is_the_jar_built_for_the_running_spark(
+    delta: str, spark: str, jar: str
+) -> None:
+    # delta-spark_2.13:4.4.0 is built for Spark 4.2 and fails on 4.1.1 at the first
+    # write (NoSuchMethodError); delta-spark_4.1_2.13:4.4.0 is the one for 4.1.
+    assert delta_artifacts(delta, spark) == [Artifact("io.delta", jar, delta)]

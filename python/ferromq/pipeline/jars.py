@@ -85,9 +85,17 @@ def spark_connectors(spark_version: str) -> list[Artifact]:
     ]
 
 
-def delta_artifacts(delta_version: str) -> list[Artifact]:
-    """Delta Lake's Spark integration, the version of the ``delta-spark`` Python package."""
-    return [Artifact("io.delta", f"delta-spark_{SCALA_BINARY}", delta_version)]
+def delta_artifacts(delta_version: str, spark_version: str) -> list[Artifact]:
+    """Delta Lake's Spark integration, the version of the ``delta-spark`` Python package.
+    From Delta 4.1 the jar is built per Spark release and named after it
+    (``delta-spark_4.1_2.13``); the unsuffixed name is built for the newest Spark that
+    Delta release supports and fails on an older one (``NoSuchMethodError`` at the
+    first write)."""
+    major, minor = (int(part) for part in delta_version.split(".")[:2])
+    if (major, minor) < (4, 1):
+        return [Artifact("io.delta", f"delta-spark_{SCALA_BINARY}", delta_version)]
+    spark = ".".join(spark_version.split(".")[:2])
+    return [Artifact("io.delta", f"delta-spark_{spark}_{SCALA_BINARY}", delta_version)]
 
 
 def connector_jars(
@@ -96,7 +104,7 @@ def connector_jars(
     """The jars the jobs add to pyspark's (``provided``, its ``jars/`` directory)."""
     roots = spark_connectors(spark_version)
     if delta_version is not None:
-        roots += delta_artifacts(delta_version)
+        roots += delta_artifacts(delta_version, spark_version)
     return resolve(roots, provided)
 
 
