@@ -405,8 +405,11 @@ def test_reconnecting_clients_resume_their_tls_sessions(
 ) -> None:
     """The broker hands out TLS 1.3 session tickets, so a fleet that reconnects resumes
     its sessions (no certificate exchange) instead of a full handshake each time: of 200
-    clients connecting one after another, all but the first few resume (the generator
-    keeps the tickets each connection receives, as a device's TLS stack does). In a node
+    clients connecting one after another, nine in ten or more resume (the generator
+    keeps the tickets each connection receives, as a device's TLS stack does; a client
+    that starts before the previous one's ticket arrived makes a full handshake: the
+    first ones, and a few more on a loaded machine; without tickets none would
+    resume). In a node
     of several shards too: its shards share one ticket key, so a ticket one shard issued
     resumes on the shard the kernel gives the next connection to."""
     broker = started(loop, tls_config(pki))
@@ -424,7 +427,7 @@ def test_reconnecting_clients_resume_their_tls_sessions(
     )
     clients = report["clients"]
     assert (clients["connected"], clients["first_errors"]) == (200, [])
-    assert clients["tls_resumed"] >= 190
+    assert clients["tls_resumed"] >= 180
 
 
 def test_load_generator_refuses_a_broker_its_ca_did_not_sign(
