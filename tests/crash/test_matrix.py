@@ -10,9 +10,8 @@ Every cell runs on the Redis store too (MQTT 5.0), where a batch is applied per 
 rather than whole (`store/redis.rs`, "Order"; `docs/shards.md`, "Exactly once across the
 bus").
 
-Every cell runs once more with every message waiting for an intercepting plugin's
-verdict before it is routed and acknowledged (`[[plugins]]`, engine/plugins.rs; MQTT
-5.0): a kill between the PUBLISH and the verdict must leave nothing behind.
+Every cell runs once more with every message waiting for a plugin's verdict in
+`test_plugin_matrix.py` (a file of its own, so the suite's processes share the cells).
 
 Every cell runs once more with the subscriber an APPLICATION client whose queue is in
 Kafka (`storage.application_store = "kafka"`, `storage/split.py`), on the embedded store
@@ -24,19 +23,13 @@ hundreds), `FERROMQ_CRASH_SEED` the random moments (a failure names its seed).
 
 from __future__ import annotations
 
-import os
-import zlib
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import pytest
 
+from tests.crash.cells import CELLS, check
 from tests.crash.trial import Trial
-
-KILLS = int(os.environ.get("FERROMQ_CRASH_KILLS", "3"))
-SEED = int(os.environ.get("FERROMQ_CRASH_SEED", "0"))
-CELLS = [(1, "process"), (2, "supervisor"), (2, "shard"), (2, "group")]
 
 
 @pytest.mark.parametrize("version", [4, 5], ids=["3.1.1", "5.0"])
@@ -58,15 +51,6 @@ def test_on_redis_nothing_acknowledged_is_lost_nothing_doubled(
 
 @pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])
 @pytest.mark.parametrize(("shards", "kill"), CELLS, ids=[f"{n}x-{k}" for n, k in CELLS])
-def test_with_a_plugin_nothing_acknowledged_is_lost_nothing_doubled(
-    tmp_path: Path, shards: int, kill: str, qos: int
-) -> None:
-    trial_of = partial(Trial, plugin="tests.support.example_plugins:PassThrough")
-    check(trial_of, tmp_path, shards, kill, qos, 5, store="plugin ")
-
-
-@pytest.mark.parametrize("qos", [1, 2], ids=["qos1", "qos2"])
-@pytest.mark.parametrize(("shards", "kill"), CELLS, ids=[f"{n}x-{k}" for n, k in CELLS])
 @pytest.mark.parametrize("primary", ["embedded", "redis"])
 def test_on_kafka_nothing_acknowledged_is_lost_nothing_doubled(
     request: pytest.FixtureRequest,
@@ -81,26 +65,3 @@ def test_on_kafka_nothing_acknowledged_is_lost_nothing_doubled(
     trial_of = partial(Trial, kafka_bootstrap=kafka_bootstrap, redis_url=redis_url)
     store = "kafka " if primary == "embedded" else "redis+kafka "
     check(trial_of, tmp_path, shards, kill, qos, 5, store=store)
-
-
-def check(
-    trial_of: Callable[..., Trial],
-    tmp_path: Path,
-    shards: int,
-    kill: str,
-    qos: int,
-    version: int,
-    store: str,
-) -> None:
-    seed = SEED + zlib.crc32(f"{store}{shards}{kill}{qos}{version}".encode())
-    trial = trial_of(tmp_path, shards, qos, version, seed=seed)
-    tally = trial.run(kill, KILLS)
-    # the long run's figures (pytest -rA)
-    print(f"{store}{shards}x {kill} QoS {qos} v{version}, {trial.kills} kills: {tally}")
-    assert tally.acknowledged > KILLS * 30, tally
-    assert not tally.lost, (
-        f"lost after {trial.kills} kills (seed {seed}): {tally}; kills {trial.history}"
-    )
-    assert not tally.duplicated, (
-        f"doubled after {trial.kills} kills (seed {seed}): {tally}; kills {trial.history}"
-    )
