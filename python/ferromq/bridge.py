@@ -118,7 +118,7 @@ def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
             )
         names[config.name] = index
         try:
-            endpoint(config)
+            remote = endpoint(config)
         except ValueError as exc:
             raise ConfigError(f"{where}.address: {exc}") from None
         if not config.topics:
@@ -132,7 +132,7 @@ def check_bridges(configs: tuple[BridgeConfig, ...]) -> None:
         except ValueError as exc:
             raise ConfigError(f"{where}.topics: {exc}") from None
         try:
-            _tls_context(config, endpoint(config))
+            _tls_context(config, remote)
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"{where}: TLS files: {exc}") from None
 
