@@ -51,6 +51,10 @@ pub struct AclState {
     /// withheld per message (`[acl] wildcards = "withhold"`); false: refused.
     withhold: bool,
     generation: u64,
+    /// A session has been marked `withholds` since the engine started; until one
+    /// is, no delivery looks up its session for the withhold test (never reset:
+    /// one flag on the engine, not a count to keep right).
+    narrowed: bool,
 }
 
 impl Default for AclState {
@@ -60,6 +64,7 @@ impl Default for AclState {
             default_allow: true,
             withhold: true,
             generation: 0,
+            narrowed: false,
         }
     }
 }
@@ -180,6 +185,7 @@ impl Engine {
             default_allow,
             withhold,
             generation: self.acl.generation + 1,
+            narrowed: self.acl.narrowed, // sessions keep their marks across a reload
         };
         let mut revoked = Vec::new();
         for session in 0..self.sessions.len() as u32 {
@@ -244,7 +250,10 @@ impl Engine {
         let reach = self.acl.reach(&state.acl, subscribe_request(filter));
         match reach {
             Reach::None => self.stats.acl_denied_subscribe += 1,
-            Reach::Some => state.acl.withholds = true,
+            Reach::Some => {
+                state.acl.withholds = true;
+                self.acl.narrowed = true;
+            }
             Reach::Every => {}
         }
         reach
@@ -266,6 +275,9 @@ impl Engine {
     /// `withheld` without counting: whether the rules would withhold `topic` from
     /// `session` (a shared group looks for a member that may read it).
     pub(super) fn withholds(&mut self, session: u32, topic: &str) -> bool {
+        if !self.acl.narrowed {
+            return false; // no session was ever narrowed: nothing to look up
+        }
         let Some(state) = self
             .sessions
             .get_mut(session as usize)
@@ -307,6 +319,7 @@ impl Engine {
                 Reach::Every => continue,
                 Reach::Some => {
                     state.acl.withholds = true;
+                    self.acl.narrowed = true;
                     continue;
                 }
                 Reach::None => {}

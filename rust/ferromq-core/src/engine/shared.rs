@@ -45,9 +45,10 @@
 //! member stay with it like any other. Retained messages are never sent on a shared
 //! subscription (`subscribe`).
 //!
-//! Cost: route pays one empty-map check and one session flag test per shared
-//! delivery while no group holds messages back; the drain pays O(members) per
-//! message it moves.
+//! Cost: route pays one empty-map check per shared delivery while no group holds
+//! messages back, and one engine flag test until a session is first narrowed by
+//! the ACL (then a session flag test); the drain pays O(members) per message it
+//! moves.
 
 use std::collections::HashMap;
 use std::sync::Arc;
