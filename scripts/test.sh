@@ -198,8 +198,10 @@ if [ "${FERROMQ_SLOW:-0}" = 1 ]; then
 else
     two_shard_suites+=("$ROOT/tests/cluster/test_shards.py")
 fi
+# Files marked own_workers set [server] workers themselves: they ran as they would
+# here in the first pass.
 (cd /tmp && FERROMQ_SERVER__WORKERS=2 FERROMQ_CLUSTER_SHARDS=2 python -m pytest "${two_shard_suites[@]}" \
-    -p no:cacheprovider -q "${PARALLEL[@]}" -k "not asyncio" --durations=15)
+    -p no:cacheprovider -q "${PARALLEL[@]}" -k "not asyncio" -m "not own_workers" --durations=15)
 
 step "benchmarks run once as smoke tests (timings: benches/README.md)"
 (cd /tmp && python -m pytest "$ROOT/benches/micro" -p no:cacheprovider -q \

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from functools import partial
 
+import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.conftest import RunningBroker, Starter
@@ -21,6 +22,9 @@ from tests.integration.test_dashboard import Dashboard, browser  # noqa: F401 (a
 from tests.support.admin_client import TOKEN, api, get, ok, token_config
 from tests.support.services import free_ports
 from tests.support.waiting import wait_for
+
+# Its brokers set their own number of shards: the suite at two shards skips it.
+pytestmark = pytest.mark.own_workers
 
 
 def node_config(node_id: str, admin_port: int, kafka: str, redis: str, unique: str) -> str:

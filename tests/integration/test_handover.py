@@ -30,6 +30,9 @@ from tests.support.paho_clients import paho_client, subscribe
 from tests.support.proxy_headers import v1
 from tests.support.tls_certs import Pki, client_context, tls_keys
 
+# Its brokers set their own number of shards: the suite at two shards skips it.
+pytestmark = pytest.mark.own_workers
+
 CLIENTS = 12
 """Client ids per test: both shards own some (checked by :func:`_ids`)."""
 _CONNECTED = re.compile(r"client connected .*")

@@ -41,6 +41,9 @@ from tests.support.paho_clients import paho_client, stop, subscribe
 from tests.support.services import free_port
 from tests.support.waiting import wait_for
 
+# Its brokers set their own number of shards: the suite at two shards skips it.
+pytestmark = pytest.mark.own_workers
+
 WORKERS = 2
 NodeStarter = Callable[[str, str], tuple[RunningBroker, int]]
 

@@ -28,11 +28,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from ferromq._core import shard_of
 from tests.conftest import RunningBroker, start_broker
 from tests.support.paho_clients import paho_client, subscribe
 from tests.support.services import RedisServer
 from tests.support.shards import alive, node_serving, shard_pids, with_retries
+
+# Its brokers set their own number of shards: the suite at two shards skips it.
+pytestmark = pytest.mark.own_workers
 
 SHUTDOWN_TIMEOUT = 3
 GONE_WITHIN = 30.0  # seconds: the timeout, the supervisor's margin, a loaded machine

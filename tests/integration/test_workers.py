@@ -36,6 +36,9 @@ from tests.support.paho_clients import paho_client, round_trip, subscribe
 from tests.support.services import free_port
 from tests.support.shards import alive, node_serving, shard_pids, with_retries
 
+# Its brokers set their own number of shards: the suite at two shards skips it.
+pytestmark = pytest.mark.own_workers
+
 
 def dead(pid: int) -> bool:
     return not alive(pid)
