@@ -919,6 +919,9 @@ class AdminConfig:
     """PEM certificate (chain): set with ``keyfile``, the listener speaks HTTPS."""
     keyfile: str = _setting("", _Text(allow_empty=True))
     """PEM private key of ``certfile``, unencrypted."""
+    shard_timeout: int = _setting(5, _duration(1, 300))
+    """How long a node of shards' admin listener waits for a shard to answer one request
+    before it answers 503 naming the shard (and ``/metrics`` shows it down)."""
 
     def loopback(self) -> bool:
         """``host`` reaches this machine only."""

@@ -19,6 +19,7 @@ import signal
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import paho.mqtt.client as paho
 import pytest
@@ -45,19 +46,23 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.own_workers
 
 WORKERS = 2
-NodeStarter = Callable[[str, str], tuple[RunningBroker, int]]
+
+
+class NodeStarter(Protocol):
+    def __call__(self, loop: str, extra: str, admin: str = "") -> tuple[RunningBroker, int]: ...
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[NodeStarter]:
-    """Start nodes of two shards (loop, config) with an admin listener (token); each
-    is stopped when the test ends. Gives the node and its admin port."""
+    """Start nodes of two shards (loop, config, and keys of ``[admin]``) with an admin
+    listener (token); each is stopped when the test ends. Gives the node and its admin
+    port."""
     nodes: list[RunningBroker] = []
 
-    def start(loop: str, extra: str) -> tuple[RunningBroker, int]:
+    def start(loop: str, extra: str, admin: str = "") -> tuple[RunningBroker, int]:
         port = free_port()
         serving = f"admin listening address=127.0.0.1:{port}"
-        config = f"[server]\nworkers = {WORKERS}\n" + token_config(port, extra)
+        config = f"[server]\nworkers = {WORKERS}\n" + token_config(port, extra, admin)
         nodes.append(
             start_broker(tmp_path, loop, config, ready=lambda running: serving in running.log())
         )
@@ -239,7 +244,8 @@ def test_sys_reports_the_node_and_each_shard(node: NodeStarter, loop: str) -> No
 def test_a_shard_that_does_not_answer_is_named_and_the_others_serve(
     node: NodeStarter, loop: str
 ) -> None:
-    broker, port = node(loop, "[sys]\ninterval = 0\n")  # no $SYS among the retained
+    # No $SYS among the retained; a second for a shard to answer (5 by default).
+    broker, port = node(loop, "[sys]\ninterval = 0\n", "shard_timeout = 1\n")
     publisher, _ = paho_client(broker, owned_ids("kept", 1)[1], 5)
     publisher.publish("kept/t", b"still here", qos=1, retain=True).wait_for_publish(5)
     wait_for(

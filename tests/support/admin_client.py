@@ -61,8 +61,9 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
-def token_config(port: int, extra: str = "") -> str:
-    return extra + admin_config(port, f'token = "{TOKEN}"\n')
+def token_config(port: int, extra: str = "", admin: str = "") -> str:
+    """``extra`` tables, then ``[admin]`` with the token and the ``admin`` keys."""
+    return extra + admin_config(port, f'token = "{TOKEN}"\n{admin}')
 
 
 def api(

@@ -6,7 +6,7 @@ keeps one aiohttp client session per shard on it and sends the node's bearer tok
 (the shard checks it as its own listener would). A request is sent as it came — the
 path with its query, the body — or as the node's handlers build it, and its answer is
 kept as bytes with its status; a shard that does not answer (restarting, dead, slow
-past :data:`TIMEOUT`) is :class:`ShardUnreachable`, which the node answers with 503
+past ``[admin] shard_timeout``) is :class:`ShardUnreachable`, which the node answers with 503
 naming the shard. Per request, never per message.
 """
 
@@ -16,15 +16,12 @@ import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import aiohttp
 from yarl import URL
 
-__all__ = ["TIMEOUT", "ShardAnswer", "ShardUnreachable", "Shards"]
-
-TIMEOUT: Final = 5.0
-"""Seconds a shard has to answer one request."""
+__all__ = ["ShardAnswer", "ShardUnreachable", "Shards"]
 
 
 class ShardUnreachable(Exception):
@@ -54,8 +51,10 @@ class ShardAnswer:
 class Shards:
     """The admin applications of a node's shards, by index."""
 
-    def __init__(self, addresses: Sequence[str], token: str | None) -> None:
+    def __init__(self, addresses: Sequence[str], token: str | None, timeout: float) -> None:
+        """``timeout``: seconds a shard has to answer one request."""
         self._addresses = tuple(addresses)
+        self._timeout = timeout
         self._headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         self._sessions: list[aiohttp.ClientSession] = []
 
@@ -64,7 +63,7 @@ class Shards:
         return len(self._addresses)
 
     async def start(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
         self._sessions = [
             aiohttp.ClientSession(
                 connector=aiohttp.UnixConnector(path=address),

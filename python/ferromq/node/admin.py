@@ -76,5 +76,6 @@ def bind_node_admin(
     token = load_token(admin)
     tls = admin_tls_context(admin)
     sockets = bind_sockets("admin listener", admin.host, admin.port)
-    shards = Shards([private_address(node, "admin", k) for k in range(shard_count)], token)
+    addresses = [private_address(node, "admin", k) for k in range(shard_count)]
+    shards = Shards(addresses, token, admin.shard_timeout)
     return AdminServer(partial(_node_routes, shards, admin), sockets, tls, token)
