@@ -35,14 +35,23 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The struct's one-number figures and their names, from one list.
+/// The struct, its figures' names and its construction from the core's `Stats`, from
+/// one list. `plain` fields keep their name; the `nested` fields' patterns bind the
+/// `derived` figures (the four authentication failures, the connections by protocol
+/// version). The destructuring is exhaustive, so a field added to the core's `Stats`
+/// does not compile here until it is listed.
 macro_rules! engine_stats {
-    ($($figure:ident,)*) => {
+    (
+        plain: [$($plain:ident,)*],
+        nested: [$($nested:ident: $pattern:pat,)*],
+        derived: [$($derived:ident,)*],
+    ) => {
         /// The engine's counters and gauges (`ferromq_core::engine::Stats`), as
         /// `Engine.stats()` read them.
         #[pyclass(module = "ferromq._core", frozen)]
         pub(crate) struct EngineStats {
-            $(#[pyo3(get)] $figure: u64,)*
+            $(#[pyo3(get)] $plain: u64,)*
+            $(#[pyo3(get)] $derived: u64,)*
             dropped: Drops,
             /// By packet type: frames decoded, packets encoded.
             #[pyo3(get)]
@@ -54,162 +63,94 @@ macro_rules! engine_stats {
         impl EngineStats {
             /// Every one-number figure with its attribute name, in declaration order.
             fn figures(&self) -> Vec<(&'static str, u64)> {
-                vec![$((stringify!($figure), self.$figure),)*]
+                vec![
+                    $((stringify!($plain), self.$plain),)*
+                    $((stringify!($derived), self.$derived),)*
+                ]
+            }
+
+            pub(crate) fn from_core(py: Python<'_>, stats: Stats) -> PyResult<EngineStats> {
+                let Stats {
+                    $($plain,)*
+                    $($nested: $pattern,)*
+                    dropped,
+                    received,
+                    sent,
+                } = stats;
+                Ok(EngineStats {
+                    $($plain,)*
+                    $($derived,)*
+                    dropped,
+                    received: Py::new(py, PacketCounts(received))?,
+                    sent: Py::new(py, PacketCounts(sent))?,
+                })
             }
         }
     };
 }
 
 engine_stats! {
-    bytes_received,
-    bytes_sent,
-    packets_received,
-    publish_received,
-    publish_sent,
-    publish_dropped,
-    publish_rate_exceeded,
-    publishers_paused,
-    subscriptions_refused,
-    retained_refused,
-    memory_used,
-    queued_bytes,
-    connections_held,
-    shared_released,
-    connections_opened,
-    protocol_errors,
-    connect_timeouts,
-    sessions_expired,
-    acl_denied_publish,
-    acl_denied_subscribe,
-    acl_denied_read,
-    acl_withheld,
-    auto_subscribe_skipped,
-    topics_rewritten,
-    payloads_invalid,
-    plugin_dropped,
-    plugin_overflow,
-    acl_revoked,
-    clients_connected,
-    clients_maximum,
-    clients_disconnected,
-    messages_inflight,
-    messages_queued,
-    shared_queued,
-    retained_messages,
-    retained_bytes,
-    subscriptions,
-    auth_failed_bad_credentials,
-    auth_failed_not_authorized,
-    auth_failed_bad_method,
-    auth_failed_unavailable,
-    clients_connected_mqtt31,
-    clients_connected_mqtt311,
-    clients_connected_mqtt5,
-}
-
-impl EngineStats {
-    pub(crate) fn from_core(py: Python<'_>, stats: Stats) -> PyResult<EngineStats> {
-        let Stats {
-            bytes_received,
-            bytes_sent,
-            packets_received,
-            received,
-            sent,
-            auth_failed:
-                AuthFailures {
-                    bad_credentials: auth_failed_bad_credentials,
-                    not_authorized: auth_failed_not_authorized,
-                    bad_method: auth_failed_bad_method,
-                    unavailable: auth_failed_unavailable,
-                },
-            publish_received,
-            publish_sent,
-            publish_dropped,
-            dropped,
-            publish_rate_exceeded,
-            publishers_paused,
-            subscriptions_refused,
-            retained_refused,
-            shared_released,
-            connections_opened,
-            protocol_errors,
-            connect_timeouts,
-            sessions_expired,
-            acl_denied_publish,
-            acl_denied_subscribe,
-            acl_denied_read,
-            acl_withheld,
-            acl_revoked,
-            auto_subscribe_skipped,
-            topics_rewritten,
-            payloads_invalid,
-            plugin_dropped,
-            plugin_overflow,
-            clients_connected,
-            clients_maximum,
-            clients_connected_by_version:
-                [clients_connected_mqtt31, clients_connected_mqtt311, clients_connected_mqtt5],
-            clients_disconnected,
-            messages_inflight,
-            messages_queued,
-            shared_queued,
-            retained_messages,
-            retained_bytes,
-            subscriptions,
-            memory_used,
-            queued_bytes,
-            connections_held,
-        } = stats;
-        Ok(EngineStats {
-            bytes_received,
-            bytes_sent,
-            packets_received,
-            publish_received,
-            publish_sent,
-            publish_dropped,
-            publish_rate_exceeded,
-            publishers_paused,
-            subscriptions_refused,
-            retained_refused,
-            memory_used,
-            queued_bytes,
-            connections_held,
-            shared_released,
-            connections_opened,
-            protocol_errors,
-            connect_timeouts,
-            sessions_expired,
-            acl_denied_publish,
-            acl_denied_subscribe,
-            acl_denied_read,
-            acl_withheld,
-            auto_subscribe_skipped,
-            topics_rewritten,
-            payloads_invalid,
-            plugin_dropped,
-            plugin_overflow,
-            acl_revoked,
-            clients_connected,
-            clients_maximum,
-            clients_disconnected,
-            messages_inflight,
-            messages_queued,
-            shared_queued,
-            retained_messages,
-            retained_bytes,
-            subscriptions,
-            auth_failed_bad_credentials,
-            auth_failed_not_authorized,
-            auth_failed_bad_method,
-            auth_failed_unavailable,
+    plain: [
+        bytes_received,
+        bytes_sent,
+        packets_received,
+        publish_received,
+        publish_sent,
+        publish_dropped,
+        publish_rate_exceeded,
+        publishers_paused,
+        subscriptions_refused,
+        retained_refused,
+        memory_used,
+        queued_bytes,
+        connections_held,
+        shared_released,
+        connections_opened,
+        protocol_errors,
+        connect_timeouts,
+        sessions_expired,
+        acl_denied_publish,
+        acl_denied_subscribe,
+        acl_denied_read,
+        acl_withheld,
+        auto_subscribe_skipped,
+        topics_rewritten,
+        payloads_invalid,
+        plugin_dropped,
+        plugin_overflow,
+        acl_revoked,
+        clients_connected,
+        clients_maximum,
+        clients_disconnected,
+        messages_inflight,
+        messages_queued,
+        shared_queued,
+        retained_messages,
+        retained_bytes,
+        subscriptions,
+    ],
+    nested: [
+        auth_failed: AuthFailures {
+            bad_credentials: auth_failed_bad_credentials,
+            not_authorized: auth_failed_not_authorized,
+            bad_method: auth_failed_bad_method,
+            unavailable: auth_failed_unavailable,
+        },
+        clients_connected_by_version: [
             clients_connected_mqtt31,
             clients_connected_mqtt311,
             clients_connected_mqtt5,
-            dropped,
-            received: Py::new(py, PacketCounts(received))?,
-            sent: Py::new(py, PacketCounts(sent))?,
-        })
-    }
+        ],
+    ],
+    derived: [
+        auth_failed_bad_credentials,
+        auth_failed_not_authorized,
+        auth_failed_bad_method,
+        auth_failed_unavailable,
+        clients_connected_mqtt31,
+        clients_connected_mqtt311,
+        clients_connected_mqtt5,
+    ],
 }
 
 #[pymethods]
