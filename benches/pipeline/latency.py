@@ -127,6 +127,7 @@ def main() -> None:
             ),
             source=Source(args.source, bootstrap=bootstrap, directory=str(work / "stream")),
             output=str(work / "tables"),
+            table_format="parquet",
             checkpoint=str(work / "checkpoints"),
             master=None,
             trigger=args.trigger,

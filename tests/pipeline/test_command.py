@@ -1,15 +1,23 @@
 """``ferromq pipeline`` as a user meets it before any JVM starts: ``list``, and each
 set-up mistake as one line on stderr with exit status 2 — pyspark not installed (naming
-the extra), no Java, a bad topic pattern (naming the level), Kafka unreachable (naming
-the servers), a bad option value."""
+the extra), no Java, ``--format delta`` without delta-spark (naming the package) or
+without its jar (naming the artifact and the address), a bad topic pattern (naming the
+level), Kafka unreachable (naming the servers), a bad option value."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
+import pyspark
 import pytest
 
 from ferromq.cli import main
+from ferromq.pipeline.formats import delta_version
+from ferromq.pipeline.jars import cache_directory, delta_artifacts
+from tests.conftest import ferromq_command
 from tests.support.services import free_port
 
 RUN = ["pipeline", "run", "telemetry", "--output", "/nonexistent/out"]
@@ -42,6 +50,43 @@ def test_java_missing(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Mo
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", "")
     assert _error(capsys, RUN).startswith("ferromq: error: Java not found: Spark needs")
+
+
+def test_delta_without_delta_spark_names_the_package(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "delta", None)  # import and find_spec see none
+    assert _error(capsys, [*RUN, "--format", "delta"]) == (
+        "ferromq: error: --format delta needs the delta-spark package: "
+        "pip install 'ferromq[pipeline]' (delta-spark==4.4.0 for PySpark 4.1)"
+    )
+
+
+def test_a_format_jar_not_fetched_names_it(tmp_path: Path) -> None:
+    """A Maven mirror with Spark's connectors (this machine's cache) but not Delta's,
+    and an empty cache: the job stops before the JVM, naming the jar it lacks."""
+    repository = tmp_path / "repository"
+    repository.mkdir()
+    (repository / "org").symlink_to(cache_directory() / "org")
+    version = delta_version()
+    assert version is not None
+    [delta] = delta_artifacts(version, pyspark.__version__)
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "FERROMQ_MAVEN_REPOSITORY": repository.as_uri(),
+    }
+    done = subprocess.run(
+        [*ferromq_command(), "pipeline", "run", "telemetry", "--directory", str(tmp_path),
+         "--output", str(tmp_path / "tables"), "--format", "delta"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(
+        f"ferromq: error: cannot fetch {delta} (a connector jar of the pipeline) from "
+        f"{repository.as_uri()}/{delta.path('jar')}: "
+    )
 
 
 def test_a_bad_pattern_names_its_level(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ferromq.pipeline.errors import PipelineError
-from ferromq.pipeline.jars import Artifact, delta_artifacts, resolve
+from ferromq.pipeline.jars import Artifact, delta_artifacts, iceberg_artifacts, resolve
 
 POM = """<?xml version="1.0"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -78,7 +78,7 @@ def test_a_missing_artifact_is_one_line_naming_it(repository: Path, tmp_path: Pa
         resolve([Artifact("g", "connector", "1.0")], tmp_path)
     message = str(raised.value)
     assert message.startswith(
-        f"cannot fetch g:gone:1.0 (Spark's Kafka/Avro connectors) from "
+        f"cannot fetch g:gone:1.0 (a connector jar of the pipeline) from "
         f"{repository.as_uri()}/g/gone/1.0/gone-1.0.jar: "
     )
     assert "\n" not in message
@@ -99,3 +99,9 @@ def test_delta_from_4_1_on_is_the_jar_built_for_the_running_spark(
     # delta-spark_2.13:4.4.0 is built for Spark 4.2 and fails on 4.1.1 at the first
     # write (NoSuchMethodError); delta-spark_4.1_2.13:4.4.0 is the one for 4.1.
     assert delta_artifacts(delta, spark) == [Artifact("io.delta", jar, delta)]
+
+
+def test_iceberg_is_the_runtime_built_for_the_running_spark() -> None:
+    assert iceberg_artifacts("1.12.0", "4.1.1") == [
+        Artifact("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", "1.12.0")
+    ]

@@ -3,8 +3,9 @@
 - ``run JOB [options]``: run a job (:mod:`.command`) in ``--master`` (default
   ``local[*]``);
 - ``list``: the jobs, the stream each reads and the tables each writes;
-- ``jars``: the connector jars (:mod:`.jars`), comma-separated, fetched first if needed,
-  for ``spark-submit --jars``.
+- ``jars``: the connector jars (:mod:`.jars`) of every table format (Delta's when
+  ``delta-spark`` is installed), comma-separated, fetched first if needed, for
+  ``spark-submit --jars``.
 
 Nothing here imports pyspark, so ``ferromq --help`` and ``list`` work without it.
 """
@@ -29,11 +30,12 @@ def list_jobs(args: argparse.Namespace) -> int:
 
 
 def print_jars(args: argparse.Namespace) -> int:
+    from ferromq.pipeline.formats import TABLE_FORMATS
     from ferromq.pipeline.session import pipeline_jars, require_spark
 
     try:
         require_spark()
-        print(",".join(str(jar) for jar in pipeline_jars()))
+        print(",".join(str(jar) for jar in pipeline_jars(TABLE_FORMATS)))
     except PipelineError as exc:
         return setup_failed(exc)
     return 0
@@ -45,7 +47,8 @@ def register(commands: Any) -> None:
         "pipeline",
         help="run the Spark jobs over the broker's stream",
         description="PySpark jobs over the broker's record stream ([stream]): from Kafka "
-        "or the stream files to Parquet tables. Needs pip install ferromq[pipeline].",
+        "or the stream files to Parquet, Delta Lake or Iceberg tables. Needs pip install "
+        "ferromq[pipeline].",
     )
     actions = pipeline.add_subparsers(dest="action", metavar="ACTION", required=True)
     run = actions.add_parser(
@@ -63,6 +66,7 @@ def register(commands: Any) -> None:
     actions.add_parser(
         "jars",
         help="print the connector jars for spark-submit --jars",
-        description="Fetch Spark's Kafka and Avro connector jars if needed (cached in "
+        description="Fetch Spark's Kafka and Avro connector jars and the Delta Lake (when "
+        "delta-spark is installed) and Iceberg jars if needed (cached in "
         "~/.cache/ferromq/maven) and print them comma-separated, for spark-submit --jars.",
     ).set_defaults(handler=print_jars)

@@ -9,8 +9,8 @@ only in ``--master``'s default: ``local[*]`` from ``ferromq``, spark-submit's ow
 
 Exit status: 0 done (stopped by SIGTERM/SIGINT, or a batch or ``--trigger
 available-now`` run finished), 2 a problem to fix before the job can start (options,
-pyspark, Java, Kafka unreachable, a connector jar not fetched), 1 the job failed while
-running (the query's error, first line).
+pyspark, Java, ``--format delta`` without delta-spark, Kafka unreachable, a connector
+jar not fetched), 1 the job failed while running (the query's error, first line).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Final
 
 from ferromq.pipeline.errors import EXIT_SETUP, PipelineError
+from ferromq.pipeline.formats import PARQUET, TABLE_FORMATS, require_format
 from ferromq.pipeline.jobs import AVAILABLE_NOW, BACKFILL, JOBS, JobOptions
 
 if TYPE_CHECKING:
@@ -106,6 +107,14 @@ def add_run_arguments(parser: argparse.ArgumentParser, master: str | None) -> No
     )
     out = parser.add_argument_group("output")
     out.add_argument("--output", required=True, metavar="DIR", help="tables go to DIR/<name>")
+    out.add_argument(
+        "--format",
+        dest="table_format",
+        choices=TABLE_FORMATS,
+        default=PARQUET,
+        help="table format: Parquet files, Delta Lake (needs delta-spark), or Iceberg "
+        "(a Hadoop catalog at OUTPUT, tables ferromq.<name>) (default: parquet)",
+    )
     out.add_argument(
         "--checkpoint", metavar="DIR", help="stream checkpoints (default: OUTPUT/_checkpoints)"
     )
@@ -209,6 +218,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     from ferromq.pipeline.session import require_spark
 
     require_spark()  # before the transforms are imported: they import pyspark
+    require_format(args.table_format)
     from ferromq.pipeline.runner import RunSpec
     from ferromq.pipeline.sources import Source, TimeRange
     from ferromq.pipeline.transforms import TopicPattern
@@ -239,6 +249,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         options=options,
         source=source,
         output=args.output,
+        table_format=args.table_format,
         checkpoint=args.checkpoint or f"{args.output.rstrip('/')}/_checkpoints",
         master=args.master,
         trigger=args.trigger,

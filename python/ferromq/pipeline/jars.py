@@ -1,9 +1,12 @@
-"""Spark's Kafka source and Avro support: Maven artifacts fetched once, then cached.
+"""Spark's Kafka source and Avro support, and the table formats' Spark integrations
+(Delta Lake, Apache Iceberg): Maven artifacts fetched once, then cached.
 
 pyspark's wheel carries Spark's own jars but not ``spark-sql-kafka-0-10_2.13`` (the Kafka
 source) nor ``spark-avro_2.13`` (``format("avro")``, ``from_avro``); they are separate
-Maven Central artifacts of the same Spark version. :func:`connector_jars` returns their
-jars and those of their dependencies, each fetched on first use into
+Maven Central artifacts of the same Spark version. Delta's and Iceberg's jars are built
+per Spark minor release (:func:`delta_artifacts`, :func:`iceberg_artifacts`; which ones a
+job needs is :mod:`.formats`'). :func:`connector_jars` returns the jars and those of
+their dependencies, each fetched on first use into
 ``~/.cache/ferromq/maven/`` (``$XDG_CACHE_HOME``), laid out as a Maven repository, from
 ``$FERROMQ_MAVEN_REPOSITORY`` (default Maven Central). The jobs pass the list as
 ``spark.jars``; ``spark-submit --jars "$(ferromq pipeline jars)"`` passes the same list.
@@ -36,7 +39,14 @@ from typing import Final
 
 from ferromq.pipeline.errors import PipelineError
 
-__all__ = ["Artifact", "cache_directory", "connector_jars", "delta_artifacts", "resolve"]
+__all__ = [
+    "Artifact",
+    "cache_directory",
+    "connector_jars",
+    "delta_artifacts",
+    "iceberg_artifacts",
+    "resolve",
+]
 
 SCALA_BINARY: Final = "2.13"  # Spark 4 is built for Scala 2.13 only
 CENTRAL: Final = "https://repo1.maven.org/maven2"
@@ -98,14 +108,20 @@ def delta_artifacts(delta_version: str, spark_version: str) -> list[Artifact]:
     return [Artifact("io.delta", f"delta-spark_{spark}_{SCALA_BINARY}", delta_version)]
 
 
+def iceberg_artifacts(iceberg_version: str, spark_version: str) -> list[Artifact]:
+    """Apache Iceberg's Spark runtime: one shaded jar per Spark minor release
+    (``iceberg-spark-runtime-4.1_2.13``), no dependencies to fetch."""
+    spark = ".".join(spark_version.split(".")[:2])
+    name = f"iceberg-spark-runtime-{spark}_{SCALA_BINARY}"
+    return [Artifact("org.apache.iceberg", name, iceberg_version)]
+
+
 def connector_jars(
-    spark_version: str, provided: Path, delta_version: str | None = None
+    spark_version: str, provided: Path, formats: Sequence[Artifact] = ()
 ) -> list[Path]:
-    """The jars the jobs add to pyspark's (``provided``, its ``jars/`` directory)."""
-    roots = spark_connectors(spark_version)
-    if delta_version is not None:
-        roots += delta_artifacts(delta_version, spark_version)
-    return resolve(roots, provided)
+    """The jars the jobs add to pyspark's (``provided``, its ``jars/`` directory):
+    the Kafka and Avro connectors, then ``formats`` (the table formats' artifacts)."""
+    return resolve([*spark_connectors(spark_version), *formats], provided)
 
 
 def resolve(roots: Sequence[Artifact], provided: Path) -> list[Path]:
@@ -200,7 +216,7 @@ def _fetch(artifact: Artifact, extension: str) -> Path:
         partial.unlink(missing_ok=True)
         reason = getattr(exc, "reason", None) or exc
         raise PipelineError(
-            f"cannot fetch {artifact} (Spark's Kafka/Avro connectors) from {url}: {reason}; "
+            f"cannot fetch {artifact} (a connector jar of the pipeline) from {url}: {reason}; "
             f"set {REPOSITORY_ENV} to a Maven mirror when offline"
         ) from None
     return target

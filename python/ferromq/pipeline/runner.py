@@ -29,13 +29,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ferromq.config import LogConfig
 from ferromq.log import configure_logging, log_event
 from ferromq.pipeline.errors import EXIT_FAILED, PipelineError
+from ferromq.pipeline.formats import TableFormat
 from ferromq.pipeline.jobs import AVAILABLE_NOW, Job, JobOptions
 from ferromq.pipeline.output import write_batch, write_stream
 from ferromq.pipeline.progress import ProgressLog, observed
 from ferromq.pipeline.session import spark_session
 from ferromq.pipeline.sources import Source, TimeRange, check_kafka, read_records
 
-__all__ = ["RunSpec", "Running", "run", "start_queries"]
+__all__ = ["RunSpec", "Running", "run", "run_backfill", "start_queries"]
 
 logger = logging.getLogger("ferromq.pipeline")
 POLL_SECONDS: Final = 1.0
@@ -48,6 +49,7 @@ class RunSpec:
     options: JobOptions
     source: Source
     output: str
+    table_format: TableFormat
     checkpoint: str
     master: str | None
     trigger: str
@@ -73,12 +75,18 @@ def run(spec: RunSpec) -> int:
         check_kafka(spec.source.bootstrap)
     configure_logging(LogConfig())
     try:
-        spark = spark_session(f"ferromq-{spec.job.name}", spec.master, spec.shuffle_partitions)
+        spark = spark_session(
+            f"ferromq-{spec.job.name}",
+            spec.master,
+            spec.shuffle_partitions,
+            formats=(spec.table_format,),
+            warehouse=spec.output,
+        )
     except (PySparkException, Py4JError) as exc:
         raise PipelineError(f"Spark did not start: {_first_line(exc)}") from None
     try:
         if time_range is not None:
-            return _backfill(spark, spec, time_range)
+            return run_backfill(spark, spec, time_range)
         return _wait(start_queries(spark, spec))
     except (PySparkException, Py4JError) as exc:
         log_event(logger, logging.ERROR, "job failed", job=spec.job.name, error=_first_line(exc))
@@ -128,7 +136,13 @@ def start_queries(spark: SparkSession, spec: RunSpec) -> Running:
             trigger = _trigger(spec.trigger)
             running.queries.append(
                 write_stream(
-                    observed(frame), query_name, name, spec.output, spec.checkpoint, trigger
+                    observed(frame),
+                    query_name,
+                    name,
+                    spec.output,
+                    spec.checkpoint,
+                    trigger,
+                    spec.table_format,
                 )
             )
     except BaseException:
@@ -165,9 +179,10 @@ def _wait(running: Running) -> int:
             signal.signal(sig, handler)
 
 
-def _backfill(spark: SparkSession, spec: RunSpec, time_range: TimeRange) -> int:
+def run_backfill(spark: SparkSession, spec: RunSpec, time_range: TimeRange) -> int:
+    """Write the back-fill of ``spec`` over ``time_range`` (also the tests' way in)."""
     records = read_records(spark, spec.source, spec.job.stream, False, time_range)
     for name, frame in spec.job.build(records, spec.options).items():
-        write_batch(frame, name, spec.output)
+        write_batch(frame, name, spec.output, spec.table_format)
         log_event(logger, logging.INFO, "written", job=f"backfill.{spec.job.name}", table=name)
     return 0

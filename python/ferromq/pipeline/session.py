@@ -11,26 +11,37 @@ Before the JVM starts, :func:`require_spark` turns the usual set-up mistakes int
 - UTC as the session time zone, so windows and the ``date`` partition do not depend on
   the machine running the driver;
 - dynamic partition overwrite, so a back-fill replaces only the dates it wrote;
-- Delta Lake's SQL extension and catalog when the ``delta-spark`` package is installed
-  (the jobs then write Delta tables, :mod:`ferromq.pipeline.output`).
+- the settings of the table formats it writes (``formats``, :mod:`.formats`): Delta
+  Lake's extension and catalog, or Iceberg's extension and a Hadoop catalog whose
+  warehouse is ``warehouse`` (the job's ``--output``).
+
+The jars are those of the formats asked for only: a Parquet job starts without Delta's
+or Iceberg's, and offline if only the Kafka and Avro connectors are cached.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ferromq.pipeline.errors import PipelineError
+from ferromq.pipeline.formats import (
+    PARQUET,
+    TableFormat,
+    format_artifacts,
+    format_settings,
+    require_format,
+)
 from ferromq.pipeline.jars import connector_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["delta_installed", "pipeline_jars", "require_spark", "spark_session"]
+__all__ = ["pipeline_jars", "require_spark", "spark_session"]
 
 INSTALL_HINT: Final = "pip install ferromq[pipeline]"
 _GATEWAY_ENV: Final = "PYSPARK_GATEWAY_PORT"  # set by spark-submit for the Python driver
@@ -53,16 +64,14 @@ def require_spark() -> None:
         )
 
 
-def delta_installed() -> bool:
-    return importlib.util.find_spec("delta") is not None
-
-
-def pipeline_jars() -> list[Path]:
-    """The jars the jobs need beside pyspark's own, fetched on first use."""
+def pipeline_jars(formats: Sequence[TableFormat] = (PARQUET,)) -> list[Path]:
+    """The jars the jobs need beside pyspark's own for ``formats``, fetched on first use."""
     import pyspark
 
-    delta = importlib.metadata.version("delta-spark") if delta_installed() else None
-    return connector_jars(pyspark.__version__, Path(pyspark.__file__).parent / "jars", delta)
+    provided = Path(pyspark.__file__).parent / "jars"
+    return connector_jars(
+        pyspark.__version__, provided, format_artifacts(formats, pyspark.__version__)
+    )
 
 
 def spark_session(
@@ -70,9 +79,14 @@ def spark_session(
     master: str | None,
     shuffle_partitions: int | None = None,
     conf: dict[str, str] | None = None,
+    formats: Sequence[TableFormat] = (PARQUET,),
+    warehouse: str | None = None,
 ) -> SparkSession:
-    """The session (``getOrCreate``: an existing one is reused, as in tests)."""
+    """The session (``getOrCreate``: an existing one is reused, as in tests, and keeps
+    the jars, extensions and catalogs it started with)."""
     require_spark()
+    for table_format in formats:
+        require_format(table_format)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -82,14 +96,10 @@ def spark_session(
         "spark.ui.showConsoleProgress": "false",
     }
     if not os.environ.get(_GATEWAY_ENV):
-        settings["spark.jars"] = ",".join(str(jar) for jar in pipeline_jars())
+        settings["spark.jars"] = ",".join(str(jar) for jar in pipeline_jars(formats))
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
-    if delta_installed():
-        settings["spark.sql.extensions"] = "io.delta.sql.DeltaSparkSessionExtension"
-        settings["spark.sql.catalog.spark_catalog"] = (
-            "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
+    settings.update(format_settings(formats, warehouse, master))
     settings.update(conf or {})
     if master is not None:
         builder = builder.master(master)
