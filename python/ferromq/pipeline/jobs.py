@@ -4,11 +4,14 @@ one stream to named outputs, the same for a stream and for a batch (``backfill``
 - ``telemetry`` (messages): ``tumbling`` (and ``sliding`` with ``--sliding``) window
   aggregates per series, ``quarantine``;
 - ``sessions`` (events): ``connections``, ``reasons``, ``flapping``, ``durations``;
-- ``backfill``: one of those two as a batch over a time range (:mod:`.runner`).
+- ``sparkplug`` (messages): Sparkplug B metrics, ``seq_gaps``, ``stale``, ``quarantine``
+  (:mod:`ferromq.pipeline.sparkplug`; Python per record, unlike the others);
+- ``backfill``: one of those as a batch over a time range (:mod:`.runner`).
 
-Every job first sets the watermark on the broker ``time`` (``--watermark``): it bounds
-the streaming state (dedupe keys, open windows, the join of connects with disconnects)
-and says how late a record may be and still count. On a batch it is ignored.
+Every job but ``sparkplug`` first sets the watermark on the broker ``time``
+(``--watermark``): it bounds the streaming state (dedupe keys, open windows, the join of
+connects with disconnects) and says how late a record may be and still count. On a batch
+it is ignored. ``sparkplug`` keeps its state per edge node, with no window to close.
 
 This module imports pyspark only when a job is built, so ``ferromq pipeline list`` works
 without it.
@@ -34,6 +37,7 @@ __all__ = [
     "JobOptions",
     "Outputs",
     "sessions",
+    "sparkplug",
     "telemetry",
 ]
 
@@ -121,6 +125,13 @@ def sessions(records: DataFrame, options: JobOptions) -> Outputs:
     }
 
 
+def sparkplug(records: DataFrame, options: JobOptions) -> Outputs:
+    """Sparkplug B messages into metric rows, sequence gaps and stale DATA."""
+    from ferromq.pipeline.sparkplug.frames import sparkplug_outputs
+
+    return sparkplug_outputs(records)
+
+
 JOBS: Final = {
     job.name: job
     for job in (
@@ -139,6 +150,14 @@ JOBS: Final = {
             "session durations",
             ("connections", "reasons", "flapping", "durations"),
             sessions,
+        ),
+        Job(
+            "sparkplug",
+            "messages",
+            "Sparkplug B metrics (names resolved through the BIRTH), seq gaps, stale DATA; "
+            "bad payloads to a quarantine",
+            ("metrics", "seq_gaps", "stale", "quarantine"),
+            sparkplug,
         ),
     )
 }
