@@ -15,9 +15,11 @@
 # Services and Debian packages come from apt-get; Python packages from pip into
 # .venv (cached in ~/.cache/pip), ferromq itself as the manylinux wheel it builds once
 # and smoke-tests in a throwaway virtualenv; Rust crates from crates.io (cached in ~/.cargo);
-# Kafka's jars from Maven Central (cached in ~/.m2 and ~/.cache/ferromq), Spark's Kafka and
-# Avro connectors too (~/.cache/ferromq/maven; pyspark itself is a pip package); MQTT.js from
-# npm into tests/node/node_modules, as its package-lock.json pins it (cached in ~/.npm).
+# Kafka's jars and Apicurio Registry (the schema registry tests; it runs on the machine's
+# Temurin JDK 21+, see tests/support/services.py) from Maven Central (cached in ~/.m2 and
+# ~/.cache/ferromq), Spark's Kafka and Avro connectors too (~/.cache/ferromq/maven;
+# pyspark itself is a pip package); MQTT.js from npm into tests/node/node_modules, as its
+# package-lock.json pins it (cached in ~/.npm).
 #
 # The machine's own services are left alone: every test starts the brokers, Redis and
 # Kafka it needs on free loopback ports and stops only those. A package this script
@@ -169,7 +171,8 @@ done
 
 step "services: Redis and single-node Kafka (KRaft) for the persistence tests"
 # Started once for the whole pytest run (the fixtures read these variables), stopped by
-# on_exit. The first run resolves Kafka from Maven Central; later runs use the cache.
+# on_exit. The first run resolves Kafka (and Apicurio Registry, which the tests that need
+# it start themselves) from Maven Central; later runs use the cache.
 SERVICES_DIR=$(mktemp -d)
 service_env=$(python tests/support/services.py start --state-dir "$SERVICES_DIR")
 eval "$service_env"

@@ -4,6 +4,7 @@ stream on against off, in the same run.
     python benches/load/stream_cost.py                   # ~2 minutes, starts its own Kafka
     python benches/load/stream_cost.py --rounds 3 --duration 10
     python benches/load/stream_cost.py --kafka 127.0.0.1:9092 --scenarios fanin-qos1
+    python benches/load/stream_cost.py --configs off,kafka-async,kafka-async-registry
 
 Scenarios: ``fanin-qos1`` and ``p2p-qos1`` of ``compare.py``'s default set (the same
 generator configs, the generator ``ferromq bench``). Broker configs, each a fresh
@@ -13,7 +14,12 @@ broker process (memory store, so the stream is the only difference), pinned to c
 - ``kafka-async``: ``sink = "kafka"``, ``delivery = "async"`` (the issue's goal: at
   most 25 % below ``off``);
 - ``kafka-after``: ``delivery = "after_kafka"`` (every PUBACK waits for Kafka);
-- ``files``: the embedded file sink (PUBACK waits for the file write).
+- ``files``: the embedded file sink (PUBACK waits for the file write);
+- ``kafka-async-registry``, ``kafka-after-registry`` (not in the default set): the two
+  Kafka configs with ``[stream.kafka] registry`` set, so every record value is in the
+  Confluent wire format (issue 28: the registry format's cost). The registry is an
+  Apicurio Registry from tests/support/services.py (or ``--registry URL``), asked once
+  per broker start, pinned to the generator's core like Kafka.
 
 Each round runs every config once, alternating (so drift hits all alike); the table
 holds the median round of each, its ratio to ``off``, the broker's CPU seconds and,
@@ -48,10 +54,12 @@ SCENARIOS = ("fanin-qos1", "p2p-qos1")
 #: Kafka's threads go to the generator's core (kafka_shared.py pins the broker to core 1).
 GENERATOR_CORE = 0
 CONFIGS = ("off", "kafka-async", "kafka-after", "files")
+REGISTRY_CONFIGS = ("kafka-async-registry", "kafka-after-registry")
 
 
-def broker_toml(name: str, kafka: str, work: Path) -> str:
-    """The broker's config for stream config ``name`` (directories under ``work``)."""
+def broker_toml(name: str, kafka: str, work: Path, registry: str | None = None) -> str:
+    """The broker's config for stream config ``name`` (directories under ``work``;
+    ``registry``: the schema registry's URL for the ``-registry`` configs)."""
     if name == "off":
         return brokers.NO_STORE
     sink = "files" if name == "files" else "kafka"
@@ -60,12 +68,14 @@ def broker_toml(name: str, kafka: str, work: Path) -> str:
         f'[stream.files]\ndirectory = "{work}/files"\n'
     )
     if sink == "kafka":
-        delivery = "async" if name == "kafka-async" else "after_kafka"
+        delivery = "async" if name.startswith("kafka-async") else "after_kafka"
         toml += (
             f'[stream.kafka]\nbootstrap_servers = "{kafka}"\ndelivery = "{delivery}"\n'
             f'messages_topic = "bench.{work.name}.messages"\n'
             f'events_topic = "bench.{work.name}.events"\nspill_directory = "{work}/spill"\n'
         )
+        if name.endswith("-registry"):
+            toml += f'registry = "{registry}"\n'
     return toml
 
 
@@ -94,22 +104,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--duration", type=float, default=5.0, help="measured window (s)")
     parser.add_argument("--kafka", help="bootstrap servers of a running Kafka")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"stream configs, off first ({', '.join(CONFIGS + REGISTRY_CONFIGS)})",
+    )
+    parser.add_argument("--registry", help="a running schema registry's Confluent API URL")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results-stream")
     args = parser.parse_args(argv)
     command = "python benches/load/stream_cost.py " + shlex.join(argv or sys.argv[1:])
     scenarios = args.scenarios.split(",")
+    configs = args.configs.split(",")
+    unknown = set(configs) - set(CONFIGS + REGISTRY_CONFIGS)
+    if configs[0] != "off" or unknown:
+        parser.error(f"--configs: off first, then of {CONFIGS + REGISTRY_CONFIGS}")
     medians: dict[str, dict[str, Row]] = {}
     with tempfile.TemporaryDirectory(prefix="ferromq-stream-cost-") as tmp_name:
         tmp = Path(tmp_name)
         kafka = None if args.kafka else services.start_kafka(tmp)
         bootstrap = args.kafka or kafka.bootstrap  # type: ignore[union-attr]
         kafka_pid = kafka.pid if kafka else None
-        if kafka_pid is not None:
-            subprocess.run(
-                ["taskset", "-a", "-p", "-c", str(GENERATOR_CORE), str(kafka_pid)],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+        registry = None
+        if not args.registry and set(configs) & set(REGISTRY_CONFIGS):
+            registry = services.start_registry(tmp)
+        registry_url = args.registry or (registry.ccompat if registry else None)
+        for pid in (kafka_pid, registry.pid if registry else None):
+            if pid is not None:
+                subprocess.run(
+                    ["taskset", "-a", "-p", "-c", str(GENERATOR_CORE), str(pid)],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
         try:
             for scenario in scenarios:
                 config = {**_COMMON, **SCENARIO_SETS["default"][scenario]}
@@ -119,11 +144,11 @@ def main(argv: list[str] | None = None) -> int:
                     work = tmp / "warm-up"
                     spec = brokers.Ferromq(broker_toml("kafka-async", bootstrap, work))
                     run("warm-up", spec, config, work, kafka_pid)
-                rounds: dict[str, list[Row]] = {name: [] for name in CONFIGS}
+                rounds: dict[str, list[Row]] = {name: [] for name in configs}
                 for n in range(args.rounds):
-                    for name in CONFIGS:
+                    for name in configs:
                         work = tmp / f"{scenario}-{name}-{n}"
-                        spec = brokers.Ferromq(broker_toml(name, bootstrap, work))
+                        spec = brokers.Ferromq(broker_toml(name, bootstrap, work, registry_url))
                         pid = kafka_pid if name.startswith("kafka") else None
                         rounds[name].append(run(name, spec, config, work, pid))
                 medians[scenario] = {
@@ -134,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if kafka is not None:
                 kafka.stop()
+            if registry is not None:
+                registry.stop()
     args.out.mkdir(parents=True, exist_ok=True)
     table = markdown(medians, command)
     (args.out / "stream_cost.md").write_text(table)
@@ -141,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": command,
         "rows": {s: {n: asdict(r) for n, r in by.items()} for s, by in medians.items()},
         "async_of_off": {
-            s: by["kafka-async"].in_out_per_s / by["off"].in_out_per_s for s, by in medians.items()
+            s: by["kafka-async"].in_out_per_s / by["off"].in_out_per_s
+            for s, by in medians.items()
+            if "kafka-async" in by
         },
     }
     (args.out / "stream_cost.json").write_text(json.dumps(results) + "\n")

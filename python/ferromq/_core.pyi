@@ -877,12 +877,14 @@ class StreamBatch:
 def avro_container_header(sync: bytes) -> bytes: ...
 
 # The Kafka sink's encoder (stream_kafka.rs): [(partition, record batch v2)], partitions
-# ascending, a partition's records in order, split past max_batch_bytes.
+# ascending, a partition's records in order, split past max_batch_bytes; with a
+# schema_id, each value in the Confluent wire format (0, the id big-endian, the Avro).
 def kafka_record_batches(
     batches: Sequence[StreamBatch],
     kind: Literal["messages", "events"],
     partitions: int,
     max_batch_bytes: int = 1000000,
+    schema_id: int | None = None,
 ) -> list[tuple[int, bytes]]: ...
 
 # JournalSplitter.split's application store operations; at runtime ApplicationOp is

@@ -1258,6 +1258,18 @@ class StreamKafkaConfig:
     linger_ms: int = _setting(5, _Int(0, 1000))
     """``async``: how long records gather before the broker hands them to the sink
     (Kafka's ``linger.ms``): fewer, larger sends."""
+    registry: str | None = _setting(None, _Url())
+    """A Confluent-compatible schema registry (Confluent's, Apicurio's
+    ``/apis/ccompat/v7``, Karapace): at start ``record-v1`` is registered under
+    ``registry_subject`` and every record value is written in the Confluent wire format
+    (magic byte 0, the schema id, the Avro body). Unset: plain Avro values."""
+    registry_subject: str = _setting("{topic}-value", _Text())
+    """The subject ``record-v1`` is registered under; ``{topic}`` is each topic's name
+    (the default is Confluent's TopicNameStrategy)."""
+    registry_username: str = _setting("", _Text(allow_empty=True))
+    """HTTP basic authentication for the registry (none when empty)."""
+    registry_password: str = _setting("", _Text(allow_empty=True))
+    """The password with ``registry_username``."""
 
 
 STREAM_KEY: Final = re.compile(r"topic|client|level:\d{1,4}")
@@ -1689,6 +1701,17 @@ def _check_stream(stream: StreamConfig) -> None:
         )
     if not stream.topics:
         raise ConfigError('stream.topics: at least one topic filter is required (["#"]: all)')
+    kafka = stream.kafka
+    rest = kafka.registry_subject.replace("{topic}", "")
+    if "{" in rest or "}" in rest:
+        raise ConfigError(
+            f"stream.kafka.registry_subject: {_quote(kafka.registry_subject)} may hold "
+            "{topic} and no other placeholder"
+        )
+    if kafka.registry_password and not kafka.registry_username:
+        raise ConfigError(
+            "stream.kafka.registry_username: required with stream.kafka.registry_password"
+        )
     for index, topic_filter in enumerate(stream.topics):
         if topic_filter.startswith("$share/"):
             raise ConfigError(

@@ -17,6 +17,15 @@ under the directory it is given, and is ready only when it answers a real reques
   server.properties, `StorageTool format`, `kafka.Kafka`; ready when aiokafka's admin client
   lists topics (the metadata path answers). It can be stopped and started again on its
   ports with the same data directory (Kafka recovers its logs).
+- Apicurio Registry (the stream's schema registry, issue 28): the Quarkus application
+  Apicurio publishes on Maven Central as `io.apicurio:apicurio-registry-app:<version>:
+  tar.gz:all` (`quarkus-run.jar` and its `lib/`), resolved from `scripts/registry/pom.xml`
+  with `mvn dependency:copy-dependencies` and unpacked once into
+  ~/.cache/ferromq/apicurio-registry-<version>. It needs Java 21 or later (its classes
+  are Java 21's); the first such `java` of $FERROMQ_REGISTRY_JAVA, $JAVA_HOME, PATH and
+  /usr/lib/jvm/* runs it. Storage is its default, H2 in memory; HTTP and its management
+  interface on free loopback ports; ready when its Confluent-compatible API
+  (`/apis/ccompat/v7`) lists subjects.
 
 Stopping is SIGTERM (Redis and Kafka both shut down cleanly on it), then SIGKILL after a
 grace period. A missing prerequisite raises `ServiceUnavailable` naming it and how to
@@ -29,9 +38,12 @@ Two faces:
   and the benches' one way to run Redis — and
   `start_kafka(dir) -> KafkaServer` (`.bootstrap`, `.stop()`, `.start()` again on the same
   ports and data), used by the session fixtures
-  in tests/conftest.py and by benches;
+  in tests/conftest.py and by benches; `start_registry(dir) -> RegistryServer` (`.url`,
+  `.ccompat`: the Confluent-compatible API's base URL), started by the tests that need
+  it (one per module: it is not part of `start` below);
 - a CLI for scripts/test.sh, whose services outlive the command that started them:
-  `python tests/support/services.py start --state-dir DIR` starts both, records each one's pid in
+  `python tests/support/services.py start --state-dir DIR` fetches the registry (not
+  started) and starts Redis and Kafka, records each one's pid in
   DIR/<name>.json once it is ready (a start that fails or is interrupted stops what it
   spawned itself) and prints `export FERROMQ_TEST_REDIS_URL=...` and
   `export FERROMQ_TEST_KAFKA_BOOTSTRAP=...` for the shell to `eval`;
@@ -53,6 +65,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -63,10 +76,14 @@ KAFKA_VERSION = "3.9.1"
 KAFKA_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts" / "kafka"
 KAFKA_POM = KAFKA_SCRIPTS / "pom.xml"
 KAFKA_LOG4J = KAFKA_SCRIPTS / "log4j.properties"
+REGISTRY_POM = KAFKA_SCRIPTS.parent / "registry" / "pom.xml"
 # The broker's JVM: a small heap (2-core, shared machine). The short-lived StorageTool
 # also stops at the C1 compiler, which starts it about a third faster.
 KAFKA_JVM = ("-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true")
 STORAGE_TOOL_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1")
+APICURIO_VERSION = "3.3.3"
+APICURIO_JAVA = 21  # the oldest Java that runs it (class file version 65)
+APICURIO_JVM = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 REDIS_ENV = "FERROMQ_TEST_REDIS_URL"
 KAFKA_ENV = "FERROMQ_TEST_KAFKA_BOOTSTRAP"
 READY_TIMEOUT = 60.0
@@ -548,11 +565,137 @@ def _kafka_lists_topics(bootstrap: str) -> bool:
     return asyncio.run(lists_topics())
 
 
+# ---- Apicurio Registry ------------------------------------------------------------------
+
+
+@dataclass
+class RegistryServer(Service):
+    """Apicurio Registry with in-memory storage (a restart forgets every schema)."""
+
+    @property
+    def url(self) -> str:
+        return self.address
+
+    @property
+    def ccompat(self) -> str:
+        """The Confluent-compatible API: what ``[stream.kafka] registry`` names."""
+        return f"{self.address}/apis/ccompat/v7"
+
+
+def registry_home(version: str = APICURIO_VERSION) -> Path:
+    """Apicurio Registry's unpacked distribution (``quarkus-run.jar``), fetched from
+    Maven Central on first use."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    home = cache / "ferromq" / f"apicurio-registry-{version}"
+    if (home / "quarkus-run.jar").is_file():
+        return home
+    mvn = _require("mvn", "apt-get install maven")
+    partial = home.with_name(f"{home.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    artifact = f"io.apicurio:apicurio-registry-app:{version}:tar.gz:all"
+    command = [
+        mvn, "-q", "-B", "-f", str(REGISTRY_POM), f"-Dapicurio.version={version}",
+        "dependency:copy-dependencies", f"-DoutputDirectory={partial}",
+        "-Dmdep.stripVersion=true",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    archive = partial / "apicurio-registry-app-all.tar.gz"
+    if result.returncode != 0 or not archive.is_file():
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ServiceUnavailable(
+            f"could not fetch Apicurio Registry {version} from Maven Central "
+            f"({' '.join(command)}):\n{result.stdout}{result.stderr}"
+        )
+    unpacked = subprocess.run(
+        ["tar", "-xzf", str(archive), "-C", str(partial)], capture_output=True, text=True
+    )
+    archive.unlink(missing_ok=True)
+    if unpacked.returncode != 0 or not (partial / "quarkus-run.jar").is_file():
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ServiceUnavailable(f"could not unpack {artifact}: {unpacked.stderr}")
+    try:
+        partial.rename(home)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)  # another run finished first
+    return home
+
+
+def _java_major(java: str) -> int:
+    """The feature release of the ``java`` at that path (0 when it does not run)."""
+    try:
+        shown = subprocess.run(
+            [java, "-XshowSettings:properties", "-version"],
+            capture_output=True, text=True, timeout=30, check=False,
+        ).stderr  # fmt: skip
+    except OSError:
+        return 0
+    for line in shown.splitlines():
+        name, _, value = line.strip().partition(" = ")
+        if name == "java.specification.version":
+            return int(value.split(".")[-1]) if value.split(".")[0] == "1" else int(value)
+    return 0
+
+
+def registry_java(at_least: int = APICURIO_JAVA) -> str:
+    """A ``java`` of release ``at_least`` or later: $FERROMQ_REGISTRY_JAVA, $JAVA_HOME,
+    PATH's, then the newest under /usr/lib/jvm."""
+    candidates = [os.environ.get("FERROMQ_REGISTRY_JAVA", "")]
+    if os.environ.get("JAVA_HOME"):
+        candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
+    candidates.append(shutil.which("java") or "")
+    candidates += sorted(map(str, Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
+    seen: dict[str, int] = {}
+    for java in filter(None, candidates):
+        if java not in seen:
+            seen[java] = _java_major(java)
+            if seen[java] >= at_least:
+                return java
+    found = ", ".join(f"{java} ({major or '?'})" for java, major in seen.items()) or "none"
+    raise ServiceUnavailable(
+        f"Apicurio Registry {APICURIO_VERSION} needs Java {at_least} or later; found: "
+        f"{found}. Install a JDK {at_least}+ (Debian 13: openjdk-21-jre-headless; elsewhere "
+        f"Eclipse Temurin) and point FERROMQ_REGISTRY_JAVA at its bin/java"
+    )
+
+
+def start_registry(directory: Path) -> RegistryServer:
+    """Start Apicurio Registry (in-memory H2) with its files under directory/registry."""
+    java = registry_java()
+    home = registry_home()
+    workdir = directory / "registry"
+    workdir.mkdir(parents=True, exist_ok=True)
+    port, management_port = free_ports(2)
+    argv = [
+        java, *APICURIO_JVM,
+        f"-Dquarkus.http.port={port}", "-Dquarkus.http.host=127.0.0.1",
+        f"-Dquarkus.management.port={management_port}", "-Dquarkus.management.host=127.0.0.1",
+        "-Dquarkus.log.console.json=false", "-Dquarkus.otel.enabled=false",
+        f"-Djava.io.tmpdir={workdir}",
+        "-jar", str(home / "quarkus-run.jar"),
+    ]  # fmt: skip
+    server = RegistryServer("registry", 0, f"http://127.0.0.1:{port}", workdir / "registry.log")
+    server.pid = _spawn(argv, workdir, server.log_path)
+    _wait_ready(server, lambda: _registry_lists_subjects(server.ccompat), READY_TIMEOUT)
+    return server
+
+
+def _registry_lists_subjects(ccompat: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{ccompat}/subjects", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:  # not listening yet, or not ready (URLError is an OSError)
+        return False
+
+
 # ---- CLI --------------------------------------------------------------------------------
 
 
 def _cli_start(state_dir: Path) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
+    # The registry is started by the tests that need it; here it is only fetched (once),
+    # beside Kafka's jars, so no test pays for the download.
+    print(f"registry fetched: {registry_home()}", file=sys.stderr)
     exports = []
     for start, env in ((start_redis, REDIS_ENV), (start_kafka, KAFKA_ENV)):
         began = time.monotonic()

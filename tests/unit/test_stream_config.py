@@ -12,6 +12,7 @@ from tests.unit.test_config import error_of, load_text
 from ferromq._core import avro_container_header
 from ferromq.config import Config, render_toml
 from ferromq.stream.files import last_whole_block, recover_directory
+from ferromq.stream.registry import subject_for
 from ferromq.stream.sink import holds_acks
 
 
@@ -47,6 +48,16 @@ delivery = "after_kafka"
     assert holds_acks(stream)
 
 
+def test_the_registry_is_off_by_default_and_names_subjects_by_topic(tmp_path: Path) -> None:
+    kafka = Config().stream.kafka
+    assert (kafka.registry, kafka.registry_subject) == (None, "{topic}-value")
+    environ = {"FERROMQ_STREAM__KAFKA__REGISTRY": "http://registry:8081/apis/ccompat/v7"}
+    kafka = load_text(tmp_path, "", environ).stream.kafka
+    assert kafka.registry == "http://registry:8081/apis/ccompat/v7"
+    assert subject_for(kafka.registry_subject, "ferromq.messages") == "ferromq.messages-value"
+    assert subject_for("ferromq-records", "ferromq.events") == "ferromq-records"
+
+
 def test_the_rendered_config_reads_back_with_its_sub_tables(tmp_path: Path) -> None:
     config = load_text(tmp_path, '[stream.files]\ndirectory = "/srv/stream"\n')
     text = render_toml(config)
@@ -72,6 +83,21 @@ def test_the_rendered_config_reads_back_with_its_sub_tables(tmp_path: Path) -> N
             "FERROMQ_STREAM__FILES__ROLL_BYTES: must be",
         ),
         ("", {"FERROMQ_STREAM__FILES__NOPE": "1"}, "unknown key stream.files.nope"),
+        (
+            '[stream.kafka]\nregistry = "localhost:8081"',
+            {},
+            'stream.kafka.registry: expected an http:// or https:// URL, got "localhost:8081"',
+        ),
+        (
+            '[stream.kafka]\nregistry_subject = "{topics}-value"',
+            {},
+            'stream.kafka.registry_subject: "{topics}-value" may hold {topic} and no other',
+        ),
+        (
+            '[stream.kafka]\nregistry_password = "secret"',
+            {},
+            "stream.kafka.registry_username: required with stream.kafka.registry_password",
+        ),
     ],
 )
 def test_bad_values_name_the_key(

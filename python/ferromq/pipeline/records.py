@@ -4,6 +4,10 @@ The schema file is the one definition the broker's encoder and these jobs read. 
 value is one record in Avro binary encoding, decoded by :func:`decode_values` with
 ``from_avro`` in PERMISSIVE mode: a value that does not decode becomes a row whose
 ``record`` is null (``undecodable_record`` in the quarantine) instead of failing the job.
+A value in the Confluent wire format (``[stream.kafka] registry``: magic byte 0, a 4-byte
+schema id, then the same Avro body) is decoded from its sixth byte; a plain value never
+starts with 0 (its first field, ``schema_version`` 1, encodes as 2), so both formats
+read alike, even mixed in one topic.
 Files are Avro object container files whose rows already have the record's columns;
 :func:`record_type` is their Spark type, which a streaming file source must be given.
 
@@ -27,6 +31,8 @@ __all__ = ["MESSAGE", "decode_values", "record_type"]
 
 MESSAGE: Final = "message"  # the kind of a PUBLISH's record; the others are events
 RECORD: Final = "record"  # the struct column decode_values adds
+CONFLUENT_MAGIC: Final = b"\x00"  # the Confluent wire format's first byte
+CONFLUENT_HEADER_BYTES: Final = 5  # the magic byte and the schema id
 
 
 def record_type(spark: SparkSession) -> StructType:
@@ -40,5 +46,8 @@ def record_type(spark: SparkSession) -> StructType:
 def decode_values(frame: DataFrame, value: str = "value") -> DataFrame:
     """``frame`` with its Avro ``value`` column decoded into a ``record`` struct column
     (null for a value that does not decode); the other columns are kept."""
-    decoded = from_avro(F.col(value), schema_text(), {"mode": "PERMISSIVE"})
+    raw = F.col(value)
+    framed = F.substring(raw, 1, 1) == F.lit(CONFLUENT_MAGIC)
+    body = F.when(framed, F.substring(raw, CONFLUENT_HEADER_BYTES + 1, 2**31 - 1)).otherwise(raw)
+    decoded = from_avro(body, schema_text(), {"mode": "PERMISSIVE"})
     return frame.withColumn(RECORD, decoded)

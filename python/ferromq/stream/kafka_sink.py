@@ -35,6 +35,13 @@ Delivery (``delivery``):
   gets :data:`STOP_GRACE` seconds, then the unsent rest goes to the spill (the unit that
   was in flight after what the spill held: the one place where a restart may reorder).
 
+Schema registry (``registry``): at start, before Kafka, ``record-v1`` is registered
+under each topic's subject (:mod:`ferromq.stream.registry`) and the ids go to the Rust
+encoder with every send, which writes each value in the Confluent wire format (magic
+byte 0, the id, the Avro body). A registry that cannot be reached or refuses the schema
+is :class:`~ferromq.storage.StoreUnavailable` in both delivery modes (no id, no framing).
+Spilled batches keep the framing they were built with.
+
 Errors: Kafka unreachable at start-up is :class:`~ferromq.storage.StoreUnavailable`
 naming the bootstrap servers in ``after_kafka`` (the broker exits 3, as with the Kafka
 store); in ``async`` it is one warning line naming them, and the broker serves while
@@ -65,6 +72,8 @@ from ferromq.log import log_event
 from ferromq.shard.identity import ShardIdentity
 from ferromq.storage import StoreUnavailable
 from ferromq.storage.kafka import create_topic
+from ferromq.stream import schema_text
+from ferromq.stream.registry import Registry, RegistryError, subject_for
 from ferromq.stream.sink import SinkHealth
 from ferromq.stream.spill import Frame, Spill
 
@@ -189,6 +198,14 @@ class KafkaStreamSink:
             if self.delivery == "async"
             else None
         )
+        self._registry = (
+            Registry(kafka.registry, kafka.registry_username, kafka.registry_password)
+            if kafka.registry
+            else None
+        )
+        self._registry_subject = kafka.registry_subject
+        self.schema_ids: dict[str, int] = {}
+        """By kind: the registry's id of ``record-v1`` under that topic's subject."""
         self._partitions: dict[str, int] = {}
         self._producer: AIOKafkaProducer | None = None
         self._pending: deque[StreamBatch] = deque()
@@ -215,6 +232,8 @@ class KafkaStreamSink:
                 raise StoreUnavailable(
                     f"stream.kafka.spill_directory {self._spill.directory}: {exc.strerror or exc}"
                 ) from None
+        if self._registry is not None:
+            await self._register(self._registry)
         try:
             await asyncio.wait_for(self._connect(), self._timeout)
         except (KafkaError, OSError, asyncio.TimeoutError) as exc:
@@ -325,6 +344,23 @@ class KafkaStreamSink:
         self._producer = producer
         self._recovered()
 
+    async def _register(self, registry: Registry) -> None:
+        """``record-v1``'s id under each topic's subject, once, before any send."""
+        for kind, topic in self.topics.items():
+            subject = subject_for(self._registry_subject, topic)
+            try:
+                self.schema_ids[kind] = await registry.register(subject, schema_text())
+            except RegistryError as exc:
+                raise StoreUnavailable(str(exc)) from None
+            log_event(
+                logger,
+                logging.INFO,
+                "stream schema registered",
+                registry=registry.url,
+                subject=subject,
+                id=self.schema_ids[kind],
+            )
+
     async def _drained(self) -> None:
         while self._unit is not None or self._pending or not self._spill_empty():
             await asyncio.sleep(0.01)
@@ -380,7 +416,9 @@ class KafkaStreamSink:
         for kind in KINDS:
             topic = self.topics[kind]
             partitions = self._partitions.get(topic, self._configured_partitions)
-            batched = kafka_record_batches(batches, kind, partitions, MAX_BATCH_BYTES)
+            batched = kafka_record_batches(
+                batches, kind, partitions, MAX_BATCH_BYTES, self.schema_ids.get(kind)
+            )
             frames += [Frame(topic, partition, data) for partition, data in batched]
         return frames
 

@@ -28,6 +28,14 @@
 //! batch before it would pass `max_batch_bytes` (a single larger record still gets a
 //! batch of its own, which the broker may refuse: the sink counts that as dropped).
 //! Cost: one hash per record and one copy of its key and value; O(records + bytes).
+//!
+//! A record's value is the engine's Avro encoding as it is ([`ValueFormat::Plain`]), or
+//! that encoding behind the Confluent wire format's header ([`ValueFormat::Confluent`]):
+//! magic byte 0, then the schema id a schema registry gave `record-v1`, 4 bytes
+//! big-endian. The header is built once per call and copied in front of each value, so
+//! the registry's format costs 5 bytes and one small copy per record. A plain value
+//! never starts with 0 (its first field, `schema_version` = 1, is the zigzag varint 2),
+//! so a reader tells the two apart by the first byte.
 
 use std::num::NonZeroU32;
 
@@ -49,6 +57,49 @@ const PRODUCER_ID_AT: usize = 43;
 const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
 const COUNT_AT: usize = 57;
+
+/// What comes before each record's Avro value in a Kafka record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ValueFormat {
+    /// The Avro binary encoding alone (Spark's `from_avro` reads it as it is).
+    #[default]
+    Plain,
+    /// The Confluent wire format: magic byte 0, the registry's schema id (big-endian
+    /// 4 bytes), then the Avro binary encoding.
+    Confluent { schema_id: u32 },
+}
+
+/// The Confluent wire format's magic byte.
+pub const CONFLUENT_MAGIC: u8 = 0;
+/// Bytes of the Confluent wire format's header.
+pub const CONFLUENT_HEADER_BYTES: usize = 5;
+
+/// A [`ValueFormat`]'s header bytes, built once and copied before every value.
+#[derive(Debug, Clone, Copy, Default)]
+struct ValueHeader {
+    bytes: [u8; CONFLUENT_HEADER_BYTES],
+    len: usize,
+}
+
+impl ValueHeader {
+    fn new(format: ValueFormat) -> Self {
+        match format {
+            ValueFormat::Plain => ValueHeader::default(),
+            ValueFormat::Confluent { schema_id } => {
+                let mut bytes = [CONFLUENT_MAGIC; CONFLUENT_HEADER_BYTES];
+                bytes[1..].copy_from_slice(&schema_id.to_be_bytes());
+                ValueHeader {
+                    bytes,
+                    len: CONFLUENT_HEADER_BYTES,
+                }
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
 
 /// The 32-bit MurmurHash2 of Kafka's Java client (`Utils.murmur2`, seed `0x9747b28c`).
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -111,20 +162,35 @@ pub struct BatchWriter {
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
+    header: ValueHeader,
 }
 
 impl Default for BatchWriter {
     fn default() -> Self {
+        BatchWriter::new(ValueFormat::Plain)
+    }
+}
+
+impl BatchWriter {
+    /// An empty batch whose record values are written in `format`.
+    pub fn new(format: ValueFormat) -> Self {
         BatchWriter {
             out: vec![0; BATCH_HEADER_BYTES],
             count: 0,
             base_timestamp: 0,
             max_timestamp: i64::MIN,
+            header: ValueHeader::new(format),
         }
     }
-}
 
-impl BatchWriter {
+    /// An empty batch in the same value format as this one.
+    fn next(&self) -> Self {
+        BatchWriter {
+            header: self.header,
+            ..BatchWriter::default()
+        }
+    }
+
     /// Bytes so far (header included).
     pub fn len(&self) -> usize {
         self.out.len()
@@ -144,13 +210,14 @@ impl BatchWriter {
         };
         let timestamp_delta = record.timestamp_ms.wrapping_sub(base);
         let offset_delta = i64::from(self.count);
+        let value_len = self.header.len + record.value.len();
         let body = 1 // attributes
             + varint_len(timestamp_delta)
             + varint_len(offset_delta)
             + varint_len(record.key.len() as i64)
             + record.key.len()
-            + varint_len(record.value.len() as i64)
-            + record.value.len()
+            + varint_len(value_len as i64)
+            + value_len
             + 1; // no headers
         (timestamp_delta, offset_delta, body)
     }
@@ -174,7 +241,8 @@ impl BatchWriter {
         put_varint(&mut self.out, offset_delta);
         put_varint(&mut self.out, record.key.len() as i64);
         self.out.extend_from_slice(record.key);
-        put_varint(&mut self.out, record.value.len() as i64);
+        put_varint(&mut self.out, (self.header.len + record.value.len()) as i64);
+        self.out.extend_from_slice(self.header.as_slice());
         self.out.extend_from_slice(record.value);
         put_varint(&mut self.out, 0);
         self.count += 1;
@@ -214,11 +282,12 @@ pub struct PartitionBatch {
 
 /// `records` as Kafka batches by partition (ascending), records in their order within
 /// each partition, a partition's records split into several batches where one would
-/// pass `max_batch_bytes`.
+/// pass `max_batch_bytes`, each value written in `format`.
 pub fn partition_batches<'a>(
     records: impl IntoIterator<Item = RecordRef<'a>>,
     partitions: NonZeroU32,
     max_batch_bytes: usize,
+    format: ValueFormat,
 ) -> Vec<PartitionBatch> {
     let mut by_partition: Vec<Vec<RecordRef<'a>>> = vec![Vec::new(); partitions.get() as usize];
     for record in records {
@@ -229,20 +298,22 @@ pub fn partition_batches<'a>(
         if records.is_empty() {
             continue;
         }
-        // Sized once: a record is its key, its value and at most 20 bytes of framing.
+        // Sized once: a record is its key, its value and at most 25 bytes of framing
+        // (the value format's header included).
         let need: usize = records
             .iter()
-            .map(|r| r.key.len() + r.value.len() + 20)
+            .map(|r| r.key.len() + r.value.len() + 25)
             .sum();
-        let mut writer = BatchWriter::default();
+        let mut writer = BatchWriter::new(format);
         writer.out.reserve(need.min(max_batch_bytes));
         let mut count = 0;
         for record in records {
             if !writer.is_empty() && writer.len() + writer.record_len(record) > max_batch_bytes {
+                let next = writer.next();
                 batches.push(PartitionBatch {
                     partition: partition as u32,
                     records: count,
-                    bytes: std::mem::take(&mut writer).finish(),
+                    bytes: std::mem::replace(&mut writer, next).finish(),
                 });
                 writer.out.reserve(max_batch_bytes);
                 count = 0;
@@ -418,7 +489,12 @@ mod tests {
                 timestamp_ms: n,
             })
             .collect();
-        let batches = partition_batches(records.iter().copied(), partitions(4), 10_000);
+        let batches = partition_batches(
+            records.iter().copied(),
+            partitions(4),
+            10_000,
+            ValueFormat::Plain,
+        );
         assert!(batches.len() >= 5, "{} batches", batches.len());
         let mut times = Vec::new();
         for batch in &batches {
@@ -446,11 +522,61 @@ mod tests {
                 timestamp_ms: 2,
             },
         ];
-        let batches = partition_batches(records, partitions(1), 1000);
+        let batches = partition_batches(records, partitions(1), 1000, ValueFormat::Plain);
         assert_eq!(
             batches.iter().map(|b| b.records).collect::<Vec<_>>(),
             [1, 1]
         );
+    }
+
+    #[test]
+    fn the_confluent_format_puts_magic_zero_and_the_schema_id_before_each_value() {
+        let values: Vec<Vec<u8>> = (0..40u8).map(|n| vec![2, n, n]).collect();
+        let records: Vec<RecordRef<'_>> = values
+            .iter()
+            .enumerate()
+            .map(|(n, value)| RecordRef {
+                key: if n % 2 == 0 { b"even" } else { b"odd" },
+                value,
+                timestamp_ms: n as i64,
+            })
+            .collect();
+        let format = ValueFormat::Confluent {
+            schema_id: 0x0102_0304,
+        };
+        // A small bound: partitions split into several batches, each one framed.
+        let batches = partition_batches(records.iter().copied(), partitions(2), 200, format);
+        assert!(batches.len() > 2, "{} batches", batches.len());
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        for batch in &batches {
+            for (_, value, _) in decode(&batch.bytes) {
+                assert_eq!(value[..CONFLUENT_HEADER_BYTES], [0, 1, 2, 3, 4]);
+                got.push(value[CONFLUENT_HEADER_BYTES..].to_vec());
+            }
+        }
+        got.sort();
+        let mut expected = values.clone();
+        expected.sort();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn record_len_counts_the_confluent_header() {
+        let mut writer = BatchWriter::new(ValueFormat::Confluent { schema_id: 7 });
+        let plain = BatchWriter::default();
+        let record = RecordRef {
+            key: b"k",
+            value: b"value",
+            timestamp_ms: 1,
+        };
+        assert_eq!(
+            writer.record_len(&record),
+            plain.record_len(&record) + CONFLUENT_HEADER_BYTES
+        );
+        let before = writer.len();
+        let expected = writer.record_len(&record);
+        writer.push(&record);
+        assert_eq!(writer.len() - before, expected);
     }
 
     proptest! {
@@ -466,7 +592,7 @@ mod tests {
             let refs = records.iter().map(|(key, value, timestamp_ms)| RecordRef {
                 key, value, timestamp_ms: *timestamp_ms,
             });
-            let batches = partition_batches(refs, partitions(count), max_batch_bytes);
+            let batches = partition_batches(refs, partitions(count), max_batch_bytes, ValueFormat::Plain);
             let mut seen: Vec<Vec<Decoded>> = vec![Vec::new(); count as usize];
             let mut last_partition = 0;
             for batch in &batches {
