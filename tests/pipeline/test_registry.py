@@ -126,6 +126,14 @@ def get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
+def put_json(url: str, body: object, method: str = "POST") -> Any:
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
 def raw_values(bootstrap: str, topic: str, count: int, timeout: float = 30) -> list[bytes]:
     """The first ``count`` record values of ``topic``, partition by partition."""
 
@@ -228,4 +236,24 @@ def test_an_unreachable_registry_at_start_up_is_one_line_naming_it(
     subject = "'unreachable.messages-value'"
     line = f"schema registry at {url}: registering record-v1 under {subject}: unreachable"
     assert result.stderr.count(line) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_registry_that_refuses_record_v1_stops_the_start_with_its_answer(
+    streams: Streams, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    # The subject holds another schema and requires backward compatibility with it.
+    registry = streams.registry.ccompat
+    other = {"type": "record", "name": "Other", "fields": [{"name": "x", "type": "int"}]}
+    put_json(f"{registry}/subjects/refused.messages-value/versions", {"schema": json.dumps(other)})
+    put_json(f"{registry}/config/refused.messages-value", {"compatibility": "BACKWARD"}, "PUT")
+    store = f'[storage]\npath = "{tmp_path / "store"}"\n'
+    config = stream_config(kafka_bootstrap, "refused.", registry).replace(
+        "workers = 2", "workers = 1"
+    )
+    result = serve_exit(tmp_path, config + store)
+    assert result.returncode == 3, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "schema registry at" in line]
+    assert len(lines) == 1, result.stderr
+    assert "under 'refused.messages-value': HTTP 409" in lines[0]
     assert "Traceback" not in result.stderr

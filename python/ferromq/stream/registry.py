@@ -71,7 +71,7 @@ class Registry:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 answer = response.read()
         except urllib.error.HTTPError as exc:
-            detail = exc.read(500).decode(errors="replace").strip()
+            detail = " ".join(exc.read(500).decode(errors="replace").split())  # one line
             raise self._error(subject, f"HTTP {exc.code} {exc.reason}: {detail}") from None
         except urllib.error.URLError as exc:
             raise self._error(subject, f"unreachable: {exc.reason}") from None
