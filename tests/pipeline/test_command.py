@@ -17,6 +17,7 @@ import pytest
 from ferromq.cli import main
 from ferromq.pipeline.formats import delta_version
 from ferromq.pipeline.jars import cache_directory, delta_artifacts
+from ferromq.pipeline.session import pipeline_jars
 from tests.conftest import ferromq_command
 from tests.support.services import free_port
 
@@ -34,7 +35,7 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 def test_list_names_every_job(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pipeline", "list"]) == 0
     jobs = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
-    assert jobs == ["telemetry", "sessions", "backfill"]
+    assert jobs == ["telemetry", "sessions", "sparkplug", "backfill"]
 
 
 def test_pyspark_missing_names_the_extra(
@@ -65,6 +66,7 @@ def test_delta_without_delta_spark_names_the_package(
 def test_a_format_jar_not_fetched_names_it(tmp_path: Path) -> None:
     """A Maven mirror with Spark's connectors (this machine's cache) but not Delta's,
     and an empty cache: the job stops before the JVM, naming the jar it lacks."""
+    pipeline_jars()  # Spark's connectors in this machine's cache (fetched if missing)
     repository = tmp_path / "repository"
     repository.mkdir()
     (repository / "org").symlink_to(cache_directory() / "org")
