@@ -11,11 +11,16 @@ shared session, one flow per format over the stream files:
    fields are rows of ``field``, not columns: a new topic level is what adds a column);
 4. the table as of the stream's last commit (Delta version, Iceberg snapshot id) is
    the stream's rows in the stream's schema.
+
+With ``FERROMQ_SLOW=1`` also ``ferromq pipeline run --format`` as a user runs it: its
+own JVM with that format's jars and settings only (the catalog at its ``--output``), the
+table read back here (for Iceberg through this session's catalog: the same directory).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -40,6 +45,7 @@ from tests.pipeline.fleet import (
     window_row,
 )
 from tests.pipeline.stream_records import T0, Record, message, write_container
+from tests.pipeline.test_files_job import run_job
 
 DAY = 86_400
 JOB_TIMEOUT = 240
@@ -153,3 +159,21 @@ def test_stream_backfill_new_column_and_time_travel(
     earlier = read(spark, table_format, output, version=after_stream)
     assert "unit" not in earlier.columns
     assertDataFrameEqual(earlier, streamed)
+
+
+@pytest.mark.skipif(not os.environ.get("FERROMQ_SLOW"), reason="FERROMQ_SLOW=1: a JVM each")
+@pytest.mark.parametrize("table_format", [DELTA, ICEBERG])
+def test_the_command_writes_the_format(
+    spark: SparkSession, warehouse: Path, tmp_path: Path, table_format: TableFormat
+) -> None:
+    stream = tmp_path / "stream"
+    first, second = fleet_records()
+    write_container(stream, "messages", "00000001", first)
+    write_container(stream, "messages", "00000002", second)
+    output = warehouse / f"command-{table_format}"
+
+    done = run_job(*job(table_format, output, stream, "telemetry")[2:], "--master", "local[2]")
+
+    assert done.returncode == 0, done.stderr
+    assert "query done query=telemetry.tumbling rows_out_total=4" in done.stderr
+    assertDataFrameEqual(read(spark, table_format, output), expected_windows())
