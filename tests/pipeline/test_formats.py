@@ -32,9 +32,11 @@ from pyspark.testing import assertDataFrameEqual
 
 from ferromq.cli import build_parser
 from ferromq.pipeline.command import run_spec
-from ferromq.pipeline.formats import DELTA, ICEBERG, TableFormat
+from ferromq.pipeline.errors import PipelineError
+from ferromq.pipeline.formats import DELTA, ICEBERG, WAREHOUSE_SETTING, TableFormat
 from ferromq.pipeline.output import table_name
 from ferromq.pipeline.runner import run_backfill, start_queries
+from ferromq.pipeline.session import spark_session
 from tests.pipeline.fleet import (
     JOB_OPTIONS,
     PATTERN,
@@ -159,6 +161,22 @@ def test_stream_backfill_new_column_and_time_travel(
     earlier = read(spark, table_format, output, version=after_stream)
     assert "unit" not in earlier.columns
     assertDataFrameEqual(earlier, streamed)
+
+
+def test_a_running_session_keeps_its_iceberg_warehouse(
+    spark: SparkSession, warehouse: Path, tmp_path: Path
+) -> None:
+    """Spark keeps a catalog once loaded, so a second ``spark_session`` (getOrCreate)
+    asking for another warehouse gets the running one, and an ``--output`` outside it is
+    one line, not tables written where their names do not say."""
+    again = spark_session("again", "local[2]", formats=(ICEBERG,), warehouse=str(tmp_path))
+    assert again is spark
+    assert spark.conf.get(WAREHOUSE_SETTING) == str(warehouse)
+    assert table_name(spark, str(warehouse / "a" / "b"), "tumbling") == (
+        "`ferromq`.`a`.`b`.`tumbling`"
+    )
+    with pytest.raises(PipelineError, match="is not in the session's Iceberg warehouse"):
+        table_name(spark, str(tmp_path), "tumbling")
 
 
 @pytest.mark.skipif(not os.environ.get("FERROMQ_SLOW"), reason="FERROMQ_SLOW=1: a JVM each")

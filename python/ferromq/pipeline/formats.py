@@ -36,6 +36,7 @@ __all__ = [
     "ICEBERG_VERSION",
     "PARQUET",
     "TABLE_FORMATS",
+    "WAREHOUSE_SETTING",
     "TableFormat",
     "delta_version",
     "format_artifacts",
@@ -53,6 +54,7 @@ TABLE_FORMATS: Final[tuple[TableFormat, ...]] = (PARQUET, DELTA, ICEBERG)
 ICEBERG_VERSION: Final = "1.12.0"
 CATALOG: Final = "ferromq"
 """The Iceberg catalog's name in the session: tables are ``ferromq.<output name>``."""
+WAREHOUSE_SETTING: Final = f"spark.sql.catalog.{CATALOG}.warehouse"
 DELTA_HINT: Final = "pip install 'ferromq[pipeline]' (delta-spark==4.4.0 for PySpark 4.1)"
 _DELTA_PACKAGE: Final = "delta-spark"
 _EXTENSIONS: Final = {
@@ -110,7 +112,7 @@ def format_settings(
             raise PipelineError("--format iceberg needs a warehouse directory (--output)")
         settings[f"spark.sql.catalog.{CATALOG}"] = "org.apache.iceberg.spark.SparkCatalog"
         settings[f"spark.sql.catalog.{CATALOG}.type"] = "hadoop"
-        settings[f"spark.sql.catalog.{CATALOG}.warehouse"] = warehouse.rstrip("/")
+        settings[WAREHOUSE_SETTING] = warehouse.rstrip("/")
     return settings
 
 

@@ -38,7 +38,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 from pyspark.sql.types import StructField, StructType
 
-from ferromq.pipeline.formats import CATALOG, DELTA, ICEBERG, PARQUET, TableFormat, iceberg_table
+from ferromq.pipeline.formats import (
+    DELTA,
+    ICEBERG,
+    PARQUET,
+    WAREHOUSE_SETTING,
+    TableFormat,
+    iceberg_table,
+)
 
 __all__ = ["PARTITION", "table_name", "write_batch", "write_stream"]
 
@@ -52,8 +59,7 @@ def _path(root: str, name: str) -> str:
 
 def table_name(spark: SparkSession, output: str, name: str) -> str:
     """Output ``name``'s Iceberg table in ``spark``'s catalog (``ferromq.<name>``)."""
-    warehouse = spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse", None)
-    return iceberg_table(warehouse, output, name)
+    return iceberg_table(spark.conf.get(WAREHOUSE_SETTING, None), output, name)
 
 
 def _iceberg_frame(frame: DataFrame, table: str) -> DataFrame:

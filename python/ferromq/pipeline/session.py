@@ -15,6 +15,9 @@ Before the JVM starts, :func:`require_spark` turns the usual set-up mistakes int
   Lake's extension and catalog, or Iceberg's extension and a Hadoop catalog whose
   warehouse is ``warehouse`` (the job's ``--output``).
 
+A session that is already running (``getOrCreate`` returns it, as in the tests) keeps its
+jars, extensions and Iceberg warehouse; only runtime settings change.
+
 The jars are those of the formats asked for only: a Parquet job starts without Delta's
 or Iceberg's, and offline if only the Kafka and Avro connectors are cached.
 """
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Final
 from ferromq.pipeline.errors import PipelineError
 from ferromq.pipeline.formats import (
     PARQUET,
+    WAREHOUSE_SETTING,
     TableFormat,
     format_artifacts,
     format_settings,
@@ -101,6 +105,11 @@ def spark_session(
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(format_settings(formats, warehouse, master))
     settings.update(conf or {})
+    running = SparkSession.getActiveSession()
+    if running is not None and running.conf.get(WAREHOUSE_SETTING, None) is not None:
+        # Spark keeps a catalog once loaded: a new warehouse would move table names, not
+        # tables. The running one stays; output.table_name refuses an --output outside it.
+        settings.pop(WAREHOUSE_SETTING, None)
     if master is not None:
         builder = builder.master(master)
     for key, value in settings.items():
