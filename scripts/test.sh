@@ -3,8 +3,9 @@
 # then runs every gate. `.ci/run` calls this; a newcomer runs it as the README says.
 #
 #   bash scripts/test.sh             # the whole suite, as CI runs it
-#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the conformance and cluster suites at
-#                                         # two shards, the cluster suite with every node
+#   FERROMQ_SLOW=1 bash scripts/test.sh   # also the conformance suite under asyncio (CI:
+#                                         # uvloop only), the conformance and cluster
+#                                         # suites at two shards, the cluster suite with every node
 #                                         # in a network namespace 1 ms from Redis and
 #                                         # Kafka, and the large-scale load comparison
 #   FERROMQ_FUZZ_SECONDS=300 ...     # a longer fuzz run than CI's bounded one

@@ -1,5 +1,6 @@
-"""Fixtures for the conformance tests: `broker` (tests/conftest.py) with defaults, and
-`limited_broker` with small limits for the tests that need to reach them quickly."""
+"""Fixtures for the conformance tests, each under the loops of `support.LOOPS`: `broker`
+with defaults, `permissive_broker` allowing control characters, and `limited_broker`
+with small limits for the tests that need to reach them quickly."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningBroker, start_broker
+
+from .support import LOOPS
 
 LIMITED_CONFIG = """
 [limits]
@@ -25,7 +28,14 @@ max_session_expiry = 30
 """
 
 
-@pytest.fixture(params=["uvloop", "asyncio"])
+@pytest.fixture(params=LOOPS)
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
+    running = start_broker(tmp_path, request.param)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(params=LOOPS)
 def permissive_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     """Control characters allowed, through the environment override."""
     env = {"FERROMQ_LIMITS__ALLOW_CONTROL_CHARACTERS": "true"}
@@ -34,7 +44,7 @@ def permissive_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     running.stop()
 
 
-@pytest.fixture(params=["uvloop", "asyncio"])
+@pytest.fixture(params=LOOPS)
 def limited_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     running = start_broker(tmp_path, request.param, LIMITED_CONFIG)
     yield running

@@ -1,5 +1,5 @@
 """Helpers for the conformance tests: exact packets through `RawClient`, one broker
-per test (the `broker` fixture, under uvloop and asyncio).
+per test (the `broker` fixture, under the loops of `LOOPS`).
 
 Absence is proven with a fence, not a sleep, wherever the broker's ordering allows:
 the engine handles one connection's packets in order and routes each message before
@@ -11,6 +11,7 @@ short wait) is for the few cases with no such order to lean on.
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 from typing import Any
 
@@ -18,6 +19,12 @@ import pytest
 
 from tests.conftest import RunningBroker
 from tests.support.mqtt_raw import RawClient
+
+LOOPS = ["uvloop", "asyncio"] if os.environ.get("FERROMQ_SLOW") == "1" else ["uvloop"]
+"""The event loops the conformance brokers run on: the default (uvloop), and with
+FERROMQ_SLOW=1 stdlib asyncio as well. The protocol is the engine's, the same under
+either loop; what the loops do differently (transports, reads cut anywhere) is the
+integration suite's, which runs every test under both."""
 
 V31, V311, V5 = 3, 4, 5
 VERSIONS = pytest.mark.parametrize("version", [V311, V5], ids=["v311", "v5"])

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import RunningBroker, start_broker
 
 from .support import (
+    LOOPS,
     V5,
     VERSIONS,
     closed_with,
@@ -25,7 +26,7 @@ from .support import (
 )
 
 
-@pytest.fixture(params=["uvloop", "asyncio"])
+@pytest.fixture(params=LOOPS)
 def capped_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     running = start_broker(tmp_path, request.param, "[limits]\nmax_keepalive = 1\n")
     yield running

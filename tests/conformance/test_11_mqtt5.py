@@ -16,6 +16,7 @@ from tests.conftest import RunningBroker, start_broker
 from tests.support.mqtt_raw import RawClient
 
 from .support import (
+    LOOPS,
     V5,
     V311,
     VERSIONS,
@@ -51,7 +52,7 @@ interval = 1
 DROPPED = "$SYS/broker/publish/messages/dropped"
 
 
-@pytest.fixture(params=["uvloop", "asyncio"])
+@pytest.fixture(params=LOOPS)
 def restricted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     running = start_broker(tmp_path, request.param, RESTRICTED_CONFIG)
     yield running

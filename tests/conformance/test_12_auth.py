@@ -16,7 +16,7 @@ from tests.conftest import RunningBroker, start_broker
 from tests.support.mqtt_raw import RawClient
 from tests.support.scram_client import ScramClient
 
-from .support import V5, VERSIONS, closed_with, open_client, ping, prop, publish, subscribe
+from .support import LOOPS, V5, VERSIONS, closed_with, open_client, ping, prop, publish, subscribe
 
 SCRAM = "SCRAM-SHA-256"
 CONTINUE, REAUTHENTICATE = 0x18, 0x19
@@ -36,7 +36,7 @@ def auth_config(tmp_path: Path, extra: str = "") -> str:
     return f'[auth]\nusers_file = "{users_file(tmp_path)}"\n{extra}'
 
 
-@pytest.fixture(params=["uvloop", "asyncio"])
+@pytest.fixture(params=LOOPS)
 def auth_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningBroker]:
     running = start_broker(tmp_path, request.param, auth_config(tmp_path))
     yield running
@@ -212,7 +212,7 @@ def test_reauthentication_as_another_user_disconnects_with_0x87(
     assert closed_with(client) == [0x87]
 
 
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+@pytest.mark.parametrize("loop", LOOPS)
 def test_stalled_exchanges_are_refused_at_the_connect_timeout(tmp_path: Path, loop: str) -> None:
     config = auth_config(tmp_path, "[limits]\nconnect_timeout = 1\n")
     broker = start_broker(tmp_path, loop, config)
