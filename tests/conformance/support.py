@@ -11,7 +11,6 @@ short wait) is for the few cases with no such order to lean on.
 from __future__ import annotations
 
 import itertools
-import os
 import socket
 from typing import Any
 
@@ -19,8 +18,9 @@ import pytest
 
 from tests.conftest import RunningBroker
 from tests.support.mqtt_raw import RawClient
+from tests.support.slow import SLOW
 
-LOOPS = ["uvloop", "asyncio"] if os.environ.get("FERROMQ_SLOW") == "1" else ["uvloop"]
+LOOPS = ["uvloop", "asyncio"] if SLOW else ["uvloop"]
 """The event loops the conformance brokers run on: the default (uvloop), and with
 FERROMQ_SLOW=1 stdlib asyncio as well. The protocol is the engine's, the same under
 either loop; what the loops do differently (transports, reads cut anywhere) is the
