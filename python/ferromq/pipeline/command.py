@@ -10,7 +10,8 @@ only in ``--master``'s default: ``local[*]`` from ``ferromq``, spark-submit's ow
 Exit status: 0 done (stopped by SIGTERM/SIGINT, or a batch or ``--trigger
 available-now`` run finished), 2 a problem to fix before the job can start (options,
 pyspark, Java, ``--format delta`` without delta-spark, Kafka unreachable, a connector
-jar not fetched), 1 the job failed while running (the query's error, first line).
+jar not fetched, a ``--payload-schema`` missing, bad, or without the message named), 1
+the job failed while running (the query's error, first line).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 from ferromq.pipeline.errors import EXIT_SETUP, PipelineError
 from ferromq.pipeline.formats import PARQUET, TABLE_FORMATS, require_format
 from ferromq.pipeline.jobs import AVAILABLE_NOW, BACKFILL, JOBS, JobOptions
+from ferromq.pipeline.payload_schema import PayloadSchema, load_payload_schema
 
 if TYPE_CHECKING:
     from ferromq.pipeline.runner import RunSpec
@@ -147,6 +149,17 @@ def add_run_arguments(parser: argparse.ArgumentParser, master: str | None) -> No
     )
     job.add_argument("--schema", metavar="DDL", help="payload JSON schema, e.g. 'temp DOUBLE'")
     job.add_argument(
+        "--payload-schema",
+        metavar="FILE",
+        help="telemetry: payloads are Avro binary records of FILE.avsc, or Protobuf "
+        "messages of FILE.proto (compiled with grpcio-tools' protoc) instead of JSON",
+    )
+    job.add_argument(
+        "--payload-message",
+        metavar="NAME",
+        help="the message of --payload-schema's .proto (default: its first top-level one)",
+    )
+    job.add_argument(
         "--fields", type=_names, default=(), metavar="A,B", help="the payload fields to aggregate"
     )
     job.add_argument(
@@ -226,6 +239,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     options = JobOptions(
         pattern=TopicPattern.parse(args.pattern) if args.pattern is not None else None,
         schema=args.schema,
+        payload_schema=_payload_schema(args),
         fields=args.fields,
         dedupe_key=args.dedupe_key,
         window=args.window,
@@ -256,6 +270,19 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         shuffle_partitions=args.shuffle_partitions,
         time_range=TimeRange(args.start, args.end) if backfill else None,
     )
+
+
+def _payload_schema(args: argparse.Namespace) -> PayloadSchema | None:
+    """``--payload-schema`` loaded (a .proto compiled), before any JVM starts."""
+    if args.payload_schema is None:
+        if args.payload_message is not None:
+            raise PipelineError("--payload-message needs --payload-schema FILE.proto")
+        return None
+    if args.schema is not None:
+        raise PipelineError(
+            "--schema types JSON payloads; with --payload-schema the schema file types them"
+        )
+    return load_payload_schema(args.payload_schema, args.payload_message)
 
 
 def run_command(args: argparse.Namespace) -> int:

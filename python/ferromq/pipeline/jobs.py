@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from ferromq.pipeline.payload_schema import PayloadSchema
     from ferromq.pipeline.sources import Stream
     from ferromq.pipeline.transforms import TopicPattern
 
@@ -53,6 +54,7 @@ class JobOptions:
 
     pattern: TopicPattern | None = None
     schema: str | None = None
+    payload_schema: PayloadSchema | None = None  # --payload-schema: Avro or Protobuf payloads
     fields: tuple[str, ...] = ()
     dedupe_key: tuple[str, ...] = ()
     window: str = "1 minute"
@@ -96,7 +98,13 @@ def telemetry(records: DataFrame, options: JobOptions) -> Outputs:
         parsed, keys = messages.withColumn(MATCHES, F.lit(True)), ("topic",)
     else:
         parsed, keys = parse_topic(messages, options.pattern), options.pattern.names
-    decoded = decode_payload(parsed, options.schema, options.fields, options.dedupe_key)
+    decoded = decode_payload(
+        parsed,
+        options.schema,
+        options.fields,
+        options.dedupe_key,
+        payload_schema=options.payload_schema,
+    )
     unique = drop_duplicates(with_reason(decoded), options.dedupe_key)
     readings = explode_readings(unique.where(F.col(REASON).isNull()))
     outputs = {"tumbling": window_aggregates(readings, keys, options.window)}

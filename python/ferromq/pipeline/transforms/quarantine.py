@@ -2,7 +2,8 @@
 
 Reasons, first that applies: ``undecodable_record`` (a Kafka value that is not a record
 of the schema), ``topic_mismatch`` (the topic does not match ``--pattern``),
-``payload_not_json`` and ``no_numeric_field`` (:mod:`.payload`). The quarantine keeps
+``payload_not_json`` (``payload_not_avro``, ``payload_not_protobuf`` with
+``--payload-schema``) and ``no_numeric_field`` (:mod:`.payload`). The quarantine keeps
 what is needed to find and replay the record: its id, time, node, client, topic, raw
 payload and the reason, partitioned by the UTC ``date`` of its time. Nothing raises: a
 bad record is a row like any other, counted by the progress log, never a failed job.
