@@ -8,7 +8,7 @@ caller leaking in:
 
 - ``ferromq --help`` answers;
 - both compiled modules import, from the virtualenv;
-- the wheel carries its licence file and declares Apache-2.0;
+- the wheel carries its licence file and declares pyproject.toml's licence expression;
 - the web dashboard's files are installed with the package (``admin/static``);
 - ``ferromq serve`` on its embedded default (a free loopback port through
   FERROMQ_LISTEN) carries one message from mosquitto_pub to mosquitto_sub, keeps its
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 TIMEOUT = 15.0
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 TOPIC = "smoke/wheel"
 PAYLOAD = "hello from the wheel"
 
@@ -78,7 +80,9 @@ def check_installed(venv: Path, work: Path) -> None:
     for module in (core, protocol, dashboard):
         if not Path(module).resolve().is_relative_to(venv.resolve()):
             raise SmokeFailure(f"{module} is not the virtualenv's")
-    if license_expression != "Apache-2.0" or not license_file.endswith("licenses/LICENSE"):
+    declared = re.search(r'^license = "([^"]+)"', PYPROJECT.read_text(), re.MULTILINE)
+    expected = declared[1] if declared else "(no licence in pyproject.toml)"
+    if license_expression != expected or not license_file.endswith("licenses/LICENSE"):
         raise SmokeFailure(f"licence metadata: {license_expression!r}, file {license_file!r}")
 
 
