@@ -10,6 +10,16 @@ with the same Spark type) into a no-op sink; one warm-up round, then the best of
 
     python benches/pipeline/decode.py --records 200000
 
+With ``--payload json|avro|protobuf|all`` it measures the payload codecs of the
+``telemetry`` job instead (``--payload-schema``, issue 28): the same readings
+(``device``, ``seq``, ``temp``, ``hum``) as a JSON object, an Avro binary record
+(fastavro) and a Protobuf message, each through the job's own ``decode_payload``
+(JSON: fields found per record; Avro: ``from_avro``; Protobuf: the Python workers'
+decoder) into a no-op sink: records per second, per core (÷ the master's cores), and
+bytes per payload.
+
+    python benches/pipeline/decode.py --payload all --records 200000
+
 Run it alone on the machine: the figures are timings.
 """
 
@@ -17,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import shutil
 import tempfile
@@ -24,14 +35,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import fastavro
 from fleet_stream import readings
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from tests.pipeline.stream_records import Record, encode
 
+from ferromq.pipeline.payload_schema import AVRO, PROTOBUF, load_payload_schema
 from ferromq.pipeline.records import record_type
 from ferromq.pipeline.session import spark_session
+from ferromq.pipeline.transforms.payload import PAYLOAD_ERROR, READINGS, decode_payload
+from ferromq.pipeline.transforms.protobuf import _message_class
 from ferromq.stream import schema_text
 
 
@@ -53,15 +68,79 @@ def best_rate(frame: DataFrame, records: int, rounds: int) -> float:
     return records / min(seconds[1:])
 
 
+PAYLOAD_PROTO = """syntax = "proto3";
+message Reading { string device = 1; uint64 seq = 2; double temp = 3; int32 hum = 4; }
+"""
+PAYLOAD_AVSC = {
+    "type": "record",
+    "name": "Reading",
+    "fields": [
+        {"name": "device", "type": "string"},
+        {"name": "seq", "type": "long"},
+        {"name": "temp", "type": "double"},
+        {"name": "hum", "type": "int"},
+    ],
+}
+
+
+def payload_rates(spark: SparkSession, args: argparse.Namespace, work: Path) -> None:
+    """The telemetry job's payload decode, per codec of ``args.payload``."""
+    avsc, proto = work / "reading.avsc", work / "reading.proto"
+    avsc.write_text(json.dumps(PAYLOAD_AVSC))
+    proto.write_text(PAYLOAD_PROTO)
+    schemas = {AVRO: load_payload_schema(str(avsc)), PROTOBUF: load_payload_schema(str(proto))}
+    message = _message_class(schemas[PROTOBUF].descriptor_set, schemas[PROTOBUF].message)
+    avro_schema = fastavro.parse_schema(PAYLOAD_AVSC)
+
+    def encoded(codec: str, reading: dict[str, Any]) -> bytes:
+        if codec == "json":
+            return json.dumps(reading, separators=(",", ":")).encode()
+        if codec == AVRO:
+            body = io.BytesIO()
+            fastavro.schemaless_writer(body, avro_schema, reading)
+            return body.getvalue()
+        return bytes(message(**reading).SerializeToString())
+
+    cores = spark.sparkContext.defaultParallelism
+    codecs = ["json", AVRO, PROTOBUF] if args.payload == "all" else [args.payload]
+    for codec in codecs:
+        rows = [
+            (encoded(codec, {"device": f"d{n % 1000}", "seq": n, "temp": 20 + n % 97 * 0.1,
+                             "hum": 40 + n % 13}),)
+            for n in range(args.records)
+        ]  # fmt: skip
+        size = sum(len(payload) for (payload,) in rows) / len(rows)
+        path = str(work / f"payload-{codec}")
+        spark.createDataFrame(rows, "payload binary").write.parquet(path)
+        del rows
+        schema = schemas.get(codec)
+        decoded = decode_payload(
+            spark.read.parquet(path), exclude=("seq",), payload_schema=schema
+        ).select(READINGS, PAYLOAD_ERROR)
+        rate = best_rate(decoded, args.records, args.rounds)
+        print(
+            f"payload {codec}: {rate:,.0f} records/s decoded, {rate / cores:,.0f} per core, "
+            f"{size:.1f} bytes/payload ({args.master})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--payload",
+        choices=("json", AVRO, PROTOBUF, "all"),
+        help="measure the telemetry job's payload codecs instead of the record encodings",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ferromq-pipeline-decode-"))
     try:
         spark = spark_session("ferromq-bench-decode", args.master, shuffle_partitions=4)
+        if args.payload is not None:
+            payload_rates(spark, args, work)
+            return
         rows = [(encode(record), as_json(record)) for record in readings(args.records, 1000)]
         avro_bytes = sum(len(avro) for avro, _ in rows) / len(rows)
         json_bytes = sum(len(text) for _, text in rows) / len(rows)

@@ -6,7 +6,10 @@ which the Maven repository reachable here does not serve, so this decodes in the
 workers: a Python UDF that parses each payload with protobuf's message class, built once
 per worker from the descriptor set's bytes (shipped in the UDF's closure) in a pool of
 its own, as :mod:`ferromq.pipeline.sparkplug` does. The workers need ferromq and the
-``protobuf`` package (the ``pipeline`` extra brings it with grpcio-tools).
+``protobuf`` package (the ``pipeline`` extra brings it with grpcio-tools). Where pandas
+and pyarrow are installed (the ``sparkplug`` extra) it is an Arrow-optimized UDF, rows
+crossing to Python in Arrow batches: about three times the rate of a pickled one
+(``benches/pipeline/decode.py --payload protobuf``).
 
 The struct has the message's top-level singular scalar fields, typed as
 ``from_protobuf`` types them: ``int32``-like as int, ``int64``-like and ``uint32`` as
@@ -21,6 +24,7 @@ A payload that does not parse is a null struct.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from decimal import Decimal
 from functools import cache
@@ -47,6 +51,7 @@ from ferromq.pipeline.errors import PipelineError
 __all__ = ["decode_protobuf", "protobuf_type"]
 
 _UINT64: Final = DecimalType(20, 0)
+ARROW_MODULES: Final = ("pyarrow", "pandas")  # an Arrow-optimized UDF's (3x the rate)
 
 
 @cache
@@ -126,4 +131,5 @@ def _decoder(descriptor_set: bytes, message: str) -> Callable[[Any], tuple[Any, 
 def decode_protobuf(payload: Column, descriptor_set: bytes, message: str) -> Column:
     """``payload`` (binary) decoded as ``message``: a struct, null where it does not parse."""
     decoded_type = protobuf_type(descriptor_set, message)
-    return F.udf(_decoder(descriptor_set, message), decoded_type, useArrow=False)(payload)
+    arrow = all(importlib.util.find_spec(module) is not None for module in ARROW_MODULES)
+    return F.udf(_decoder(descriptor_set, message), decoded_type, useArrow=arrow)(payload)
