@@ -114,6 +114,9 @@ def _kafka(
         options.update(startingOffsets="earliest", endingOffsets="latest")
         if time_range is not None and time_range.start is not None:
             options["startingTimestamp"] = str(int(time_range.start.timestamp() * 1000))
+            # A partition with no record at or after the start (empty, or older records
+            # only) has nothing to read: its latest offset, not an error (Spark's default).
+            options["startingOffsetsByTimestampStrategy"] = "latest"
         if time_range is not None and time_range.end is not None:
             options["endingTimestamp"] = str(int(time_range.end.timestamp() * 1000))
         raw = spark.read.format("kafka").options(**options).load()
