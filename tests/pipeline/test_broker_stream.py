@@ -10,15 +10,12 @@ to those readings' sum, the smallest and largest as published."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
 from pathlib import Path
 
-import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -27,6 +24,7 @@ from ferromq.cli import build_parser
 from ferromq.pipeline.command import run_spec
 from ferromq.pipeline.runner import start_queries
 from tests.conftest import RunningBroker, start_broker
+from tests.pipeline.devices import Device
 from tests.pipeline.tables import wait_for_table
 from tests.support.services import free_port
 from tests.support.waiting import wait_for
@@ -59,37 +57,6 @@ def source_options(sink: str, stream: Path, bootstrap: str, prefix: str) -> list
     if sink == "files":
         return ["--source", "files", "--directory", str(stream)]
     return ["--source", "kafka", "--bootstrap", bootstrap, "--messages-topic", f"{prefix}messages"]
-
-
-class Device:
-    """A paho publisher (QoS 1, persistent session) and the packet ids acknowledged."""
-
-    def __init__(self, port: int, number: int) -> None:
-        self.number = number
-        self.sent: list[int] = []
-        self.acked: set[int] = set()
-        self.client = paho.Client(
-            CallbackAPIVersion.VERSION2, client_id=f"dev-{number}", clean_session=False
-        )
-        self.client.on_publish = lambda _c, _u, mid, _rc, _p: self.acked.add(mid)
-        # paho's annotations say int; its reconnect sleeps take fractions of a second.
-        self.client.reconnect_delay_set(min_delay=0.1, max_delay=0.5)  # type: ignore[arg-type]
-        self.client.max_inflight_messages_set(20)
-        self.client.connect("127.0.0.1", port)
-        self.client.loop_start()
-
-    def publish(self, seq: int, topic: str = "") -> None:
-        payload = json.dumps({"v": seq, "seq": seq})
-        # Queued while the broker is down; paho sends it (again) once reconnected.
-        info = self.client.publish(topic or f"fleet/d{self.number}/count", payload, qos=1)
-        self.sent.append(info.mid)
-
-    def all_acknowledged(self) -> bool:
-        return set(self.sent) <= self.acked
-
-    def close(self) -> None:
-        self.client.loop_stop()
-        self.client.disconnect()
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
