@@ -17,6 +17,7 @@ pyspark nor protobuf at import time.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,7 @@ AVRO: Final = "avro"
 PROTOBUF: Final = "protobuf"
 _KINDS: Final = {".avsc": AVRO, ".proto": PROTOBUF}
 PROTOC_TIMEOUT: Final = 60.0
+_LOG_LINE: Final = re.compile(r"WARNING|[WIE]\d{4} ")  # absl's log lines, not protoc's
 PROTOC_HINT: Final = "pip install grpcio-tools (in ferromq[pipeline]; it bundles protoc)"
 
 
@@ -105,10 +107,12 @@ def _compile(file: Path) -> bytes:
             capture_output=True, text=True, timeout=PROTOC_TIMEOUT, cwd=source.parent,
         )  # fmt: skip
         if done.returncode != 0 or not out.is_file():
-            # protoc's own errors; not the warning its logging library may print first
+            # protoc's first error at a line of the file (newer protocs name it by its full
+            # path); not the warnings its logging library may print first
             lines = [line for line in done.stderr.splitlines() if line.strip()]
-            located = [line for line in lines if line.startswith(f"{source.name}:")]
-            others = [line for line in lines if not line.startswith("WARNING")]
+            at_line = re.compile(rf"(?:.*/)?({re.escape(source.name)}:\d+:\d+: .*)")
+            located = [found[1] for found in map(at_line.fullmatch, lines) if found]
+            others = [line for line in lines if not _LOG_LINE.match(line)]
             reason = next(iter(located or others), f"protoc exited with {done.returncode}")
             raise PipelineError(f"--payload-schema {file}: {reason}")
         return out.read_bytes()

@@ -69,7 +69,9 @@ def _message_class(descriptor_set: bytes, message: str) -> Any:
 def _spark_type(field: Any) -> DataType | None:
     from google.protobuf.descriptor import FieldDescriptor as D
 
-    if field.label == D.LABEL_REPEATED:
+    # protobuf 7 drops ``label`` for ``is_repeated`` (from 5.29); 4.x has only ``label``
+    repeated = getattr(field, "is_repeated", None)
+    if repeated if repeated is not None else field.label == D.LABEL_REPEATED:
         return None
     by_type: dict[int, DataType] = {
         D.TYPE_DOUBLE: DoubleType(), D.TYPE_FLOAT: FloatType(),
