@@ -26,6 +26,7 @@ from tests.pipeline.tables import wait_for_table
 
 PARTITIONS = 2
 DEADLINE = 150.0
+GARBAGE = b"\x02\xffnot a record"  # a Kafka value that is not a record-v1 record
 
 
 async def create_topic(bootstrap: str, topic: str) -> None:
@@ -76,7 +77,7 @@ def test_telemetry_from_kafka_at_one_second(
     caplog.set_level("INFO", logger="ferromq.pipeline")
     running = start_queries(spark, run_spec(args))
     try:
-        asyncio.run(produce(kafka_bootstrap, topic, second, garbage=b"\x02\xffnot a record"))
+        asyncio.run(produce(kafka_bootstrap, topic, second, garbage=GARBAGE))
         expected = expected_windows()
         quarantined = [*QUARANTINED.items(), (None, "undecodable_record")]
         wait_for_table(
@@ -88,10 +89,14 @@ def test_telemetry_from_kafka_at_one_second(
     finally:
         running.stop()
     assertDataFrameEqual(spark.read.parquet(str(output / "tumbling")), expected)
+    quarantine = spark.read.parquet(str(output / "quarantine"))
     assertDataFrameEqual(
-        spark.read.parquet(str(output / "quarantine")).select("topic", "reason"),
+        quarantine.select("topic", "reason"),
         [Row(topic=topic, reason=reason) for topic, reason in quarantined],
     )
+    # The value that is not a record is kept as it came, for whoever looks into it.
+    undecodable = quarantine.where(quarantine.reason == "undecodable_record").first()
+    assert undecodable is not None and bytes(undecodable.payload) == GARBAGE
     lags = [
         str(getattr(record, "ferromq_fields", {}).get("lag", ""))
         for record in caplog.records

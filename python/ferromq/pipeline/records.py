@@ -3,7 +3,8 @@
 The schema file is the one definition the broker's encoder and these jobs read. A Kafka
 value is one record in Avro binary encoding, decoded by :func:`decode_values` with
 ``from_avro`` in PERMISSIVE mode: a value that does not decode becomes a row whose
-``record`` is null (``undecodable_record`` in the quarantine) instead of failing the job.
+``record`` is null (``undecodable_record`` in the quarantine, its bytes kept) instead of
+failing the job.
 A value in the Confluent wire format (``[stream.kafka] registry``: magic byte 0, a 4-byte
 schema id, then the same Avro body) is decoded from its sixth byte; a plain value never
 starts with 0 (its first field, ``schema_version`` 1, encodes as 2), so both formats
@@ -50,4 +51,6 @@ def decode_values(frame: DataFrame, value: str = "value") -> DataFrame:
     framed = F.substring(raw, 1, 1) == F.lit(CONFLUENT_MAGIC)
     body = F.when(framed, F.substring(raw, CONFLUENT_HEADER_BYTES + 1, 2**31 - 1)).otherwise(raw)
     decoded = from_avro(body, schema_text(), {"mode": "PERMISSIVE"})
-    return frame.withColumn(RECORD, decoded)
+    # PERMISSIVE gives a struct of nulls, not a null, for bytes that do not decode;
+    # schema_version is never null in a record that did.
+    return frame.withColumn(RECORD, F.when(decoded["schema_version"].isNotNull(), decoded))
