@@ -52,6 +52,7 @@ from tests.crash.clients import QUEUE_ROOM, Subscriber, Tally, settle, stream
 from tests.support import services
 from tests.support.admin_client import get
 from tests.support.services import free_ports
+from tests.support.slow import slow
 from tests.support.waiting import wait_for
 
 STREAM = 1.0  # seconds of publishing before a fault and after the clients are back
@@ -60,7 +61,7 @@ LEASE = 5  # [cluster] lease, the default
 # and a failed start more.
 STOPPED_WITHIN = LEASE + 30.0
 LOST_LINE = "cluster: lease lost"
-CASES = [(5, 1), (5, 2), (4, 2)]  # (MQTT version, QoS)
+CASES = [(5, 1), (5, 2), slow(4, 2)]  # (MQTT version, QoS); 3.1.1 with FERROMQ_SLOW=1
 
 
 def node_pids(node: ClusterNode) -> list[int]:
