@@ -45,6 +45,7 @@ from tests.support.admin_client import admin_config, scrape, value
 from tests.support.mqtt_raw import RawClient
 from tests.support.paho_clients import paho_client
 from tests.support.services import free_port
+from tests.support.stream_config import kafka_stream_config
 from tests.support.waiting import wait_for
 
 SCHEMA = parse_schema(json.loads(schema_text()))
@@ -52,23 +53,15 @@ PARTITIONS = 3
 
 
 def stream_config(bootstrap: str, prefix: str, delivery: str, extra: str = "") -> str:
-    return f"""
-[stream]
-enabled = true
-sink = "kafka"
-key = "level:1"
-
-[stream.kafka]
-bootstrap_servers = "{bootstrap}"
-messages_topic = "{prefix}messages"
-events_topic = "{prefix}events"
-partitions = {PARTITIONS}
-delivery = "{delivery}"
-{extra}
-
+    return (
+        kafka_stream_config(
+            bootstrap, prefix, partitions=PARTITIONS, delivery=delivery, kafka_keys=extra
+        )
+        + """
 [kafka]
 request_timeout = 2
 """
+    )
 
 
 def unique_prefix() -> str:

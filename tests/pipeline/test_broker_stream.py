@@ -27,6 +27,7 @@ from tests.conftest import RunningBroker, start_broker
 from tests.pipeline.devices import Device
 from tests.pipeline.tables import wait_for_table
 from tests.support.services import free_port
+from tests.support.stream_config import kafka_stream_config
 from tests.support.waiting import wait_for
 
 DEVICES = 3
@@ -36,21 +37,14 @@ JOB_TIMEOUT = 240
 
 
 def stream_config(sink: str, stream: Path, bootstrap: str, prefix: str) -> str:
-    return f"""
-[stream]
-enabled = true
-sink = "{sink}"
-key = "level:1"
+    return (
+        kafka_stream_config(bootstrap, prefix, partitions=2, sink=sink)
+        + f"""
 [stream.files]
 directory = "{stream}"
 roll_seconds = 1
-[stream.kafka]
-bootstrap_servers = "{bootstrap}"
-messages_topic = "{prefix}messages"
-events_topic = "{prefix}events"
-partitions = 2
-delivery = "after_kafka"
 """
+    )
 
 
 def source_options(sink: str, stream: Path, bootstrap: str, prefix: str) -> list[str]:

@@ -32,6 +32,7 @@ from tests.pipeline.spark_cluster import (
     tasks_per_executor,
 )
 from tests.support.slow import SLOW
+from tests.support.stream_config import kafka_stream_config
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not SLOW, reason="FERROMQ_SLOW=1 runs it")
@@ -46,19 +47,9 @@ ACK_TIMEOUT = 120.0
 
 def stream_config(bootstrap: str, prefix: str) -> str:
     """Each node's ``[stream]``: records keyed by device (``fleet/<device>/...``)."""
-    return f"""
-[stream]
-enabled = true
-sink = "kafka"
-key = "level:1"
-events = false
-[stream.kafka]
-bootstrap_servers = "{bootstrap}"
-messages_topic = "{prefix}messages"
-events_topic = "{prefix}events"
-partitions = {PARTITIONS}
-delivery = "after_kafka"
-"""
+    return kafka_stream_config(
+        bootstrap, prefix, partitions=PARTITIONS, stream_keys="events = false"
+    )
 
 
 def test_backfill_on_two_spark_workers_reads_a_ferromq_cluster_stream(

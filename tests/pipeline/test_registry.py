@@ -38,6 +38,7 @@ from tests.integration.test_redis_cluster_store import serve_exit
 from tests.support import services
 from tests.support.paho_clients import paho_client
 from tests.support.services import free_port
+from tests.support.stream_config import kafka_stream_config
 
 DEVICES = ("dev-1", "dev-2")
 READINGS = 20  # per device
@@ -46,23 +47,11 @@ PARTITIONS = 2
 
 def stream_config(bootstrap: str, prefix: str, registry: str | None) -> str:
     registry_line = f'registry = "{registry}"' if registry else ""
+    stream = kafka_stream_config(bootstrap, prefix, partitions=PARTITIONS, kafka_keys=registry_line)
     return f"""
 [server]
 workers = 2
-
-[stream]
-enabled = true
-sink = "kafka"
-key = "level:1"
-
-[stream.kafka]
-bootstrap_servers = "{bootstrap}"
-messages_topic = "{prefix}messages"
-events_topic = "{prefix}events"
-partitions = {PARTITIONS}
-delivery = "after_kafka"
-{registry_line}
-
+{stream}
 [kafka]
 request_timeout = 5
 """
