@@ -8,9 +8,6 @@ broker with a message naming the URL."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,10 +25,11 @@ from tests.integration.test_redis_store import (
     receive,
     redis_config,
 )
+from tests.support.commands import serve_exit
 from tests.support.mqtt_raw import RawClient
 from tests.support.paho_clients import paho_client
 from tests.support.seed_002 import seed_002
-from tests.support.services import RedisCluster, RedisServer, free_port
+from tests.support.services import RedisCluster, RedisServer
 
 
 def client(node: RedisServer) -> redis.Redis:
@@ -164,19 +162,6 @@ def test_a_node_down_holds_acknowledgements_naming_it_and_the_broker_carries_on(
         redis_cluster.wait_ok()
 
     outage_holds_acknowledgements(broker, "patient", node.stop, start, node.host_port)
-
-
-def serve_exit(tmp_path: Path, config_text: str) -> subprocess.CompletedProcess[str]:
-    """Run `ferromq serve` on ``config_text`` until it exits."""
-    config = tmp_path / "ferromq.toml"
-    config.write_text(config_text)
-    return subprocess.run(
-        [sys.executable, "-m", "ferromq", "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}"},
-    )
 
 
 def test_cluster_mode_against_a_server_that_is_no_cluster_node_exits_naming_the_url(

@@ -39,9 +39,9 @@ from tests.conftest import (
     suite_shards,
 )
 from tests.integration.test_kafka_store import frozen
-from tests.integration.test_redis_cluster_store import serve_exit
 from tests.support import services
 from tests.support.admin_client import admin_config, scrape, value
+from tests.support.commands import serve_exit
 from tests.support.mqtt_raw import RawClient
 from tests.support.paho_clients import paho_client
 from tests.support.services import free_port

@@ -34,8 +34,8 @@ from pyspark.sql import functions as F
 from ferromq.pipeline.sources import Source, read_records
 from ferromq.stream import schema_text
 from tests.conftest import start_broker
-from tests.integration.test_redis_cluster_store import serve_exit
 from tests.support import services
+from tests.support.commands import serve_exit
 from tests.support.paho_clients import paho_client
 from tests.support.services import free_port
 from tests.support.stream_config import kafka_stream_config

@@ -1,13 +1,16 @@
 """The ``ferromq`` command as tests run it: any subcommand (``run_cli``), users added to
-a users file, and the one line a refused command exits with."""
+a users file, ``serve`` run until it exits, and the one line a refused command exits
+with."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import ferromq_command
+from tests.support.services import free_port
 
 
 def users_add(
@@ -28,6 +31,19 @@ def users_add(
         capture_output=True,
         text=True,
         timeout=30,
+    )
+
+
+def serve_exit(tmp_path: Path, config_text: str) -> subprocess.CompletedProcess[str]:
+    """Run `ferromq serve` on ``config_text`` (listening on a free port) until it exits."""
+    config = tmp_path / "ferromq.toml"
+    config.write_text(config_text)
+    return subprocess.run(
+        [sys.executable, "-m", "ferromq", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "FERROMQ_LISTEN": f"127.0.0.1:{free_port()}"},
     )
 
 
